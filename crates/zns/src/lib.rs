@@ -1,0 +1,18 @@
+//! Zoned-namespace (ZNS) vocabulary for zonestack: the types, the `ZonedDevice` and
+//! `BlockDevice` traits, NVMe status codes, a deterministic PRNG, and a reusable conformance
+//! kit that checks any `ZonedDevice` against the ZNS command set.
+
+pub mod conformance;
+pub mod device;
+pub mod model;
+pub mod rng;
+pub mod status;
+pub mod types;
+
+pub use device::{BlockDevice, BlockError, BlockResult, ZonedDevice};
+pub use rng::SimRng;
+pub use status::{NvmeResult, NvmeStatus};
+pub use types::{
+    check_range, zone_attr, CopyRange, Geometry, GeometryError, Lba, ReportFilter, ZoneAction,
+    ZoneDescriptor, ZoneReport, ZoneState,
+};
