@@ -1,0 +1,641 @@
+//! `EmuDevice`: the emulated ZNS SSD. An async `ZonedDevice` shell around the zone state
+//! machine (`zones`), a storage backend (`store`), fault injection and counters, all behind
+//! one lock so every command is atomic with respect to the others.
+//!
+//! Fault model: see `zones` (durability and power loss) and `fault` (injected errors). A
+//! process kill of a file-backed device (`kill`) keeps exactly what was durable: the image's
+//! zone table only ever records durable write pointers.
+//!
+//! In-flight commands: a command takes effect when it is first polled, in that order, so
+//! writes submitted in write-pointer order succeed at any queue depth. Zone Appends are the
+//! exception the ZNS model exists for: an append waits one poll, and all appends then waiting
+//! are executed in an order drawn from the device seed, so callers see the device choose.
+
+use std::future::Future;
+use std::path::Path;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use async_trait::async_trait;
+use parking_lot::Mutex;
+use zns::{
+    CopyRange, Geometry, Lba, NvmeResult, NvmeStatus, ReportFilter, SimRng, ZoneAction, ZoneReport, ZoneState,
+    ZonedDevice,
+};
+
+use crate::fault::{FaultPlan, FaultState, Verdict};
+use crate::stats::{Op, Stats};
+use crate::store::{FileStore, MemStore, Store};
+use crate::zones::{Zone, ZoneTable};
+use crate::{EmuConfig, EmuError};
+
+/// Which backend a device keeps its bytes in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Memory,
+    File,
+}
+
+struct PendingAppend {
+    id: u64,
+    zslba: Lba,
+    data: Vec<u8>,
+    meta: Option<Vec<u8>>,
+    fua: bool,
+}
+
+struct Core {
+    zones: ZoneTable,
+    store: Box<dyn Store>,
+    rng: SimRng,
+    faults: FaultState,
+    stats: Stats,
+    pending: Vec<PendingAppend>,
+    finished: Vec<(u64, NvmeResult<Lba>)>,
+    next_id: u64,
+    /// The restart form of each zone last written to the backend.
+    persisted: Vec<Zone>,
+    zero: Vec<u8>,
+    /// Set once the device is shut down or killed; commands then fail.
+    closed: bool,
+}
+
+/// An emulated ZNS SSD.
+pub struct EmuDevice {
+    geo: Geometry,
+    cfg: EmuConfig,
+    backend: Backend,
+    core: Mutex<Core>,
+}
+
+/// The restart form of a zone: what the image records, and what power loss leaves.
+fn restart_form(geo: &Geometry, index: u32, z: &Zone) -> Zone {
+    let start = geo.zone_start(index);
+    let mut p = Zone { wp: z.durable_wp, durable_wp: z.durable_wp, opened_seq: 0, ..*z };
+    if z.state.is_open() {
+        p.state = if p.wp == start { ZoneState::Empty } else { ZoneState::Closed };
+    }
+    p
+}
+
+impl EmuDevice {
+    /// A device in memory.
+    pub fn new_memory(cfg: EmuConfig) -> Result<EmuDevice, EmuError> {
+        cfg.geometry.validate()?;
+        let g = cfg.geometry;
+        let store = MemStore::new(g.total_blocks() * u64::from(g.block_size), g.total_blocks() * u64::from(g.oob_size));
+        Ok(Self::assemble(cfg, Backend::Memory, Box::new(store), ZoneTable::new(g)))
+    }
+
+    /// Creates a file image at `path`. An existing file is refused unless `force`.
+    pub fn create_file(path: &Path, cfg: EmuConfig, force: bool) -> Result<EmuDevice, EmuError> {
+        cfg.geometry.validate()?;
+        if !force && path.exists() {
+            return Err(EmuError::Exists(path.display().to_string()));
+        }
+        let sb = crate::image::Superblock {
+            geometry: cfg.geometry,
+            volatile_cache: cfg.volatile_cache,
+            clean: false,
+            seed: cfg.seed,
+        };
+        let store = FileStore::create(path, sb, cfg.host_sync)?;
+        Ok(Self::assemble(cfg, Backend::File, Box::new(store), ZoneTable::new(cfg.geometry)))
+    }
+
+    /// Opens an existing image. Its zones come back by the restart rule (item 37).
+    pub fn open_file(path: &Path, host_sync: bool) -> Result<EmuDevice, EmuError> {
+        let (mut store, zones) = FileStore::open(path, host_sync)?;
+        let sb = store.superblock();
+        store.set_clean(false)?;
+        let cfg = EmuConfig {
+            geometry: sb.geometry,
+            volatile_cache: sb.volatile_cache,
+            seed: sb.seed,
+            reorder_appends: true,
+            host_sync,
+        };
+        Ok(Self::assemble(cfg, Backend::File, Box::new(store), ZoneTable::from_zones(sb.geometry, zones)))
+    }
+
+    /// Whether the image at `path` was shut down cleanly, without opening it for writing.
+    pub fn image_was_clean(path: &Path) -> Result<bool, EmuError> {
+        let (store, _) = FileStore::open(path, false)?;
+        Ok(store.superblock().clean)
+    }
+
+    fn assemble(cfg: EmuConfig, backend: Backend, store: Box<dyn Store>, zones: ZoneTable) -> EmuDevice {
+        let g = cfg.geometry;
+        let persisted = (0..g.zone_count).map(|i| restart_form(&g, i, zones.zone(i))).collect();
+        let core = Core {
+            zones,
+            store,
+            rng: SimRng::new(cfg.seed),
+            faults: FaultState::new(FaultPlan::default()),
+            stats: Stats::new(g.zone_count),
+            pending: Vec::new(),
+            finished: Vec::new(),
+            next_id: 0,
+            persisted,
+            zero: Vec::new(),
+            closed: false,
+        };
+        EmuDevice { geo: g, cfg, backend, core: Mutex::new(core) }
+    }
+
+    pub fn config(&self) -> EmuConfig {
+        self.cfg
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> Stats {
+        self.core.lock().stats.clone()
+    }
+
+    /// Bytes of host memory (memory backend) or image size (file backend) in use.
+    pub fn footprint_bytes(&self) -> u64 {
+        self.core.lock().store.footprint_bytes()
+    }
+
+    /// Installs a fault plan, replacing the previous one.
+    pub fn set_faults(&self, plan: FaultPlan) -> Result<(), EmuError> {
+        plan.validate().map_err(EmuError::Config)?;
+        let mut c = self.core.lock();
+        let failed = c.faults.device_failed();
+        c.faults = FaultState::new(plan);
+        if failed {
+            c.faults.fail_device();
+        }
+        Ok(())
+    }
+
+    /// Whole-device failure: every later command fails with Namespace Not Ready.
+    pub fn fail_device(&self) {
+        self.core.lock().faults.fail_device();
+    }
+
+    /// Device-side fault: moves `zone` to Read Only or Offline. Persisted in an image.
+    pub fn set_zone_state(&self, zone: u32, state: ZoneState) -> Result<(), EmuError> {
+        if zone >= self.geo.zone_count {
+            return Err(EmuError::Config(format!("zone {zone} does not exist ({} zones)", self.geo.zone_count)));
+        }
+        if !matches!(state, ZoneState::ReadOnly | ZoneState::Offline) {
+            return Err(EmuError::Config(format!("a fault can move a zone to read_only or offline, not {state}")));
+        }
+        let mut c = self.core.lock();
+        c.drain_appends(&self.cfg);
+        c.zones.force_state(zone, state);
+        c.persist(&self.geo, zone)?;
+        Ok(())
+    }
+
+    /// Power loss with the volatile write cache's contents lost: each zone keeps a random
+    /// prefix (drawn from `seed`) at least up to its durable point; appends in flight are
+    /// aborted; then the device restarts. Returns (zone, kept WP, lost WP) per cut zone.
+    pub fn power_loss(&self, seed: u64) -> Result<Vec<(u32, Lba, Lba)>, EmuError> {
+        let mut c = self.core.lock();
+        let aborted: Vec<u64> = c.pending.drain(..).map(|p| p.id).collect();
+        for id in aborted {
+            c.finished.push((id, Err(NvmeStatus::AbortedPowerLoss)));
+        }
+        let cut = c.zones.power_cut(&mut SimRng::new(seed));
+        c.stats.power_losses += 1;
+        c.persist_all(&self.geo)?;
+        Ok(cut)
+    }
+
+    /// Clean controller shutdown and restart, in place: the cache is flushed and open zones
+    /// come back Closed (Empty if unwritten), as item 37 requires.
+    pub fn restart(&self) -> Result<(), EmuError> {
+        let mut c = self.core.lock();
+        c.drain_appends(&self.cfg);
+        c.zones.flush();
+        c.zones.restart();
+        c.persist_all(&self.geo)?;
+        Ok(())
+    }
+
+    /// Clean shutdown: flush, persist every zone, mark the image clean. Idempotent; also run
+    /// when the device is dropped.
+    pub fn shutdown(&self) -> Result<(), EmuError> {
+        let mut c = self.core.lock();
+        if c.closed {
+            return Ok(());
+        }
+        c.drain_appends(&self.cfg);
+        c.zones.flush();
+        c.zones.restart();
+        c.persist_all(&self.geo)?;
+        c.store.set_clean(true)?;
+        c.closed = true;
+        Ok(())
+    }
+
+    /// Process kill: the device goes away without a shutdown. An image keeps what was
+    /// durable; nothing else is written.
+    pub fn kill(self) {
+        self.core.lock().closed = true;
+    }
+
+    /// Admission: fault injection and counters. Returns the delay to apply, if any.
+    fn admit(&self, op: Op) -> NvmeResult<Option<std::time::Duration>> {
+        let mut c = self.core.lock();
+        c.stats.command(op);
+        if c.closed {
+            c.stats.error(op);
+            return Err(NvmeStatus::NamespaceNotReady);
+        }
+        match c.faults.admit() {
+            Verdict::Proceed => Ok(None),
+            Verdict::Delay(d) => Ok(Some(d)),
+            Verdict::Fail(s) => {
+                c.stats.error(op);
+                Err(s)
+            }
+        }
+    }
+
+    async fn enter(&self, op: Op) -> NvmeResult<()> {
+        if let Some(d) = self.admit(op)? {
+            tokio::time::sleep(d).await;
+        }
+        Ok(())
+    }
+
+    fn blocks_of(&self, len: usize, meta: Option<usize>) -> NvmeResult<u64> {
+        let bs = self.geo.block_size as usize;
+        if len == 0 || len % bs != 0 {
+            return Err(NvmeStatus::InvalidField);
+        }
+        let blocks = (len / bs) as u64;
+        if let Some(m) = meta {
+            if self.geo.oob_size == 0 || m != blocks as usize * self.geo.oob_size as usize {
+                return Err(NvmeStatus::InvalidField);
+            }
+        }
+        Ok(blocks)
+    }
+
+    fn mdts_check(&self, blocks: u64) -> NvmeResult<()> {
+        if blocks > u64::from(self.geo.mdts_blocks) {
+            return Err(NvmeStatus::InvalidField);
+        }
+        Ok(())
+    }
+
+    fn record(&self, op: Op, r: &NvmeResult<impl Sized>) {
+        if r.is_err() {
+            self.core.lock().stats.error(op);
+        }
+    }
+}
+
+impl Drop for EmuDevice {
+    fn drop(&mut self) {
+        // A drop is a clean shutdown; an error here has nobody to report to, and the image
+        // then simply comes back as after a power loss at the last durable point.
+        let _ = self.shutdown();
+    }
+}
+
+impl Core {
+    fn io_err(e: std::io::Error) -> NvmeStatus {
+        // A host I/O error on the backing store is a media failure from the device's view.
+        let _ = e;
+        NvmeStatus::InternalError
+    }
+
+    /// Writes a zone's restart form to the backend if it changed.
+    fn persist(&mut self, geo: &Geometry, z: u32) -> std::io::Result<()> {
+        let form = restart_form(geo, z, self.zones.zone(z));
+        if self.persisted[z as usize] != form {
+            self.store.persist_zone(z, &form)?;
+            self.persisted[z as usize] = form;
+        }
+        Ok(())
+    }
+
+    fn persist_all(&mut self, geo: &Geometry) -> std::io::Result<()> {
+        for z in 0..geo.zone_count {
+            self.persist(geo, z)?;
+        }
+        self.store.sync()
+    }
+
+    /// Reads `buf.len()` bytes of blocks at `lba` (already validated), zeroing what lies above
+    /// each zone's write pointer.
+    fn read_blocks(&mut self, geo: &Geometry, lba: Lba, buf: &mut [u8], mut meta: Option<&mut [u8]>) -> NvmeResult<()> {
+        let bs = u64::from(geo.block_size);
+        let oob = u64::from(geo.oob_size);
+        let blocks = buf.len() as u64 / bs;
+        let mut done = 0u64;
+        while done < blocks {
+            let at = lba + done;
+            let z = geo.zone_of(at).ok_or(NvmeStatus::LbaOutOfRange)?;
+            let zone_end = geo.zone_start(z) + geo.zone_size;
+            let n = (zone_end - at).min(blocks - done);
+            let valid = self.zones.zone(z).wp.saturating_sub(at).min(n);
+            let (b0, b1, b2) = (done * bs, (done + valid) * bs, (done + n) * bs);
+            self.store.read_data(at * bs, &mut buf[b0 as usize..b1 as usize]).map_err(Self::io_err)?;
+            buf[b1 as usize..b2 as usize].fill(0);
+            if let Some(m) = meta.as_deref_mut() {
+                let (m0, m1, m2) = (done * oob, (done + valid) * oob, (done + n) * oob);
+                self.store.read_meta(at * oob, &mut m[m0 as usize..m1 as usize]).map_err(Self::io_err)?;
+                m[m1 as usize..m2 as usize].fill(0);
+            }
+            done += n;
+        }
+        self.stats.blocks_read += blocks;
+        Ok(())
+    }
+
+    /// Stores data (and metadata, zeros when absent) for blocks at `lba` in zone `z`, whose
+    /// write was begun, then completes the write in the state machine.
+    fn store_blocks(&mut self, geo: &Geometry, cfg: &EmuConfig, z: u32, lba: Lba, data: Option<&[u8]>, meta: Option<&[u8]>, blocks: u64, fua: bool) -> NvmeResult<()> {
+        let bs = u64::from(geo.block_size);
+        let oob = u64::from(geo.oob_size);
+        match data {
+            Some(d) => self.store.write_data(lba * bs, d),
+            None => {
+                let len = (blocks * bs) as usize;
+                if self.zero.len() < len {
+                    self.zero.resize(len, 0);
+                }
+                self.store.write_data(lba * bs, &self.zero[..len])
+            }
+        }
+        .map_err(Self::io_err)?;
+        if oob > 0 {
+            let r = match meta {
+                Some(m) => self.store.write_meta(lba * oob, m),
+                None => {
+                    let len = (blocks * oob) as usize;
+                    if self.zero.len() < len {
+                        self.zero.resize(len, 0);
+                    }
+                    self.store.write_meta(lba * oob, &self.zero[..len])
+                }
+            };
+            r.map_err(Self::io_err)?;
+        }
+        let durable = fua || !cfg.volatile_cache;
+        self.zones.finish_write(z, blocks, durable);
+        self.stats.blocks_written += blocks;
+        self.stats.zone_writes[z as usize] += 1;
+        self.persist(geo, z).map_err(Self::io_err)?;
+        if durable {
+            self.store.sync().map_err(Self::io_err)?;
+        }
+        Ok(())
+    }
+
+    fn append_now(&mut self, geo: &Geometry, cfg: &EmuConfig, zslba: Lba, data: &[u8], meta: Option<&[u8]>, fua: bool) -> NvmeResult<Lba> {
+        let blocks = data.len() as u64 / u64::from(geo.block_size);
+        let (z, lba) = self.zones.begin_append(zslba, blocks)?;
+        self.store_blocks(geo, cfg, z, lba, Some(data), meta, blocks, fua)?;
+        Ok(lba)
+    }
+
+    /// Executes every waiting append, in an order drawn from the device seed.
+    fn drain_appends(&mut self, cfg: &EmuConfig) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let geo = *self.zones.geometry();
+        let mut batch = std::mem::take(&mut self.pending);
+        self.rng.shuffle(&mut batch);
+        for p in batch {
+            let r = self.append_now(&geo, cfg, p.zslba, &p.data, p.meta.as_deref(), p.fua);
+            self.finished.push((p.id, r));
+        }
+    }
+
+    fn take_finished(&mut self, id: u64) -> Option<NvmeResult<Lba>> {
+        let i = self.finished.iter().position(|(f, _)| *f == id)?;
+        Some(self.finished.swap_remove(i).1)
+    }
+}
+
+/// Completes after being polled twice: lets every other command submitted in the same round
+/// reach the device before an append is scheduled.
+struct YieldOnce(bool);
+
+impl Future for YieldOnce {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            return Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+/// Removes an abandoned append from the device if its future is dropped early.
+struct AppendGuard<'a> {
+    dev: &'a EmuDevice,
+    id: u64,
+    done: bool,
+}
+
+impl Drop for AppendGuard<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            let mut c = self.dev.core.lock();
+            c.pending.retain(|p| p.id != self.id);
+            c.take_finished(self.id);
+        }
+    }
+}
+
+#[async_trait]
+impl ZonedDevice for EmuDevice {
+    fn geometry(&self) -> Geometry {
+        self.geo
+    }
+
+    async fn read(&self, lba: Lba, buf: &mut [u8], meta: Option<&mut [u8]>) -> NvmeResult<()> {
+        self.enter(Op::Read).await?;
+        let r = (|| {
+            let blocks = self.blocks_of(buf.len(), meta.as_ref().map(|m| m.len()))?;
+            let mut c = self.core.lock();
+            c.drain_appends(&self.cfg);
+            c.zones.check_read(lba, blocks)?;
+            self.mdts_check(blocks)?;
+            c.read_blocks(&self.geo, lba, buf, meta)
+        })();
+        self.record(Op::Read, &r);
+        r
+    }
+
+    async fn write(&self, lba: Lba, data: &[u8], meta: Option<&[u8]>, fua: bool) -> NvmeResult<()> {
+        self.enter(Op::Write).await?;
+        let r = (|| {
+            let blocks = self.blocks_of(data.len(), meta.map(|m| m.len()))?;
+            zns::check_range(&self.geo, lba, blocks)?;
+            self.mdts_check(blocks)?;
+            let mut c = self.core.lock();
+            c.drain_appends(&self.cfg);
+            let z = c.zones.begin_write(lba, blocks)?;
+            c.store_blocks(&self.geo, &self.cfg, z, lba, Some(data), meta, blocks, fua)
+        })();
+        self.record(Op::Write, &r);
+        r
+    }
+
+    async fn append(&self, zslba: Lba, data: &[u8], meta: Option<&[u8]>, fua: bool) -> NvmeResult<Lba> {
+        self.enter(Op::Append).await?;
+        let blocks = match self.blocks_of(data.len(), meta.map(|m| m.len())) {
+            Ok(b) => b,
+            Err(e) => {
+                self.record(Op::Append, &Err::<(), _>(e));
+                return Err(e);
+            }
+        };
+        if !self.cfg.reorder_appends {
+            let r = (|| {
+                zns::check_range(&self.geo, zslba, blocks)?;
+                self.mdts_check(blocks)?;
+                self.core.lock().append_now(&self.geo, &self.cfg, zslba, data, meta, fua)
+            })();
+            self.record(Op::Append, &r);
+            return r;
+        }
+        let id = {
+            let mut c = self.core.lock();
+            c.next_id += 1;
+            let id = c.next_id;
+            c.pending.push(PendingAppend { id, zslba, data: data.to_vec(), meta: meta.map(<[u8]>::to_vec), fua });
+            id
+        };
+        let mut guard = AppendGuard { dev: self, id, done: false };
+        YieldOnce(false).await;
+        let r = {
+            let mut c = self.core.lock();
+            c.drain_appends(&self.cfg);
+            c.take_finished(id).unwrap_or(Err(NvmeStatus::AbortedPowerLoss))
+        };
+        guard.done = true;
+        self.record(Op::Append, &r);
+        r
+    }
+
+    async fn write_zeroes(&self, lba: Lba, blocks: u64, fua: bool) -> NvmeResult<()> {
+        self.enter(Op::WriteZeroes).await?;
+        let r = (|| {
+            if blocks == 0 {
+                return Err(NvmeStatus::InvalidField);
+            }
+            zns::check_range(&self.geo, lba, blocks)?;
+            self.mdts_check(blocks)?;
+            let mut c = self.core.lock();
+            c.drain_appends(&self.cfg);
+            let z = c.zones.begin_write(lba, blocks)?;
+            c.store_blocks(&self.geo, &self.cfg, z, lba, None, None, blocks, fua)
+        })();
+        self.record(Op::WriteZeroes, &r);
+        r
+    }
+
+    async fn flush(&self) -> NvmeResult<()> {
+        self.enter(Op::Flush).await?;
+        let mut c = self.core.lock();
+        c.drain_appends(&self.cfg);
+        c.zones.flush();
+        let r = c.persist_all(&self.geo).map_err(Core::io_err);
+        drop(c);
+        self.record(Op::Flush, &r);
+        r
+    }
+
+    async fn copy(&self, sources: &[CopyRange], dest: Lba, fua: bool) -> NvmeResult<()> {
+        self.enter(Op::Copy).await?;
+        let r = self.copy_now(sources, dest, fua);
+        self.record(Op::Copy, &r);
+        r
+    }
+
+    async fn zone_mgmt(&self, action: ZoneAction, zslba: Lba, select_all: bool) -> NvmeResult<()> {
+        self.enter(Op::ZoneMgmt).await?;
+        let r = (|| {
+            let mut c = self.core.lock();
+            c.drain_appends(&self.cfg);
+            let before: Vec<ZoneState> = c.zones.zones().iter().map(|z| z.state).collect();
+            let outcome = c.zones.manage(action, zslba, select_all);
+            // Select All may have changed zones before failing; persist whatever changed.
+            for z in 0..self.geo.zone_count {
+                if c.zones.zone(z).state != before[z as usize] || outcome.as_ref().is_ok_and(|r| r.contains(&z)) {
+                    c.persist(&self.geo, z).map_err(Core::io_err)?;
+                }
+            }
+            for z in outcome.as_ref().map(Vec::as_slice).unwrap_or(&[]) {
+                c.stats.zone_resets[*z as usize] += 1;
+                let g = &self.geo;
+                let start = g.zone_start(*z);
+                let data = (start * u64::from(g.block_size), g.zone_size * u64::from(g.block_size));
+                let meta = (start * u64::from(g.oob_size), g.zone_size * u64::from(g.oob_size));
+                c.store.discard(data, meta).map_err(Core::io_err)?;
+            }
+            outcome.map(|_| ())
+        })();
+        self.record(Op::ZoneMgmt, &r);
+        r
+    }
+
+    async fn report_zones(&self, lba: Lba, filter: ReportFilter, partial: bool, max_zones: usize) -> NvmeResult<ZoneReport> {
+        self.enter(Op::Report).await?;
+        let mut c = self.core.lock();
+        c.drain_appends(&self.cfg);
+        let r = c.zones.report(lba, filter, partial, max_zones);
+        if r.is_err() {
+            c.stats.error(Op::Report);
+        }
+        r
+    }
+}
+
+impl EmuDevice {
+    fn copy_now(&self, sources: &[CopyRange], dest: Lba, fua: bool) -> NvmeResult<()> {
+        let g = &self.geo;
+        if sources.is_empty() || sources.len() > g.copy_max_ranges as usize {
+            return Err(NvmeStatus::CommandSizeLimitExceeded);
+        }
+        let mut total = 0u64;
+        for s in sources {
+            if s.blocks == 0 || s.blocks > u64::from(g.copy_max_range_blocks) {
+                return Err(NvmeStatus::CommandSizeLimitExceeded);
+            }
+            total += s.blocks;
+        }
+        if total > u64::from(g.copy_max_blocks) {
+            return Err(NvmeStatus::CommandSizeLimitExceeded);
+        }
+        let mut c = self.core.lock();
+        c.drain_appends(&self.cfg);
+        for s in sources {
+            c.zones.check_read(s.lba, s.blocks)?;
+        }
+        let bs = g.block_size as usize;
+        let oob = g.oob_size as usize;
+        let mut data = vec![0u8; total as usize * bs];
+        let mut meta = vec![0u8; total as usize * oob];
+        let mut at = 0usize;
+        for s in sources {
+            let n = s.blocks as usize;
+            let m = if oob > 0 { Some(&mut meta[at * oob..(at + n) * oob]) } else { None };
+            c.read_blocks(g, s.lba, &mut data[at * bs..(at + n) * bs], m)?;
+            at += n;
+        }
+        c.stats.blocks_read -= total;
+        let z = c.zones.begin_write(dest, total)?;
+        c.store_blocks(g, &self.cfg, z, dest, Some(&data), (oob > 0).then_some(&meta[..]), total, fua)?;
+        c.stats.blocks_written -= total;
+        c.stats.blocks_copied += total;
+        Ok(())
+    }
+}

@@ -1,0 +1,31 @@
+//! The emulated ZNS SSD: a faithful, persistent, fault-injectable zoned namespace for
+//! people who have no ZNS hardware. See docs/DESIGN.md for the model and docs/FORMAT.md for
+//! the image format.
+
+pub mod config;
+pub mod device;
+pub mod fault;
+pub mod image;
+pub mod stats;
+pub mod store;
+pub mod zones;
+
+pub use config::{profile, profiles, EmuConfig, Profile};
+pub use device::{Backend, EmuDevice};
+pub use fault::FaultPlan;
+pub use stats::{Op, Stats};
+
+/// Errors creating, opening or managing an emulated device (not command statuses).
+#[derive(Debug, thiserror::Error)]
+pub enum EmuError {
+    #[error("{0}")]
+    Geometry(#[from] zns::GeometryError),
+    #[error("{0}")]
+    Image(#[from] image::ImageError),
+    #[error("I/O error on the image: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0} already exists; pass --force to overwrite it")]
+    Exists(String),
+    #[error("{0}")]
+    Config(String),
+}

@@ -1,0 +1,296 @@
+//! Storage backends of the emulated device: where block data, per-block metadata and the
+//! persisted zone table live. `MemStore` keeps them in sparse memory; `FileStore` in an image
+//! file laid out as docs/FORMAT.md says.
+//!
+//! A backend only stores bytes; the zone state machine decides what is visible (reads above a
+//! zone's write pointer are zeroed by the device, not the backend), so stale bytes left above
+//! a write pointer after a reset or power loss are never returned.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use crate::image::{self, Layout, Superblock};
+use crate::zones::Zone;
+
+/// Where a device keeps its bytes.
+pub trait Store: Send {
+    fn read_data(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
+    fn write_data(&mut self, offset: u64, data: &[u8]) -> io::Result<()>;
+    fn read_meta(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
+    fn write_meta(&mut self, offset: u64, data: &[u8]) -> io::Result<()>;
+    /// The zone's data may be dropped (after a reset).
+    fn discard(&mut self, data: (u64, u64), meta: (u64, u64)) -> io::Result<()>;
+    /// Persists the restart form of zone `index`.
+    fn persist_zone(&mut self, index: u32, zone: &Zone) -> io::Result<()>;
+    /// Records a clean shutdown (true) or that the image is in use (false).
+    fn set_clean(&mut self, clean: bool) -> io::Result<()>;
+    /// Pushes everything to stable host storage when the device is configured to.
+    fn sync(&mut self) -> io::Result<()>;
+    /// Bytes of host memory or disk the backend currently uses for data.
+    fn footprint_bytes(&self) -> u64;
+}
+
+/// Splits `len` bytes at `offset` into per-chunk pieces:
+/// (chunk index, offset in chunk, offset in the caller's buffer, length).
+fn spans(chunk_bytes: usize, offset: u64, len: usize) -> impl Iterator<Item = (usize, usize, usize, usize)> {
+    let cb = chunk_bytes as u64;
+    let mut done = 0usize;
+    std::iter::from_fn(move || {
+        if done >= len {
+            return None;
+        }
+        let pos = offset + done as u64;
+        let co = (pos % cb) as usize;
+        let n = (chunk_bytes - co).min(len - done);
+        let item = ((pos / cb) as usize, co, done, n);
+        done += n;
+        Some(item)
+    })
+}
+
+/// A sparse byte array of fixed-size chunks allocated on first write.
+pub struct SparseBytes {
+    chunk_bytes: usize,
+    chunks: Vec<Option<Box<[u8]>>>,
+    allocated: usize,
+}
+
+impl SparseBytes {
+    pub fn new(len: u64, chunk_bytes: usize) -> SparseBytes {
+        let n = len.div_ceil(chunk_bytes as u64) as usize;
+        SparseBytes { chunk_bytes, chunks: (0..n).map(|_| None).collect(), allocated: 0 }
+    }
+
+    pub fn read(&self, offset: u64, buf: &mut [u8]) {
+        for (ci, co, bo, n) in spans(self.chunk_bytes, offset, buf.len()) {
+            match &self.chunks[ci] {
+                Some(c) => buf[bo..bo + n].copy_from_slice(&c[co..co + n]),
+                None => buf[bo..bo + n].fill(0),
+            }
+        }
+    }
+
+    pub fn write(&mut self, offset: u64, data: &[u8]) {
+        for (ci, co, bo, n) in spans(self.chunk_bytes, offset, data.len()) {
+            self.write_chunk(ci, co, &data[bo..bo + n]);
+        }
+    }
+
+    fn write_chunk(&mut self, ci: usize, co: usize, data: &[u8]) {
+        let cb = self.chunk_bytes;
+        let chunk = self.chunks[ci].get_or_insert_with(|| {
+            self.allocated += 1;
+            vec![0u8; cb].into_boxed_slice()
+        });
+        chunk[co..co + data.len()].copy_from_slice(data);
+    }
+
+    /// Zeroes a range, freeing the chunks it covers whole.
+    pub fn discard(&mut self, offset: u64, len: u64) {
+        let cb = self.chunk_bytes as u64;
+        let mut pos = offset;
+        let end = offset + len;
+        while pos < end {
+            let ci = (pos / cb) as usize;
+            let co = pos % cb;
+            let n = (cb - co).min(end - pos);
+            if co == 0 && n == cb {
+                if self.chunks[ci].take().is_some() {
+                    self.allocated -= 1;
+                }
+            } else if let Some(c) = &mut self.chunks[ci] {
+                c[co as usize..(co + n) as usize].fill(0);
+            }
+            pos += n;
+        }
+    }
+
+    pub fn allocated_bytes(&self) -> u64 {
+        (self.allocated * self.chunk_bytes) as u64
+    }
+}
+
+/// Data and metadata in sparse memory; the zone table lives only in the device.
+pub struct MemStore {
+    data: SparseBytes,
+    meta: SparseBytes,
+}
+
+impl MemStore {
+    pub fn new(data_bytes: u64, meta_bytes: u64) -> MemStore {
+        MemStore { data: SparseBytes::new(data_bytes, 1 << 20), meta: SparseBytes::new(meta_bytes.max(1), 1 << 16) }
+    }
+}
+
+impl Store for MemStore {
+    fn read_data(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.data.read(offset, buf);
+        Ok(())
+    }
+    fn write_data(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.data.write(offset, data);
+        Ok(())
+    }
+    fn read_meta(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.meta.read(offset, buf);
+        Ok(())
+    }
+    fn write_meta(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.meta.write(offset, data);
+        Ok(())
+    }
+    fn discard(&mut self, data: (u64, u64), meta: (u64, u64)) -> io::Result<()> {
+        self.data.discard(data.0, data.1);
+        if meta.1 > 0 {
+            self.meta.discard(meta.0, meta.1);
+        }
+        Ok(())
+    }
+    fn persist_zone(&mut self, _index: u32, _zone: &Zone) -> io::Result<()> {
+        Ok(())
+    }
+    fn set_clean(&mut self, _clean: bool) -> io::Result<()> {
+        Ok(())
+    }
+    fn sync(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+    fn footprint_bytes(&self) -> u64 {
+        self.data.allocated_bytes() + self.meta.allocated_bytes()
+    }
+}
+
+/// An image file: superblock, zone table, metadata region, data region.
+pub struct FileStore {
+    file: File,
+    layout: Layout,
+    superblock: Superblock,
+    /// Whether `sync` calls fdatasync (host-crash durability, slow) or only orders writes.
+    host_sync: bool,
+}
+
+impl FileStore {
+    /// Creates a new image. The caller has checked that it may overwrite `path`.
+    pub fn create(path: &Path, sb: Superblock, host_sync: bool) -> io::Result<FileStore> {
+        let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path)?;
+        let layout = Layout::for_geometry(&sb.geometry);
+        file.set_len(layout.total_bytes)?;
+        let mut store = FileStore { file, layout, superblock: sb, host_sync };
+        let g = sb.geometry;
+        let mut table = Vec::with_capacity(g.zone_count as usize * image::ZONE_ENTRY_BYTES);
+        for (i, z) in crate::zones::ZoneTable::new(g).zones().iter().enumerate() {
+            table.extend_from_slice(&image::encode_zone(i as u32, z));
+        }
+        store.file.write_all_at(&table, layout.table_offset)?;
+        store.write_superblock()?;
+        store.file.sync_all()?;
+        Ok(store)
+    }
+
+    /// Opens an existing image and reads its zone table.
+    pub fn open(path: &Path, host_sync: bool) -> Result<(FileStore, Vec<Zone>), crate::EmuError> {
+        let file = std::fs::OpenOptions::new().read(true).write(true).open(path)?;
+        let mut sb_bytes = vec![0u8; image::SUPERBLOCK_BYTES as usize];
+        let len = file.metadata()?.len();
+        if len < image::SUPERBLOCK_BYTES {
+            return Err(image::ImageError::Truncated(format!("file is {len} bytes")).into());
+        }
+        file.read_exact_at(&mut sb_bytes, 0)?;
+        let sb = image::decode_superblock(&sb_bytes)?;
+        let g = sb.geometry;
+        let layout = Layout::for_geometry(&g);
+        if len < layout.total_bytes {
+            return Err(image::ImageError::Truncated(format!(
+                "file is {len} bytes, the geometry needs {}",
+                layout.total_bytes
+            ))
+            .into());
+        }
+        let mut table = vec![0u8; g.zone_count as usize * image::ZONE_ENTRY_BYTES];
+        file.read_exact_at(&mut table, layout.table_offset)?;
+        let zones = table
+            .chunks_exact(image::ZONE_ENTRY_BYTES)
+            .enumerate()
+            .map(|(i, b)| image::decode_zone(&g, i as u32, b))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((FileStore { file, layout, superblock: sb, host_sync }, zones))
+    }
+
+    pub fn superblock(&self) -> Superblock {
+        self.superblock
+    }
+
+    fn write_superblock(&mut self) -> io::Result<()> {
+        self.file.write_all_at(&image::encode_superblock(&self.superblock), 0)
+    }
+}
+
+impl Store for FileStore {
+    fn read_data(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.file.read_exact_at(buf, self.layout.data_offset + offset)
+    }
+    fn write_data(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.file.write_all_at(data, self.layout.data_offset + offset)
+    }
+    fn read_meta(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.file.read_exact_at(buf, self.layout.meta_offset + offset)
+    }
+    fn write_meta(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.file.write_all_at(data, self.layout.meta_offset + offset)
+    }
+    fn discard(&mut self, _data: (u64, u64), _meta: (u64, u64)) -> io::Result<()> {
+        // Stale bytes above the write pointer are never read back, so nothing needs erasing.
+        Ok(())
+    }
+    fn persist_zone(&mut self, index: u32, zone: &Zone) -> io::Result<()> {
+        let at = self.layout.table_offset + u64::from(index) * image::ZONE_ENTRY_BYTES as u64;
+        self.file.write_all_at(&image::encode_zone(index, zone), at)
+    }
+    fn set_clean(&mut self, clean: bool) -> io::Result<()> {
+        self.superblock.clean = clean;
+        self.write_superblock()?;
+        if clean {
+            self.file.sync_all()?;
+        }
+        Ok(())
+    }
+    fn sync(&mut self) -> io::Result<()> {
+        if self.host_sync {
+            self.file.sync_data()?;
+        }
+        Ok(())
+    }
+    fn footprint_bytes(&self) -> u64 {
+        self.layout.total_bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sparse_bytes_reads_zeros_until_written_and_frees_whole_chunks() {
+        let mut s = SparseBytes::new(10_000, 1000);
+        let mut buf = vec![1u8; 2500];
+        s.read(500, &mut buf);
+        assert!(buf.iter().all(|b| *b == 0));
+        let data: Vec<u8> = (0..2500u32).map(|i| (i % 251) as u8).collect();
+        s.write(500, &data);
+        s.read(500, &mut buf);
+        assert_eq!(buf, data);
+        assert_eq!(s.allocated_bytes(), 3000);
+        s.discard(1000, 1000);
+        assert_eq!(s.allocated_bytes(), 2000);
+        s.read(500, &mut buf);
+        assert_eq!(&buf[..500], &data[..500]);
+        assert!(buf[500..1500].iter().all(|b| *b == 0));
+        assert_eq!(&buf[1500..], &data[1500..]);
+        s.discard(2900, 50);
+        let mut one = [9u8; 1];
+        s.read(2920, &mut one);
+        assert_eq!(one, [0]);
+    }
+}

@@ -1,0 +1,398 @@
+//! The zone state machine: states, write pointers, open/active resources and durability
+//! points of every zone. Pure bookkeeping with no data and no I/O, so that every transition
+//! of ZNS-CONFORMANCE.md is decided here and tested directly.
+//!
+//! Fault model: the durable write pointer of a zone is the end of the prefix that survives a
+//! power loss. It advances on Flush (every zone), on a FUA write (to that write's end), when a
+//! zone becomes Full (the device seals a full zone), on Finish, and on every write when the
+//! volatile write cache is off. A Reset is durable when it completes.
+
+use zns::{
+    zone_attr, Geometry, Lba, NvmeResult, NvmeStatus, ReportFilter, SimRng, ZoneAction,
+    ZoneDescriptor, ZoneReport, ZoneState,
+};
+
+/// The state of one zone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Zone {
+    pub state: ZoneState,
+    /// End of the written data (absolute LBA). For a zone finished early it stays where the
+    /// data ends; reads above it return zeros.
+    pub wp: Lba,
+    /// End of the prefix that survives a power loss.
+    pub durable_wp: Lba,
+    pub attributes: u8,
+    /// When the zone last became Implicitly Opened, to pick the oldest one to close.
+    pub opened_seq: u64,
+}
+
+/// Every zone plus the open/active resource counts.
+#[derive(Clone, Debug)]
+pub struct ZoneTable {
+    geo: Geometry,
+    zones: Vec<Zone>,
+    nr_open: u32,
+    nr_active: u32,
+    open_seq: u64,
+}
+
+impl ZoneTable {
+    /// A fresh namespace: every zone Empty.
+    pub fn new(geo: Geometry) -> ZoneTable {
+        let zones = (0..geo.zone_count)
+            .map(|z| {
+                let start = geo.zone_start(z);
+                Zone { state: ZoneState::Empty, wp: start, durable_wp: start, attributes: 0, opened_seq: 0 }
+            })
+            .collect();
+        ZoneTable { geo, zones, nr_open: 0, nr_active: 0, open_seq: 0 }
+    }
+
+    /// Rebuilds a table from persisted zones (restart rules already applied by the caller).
+    pub fn from_zones(geo: Geometry, zones: Vec<Zone>) -> ZoneTable {
+        let mut t = ZoneTable { geo, zones, nr_open: 0, nr_active: 0, open_seq: 0 };
+        t.recount();
+        t
+    }
+
+    pub fn geometry(&self) -> &Geometry {
+        &self.geo
+    }
+
+    pub fn zone(&self, z: u32) -> &Zone {
+        &self.zones[z as usize]
+    }
+
+    pub fn zones(&self) -> &[Zone] {
+        &self.zones
+    }
+
+    pub fn open_count(&self) -> u32 {
+        self.nr_open
+    }
+
+    pub fn active_count(&self) -> u32 {
+        self.nr_active
+    }
+
+    fn start(&self, z: u32) -> Lba {
+        self.geo.zone_start(z)
+    }
+
+    fn cap_end(&self, z: u32) -> Lba {
+        self.start(z) + self.geo.zone_capacity
+    }
+
+    fn recount(&mut self) {
+        self.nr_open = self.zones.iter().filter(|z| z.state.is_open()).count() as u32;
+        self.nr_active = self.zones.iter().filter(|z| z.state.is_active()).count() as u32;
+    }
+
+    fn set_state(&mut self, z: u32, to: ZoneState) {
+        let from = self.zones[z as usize].state;
+        if from.is_open() {
+            self.nr_open -= 1;
+        }
+        if from.is_active() {
+            self.nr_active -= 1;
+        }
+        if to.is_open() {
+            self.nr_open += 1;
+        }
+        if to.is_active() {
+            self.nr_active += 1;
+        }
+        if to == ZoneState::ImplicitlyOpened && from != to {
+            self.open_seq += 1;
+            self.zones[z as usize].opened_seq = self.open_seq;
+        }
+        self.zones[z as usize].state = to;
+        debug_assert_eq!(self.nr_open, self.zones.iter().filter(|z| z.state.is_open()).count() as u32);
+    }
+
+    /// Frees an open slot if the open limit is reached, by implicitly closing the zone that
+    /// became Implicitly Opened longest ago. Never closes an Explicitly Opened zone.
+    fn make_open_room(&mut self) -> NvmeResult<()> {
+        if self.geo.max_open == 0 || self.nr_open < self.geo.max_open {
+            return Ok(());
+        }
+        let victim = (0..self.geo.zone_count)
+            .filter(|&z| self.zones[z as usize].state == ZoneState::ImplicitlyOpened)
+            .min_by_key(|&z| self.zones[z as usize].opened_seq);
+        match victim {
+            Some(v) => {
+                self.set_state(v, ZoneState::Closed);
+                Ok(())
+            }
+            None => Err(NvmeStatus::TooManyOpenZones),
+        }
+    }
+
+    /// Takes the resources zone `z` needs to become open in state `to` (items 22-25, 31).
+    fn acquire_open(&mut self, z: u32, to: ZoneState) -> NvmeResult<()> {
+        let state = self.zones[z as usize].state;
+        match state {
+            ZoneState::ImplicitlyOpened | ZoneState::ExplicitlyOpened => {
+                if to == ZoneState::ExplicitlyOpened {
+                    self.set_state(z, to);
+                }
+                return Ok(());
+            }
+            ZoneState::Empty => {
+                if self.geo.max_active != 0 && self.nr_active >= self.geo.max_active {
+                    return Err(NvmeStatus::TooManyActiveZones);
+                }
+            }
+            ZoneState::Closed => {}
+            _ => unreachable_state(state)?,
+        }
+        self.make_open_room()?;
+        self.set_state(z, to);
+        Ok(())
+    }
+
+    /// Validates a zoned write of `blocks` at `lba` (Zone Write, Write Zeroes, Copy
+    /// destination) and opens the zone; returns the zone index. Nothing changes on error.
+    pub fn begin_write(&mut self, lba: Lba, blocks: u64) -> NvmeResult<u32> {
+        zns::check_range(&self.geo, lba, blocks)?;
+        let z = self.zone_index(lba)?;
+        self.check_writable(z)?;
+        if lba != self.zones[z as usize].wp {
+            return Err(NvmeStatus::ZoneInvalidWrite);
+        }
+        if lba + blocks > self.cap_end(z) {
+            return Err(NvmeStatus::ZoneBoundaryError);
+        }
+        self.acquire_open(z, ZoneState::ImplicitlyOpened)?;
+        Ok(z)
+    }
+
+    /// Validates a Zone Append of `blocks` to the zone starting at `zslba`, opens the zone
+    /// and returns (zone, LBA the data goes to). The size limits are checked by the caller.
+    pub fn begin_append(&mut self, zslba: Lba, blocks: u64) -> NvmeResult<(u32, Lba)> {
+        zns::check_range(&self.geo, zslba, blocks.max(1))?;
+        let z = self.zone_index(zslba)?;
+        if zslba != self.start(z) {
+            return Err(NvmeStatus::InvalidField);
+        }
+        if blocks > u64::from(self.geo.zasl_blocks) {
+            return Err(NvmeStatus::InvalidField);
+        }
+        self.check_writable(z)?;
+        let wp = self.zones[z as usize].wp;
+        if wp + blocks > self.cap_end(z) {
+            return Err(NvmeStatus::ZoneBoundaryError);
+        }
+        self.acquire_open(z, ZoneState::ImplicitlyOpened)?;
+        Ok((z, wp))
+    }
+
+    fn zone_index(&self, lba: Lba) -> NvmeResult<u32> {
+        self.geo.zone_of(lba).ok_or(NvmeStatus::LbaOutOfRange)
+    }
+
+    fn check_writable(&self, z: u32) -> NvmeResult<()> {
+        match self.zones[z as usize].state {
+            ZoneState::Full => Err(NvmeStatus::ZoneIsFull),
+            ZoneState::ReadOnly => Err(NvmeStatus::ZoneIsReadOnly),
+            ZoneState::Offline => Err(NvmeStatus::ZoneIsOffline),
+            _ => Ok(()),
+        }
+    }
+
+    /// Completes a write begun with `begin_write`/`begin_append`: advances the WP, makes the
+    /// zone Full at capacity, and moves the durable point.
+    pub fn finish_write(&mut self, z: u32, blocks: u64, durable: bool) {
+        let cap_end = self.cap_end(z);
+        let zone = &mut self.zones[z as usize];
+        assert!(zone.state.is_open(), "write completion on a zone that is not open");
+        zone.wp += blocks;
+        assert!(zone.wp <= cap_end, "write pointer beyond zone capacity");
+        if durable {
+            zone.durable_wp = zone.wp;
+        }
+        if zone.wp == cap_end {
+            zone.durable_wp = zone.wp;
+            self.set_state(z, ZoneState::Full);
+        }
+    }
+
+    /// Validates a read of `blocks` at `lba`; returns the zone it starts in.
+    pub fn check_read(&self, lba: Lba, blocks: u64) -> NvmeResult<u32> {
+        zns::check_range(&self.geo, lba, blocks)?;
+        let first = self.zone_index(lba)?;
+        let last = self.zone_index(lba + blocks - 1)?;
+        if first != last && !self.geo.cross_zone_reads {
+            return Err(NvmeStatus::ZoneBoundaryError);
+        }
+        for z in first..=last {
+            if self.zones[z as usize].state == ZoneState::Offline {
+                return Err(NvmeStatus::ZoneIsOffline);
+            }
+        }
+        Ok(first)
+    }
+
+    /// Flush: every zone's written data becomes durable.
+    pub fn flush(&mut self) {
+        for zone in &mut self.zones {
+            zone.durable_wp = zone.wp;
+        }
+    }
+
+    /// Zone Management Send on one zone or, with `select_all`, every zone the action selects.
+    /// Returns the zones whose data must be discarded (reset).
+    pub fn manage(&mut self, action: ZoneAction, zslba: Lba, select_all: bool) -> NvmeResult<Vec<u32>> {
+        let mut reset = Vec::new();
+        if select_all {
+            for z in 0..self.geo.zone_count {
+                if selected_by_all(action, self.zones[z as usize].state) {
+                    self.manage_one(action, z, &mut reset)?;
+                }
+            }
+            return Ok(reset);
+        }
+        zns::check_range(&self.geo, zslba, 1)?;
+        let z = self.zone_index(zslba)?;
+        if zslba != self.start(z) {
+            return Err(NvmeStatus::InvalidField);
+        }
+        self.manage_one(action, z, &mut reset)?;
+        Ok(reset)
+    }
+
+    fn manage_one(&mut self, action: ZoneAction, z: u32, reset: &mut Vec<u32>) -> NvmeResult<()> {
+        use ZoneState::*;
+        let state = self.zones[z as usize].state;
+        match (action, state) {
+            (_, ReadOnly) if action != ZoneAction::Offline => Err(NvmeStatus::InvalidZoneStateTransition),
+            (_, Offline) if action != ZoneAction::Offline => Err(NvmeStatus::InvalidZoneStateTransition),
+            (ZoneAction::Open, Full) => Err(NvmeStatus::InvalidZoneStateTransition),
+            (ZoneAction::Open, _) => self.acquire_open(z, ExplicitlyOpened),
+            (ZoneAction::Close, ImplicitlyOpened | ExplicitlyOpened) => {
+                self.set_state(z, Closed);
+                Ok(())
+            }
+            (ZoneAction::Close, Closed) => Ok(()),
+            (ZoneAction::Close, _) => Err(NvmeStatus::InvalidZoneStateTransition),
+            (ZoneAction::Finish, Full) => Ok(()),
+            (ZoneAction::Finish, _) => {
+                let zone = &mut self.zones[z as usize];
+                zone.durable_wp = zone.wp;
+                self.set_state(z, Full);
+                Ok(())
+            }
+            (ZoneAction::Reset, Empty) => Ok(()),
+            (ZoneAction::Reset, _) => {
+                let start = self.start(z);
+                let zone = &mut self.zones[z as usize];
+                zone.wp = start;
+                zone.durable_wp = start;
+                zone.attributes = 0;
+                self.set_state(z, Empty);
+                reset.push(z);
+                Ok(())
+            }
+            (ZoneAction::Offline, ReadOnly) => {
+                self.set_state(z, Offline);
+                Ok(())
+            }
+            (ZoneAction::Offline, Offline) => Ok(()),
+            (ZoneAction::Offline, _) => Err(NvmeStatus::InvalidZoneStateTransition),
+        }
+    }
+
+    /// Device-side fault: moves a zone to Read Only or Offline, releasing its resources.
+    pub fn force_state(&mut self, z: u32, to: ZoneState) {
+        assert!(matches!(to, ZoneState::ReadOnly | ZoneState::Offline), "only faults force a state");
+        self.set_state(z, to);
+    }
+
+    /// The restart rule (item 37): open zones come back Closed, or Empty when nothing was
+    /// written to them.
+    pub fn restart(&mut self) {
+        for z in 0..self.geo.zone_count {
+            let zone = self.zones[z as usize];
+            if zone.state.is_open() {
+                let to = if zone.wp == self.start(z) { ZoneState::Empty } else { ZoneState::Closed };
+                self.set_state(z, to);
+            }
+        }
+    }
+
+    /// Power loss: every zone keeps a random prefix between its durable point and its WP
+    /// (zones in ascending order, one draw each where the two differ), then the restart rule.
+    /// Returns, per truncated zone, (zone, new WP, old WP).
+    pub fn power_cut(&mut self, rng: &mut SimRng) -> Vec<(u32, Lba, Lba)> {
+        let mut cut = Vec::new();
+        for z in 0..self.geo.zone_count {
+            let zone = &mut self.zones[z as usize];
+            assert!(zone.durable_wp <= zone.wp, "durable point beyond the write pointer");
+            if zone.durable_wp < zone.wp {
+                let keep = rng.range_inclusive(zone.durable_wp, zone.wp);
+                if keep < zone.wp {
+                    cut.push((z, keep, zone.wp));
+                }
+                zone.wp = keep;
+            }
+            zone.durable_wp = zone.wp;
+        }
+        self.restart();
+        cut
+    }
+
+    /// The descriptor Report Zones returns for zone `z`.
+    pub fn descriptor(&self, z: u32) -> ZoneDescriptor {
+        let zone = &self.zones[z as usize];
+        let start = self.start(z);
+        let wp = match zone.state {
+            ZoneState::Full => start + self.geo.zone_capacity,
+            ZoneState::Offline => start + self.geo.zone_size,
+            _ => zone.wp,
+        };
+        ZoneDescriptor { state: zone.state, attributes: zone.attributes, capacity: self.geo.zone_capacity, start, wp }
+    }
+
+    /// Report Zones from the zone holding `lba`.
+    pub fn report(&self, lba: Lba, filter: ReportFilter, partial: bool, max_zones: usize) -> NvmeResult<ZoneReport> {
+        let first = self.zone_index(lba)?;
+        let mut report = ZoneReport::default();
+        let mut matching = 0u64;
+        for z in first..self.geo.zone_count {
+            if !filter.matches(self.zones[z as usize].state) {
+                continue;
+            }
+            matching += 1;
+            if report.zones.len() < max_zones {
+                report.zones.push(self.descriptor(z));
+            } else if partial {
+                break;
+            }
+        }
+        report.nr_zones = if partial { report.zones.len() as u64 } else { matching };
+        Ok(report)
+    }
+
+    /// Marks a zone finished by the controller (used by fault handling).
+    pub fn set_attribute(&mut self, z: u32, bits: u8) {
+        self.zones[z as usize].attributes |= bits & (zone_attr::ZFC | zone_attr::FZR | zone_attr::RZR);
+    }
+}
+
+fn selected_by_all(action: ZoneAction, state: ZoneState) -> bool {
+    use ZoneState::*;
+    match action {
+        ZoneAction::Open => state == Closed,
+        ZoneAction::Close => state.is_open(),
+        ZoneAction::Finish => state.is_active(),
+        ZoneAction::Reset => state.is_active() || state == Full,
+        ZoneAction::Offline => state == ReadOnly,
+    }
+}
+
+fn unreachable_state(state: ZoneState) -> NvmeResult<()> {
+    // Callers check writability first; a Full/ReadOnly/Offline zone never gets here, but if it
+    // did the honest answer is a state-transition error rather than a panic.
+    let _ = state;
+    Err(NvmeStatus::InvalidZoneStateTransition)
+}
