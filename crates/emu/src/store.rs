@@ -141,11 +141,10 @@ impl Store for MemStore {
         self.meta.write(offset, data);
         Ok(())
     }
-    fn discard(&mut self, data: (u64, u64), meta: (u64, u64)) -> io::Result<()> {
-        self.data.discard(data.0, data.1);
-        if meta.1 > 0 {
-            self.meta.discard(meta.0, meta.1);
-        }
+    fn discard(&mut self, _data: (u64, u64), _meta: (u64, u64)) -> io::Result<()> {
+        // Chunks stay allocated across a reset: the device never reads above a write pointer,
+        // and keeping them spares the next writes the page faults of fresh memory (the host
+        // FTL resets zones continuously). Memory use is bounded by the high-water mark.
         Ok(())
     }
     fn persist_zone(&mut self, _index: u32, _zone: &Zone) -> io::Result<()> {
@@ -162,6 +161,18 @@ impl Store for MemStore {
     }
 }
 
+/// Takes the image's advisory lock so two processes never drive one image at once.
+fn lock(file: &File, path: &Path) -> io::Result<()> {
+    match file.try_lock() {
+        Ok(()) => Ok(()),
+        Err(std::fs::TryLockError::WouldBlock) => Err(io::Error::new(
+            io::ErrorKind::WouldBlock,
+            format!("{} is in use by another process", path.display()),
+        )),
+        Err(std::fs::TryLockError::Error(e)) => Err(e),
+    }
+}
+
 /// An image file: superblock, zone table, metadata region, data region.
 pub struct FileStore {
     file: File,
@@ -174,7 +185,9 @@ pub struct FileStore {
 impl FileStore {
     /// Creates a new image. The caller has checked that it may overwrite `path`.
     pub fn create(path: &Path, sb: Superblock, host_sync: bool) -> io::Result<FileStore> {
-        let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path)?;
+        let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+        lock(&file, path)?;
+        file.set_len(0)?;
         let layout = Layout::for_geometry(&sb.geometry);
         file.set_len(layout.total_bytes)?;
         let mut store = FileStore { file, layout, superblock: sb, host_sync };
@@ -192,6 +205,7 @@ impl FileStore {
     /// Opens an existing image and reads its zone table.
     pub fn open(path: &Path, host_sync: bool) -> Result<(FileStore, Vec<Zone>), crate::EmuError> {
         let file = std::fs::OpenOptions::new().read(true).write(true).open(path)?;
+        lock(&file, path)?;
         let mut sb_bytes = vec![0u8; image::SUPERBLOCK_BYTES as usize];
         let len = file.metadata()?.len();
         if len < image::SUPERBLOCK_BYTES {

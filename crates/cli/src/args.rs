@@ -1,0 +1,262 @@
+//! The command-line grammar of `zonestack`. Session lines parse with the same grammar, so a
+//! line in `zonestack session` means exactly what the subcommand means.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::units::{parse_byte, parse_size, parse_u64};
+
+#[derive(Parser, Debug)]
+#[command(name = "zonestack", version, about = "A user-space storage stack for zoned-namespace (ZNS) SSDs", propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Cmd {
+    /// Create emulated devices in a temporary directory, run a short mixed workload, and print
+    /// the zone report and statistics.
+    Quickstart(QuickstartArgs),
+    /// Create and inspect emulated ZNS device images.
+    #[command(subcommand)]
+    Device(DeviceCmd),
+    /// Report zones and send zone management commands.
+    #[command(subcommand)]
+    Zone(ZoneCmd),
+    /// Read, write and append blocks.
+    #[command(subcommand)]
+    Io(IoCmd),
+    /// Inject a device-side fault: move a zone to read_only or offline.
+    Fault(FaultArgs),
+    /// Run commands read from stdin, one per line, against one open device.
+    Session {
+        /// Device image.
+        path: PathBuf,
+    },
+    /// Benchmarks (they print figures; they are not tests).
+    #[command(subcommand)]
+    Bench(BenchCmd),
+    /// Session only: flush the volatile write cache.
+    #[command(hide = true)]
+    Flush { path: PathBuf },
+    /// Session only: cut power; unflushed writes are partly lost, as drawn from the seed.
+    #[command(hide = true, name = "power-loss")]
+    PowerLoss {
+        path: PathBuf,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct QuickstartArgs {
+    /// Seed for the workload and the devices.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Keep the temporary directory and print its path.
+    #[arg(long)]
+    pub keep: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum DeviceCmd {
+    /// Create a device image.
+    Create(CreateArgs),
+    /// Show a device's geometry and limits.
+    Info {
+        path: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the named profiles.
+    Profiles,
+}
+
+#[derive(Args, Debug)]
+pub struct CreateArgs {
+    /// Image file to create.
+    pub path: PathBuf,
+    /// Named profile the other options adjust (see `zonestack device profiles`).
+    #[arg(long, default_value = "small")]
+    pub profile: String,
+    #[arg(long)]
+    pub zones: Option<u32>,
+    /// Zone size in bytes (K/M/G suffixes).
+    #[arg(long, value_parser = parse_size)]
+    pub zone_size: Option<u64>,
+    /// Writable zone capacity in bytes; defaults to the profile's ratio, or the zone size
+    /// when --zone-size is given.
+    #[arg(long, value_parser = parse_size)]
+    pub zone_cap: Option<u64>,
+    /// Logical block size: 512 or 4096.
+    #[arg(long)]
+    pub block_size: Option<u32>,
+    /// Per-block metadata bytes: 0, 8, 16 or 64.
+    #[arg(long)]
+    pub oob: Option<u32>,
+    /// Maximum open zones, 0 for unlimited.
+    #[arg(long)]
+    pub max_open: Option<u32>,
+    /// Maximum active zones, 0 for unlimited.
+    #[arg(long)]
+    pub max_active: Option<u32>,
+    /// Zone Append size limit in bytes.
+    #[arg(long, value_parser = parse_size)]
+    pub zasl: Option<u64>,
+    /// Disable the volatile write cache (every completed write is durable).
+    #[arg(long)]
+    pub no_write_cache: bool,
+    /// Seed for the device's own choices (append order, power-loss cut points).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Overwrite an existing file.
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Args, Debug, Clone, Copy)]
+#[group(required = true, multiple = false)]
+pub struct ZoneSelect {
+    /// Zone index.
+    #[arg(long)]
+    pub zone: Option<u32>,
+    /// Every zone the action selects (Select All).
+    #[arg(long)]
+    pub all: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ZoneCmd {
+    /// Report zones, like `blkzone report` (positions in blocks).
+    Report {
+        path: PathBuf,
+        /// Only zones in this state (empty, implicitly_opened, explicitly_opened, closed,
+        /// full, read_only, offline).
+        #[arg(long)]
+        state: Option<String>,
+        /// First zone to report.
+        #[arg(long, default_value_t = 0)]
+        start: u32,
+        /// At most this many zones.
+        #[arg(long)]
+        count: Option<usize>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Explicitly open zones.
+    Open {
+        path: PathBuf,
+        #[command(flatten)]
+        sel: ZoneSelect,
+    },
+    /// Close open zones.
+    Close {
+        path: PathBuf,
+        #[command(flatten)]
+        sel: ZoneSelect,
+    },
+    /// Finish zones (make them Full).
+    Finish {
+        path: PathBuf,
+        #[command(flatten)]
+        sel: ZoneSelect,
+    },
+    /// Reset zones (make them Empty; their data is gone).
+    Reset {
+        path: PathBuf,
+        #[command(flatten)]
+        sel: ZoneSelect,
+    },
+    /// Take read-only zones offline.
+    Offline {
+        path: PathBuf,
+        #[command(flatten)]
+        sel: ZoneSelect,
+    },
+}
+
+#[derive(Args, Debug, Clone)]
+#[group(required = true, multiple = false, id = "source")]
+pub struct DataSource {
+    /// Fill every block with this byte (0xab, 171); needs --blocks.
+    #[arg(long, value_parser = parse_byte, requires = "blocks")]
+    pub pattern: Option<u8>,
+    /// Write this file's bytes (a whole number of blocks).
+    #[arg(long)]
+    pub data_file: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum IoCmd {
+    /// Zone Write at an LBA (it must be the zone's write pointer).
+    Write {
+        path: PathBuf,
+        #[arg(long, value_parser = parse_u64)]
+        lba: u64,
+        #[arg(long, value_parser = parse_u64)]
+        blocks: Option<u64>,
+        #[command(flatten)]
+        source: DataSource,
+        /// Force Unit Access: durable when it completes.
+        #[arg(long)]
+        fua: bool,
+    },
+    /// Zone Append to a zone; prints the LBA the data landed at.
+    Append {
+        path: PathBuf,
+        #[arg(long)]
+        zone: u32,
+        #[arg(long, value_parser = parse_u64)]
+        blocks: Option<u64>,
+        #[command(flatten)]
+        source: DataSource,
+        #[arg(long)]
+        fua: bool,
+    },
+    /// Read blocks; hexdump to stdout, or raw bytes to --out.
+    Read {
+        path: PathBuf,
+        #[arg(long, value_parser = parse_u64)]
+        lba: u64,
+        #[arg(long, value_parser = parse_u64)]
+        blocks: u64,
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Write Zeroes at the write pointer.
+    Zeroes {
+        path: PathBuf,
+        #[arg(long, value_parser = parse_u64)]
+        lba: u64,
+        #[arg(long, value_parser = parse_u64)]
+        blocks: u64,
+        #[arg(long)]
+        fua: bool,
+    },
+    /// Fill zones to capacity with a pattern (a progress bar on terminals).
+    Fill {
+        path: PathBuf,
+        #[command(flatten)]
+        sel: ZoneSelect,
+        #[arg(long, value_parser = parse_byte, default_value = "0x5a")]
+        pattern: u8,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct FaultArgs {
+    pub path: PathBuf,
+    #[arg(long)]
+    pub zone: u32,
+    /// read_only or offline.
+    #[arg(long)]
+    pub state: String,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BenchCmd {
+    /// The emulator's own speed against a memcpy loop, and its file backend against fio.
+    Emu(crate::bench_emu::BenchEmuArgs),
+}

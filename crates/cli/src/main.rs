@@ -1,0 +1,54 @@
+//! `zonestack`: the command-line tool of the zonestack storage stack.
+
+mod args;
+mod bench_emu;
+mod commands;
+mod quickstart;
+mod session;
+mod units;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::args::{Cli, Cmd, DeviceCmd};
+use crate::commands::CliError;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("zonestack: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match rt.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("zonestack: {}", e.message());
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    match cli.cmd {
+        Cmd::Quickstart(a) => quickstart::run(&a, &mut out).await,
+        Cmd::Device(DeviceCmd::Create(a)) => commands::create(&a, &mut out),
+        Cmd::Device(DeviceCmd::Profiles) => commands::list_profiles(&mut out),
+        Cmd::Session { path } => {
+            let dev = commands::open(&path)?;
+            session::run(&dev, std::io::stdin().lock(), &mut out).await
+        }
+        Cmd::Bench(args::BenchCmd::Emu(a)) => bench_emu::run(&a, &mut out).await,
+        cmd => {
+            let path = commands::path_of(&cmd).to_path_buf();
+            let dev = commands::open(&path)?;
+            let r = commands::execute(&dev, &cmd, &mut out).await;
+            dev.shutdown().map_err(|e| CliError::Other(format!("closing {}: {e}", path.display())))?;
+            r
+        }
+    }
+}
