@@ -25,12 +25,16 @@ pub trait ZonedDevice: Send + Sync {
     async fn read(&self, lba: Lba, buf: &mut [u8], meta: Option<&mut [u8]>) -> NvmeResult<()>;
 
     /// Zone Write: `data` must start at the zone's write pointer.
-    async fn write(&self, lba: Lba, data: &[u8], meta: Option<&[u8]>, fua: bool)
-        -> NvmeResult<()>;
+    async fn write(&self, lba: Lba, data: &[u8], meta: Option<&[u8]>, fua: bool) -> NvmeResult<()>;
 
     /// Zone Append to the zone starting at `zslba`; returns the LBA the data landed at.
-    async fn append(&self, zslba: Lba, data: &[u8], meta: Option<&[u8]>, fua: bool)
-        -> NvmeResult<Lba>;
+    async fn append(
+        &self,
+        zslba: Lba,
+        data: &[u8],
+        meta: Option<&[u8]>,
+        fua: bool,
+    ) -> NvmeResult<Lba>;
 
     /// Write Zeroes: a zoned write of `blocks` zero blocks at the write pointer.
     async fn write_zeroes(&self, lba: Lba, blocks: u64, fua: bool) -> NvmeResult<()>;

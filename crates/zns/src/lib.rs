@@ -10,9 +10,15 @@ pub mod status;
 pub mod types;
 
 pub use device::{BlockDevice, BlockError, BlockResult, ZonedDevice};
+pub use model::{ModelDevice, RefModel};
 pub use rng::SimRng;
 pub use status::{NvmeResult, NvmeStatus};
 pub use types::{
     check_range, zone_attr, CopyRange, Geometry, GeometryError, Lba, ReportFilter, ZoneAction,
     ZoneDescriptor, ZoneReport, ZoneState,
 };
+
+/// The runtime `conformance_tests!` builds its tests on, re-exported so that crates using the
+/// macro need not depend on tokio themselves.
+#[doc(hidden)]
+pub use tokio as __tokio;

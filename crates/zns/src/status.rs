@@ -134,7 +134,9 @@ impl NvmeStatus {
     pub fn is_transient(self) -> bool {
         matches!(
             self,
-            NvmeStatus::DataTransferError | NvmeStatus::InternalError | NvmeStatus::AbortedPowerLoss
+            NvmeStatus::DataTransferError
+                | NvmeStatus::InternalError
+                | NvmeStatus::AbortedPowerLoss
         )
     }
 }

@@ -31,7 +31,10 @@ impl ZoneState {
 
     /// Open zones hold an open resource (and an active one).
     pub fn is_open(self) -> bool {
-        matches!(self, ZoneState::ImplicitlyOpened | ZoneState::ExplicitlyOpened)
+        matches!(
+            self,
+            ZoneState::ImplicitlyOpened | ZoneState::ExplicitlyOpened
+        )
     }
 
     /// Active zones hold an active resource: the open ones and Closed.
@@ -122,8 +125,9 @@ pub struct ZoneDescriptor {
     pub capacity: u64,
     /// Zone start LBA (ZSLBA).
     pub start: Lba,
-    /// Write pointer. For Full, Read Only and Offline zones it is reported as
-    /// ZSLBA + zone size, the value QEMU reports when the WP is not valid.
+    /// Write pointer: the WP of Empty, open, Closed and Read Only zones; ZSLBA + capacity for
+    /// Full zones (Finish moves the WP to the capacity boundary, as QEMU does); ZSLBA + zone
+    /// size for Offline zones, where the WP is not valid.
     pub wp: Lba,
 }
 
@@ -259,7 +263,10 @@ impl Geometry {
             return fail(format!("block size {} is not 512 or 4096", self.block_size));
         }
         if ![0, 8, 16, 64].contains(&self.oob_size) {
-            return fail(format!("metadata size {} is not 0, 8, 16 or 64", self.oob_size));
+            return fail(format!(
+                "metadata size {} is not 0, 8, 16 or 64",
+                self.oob_size
+            ));
         }
         if self.zone_count == 0 {
             return fail("zone count is 0".into());
@@ -363,13 +370,35 @@ mod tests {
         assert_eq!(g.zone_of(511), Some(7));
         assert_eq!(g.zone_of(512), None);
         assert_eq!(g.mor(), 2);
-        assert_eq!(Geometry { max_open: 0, max_active: 0, ..g }.mar(), u32::MAX);
-        assert!(Geometry { zone_capacity: 65, ..g }.validate().is_err());
-        assert!(Geometry { block_size: 1024, ..g }.validate().is_err());
+        assert_eq!(
+            Geometry {
+                max_open: 0,
+                max_active: 0,
+                ..g
+            }
+            .mar(),
+            u32::MAX
+        );
+        assert!(Geometry {
+            zone_capacity: 65,
+            ..g
+        }
+        .validate()
+        .is_err());
+        assert!(Geometry {
+            block_size: 1024,
+            ..g
+        }
+        .validate()
+        .is_err());
         assert!(Geometry { max_open: 5, ..g }.validate().is_err());
-        assert!(Geometry { zone_count: u32::MAX, zone_size: u64::MAX / 2, ..g }
-            .validate()
-            .is_err());
+        assert!(Geometry {
+            zone_count: u32::MAX,
+            zone_size: u64::MAX / 2,
+            ..g
+        }
+        .validate()
+        .is_err());
         assert_eq!(check_range(&g, 500, 12), Ok(()));
         assert_eq!(check_range(&g, 500, 13), Err(NvmeStatus::LbaOutOfRange));
         assert_eq!(check_range(&g, u64::MAX, 2), Err(NvmeStatus::LbaOutOfRange));
