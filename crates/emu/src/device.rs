@@ -71,7 +71,7 @@ pub struct EmuDevice {
 /// The restart form of a zone: what the image records, and what power loss leaves.
 fn restart_form(geo: &Geometry, index: u32, z: &Zone) -> Zone {
     let start = geo.zone_start(index);
-    let mut p = Zone { wp: z.durable_wp, durable_wp: z.durable_wp, opened_seq: 0, ..*z };
+    let mut p = Zone { wp: z.durable_wp, data_end: z.data_end.min(z.durable_wp), durable_wp: z.durable_wp, opened_seq: 0, ..*z };
     if z.state.is_open() {
         p.state = if p.wp == start { ZoneState::Empty } else { ZoneState::Closed };
     }
@@ -188,7 +188,9 @@ impl EmuDevice {
         }
         let mut c = self.core.lock();
         c.drain_appends(&self.cfg);
-        c.zones.force_state(zone, state);
+        c.zones
+            .force_state(zone, state)
+            .map_err(|e| EmuError::Config(format!("zone {zone} cannot become {state}: {e}")))?;
         c.persist(&self.geo, zone)?;
         Ok(())
     }
@@ -266,14 +268,17 @@ impl EmuDevice {
         Ok(())
     }
 
-    fn blocks_of(&self, len: usize, meta: Option<usize>) -> NvmeResult<u64> {
+    /// The block count of a transfer at `lba`: the namespace range first (in whole blocks),
+    /// then the byte counts of data and metadata.
+    fn blocks_of(&self, lba: Lba, len: usize, meta: Option<usize>) -> NvmeResult<u64> {
         let bs = self.geo.block_size as usize;
+        let blocks = (len / bs) as u64;
+        zns::check_range(&self.geo, lba, blocks)?;
         if len == 0 || len % bs != 0 {
             return Err(NvmeStatus::InvalidField);
         }
-        let blocks = (len / bs) as u64;
         if let Some(m) = meta {
-            if self.geo.oob_size == 0 || m != blocks as usize * self.geo.oob_size as usize {
+            if m != blocks as usize * self.geo.oob_size as usize {
                 return Err(NvmeStatus::InvalidField);
             }
         }
@@ -338,7 +343,7 @@ impl Core {
             let z = geo.zone_of(at).ok_or(NvmeStatus::LbaOutOfRange)?;
             let zone_end = geo.zone_start(z) + geo.zone_size;
             let n = (zone_end - at).min(blocks - done);
-            let valid = self.zones.zone(z).wp.saturating_sub(at).min(n);
+            let valid = self.zones.zone(z).data_end.saturating_sub(at).min(n);
             let (b0, b1, b2) = (done * bs, (done + valid) * bs, (done + n) * bs);
             self.store.read_data(at * bs, &mut buf[b0 as usize..b1 as usize]).map_err(Self::io_err)?;
             buf[b1 as usize..b2 as usize].fill(0);
@@ -462,7 +467,7 @@ impl ZonedDevice for EmuDevice {
     async fn read(&self, lba: Lba, buf: &mut [u8], meta: Option<&mut [u8]>) -> NvmeResult<()> {
         self.enter(Op::Read).await?;
         let r = (|| {
-            let blocks = self.blocks_of(buf.len(), meta.as_ref().map(|m| m.len()))?;
+            let blocks = self.blocks_of(lba, buf.len(), meta.as_ref().map(|m| m.len()))?;
             let mut c = self.core.lock();
             c.drain_appends(&self.cfg);
             c.zones.check_read(lba, blocks)?;
@@ -476,8 +481,7 @@ impl ZonedDevice for EmuDevice {
     async fn write(&self, lba: Lba, data: &[u8], meta: Option<&[u8]>, fua: bool) -> NvmeResult<()> {
         self.enter(Op::Write).await?;
         let r = (|| {
-            let blocks = self.blocks_of(data.len(), meta.map(|m| m.len()))?;
-            zns::check_range(&self.geo, lba, blocks)?;
+            let blocks = self.blocks_of(lba, data.len(), meta.map(|m| m.len()))?;
             self.mdts_check(blocks)?;
             let mut c = self.core.lock();
             c.drain_appends(&self.cfg);
@@ -490,7 +494,7 @@ impl ZonedDevice for EmuDevice {
 
     async fn append(&self, zslba: Lba, data: &[u8], meta: Option<&[u8]>, fua: bool) -> NvmeResult<Lba> {
         self.enter(Op::Append).await?;
-        let blocks = match self.blocks_of(data.len(), meta.map(|m| m.len())) {
+        let blocks = match self.blocks_of(zslba, data.len(), meta.map(|m| m.len())) {
             Ok(b) => b,
             Err(e) => {
                 self.record(Op::Append, &Err::<(), _>(e));
@@ -499,7 +503,6 @@ impl ZonedDevice for EmuDevice {
         };
         if !self.cfg.reorder_appends {
             let r = (|| {
-                zns::check_range(&self.geo, zslba, blocks)?;
                 self.mdts_check(blocks)?;
                 self.core.lock().append_now(&self.geo, &self.cfg, zslba, data, meta, fua)
             })();
@@ -528,10 +531,10 @@ impl ZonedDevice for EmuDevice {
     async fn write_zeroes(&self, lba: Lba, blocks: u64, fua: bool) -> NvmeResult<()> {
         self.enter(Op::WriteZeroes).await?;
         let r = (|| {
+            zns::check_range(&self.geo, lba, blocks)?;
             if blocks == 0 {
                 return Err(NvmeStatus::InvalidField);
             }
-            zns::check_range(&self.geo, lba, blocks)?;
             self.mdts_check(blocks)?;
             let mut c = self.core.lock();
             c.drain_appends(&self.cfg);

@@ -178,6 +178,9 @@ pub fn decode_superblock(b: &[u8]) -> Result<Superblock, ImageError> {
     {
         return Err(ImageError::BadGeometry("region offsets do not match the geometry".into()));
     }
+    if b[112..SB_CRC_AT].iter().any(|x| *x != 0) {
+        return Err(ImageError::BadGeometry("reserved superblock bytes are not zero".into()));
+    }
     let clean = match get_u32(b, 76) {
         0 => true,
         1 => false,
@@ -193,6 +196,7 @@ pub fn encode_zone(index: u32, zone: &Zone) -> [u8; ZONE_ENTRY_BYTES] {
     b[1] = zone.attributes;
     put_u32(&mut b, 4, index);
     put_u64(&mut b, 8, zone.wp);
+    put_u64(&mut b, 16, zone.data_end);
     let crc = crc32c::crc32c(&b[..28]);
     put_u32(&mut b, 28, crc);
     b
@@ -207,6 +211,9 @@ pub fn decode_zone(g: &Geometry, index: u32, b: &[u8]) -> Result<Zone, ImageErro
     if crc32c::crc32c(&b[..28]) != get_u32(b, 28) {
         return Err(bad("checksum mismatch"));
     }
+    if b[2..4].iter().chain(&b[24..28]).any(|x| *x != 0) {
+        return Err(bad("reserved bytes are not zero"));
+    }
     if get_u32(b, 4) != index {
         return Err(bad("entry is for another zone"));
     }
@@ -216,18 +223,24 @@ pub fn decode_zone(g: &Geometry, index: u32, b: &[u8]) -> Result<Zone, ImageErro
     }
     let start: Lba = g.zone_start(index);
     let wp = get_u64(b, 8);
-    if wp < start || wp > start + g.zone_capacity {
+    let data_end = get_u64(b, 16);
+    let cap_end = start + g.zone_capacity;
+    if wp < start || wp > cap_end {
         return Err(bad("write pointer outside the zone"));
+    }
+    if data_end < start || data_end > wp {
+        return Err(bad("data end outside the written part of the zone"));
     }
     let consistent = match state {
         ZoneState::Empty => wp == start,
-        ZoneState::Closed => wp < start + g.zone_capacity,
+        ZoneState::Closed => wp < cap_end && data_end == wp,
+        ZoneState::Full => wp == cap_end,
         _ => true,
     };
     if !consistent {
         return Err(bad("write pointer inconsistent with the zone state"));
     }
-    Ok(Zone { state, wp, durable_wp: wp, attributes: b[1], opened_seq: 0 })
+    Ok(Zone { state, wp, data_end, durable_wp: wp, attributes: b[1], opened_seq: 0 })
 }
 
 #[cfg(test)]
@@ -273,13 +286,18 @@ mod tests {
     #[test]
     fn zone_entries_round_trip_and_validate() {
         let g = geo();
-        let z = Zone { state: ZoneState::Closed, wp: 64 + 10, durable_wp: 74, attributes: 0, opened_seq: 0 };
+        let z = Zone { state: ZoneState::Closed, wp: 64 + 10, data_end: 74, durable_wp: 74, attributes: 0, opened_seq: 0 };
         let b = encode_zone(1, &z);
         assert_eq!(decode_zone(&g, 1, &b), Ok(z));
         assert!(decode_zone(&g, 2, &b).is_err());
         let open = Zone { state: ZoneState::ImplicitlyOpened, ..z };
         assert!(decode_zone(&g, 1, &encode_zone(1, &open)).is_err());
-        let beyond = Zone { wp: 64 + 49, ..z };
+        let beyond = Zone { wp: 64 + 49, data_end: 64 + 49, ..z };
+        assert!(decode_zone(&g, 1, &encode_zone(1, &beyond)).is_err());
+        let full_early = Zone { state: ZoneState::Full, wp: 64 + 48, data_end: 70, durable_wp: 64 + 48, ..z };
+        assert_eq!(decode_zone(&g, 1, &encode_zone(1, &full_early)), Ok(full_early));
+        let data_beyond_wp = Zone { data_end: 75, ..z };
+        assert!(decode_zone(&g, 1, &encode_zone(1, &data_beyond_wp)).is_err());
         assert!(decode_zone(&g, 1, &encode_zone(1, &beyond)).is_err());
         let mut flipped = b;
         flipped[9] ^= 1;

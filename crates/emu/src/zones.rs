@@ -16,9 +16,11 @@ use zns::{
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Zone {
     pub state: ZoneState,
-    /// End of the written data (absolute LBA). For a zone finished early it stays where the
-    /// data ends; reads above it return zeros.
+    /// Write pointer (absolute LBA); ZSLBA + capacity once the zone is Full, as QEMU keeps it.
     pub wp: Lba,
+    /// End of the data written to the zone (<= `wp`). A zone finished early keeps its data end
+    /// below its write pointer; reads at or above the data end return zeros.
+    pub data_end: Lba,
     /// End of the prefix that survives a power loss.
     pub durable_wp: Lba,
     pub attributes: u8,
@@ -42,7 +44,7 @@ impl ZoneTable {
         let zones = (0..geo.zone_count)
             .map(|z| {
                 let start = geo.zone_start(z);
-                Zone { state: ZoneState::Empty, wp: start, durable_wp: start, attributes: 0, opened_seq: 0 }
+                Zone { state: ZoneState::Empty, wp: start, data_end: start, durable_wp: start, attributes: 0, opened_seq: 0 }
             })
             .collect();
         ZoneTable { geo, zones, nr_open: 0, nr_active: 0, open_seq: 0 }
@@ -207,6 +209,7 @@ impl ZoneTable {
         let zone = &mut self.zones[z as usize];
         assert!(zone.state.is_open(), "write completion on a zone that is not open");
         zone.wp += blocks;
+        zone.data_end = zone.wp;
         assert!(zone.wp <= cap_end, "write pointer beyond zone capacity");
         if durable {
             zone.durable_wp = zone.wp;
@@ -277,8 +280,10 @@ impl ZoneTable {
             (ZoneAction::Close, _) => Err(NvmeStatus::InvalidZoneStateTransition),
             (ZoneAction::Finish, Full) => Ok(()),
             (ZoneAction::Finish, _) => {
+                let cap_end = self.cap_end(z);
                 let zone = &mut self.zones[z as usize];
-                zone.durable_wp = zone.wp;
+                zone.wp = cap_end;
+                zone.durable_wp = cap_end;
                 self.set_state(z, Full);
                 Ok(())
             }
@@ -287,6 +292,7 @@ impl ZoneTable {
                 let start = self.start(z);
                 let zone = &mut self.zones[z as usize];
                 zone.wp = start;
+                zone.data_end = start;
                 zone.durable_wp = start;
                 zone.attributes = 0;
                 self.set_state(z, Empty);
@@ -302,10 +308,21 @@ impl ZoneTable {
         }
     }
 
-    /// Device-side fault: moves a zone to Read Only or Offline, releasing its resources.
-    pub fn force_state(&mut self, z: u32, to: ZoneState) {
-        assert!(matches!(to, ZoneState::ReadOnly | ZoneState::Offline), "only faults force a state");
+    /// Device-side fault: moves a zone to Read Only or Offline, releasing its resources. The
+    /// zone is frozen as it is, so its data becomes durable. Read Only cannot revive an
+    /// Offline zone.
+    pub fn force_state(&mut self, z: u32, to: ZoneState) -> NvmeResult<()> {
+        let from = self.zones[z as usize].state;
+        match (from, to) {
+            (_, ZoneState::ReadOnly | ZoneState::Offline) if from != ZoneState::Offline => {}
+            (ZoneState::Offline, ZoneState::Offline) => return Ok(()),
+            (ZoneState::Offline, ZoneState::ReadOnly) => return Err(NvmeStatus::InvalidZoneStateTransition),
+            _ => return Err(NvmeStatus::InvalidField),
+        }
+        let zone = &mut self.zones[z as usize];
+        zone.durable_wp = zone.wp;
         self.set_state(z, to);
+        Ok(())
     }
 
     /// The restart rule (item 37): open zones come back Closed, or Empty when nothing was
@@ -334,6 +351,7 @@ impl ZoneTable {
                     cut.push((z, keep, zone.wp));
                 }
                 zone.wp = keep;
+                zone.data_end = zone.data_end.min(keep);
             }
             zone.durable_wp = zone.wp;
         }
@@ -346,7 +364,6 @@ impl ZoneTable {
         let zone = &self.zones[z as usize];
         let start = self.start(z);
         let wp = match zone.state {
-            ZoneState::Full => start + self.geo.zone_capacity,
             ZoneState::Offline => start + self.geo.zone_size,
             _ => zone.wp,
         };
