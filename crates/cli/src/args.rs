@@ -8,7 +8,12 @@ use clap::{Args, Parser, Subcommand};
 use crate::units::{parse_byte, parse_size, parse_u64};
 
 #[derive(Parser, Debug)]
-#[command(name = "zonestack", version, about = "A user-space storage stack for zoned-namespace (ZNS) SSDs", propagate_version = true)]
+#[command(
+    name = "zonestack",
+    version,
+    about = "A user-space storage stack for zoned-namespace (ZNS) SSDs",
+    propagate_version = true
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub cmd: Cmd,

@@ -40,19 +40,23 @@ pub struct BenchEmuArgs {
 const ZONE_BLOCKS: u64 = 16384; // 64 MiB zones of 4 KiB blocks
 
 fn bench_geometry(bytes: u64) -> Geometry {
-    let mut g = emu::profile("small").unwrap_or_else(|| unreachable_profile());
-    g.oob_size = 0;
-    g.zone_size = ZONE_BLOCKS;
-    g.zone_capacity = ZONE_BLOCKS;
-    g.zone_count = (bytes / (ZONE_BLOCKS * 4096)).max(1) as u32;
-    g.max_open = 0;
-    g.max_active = 0;
-    g
-}
-
-fn unreachable_profile() -> Geometry {
-    // The profile table is compiled in; its absence is a build defect, reported as such.
-    panic!("built-in profile 'small' is missing")
+    let (zasl_blocks, copy_max_ranges, copy_max_range_blocks, copy_max_blocks) =
+        emu::config::reference_limits(4096);
+    Geometry {
+        block_size: 4096,
+        oob_size: 0,
+        zone_count: (bytes / (ZONE_BLOCKS * 4096)).max(1) as u32,
+        zone_size: ZONE_BLOCKS,
+        zone_capacity: ZONE_BLOCKS,
+        max_open: 0,
+        max_active: 0,
+        zasl_blocks,
+        mdts_blocks: 512,
+        copy_max_ranges,
+        copy_max_range_blocks,
+        copy_max_blocks,
+        cross_zone_reads: false,
+    }
 }
 
 fn other(e: impl std::fmt::Display) -> CliError {
@@ -74,7 +78,12 @@ where
     Ok(rate)
 }
 
-async fn sequential_writes(dev: &EmuDevice, g: &Geometry, bs: usize, append: bool) -> Result<(), CliError> {
+async fn sequential_writes(
+    dev: &EmuDevice,
+    g: &Geometry,
+    bs: usize,
+    append: bool,
+) -> Result<(), CliError> {
     dev.zone_mgmt(ZoneAction::Reset, 0, true).await?;
     let buf = vec![0x5au8; bs];
     let step = (bs / g.block_size as usize) as u64;
@@ -134,7 +143,14 @@ struct FileFigures {
 
 fn fio_iops(file: &Path, rw: &str, size: u64) -> Option<f64> {
     let out = Command::new("fio")
-        .args(["--name=cmp", "--ioengine=psync", "--iodepth=1", "--bs=4k", "--fallocate=none", "--output-format=json"])
+        .args([
+            "--name=cmp",
+            "--ioengine=psync",
+            "--iodepth=1",
+            "--bs=4k",
+            "--fallocate=none",
+            "--output-format=json",
+        ])
         .arg(format!("--rw={rw}"))
         .arg(format!("--size={size}"))
         .arg(format!("--filename={}", file.display()))
@@ -149,7 +165,9 @@ fn fio_iops(file: &Path, rw: &str, size: u64) -> Option<f64> {
 }
 
 async fn file_figures(a: &BenchEmuArgs) -> Result<FileFigures, CliError> {
-    let dir = tempfile::Builder::new().prefix("zonestack-bench").tempdir()?;
+    let dir = tempfile::Builder::new()
+        .prefix("zonestack-bench")
+        .tempdir()?;
     let g = bench_geometry(a.file_size);
     let bytes = g.capacity_bytes();
     let img = dir.path().join("emu.img");
@@ -167,7 +185,12 @@ async fn file_figures(a: &BenchEmuArgs) -> Result<FileFigures, CliError> {
             fio_read = fio_iops(&plain, "read", bytes).map(|v| v.max(fio_read.unwrap_or(0.0)));
         }
     }
-    Ok(FileFigures { ours_write, ours_read, fio_write, fio_read })
+    Ok(FileFigures {
+        ours_write,
+        ours_read,
+        fio_write,
+        fio_read,
+    })
 }
 
 pub async fn run(a: &BenchEmuArgs, out: &mut impl Write) -> CliResult {
@@ -182,7 +205,10 @@ pub async fn run(a: &BenchEmuArgs, out: &mut impl Write) -> CliResult {
     let read_4k = best(a.reps, ops4k, || sequential_reads(&dev, &g, 4096)).await?;
     let append_4k = best(a.reps, ops4k, || sequential_writes(&dev, &g, 4096, true)).await?;
     let mib = bytes as f64 / (1 << 20) as f64;
-    let write_128k = best(a.reps, mib, || sequential_writes(&dev, &g, 128 * 1024, false)).await?;
+    let write_128k = best(a.reps, mib, || {
+        sequential_writes(&dev, &g, 128 * 1024, false)
+    })
+    .await?;
     drop(dev);
     let memcpy_4k = memcpy_rate(bytes, 4096, a.reps);
     let memcpy_128k = memcpy_rate(bytes, 128 * 1024, a.reps) * (128.0 / 1024.0);
@@ -210,14 +236,47 @@ pub async fn run(a: &BenchEmuArgs, out: &mut impl Write) -> CliResult {
         writeln!(out, "{v}")?;
         return Ok(());
     }
-    writeln!(out, "memory backend, one thread, {} MiB per pass, best of {}:", bytes >> 20, a.reps)?;
-    writeln!(out, "  4 KiB write   {:>12.0} IOPS   memcpy {:>12.0} ops/s   ratio {:.2}", write_4k, memcpy_4k, write_4k / memcpy_4k)?;
+    writeln!(
+        out,
+        "memory backend, one thread, {} MiB per pass, best of {}:",
+        bytes >> 20,
+        a.reps
+    )?;
+    writeln!(
+        out,
+        "  4 KiB write   {:>12.0} IOPS   memcpy {:>12.0} ops/s   ratio {:.2}",
+        write_4k,
+        memcpy_4k,
+        write_4k / memcpy_4k
+    )?;
     writeln!(out, "  4 KiB append  {:>12.0} IOPS", append_4k)?;
     writeln!(out, "  4 KiB read    {:>12.0} IOPS", read_4k)?;
-    writeln!(out, "  128 KiB write {:>12.0} MiB/s  memcpy {:>12.0} MiB/s  ratio {:.2}", write_128k, memcpy_128k, write_128k / memcpy_128k)?;
-    writeln!(out, "file backend vs fio psync QD1 4 KiB, {} MiB file:", a.file_size >> 20)?;
+    writeln!(
+        out,
+        "  128 KiB write {:>12.0} MiB/s  memcpy {:>12.0} MiB/s  ratio {:.2}",
+        write_128k,
+        memcpy_128k,
+        write_128k / memcpy_128k
+    )?;
+    writeln!(
+        out,
+        "file backend vs fio psync QD1 4 KiB, {} MiB file:",
+        a.file_size >> 20
+    )?;
     let show = |o: Option<f64>| o.map_or("n/a (fio not run)".to_string(), |v| format!("{v:.0}"));
-    writeln!(out, "  write {:>10.0} IOPS  fio {}  ratio {}", f.ours_write, show(f.fio_write), show(ratio(f.ours_write, f.fio_write).map(|r| r * 100.0)) + "%")?;
-    writeln!(out, "  read  {:>10.0} IOPS  fio {}  ratio {}", f.ours_read, show(f.fio_read), show(ratio(f.ours_read, f.fio_read).map(|r| r * 100.0)) + "%")?;
+    writeln!(
+        out,
+        "  write {:>10.0} IOPS  fio {}  ratio {}",
+        f.ours_write,
+        show(f.fio_write),
+        show(ratio(f.ours_write, f.fio_write).map(|r| r * 100.0)) + "%"
+    )?;
+    writeln!(
+        out,
+        "  read  {:>10.0} IOPS  fio {}  ratio {}",
+        f.ours_read,
+        show(f.fio_read),
+        show(ratio(f.ours_read, f.fio_read).map(|r| r * 100.0)) + "%"
+    )?;
     Ok(())
 }

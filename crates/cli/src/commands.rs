@@ -61,7 +61,8 @@ pub fn open(path: &Path) -> Result<EmuDevice, CliError> {
             path.display()
         )));
     }
-    EmuDevice::open_file(path, false).map_err(|e| CliError::Other(format!("cannot open {}: {e}", path.display())))
+    EmuDevice::open_file(path, false)
+        .map_err(|e| CliError::Other(format!("cannot open {}: {e}", path.display())))
 }
 
 /// The image path a device subcommand names.
@@ -94,11 +95,17 @@ pub fn path_of(cmd: &Cmd) -> &Path {
 pub fn geometry_for(a: &CreateArgs) -> Result<Geometry, CliError> {
     let mut g = emu::profile(&a.profile).ok_or_else(|| {
         let names: Vec<_> = emu::profiles().iter().map(|p| p.name).collect();
-        CliError::Usage(format!("unknown profile '{}' (profiles: {})", a.profile, names.join(", ")))
+        CliError::Usage(format!(
+            "unknown profile '{}' (profiles: {})",
+            a.profile,
+            names.join(", ")
+        ))
     })?;
     if let Some(bs) = a.block_size {
         if bs != 512 && bs != 4096 {
-            return Err(CliError::Usage(format!("--block-size {bs} is not 512 or 4096")));
+            return Err(CliError::Usage(format!(
+                "--block-size {bs} is not 512 or 4096"
+            )));
         }
         let scale = |blocks: u64| blocks * u64::from(g.block_size) / u64::from(bs);
         g.zone_size = scale(g.zone_size);
@@ -106,13 +113,19 @@ pub fn geometry_for(a: &CreateArgs) -> Result<Geometry, CliError> {
         let (zasl, r, rb, t) = emu::config::reference_limits(bs);
         g.zasl_blocks = zasl;
         g.mdts_blocks = (2 << 20) / bs;
-        (g.copy_max_ranges, g.copy_max_range_blocks, g.copy_max_blocks) = (r, rb, t);
+        (
+            g.copy_max_ranges,
+            g.copy_max_range_blocks,
+            g.copy_max_blocks,
+        ) = (r, rb, t);
         g.block_size = bs;
     }
     let bs = u64::from(g.block_size);
     let blocks = |bytes: u64, what: &str| -> Result<u64, CliError> {
-        if bytes == 0 || bytes % bs != 0 {
-            return Err(CliError::Usage(format!("{what} {bytes} is not a positive multiple of the {bs}-byte block size")));
+        if bytes == 0 || !bytes.is_multiple_of(bs) {
+            return Err(CliError::Usage(format!(
+                "{what} {bytes} is not a positive multiple of the {bs}-byte block size"
+            )));
         }
         Ok(bytes / bs)
     };
@@ -124,7 +137,8 @@ pub fn geometry_for(a: &CreateArgs) -> Result<Geometry, CliError> {
         g.zone_capacity = blocks(zc, "--zone-cap")?;
     }
     if let Some(z) = a.zasl {
-        g.zasl_blocks = u32::try_from(blocks(z, "--zasl")?).map_err(|_| CliError::Usage("--zasl is too large".into()))?;
+        g.zasl_blocks = u32::try_from(blocks(z, "--zasl")?)
+            .map_err(|_| CliError::Usage("--zasl is too large".into()))?;
         g.mdts_blocks = g.mdts_blocks.max(g.zasl_blocks);
     }
     g.zone_count = a.zones.unwrap_or(g.zone_count);
@@ -147,8 +161,13 @@ pub fn geometry_for(a: &CreateArgs) -> Result<Geometry, CliError> {
 
 pub fn create(a: &CreateArgs, out: &mut impl Write) -> CliResult {
     let g = geometry_for(a)?;
-    let cfg = EmuConfig { volatile_cache: !a.no_write_cache, seed: a.seed, ..EmuConfig::new(g) };
-    let dev = EmuDevice::create_file(&a.path, cfg, a.force).map_err(|e| CliError::Other(format!("cannot create {}: {e}", a.path.display())))?;
+    let cfg = EmuConfig {
+        volatile_cache: !a.no_write_cache,
+        seed: a.seed,
+        ..EmuConfig::new(g)
+    };
+    let dev = EmuDevice::create_file(&a.path, cfg, a.force)
+        .map_err(|e| CliError::Other(format!("cannot create {}: {e}", a.path.display())))?;
     dev.shutdown().map_err(|e| CliError::Other(e.to_string()))?;
     writeln!(
         out,
@@ -185,34 +204,92 @@ fn info(dev: &EmuDevice, json: bool, out: &mut impl Write) -> CliResult {
         writeln!(out, "{v}")?;
         return Ok(());
     }
-    let limit = |n: u32| if n == 0 { "unlimited".to_string() } else { n.to_string() };
+    let limit = |n: u32| {
+        if n == 0 {
+            "unlimited".to_string()
+        } else {
+            n.to_string()
+        }
+    };
     writeln!(out, "zones:            {}", g.zone_count)?;
-    writeln!(out, "zone size:        {} blocks ({} MiB)", g.zone_size, (g.zone_size * u64::from(g.block_size)) >> 20)?;
-    writeln!(out, "zone capacity:    {} blocks ({} MiB)", g.zone_capacity, (g.zone_capacity * u64::from(g.block_size)) >> 20)?;
+    writeln!(
+        out,
+        "zone size:        {} blocks ({} MiB)",
+        g.zone_size,
+        (g.zone_size * u64::from(g.block_size)) >> 20
+    )?;
+    writeln!(
+        out,
+        "zone capacity:    {} blocks ({} MiB)",
+        g.zone_capacity,
+        (g.zone_capacity * u64::from(g.block_size)) >> 20
+    )?;
     writeln!(out, "block size:       {} bytes", g.block_size)?;
     writeln!(out, "metadata (oob):   {} bytes per block", g.oob_size)?;
-    writeln!(out, "max open zones:   {} (MOR {:#x})", limit(g.max_open), g.mor())?;
-    writeln!(out, "max active zones: {} (MAR {:#x})", limit(g.max_active), g.mar())?;
+    writeln!(
+        out,
+        "max open zones:   {} (MOR {:#x})",
+        limit(g.max_open),
+        g.mor()
+    )?;
+    writeln!(
+        out,
+        "max active zones: {} (MAR {:#x})",
+        limit(g.max_active),
+        g.mar()
+    )?;
     writeln!(out, "append limit:     {} blocks (ZASL)", g.zasl_blocks)?;
     writeln!(out, "max transfer:     {} blocks (MDTS)", g.mdts_blocks)?;
-    writeln!(out, "copy limits:      {} ranges, {} blocks per range, {} blocks total", g.copy_max_ranges, g.copy_max_range_blocks, g.copy_max_blocks)?;
-    writeln!(out, "write cache:      {}", if cfg.volatile_cache { "volatile" } else { "off" })?;
+    writeln!(
+        out,
+        "copy limits:      {} ranges, {} blocks per range, {} blocks total",
+        g.copy_max_ranges, g.copy_max_range_blocks, g.copy_max_blocks
+    )?;
+    writeln!(
+        out,
+        "write cache:      {}",
+        if cfg.volatile_cache {
+            "volatile"
+        } else {
+            "off"
+        }
+    )?;
     Ok(())
 }
 
-async fn report(dev: &EmuDevice, state: Option<&str>, start: u32, count: Option<usize>, json: bool, out: &mut impl Write) -> CliResult {
+async fn report(
+    dev: &EmuDevice,
+    state: Option<&str>,
+    start: u32,
+    count: Option<usize>,
+    json: bool,
+    out: &mut impl Write,
+) -> CliResult {
     let g = dev.geometry();
     let filter = match state {
         None => ReportFilter::All,
         Some(s) => ReportFilter::State(ZoneState::parse(s).ok_or_else(|| {
             let names: Vec<_> = ZoneState::ALL.iter().map(|s| s.name()).collect();
-            CliError::Usage(format!("unknown zone state '{s}' (states: {})", names.join(", ")))
+            CliError::Usage(format!(
+                "unknown zone state '{s}' (states: {})",
+                names.join(", ")
+            ))
         })?),
     };
     if start >= g.zone_count {
-        return Err(CliError::Usage(format!("--start {start}: the device has {} zones", g.zone_count)));
+        return Err(CliError::Usage(format!(
+            "--start {start}: the device has {} zones",
+            g.zone_count
+        )));
     }
-    let r = dev.report_zones(g.zone_start(start), filter, true, count.unwrap_or(usize::MAX)).await?;
+    let r = dev
+        .report_zones(
+            g.zone_start(start),
+            filter,
+            true,
+            count.unwrap_or(usize::MAX),
+        )
+        .await?;
     if json {
         let zones: Vec<_> = r
             .zones
@@ -241,7 +318,10 @@ async fn manage(dev: &EmuDevice, action: ZoneAction, sel: ZoneSelect) -> CliResu
     let g = dev.geometry();
     let zslba = match sel.zone {
         Some(z) if z >= g.zone_count => {
-            return Err(CliError::Usage(format!("zone {z} does not exist (the device has {} zones)", g.zone_count)))
+            return Err(CliError::Usage(format!(
+                "zone {z} does not exist (the device has {} zones)",
+                g.zone_count
+            )))
         }
         Some(z) => g.zone_start(z),
         None => 0,
@@ -254,20 +334,32 @@ fn payload(g: &Geometry, blocks: Option<u64>, source: &DataSource) -> Result<Vec
     let bs = g.block_size as usize;
     match (&source.data_file, source.pattern) {
         (Some(f), _) => {
-            let d = std::fs::read(f).map_err(|e| CliError::Other(format!("cannot read {}: {e}", f.display())))?;
+            let d = std::fs::read(f)
+                .map_err(|e| CliError::Other(format!("cannot read {}: {e}", f.display())))?;
             if d.is_empty() || d.len() % bs != 0 {
-                return Err(CliError::Usage(format!("{} is {} bytes, not a whole number of {bs}-byte blocks", f.display(), d.len())));
+                return Err(CliError::Usage(format!(
+                    "{} is {} bytes, not a whole number of {bs}-byte blocks",
+                    f.display(),
+                    d.len()
+                )));
             }
             if let Some(b) = blocks {
                 if b as usize * bs != d.len() {
-                    return Err(CliError::Usage(format!("--blocks {b} does not match the {} blocks of {}", d.len() / bs, f.display())));
+                    return Err(CliError::Usage(format!(
+                        "--blocks {b} does not match the {} blocks of {}",
+                        d.len() / bs,
+                        f.display()
+                    )));
                 }
             }
             Ok(d)
         }
         (None, Some(p)) => {
             let b = blocks.ok_or_else(|| CliError::Usage("--pattern needs --blocks".into()))?;
-            let len = usize::try_from(b).ok().and_then(|b| b.checked_mul(bs)).filter(|l| *l <= 1 << 30);
+            let len = usize::try_from(b)
+                .ok()
+                .and_then(|b| b.checked_mul(bs))
+                .filter(|l| *l <= 1 << 30);
             let len = len.ok_or_else(|| CliError::Usage(format!("--blocks {b} is too large")))?;
             Ok(vec![p; len])
         }
@@ -278,29 +370,56 @@ fn payload(g: &Geometry, blocks: Option<u64>, source: &DataSource) -> Result<Vec
 async fn io(dev: &EmuDevice, cmd: &IoCmd, out: &mut impl Write) -> CliResult {
     let g = dev.geometry();
     match cmd {
-        IoCmd::Write { lba, blocks, source, fua, .. } => {
+        IoCmd::Write {
+            lba,
+            blocks,
+            source,
+            fua,
+            ..
+        } => {
             let data = payload(&g, *blocks, source)?;
             dev.write(*lba, &data, None, *fua).await?;
         }
-        IoCmd::Append { zone, blocks, source, fua, .. } => {
+        IoCmd::Append {
+            zone,
+            blocks,
+            source,
+            fua,
+            ..
+        } => {
             if *zone >= g.zone_count {
-                return Err(CliError::Usage(format!("zone {zone} does not exist (the device has {} zones)", g.zone_count)));
+                return Err(CliError::Usage(format!(
+                    "zone {zone} does not exist (the device has {} zones)",
+                    g.zone_count
+                )));
             }
             let data = payload(&g, *blocks, source)?;
             let lba = dev.append(g.zone_start(*zone), &data, None, *fua).await?;
             writeln!(out, "{lba}")?;
         }
-        IoCmd::Read { lba, blocks, out: file, .. } => {
-            let len = usize::try_from(*blocks).ok().and_then(|b| b.checked_mul(g.block_size as usize)).filter(|l| *l <= 1 << 30);
-            let len = len.ok_or_else(|| CliError::Usage(format!("--blocks {blocks} is too large")))?;
+        IoCmd::Read {
+            lba,
+            blocks,
+            out: file,
+            ..
+        } => {
+            let len = usize::try_from(*blocks)
+                .ok()
+                .and_then(|b| b.checked_mul(g.block_size as usize))
+                .filter(|l| *l <= 1 << 30);
+            let len =
+                len.ok_or_else(|| CliError::Usage(format!("--blocks {blocks} is too large")))?;
             let mut buf = vec![0u8; len];
             dev.read(*lba, &mut buf, None).await?;
             match file {
-                Some(f) => std::fs::write(f, &buf).map_err(|e| CliError::Other(format!("cannot write {}: {e}", f.display())))?,
+                Some(f) => std::fs::write(f, &buf)
+                    .map_err(|e| CliError::Other(format!("cannot write {}: {e}", f.display())))?,
                 None => out.write_all(hexdump(lba * u64::from(g.block_size), &buf).as_bytes())?,
             }
         }
-        IoCmd::Zeroes { lba, blocks, fua, .. } => dev.write_zeroes(*lba, *blocks, *fua).await?,
+        IoCmd::Zeroes {
+            lba, blocks, fua, ..
+        } => dev.write_zeroes(*lba, *blocks, *fua).await?,
         IoCmd::Fill { sel, pattern, .. } => fill(dev, *sel, *pattern, out).await?,
     }
     Ok(())
@@ -309,20 +428,32 @@ async fn io(dev: &EmuDevice, cmd: &IoCmd, out: &mut impl Write) -> CliResult {
 /// Writes every selected zone from its write pointer to its capacity.
 async fn fill(dev: &EmuDevice, sel: ZoneSelect, pattern: u8, out: &mut impl Write) -> CliResult {
     let g = dev.geometry();
-    let report = dev.report_zones(0, ReportFilter::All, false, usize::MAX).await?;
+    let report = dev
+        .report_zones(0, ReportFilter::All, false, usize::MAX)
+        .await?;
     let targets: Vec<_> = report
         .zones
         .iter()
         .enumerate()
         .filter(|(i, _)| sel.all || sel.zone == Some(*i as u32))
-        .filter(|(_, d)| matches!(d.state, ZoneState::Empty | ZoneState::ImplicitlyOpened | ZoneState::ExplicitlyOpened | ZoneState::Closed))
+        .filter(|(_, d)| {
+            matches!(
+                d.state,
+                ZoneState::Empty
+                    | ZoneState::ImplicitlyOpened
+                    | ZoneState::ExplicitlyOpened
+                    | ZoneState::Closed
+            )
+        })
         .map(|(_, d)| *d)
         .collect();
     let total: u64 = targets.iter().map(|d| d.start + d.capacity - d.wp).sum();
     let bar = indicatif::ProgressBar::new(total * u64::from(g.block_size));
     bar.set_style(
-        indicatif::ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        indicatif::ProgressStyle::with_template(
+            "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     let chunk_blocks = u64::from(g.mdts_blocks.min(256));
     let buf = vec![pattern; (chunk_blocks * u64::from(g.block_size)) as usize];
@@ -331,7 +462,13 @@ async fn fill(dev: &EmuDevice, sel: ZoneSelect, pattern: u8, out: &mut impl Writ
         let end = d.start + d.capacity;
         while wp < end {
             let n = chunk_blocks.min(end - wp);
-            dev.write(wp, &buf[..(n * u64::from(g.block_size)) as usize], None, false).await?;
+            dev.write(
+                wp,
+                &buf[..(n * u64::from(g.block_size)) as usize],
+                None,
+                false,
+            )
+            .await?;
             wp += n;
             bar.inc(n * u64::from(g.block_size));
         }
@@ -345,12 +482,22 @@ async fn fill(dev: &EmuDevice, sel: ZoneSelect, pattern: u8, out: &mut impl Writ
 fn fault(dev: &EmuDevice, a: &FaultArgs) -> CliResult {
     let state = match ZoneState::parse(&a.state) {
         Some(s @ (ZoneState::ReadOnly | ZoneState::Offline)) => s,
-        _ => return Err(CliError::Usage(format!("--state {}: a fault moves a zone to read_only or offline", a.state))),
+        _ => {
+            return Err(CliError::Usage(format!(
+                "--state {}: a fault moves a zone to read_only or offline",
+                a.state
+            )))
+        }
     };
     if a.zone >= dev.geometry().zone_count {
-        return Err(CliError::Usage(format!("zone {} does not exist (the device has {} zones)", a.zone, dev.geometry().zone_count)));
+        return Err(CliError::Usage(format!(
+            "zone {} does not exist (the device has {} zones)",
+            a.zone,
+            dev.geometry().zone_count
+        )));
     }
-    dev.set_zone_state(a.zone, state).map_err(|e| CliError::Other(e.to_string()))
+    dev.set_zone_state(a.zone, state)
+        .map_err(|e| CliError::Other(e.to_string()))
 }
 
 /// Prints the counters.
@@ -361,9 +508,17 @@ pub fn print_stats(dev: &EmuDevice, out: &mut impl Write) -> CliResult {
         write!(out, " {}={}", op.name(), s.count(op))?;
     }
     writeln!(out)?;
-    writeln!(out, "blocks: read={} written={} copied={}; power losses: {}", s.blocks_read, s.blocks_written, s.blocks_copied, s.power_losses)?;
+    writeln!(
+        out,
+        "blocks: read={} written={} copied={}; power losses: {}",
+        s.blocks_read, s.blocks_written, s.blocks_copied, s.power_losses
+    )?;
     let resets: u64 = s.zone_resets.iter().sum();
-    writeln!(out, "zone resets: {resets}; errors: {}", s.errors.iter().sum::<u64>())?;
+    writeln!(
+        out,
+        "zone resets: {resets}; errors: {}",
+        s.errors.iter().sum::<u64>()
+    )?;
     Ok(())
 }
 
@@ -371,7 +526,13 @@ pub fn print_stats(dev: &EmuDevice, out: &mut impl Write) -> CliResult {
 pub async fn execute(dev: &EmuDevice, cmd: &Cmd, out: &mut impl Write) -> CliResult {
     match cmd {
         Cmd::Device(DeviceCmd::Info { json, .. }) => info(dev, *json, out),
-        Cmd::Zone(ZoneCmd::Report { state, start, count, json, .. }) => report(dev, state.as_deref(), *start, *count, *json, out).await,
+        Cmd::Zone(ZoneCmd::Report {
+            state,
+            start,
+            count,
+            json,
+            ..
+        }) => report(dev, state.as_deref(), *start, *count, *json, out).await,
         Cmd::Zone(ZoneCmd::Open { sel, .. }) => manage(dev, ZoneAction::Open, *sel).await,
         Cmd::Zone(ZoneCmd::Close { sel, .. }) => manage(dev, ZoneAction::Close, *sel).await,
         Cmd::Zone(ZoneCmd::Finish { sel, .. }) => manage(dev, ZoneAction::Finish, *sel).await,
@@ -381,15 +542,25 @@ pub async fn execute(dev: &EmuDevice, cmd: &Cmd, out: &mut impl Write) -> CliRes
         Cmd::Fault(a) => fault(dev, a),
         Cmd::Flush { .. } => Ok(dev.flush().await?),
         Cmd::PowerLoss { seed, .. } => {
-            let cut = dev.power_loss(*seed).map_err(|e| CliError::Other(e.to_string()))?;
+            let cut = dev
+                .power_loss(*seed)
+                .map_err(|e| CliError::Other(e.to_string()))?;
             for (z, kept, lost) in &cut {
-                writeln!(out, "zone {z}: write pointer {lost} -> {kept} ({} blocks lost)", lost - kept)?;
+                writeln!(
+                    out,
+                    "zone {z}: write pointer {lost} -> {kept} ({} blocks lost)",
+                    lost - kept
+                )?;
             }
             writeln!(out, "power loss: {} zones lost unflushed data", cut.len())?;
             Ok(())
         }
-        Cmd::Device(DeviceCmd::Create(_)) | Cmd::Device(DeviceCmd::Profiles) | Cmd::Quickstart(_) | Cmd::Session { .. } | Cmd::Bench(_) => {
-            Err(CliError::Usage("this command cannot run inside a session".into()))
-        }
+        Cmd::Device(DeviceCmd::Create(_))
+        | Cmd::Device(DeviceCmd::Profiles)
+        | Cmd::Quickstart(_)
+        | Cmd::Session { .. }
+        | Cmd::Bench(_) => Err(CliError::Usage(
+            "this command cannot run inside a session".into(),
+        )),
     }
 }

@@ -16,7 +16,10 @@ use crate::commands::CliError;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("zonestack: cannot start the runtime: {e}");
@@ -47,7 +50,8 @@ async fn run(cli: Cli) -> Result<(), CliError> {
             let path = commands::path_of(&cmd).to_path_buf();
             let dev = commands::open(&path)?;
             let r = commands::execute(&dev, &cmd, &mut out).await;
-            dev.shutdown().map_err(|e| CliError::Other(format!("closing {}: {e}", path.display())))?;
+            dev.shutdown()
+                .map_err(|e| CliError::Other(format!("closing {}: {e}", path.display())))?;
             r
         }
     }

@@ -42,7 +42,13 @@ async fn run_line(dev: &EmuDevice, line: &str, out: &mut impl Write) -> CliResul
     }
     let cli = Cli::try_parse_from(argv_of(line)).map_err(|e| {
         let text = e.to_string();
-        CliError::Usage(text.lines().next().unwrap_or("invalid command").trim_start_matches("error: ").to_string())
+        CliError::Usage(
+            text.lines()
+                .next()
+                .unwrap_or("invalid command")
+                .trim_start_matches("error: ")
+                .to_string(),
+        )
     })?;
     commands::execute(dev, &cli.cmd, out).await
 }
@@ -78,8 +84,14 @@ mod tests {
 
     #[test]
     fn placeholder_goes_where_the_path_would() {
-        assert_eq!(argv_of("io write --lba 0"), ["zonestack", "io", "write", PLACEHOLDER, "--lba", "0"]);
-        assert_eq!(argv_of("fault --zone 1 --state offline")[..3], ["zonestack", "fault", PLACEHOLDER]);
+        assert_eq!(
+            argv_of("io write --lba 0"),
+            ["zonestack", "io", "write", PLACEHOLDER, "--lba", "0"]
+        );
+        assert_eq!(
+            argv_of("fault --zone 1 --state offline")[..3],
+            ["zonestack", "fault", PLACEHOLDER]
+        );
         assert_eq!(argv_of("flush"), ["zonestack", "flush", PLACEHOLDER]);
         assert_eq!(argv_of("zone"), ["zonestack", "zone", PLACEHOLDER]);
     }

@@ -12,14 +12,19 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
                 'G' => 1 << 30,
                 'T' => 1 << 40,
                 'B' => 1,
-                _ => return Err(format!("unknown size suffix in '{text}' (use K, M, G or T)")),
+                _ => {
+                    return Err(format!(
+                        "unknown size suffix in '{text}' (use K, M, G or T)"
+                    ))
+                }
             };
             (&t[..i], m)
         }
         _ => (t, 1),
     };
     let n = parse_u64(digits)?;
-    n.checked_mul(mult).ok_or_else(|| format!("size '{text}' is too large"))
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("size '{text}' is too large"))
 }
 
 /// Parses a decimal or 0x-prefixed hexadecimal number.
@@ -60,8 +65,20 @@ pub fn hexdump(base: u64, data: &[u8]) -> String {
                 hex.push(' ');
             }
         }
-        let ascii: String = line.iter().map(|&b| if (0x20..0x7f).contains(&b) { b as char } else { '.' }).collect();
-        out.push_str(&format!("{:08x}  {hex:<49} |{ascii}|\n", base + (i * 16) as u64));
+        let ascii: String = line
+            .iter()
+            .map(|&b| {
+                if (0x20..0x7f).contains(&b) {
+                    b as char
+                } else {
+                    '.'
+                }
+            })
+            .collect();
+        out.push_str(&format!(
+            "{:08x}  {hex:<49} |{ascii}|\n",
+            base + (i * 16) as u64
+        ));
     }
     out.push_str(&format!("{:08x}\n", base + data.len() as u64));
     out

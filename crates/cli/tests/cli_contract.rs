@@ -8,12 +8,19 @@ use std::process::{Command, Output, Stdio};
 use serde_json::Value;
 
 fn zonestack(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_zonestack")).args(args).output().expect("run zonestack")
+    Command::new(env!("CARGO_BIN_EXE_zonestack"))
+        .args(args)
+        .output()
+        .expect("run zonestack")
 }
 
 fn ok(args: &[&str]) -> String {
     let o = zonestack(args);
-    assert!(o.status.success(), "zonestack {args:?} failed: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "zonestack {args:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
@@ -22,13 +29,32 @@ fn fails(args: &[&str], code: i32) -> String {
     let o = zonestack(args);
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     assert_eq!(o.status.code(), Some(code), "zonestack {args:?}: {err}");
-    assert!(!err.contains("panicked"), "zonestack {args:?} panicked: {err}");
+    assert!(
+        !err.contains("panicked"),
+        "zonestack {args:?} panicked: {err}"
+    );
     err
 }
 
 fn image(dir: &Path, extra: &[&str]) -> PathBuf {
     let p = dir.join("dev.img");
-    let mut args = vec!["device", "create", p.to_str().expect("utf-8 path"), "--zones", "8", "--zone-size", "64K", "--zone-cap", "48K", "--block-size", "4096", "--max-open", "2", "--max-active", "3"];
+    let mut args = vec![
+        "device",
+        "create",
+        p.to_str().expect("utf-8 path"),
+        "--zones",
+        "8",
+        "--zone-size",
+        "64K",
+        "--zone-cap",
+        "48K",
+        "--block-size",
+        "4096",
+        "--max-open",
+        "2",
+        "--max-active",
+        "3",
+    ];
     args.extend_from_slice(extra);
     ok(&args);
     p
@@ -45,19 +71,55 @@ fn create_info_and_refusal_to_overwrite() {
     let p = image(dir.path(), &["--oob", "16"]);
     let ps = p.to_str().expect("path");
     let info: Value = serde_json::from_str(&ok(&["device", "info", ps, "--json"])).expect("json");
-    for (k, v) in [("zones", 8), ("zone_size", 16), ("zone_capacity", 12), ("block_size", 4096), ("oob", 16), ("max_open", 2), ("max_active", 3), ("zasl", 128)] {
+    for (k, v) in [
+        ("zones", 8),
+        ("zone_size", 16),
+        ("zone_capacity", 12),
+        ("block_size", 4096),
+        ("oob", 16),
+        ("max_open", 2),
+        ("max_active", 3),
+        ("zasl", 128),
+    ] {
         assert_eq!(info[k], v, "info key {k}: {info}");
     }
     let err = fails(&["device", "create", ps], 1);
     assert!(err.contains("--force"), "{err}");
-    ok(&["device", "create", ps, "--force", "--profile", "zn540", "--zones", "16"]);
+    ok(&[
+        "device",
+        "create",
+        ps,
+        "--force",
+        "--profile",
+        "zn540",
+        "--zones",
+        "16",
+    ]);
     let info: Value = serde_json::from_str(&ok(&["device", "info", ps, "--json"])).expect("json");
     assert_eq!(info["zone_capacity"], 275_712);
     assert_eq!(info["max_open"], 14);
-    let err = fails(&["device", "create", ps, "--force", "--profile", "nosuch"], 2);
+    let err = fails(
+        &["device", "create", ps, "--force", "--profile", "nosuch"],
+        2,
+    );
     assert!(err.contains("unknown profile"), "{err}");
-    fails(&["device", "create", ps, "--force", "--zone-size", "64K", "--zone-cap", "128K"], 2);
-    fails(&["device", "create", ps, "--force", "--block-size", "1000"], 2);
+    fails(
+        &[
+            "device",
+            "create",
+            ps,
+            "--force",
+            "--zone-size",
+            "64K",
+            "--zone-cap",
+            "128K",
+        ],
+        2,
+    );
+    fails(
+        &["device", "create", ps, "--force", "--block-size", "1000"],
+        2,
+    );
 }
 
 #[test]
@@ -65,30 +127,121 @@ fn writes_appends_reads_and_nvme_errors() {
     let dir = tempfile::tempdir().expect("tempdir");
     let p = image(dir.path(), &[]);
     let ps = p.to_str().expect("path");
-    ok(&["io", "write", ps, "--lba", "0", "--blocks", "2", "--pattern", "0xab"]);
-    let err = fails(&["io", "write", ps, "--lba", "5", "--blocks", "1", "--pattern", "1"], 1);
+    ok(&[
+        "io",
+        "write",
+        ps,
+        "--lba",
+        "0",
+        "--blocks",
+        "2",
+        "--pattern",
+        "0xab",
+    ]);
+    let err = fails(
+        &[
+            "io",
+            "write",
+            ps,
+            "--lba",
+            "5",
+            "--blocks",
+            "1",
+            "--pattern",
+            "1",
+        ],
+        1,
+    );
     assert!(err.contains("Zone Invalid Write"), "{err}");
-    let err = fails(&["io", "write", ps, "--lba", "2", "--blocks", "11", "--pattern", "1"], 1);
+    let err = fails(
+        &[
+            "io",
+            "write",
+            ps,
+            "--lba",
+            "2",
+            "--blocks",
+            "11",
+            "--pattern",
+            "1",
+        ],
+        1,
+    );
     assert!(err.contains("Zone Boundary Error"), "{err}");
-    let err = fails(&["io", "write", ps, "--lba", "999999", "--blocks", "1", "--pattern", "1"], 1);
+    let err = fails(
+        &[
+            "io",
+            "write",
+            ps,
+            "--lba",
+            "999999",
+            "--blocks",
+            "1",
+            "--pattern",
+            "1",
+        ],
+        1,
+    );
     assert!(err.contains("LBA Out of Range"), "{err}");
-    let lba = ok(&["io", "append", ps, "--zone", "1", "--blocks", "3", "--pattern", "0x11"]);
+    let lba = ok(&[
+        "io",
+        "append",
+        ps,
+        "--zone",
+        "1",
+        "--blocks",
+        "3",
+        "--pattern",
+        "0x11",
+    ]);
     assert_eq!(lba.trim(), "16");
-    let lba = ok(&["io", "append", ps, "--zone", "1", "--blocks", "1", "--pattern", "0x22"]);
+    let lba = ok(&[
+        "io",
+        "append",
+        ps,
+        "--zone",
+        "1",
+        "--blocks",
+        "1",
+        "--pattern",
+        "0x22",
+    ]);
     assert_eq!(lba.trim(), "19");
     let dump = ok(&["io", "read", ps, "--lba", "0", "--blocks", "1"]);
     assert!(dump.starts_with("00000000  ab ab ab ab"), "{dump}");
     let out = dir.path().join("out.bin");
-    ok(&["io", "read", ps, "--lba", "18", "--blocks", "2", "--out", out.to_str().expect("path")]);
+    ok(&[
+        "io",
+        "read",
+        ps,
+        "--lba",
+        "18",
+        "--blocks",
+        "2",
+        "--out",
+        out.to_str().expect("path"),
+    ]);
     let bytes = std::fs::read(&out).expect("read out");
     assert_eq!(bytes.len(), 8192);
     assert!(bytes[..4096].iter().all(|b| *b == 0x11) && bytes[4096..].iter().all(|b| *b == 0x22));
     let data = dir.path().join("in.bin");
     std::fs::write(&data, vec![0x33u8; 4096]).expect("write data");
-    ok(&["io", "write", ps, "--lba", "2", "--data-file", data.to_str().expect("path"), "--fua"]);
+    ok(&[
+        "io",
+        "write",
+        ps,
+        "--lba",
+        "2",
+        "--data-file",
+        data.to_str().expect("path"),
+        "--fua",
+    ]);
     let zones = report(ps);
     assert_eq!(zones[0]["wp"], 3);
-    assert_eq!(zones[0]["state"], "closed", "a one-shot command closes its device cleanly");
+    assert_eq!(
+        zones[0]["state"], "closed",
+        "a one-shot command closes its device cleanly"
+    );
     assert_eq!(zones[1]["wp"], 20);
     assert_eq!(zones[0]["capacity"], 12);
     assert_eq!(zones[1]["start"], 16);
@@ -110,14 +263,30 @@ fn zone_management_and_faults() {
     ok(&["zone", "reset", ps, "--all"]);
     assert!(report(ps).iter().all(|z| z["state"] == "empty"));
     ok(&["fault", ps, "--zone", "5", "--state", "read_only"]);
-    let err = fails(&["io", "write", ps, "--lba", "80", "--blocks", "1", "--pattern", "1"], 1);
+    let err = fails(
+        &[
+            "io",
+            "write",
+            ps,
+            "--lba",
+            "80",
+            "--blocks",
+            "1",
+            "--pattern",
+            "1",
+        ],
+        1,
+    );
     assert!(err.contains("Zone Is Read Only"), "{err}");
     ok(&["zone", "offline", ps, "--zone", "5"]);
     let err = fails(&["io", "read", ps, "--lba", "80", "--blocks", "1"], 1);
     assert!(err.contains("Zone Is Offline"), "{err}");
     assert_eq!(report(ps)[5]["state"], "offline");
     let text = ok(&["zone", "report", ps]);
-    assert!(text.lines().next().unwrap_or("").contains("zcond: 1(em)"), "{text}");
+    assert!(
+        text.lines().next().unwrap_or("").contains("zcond: 1(em)"),
+        "{text}"
+    );
     fails(&["zone", "open", ps], 2);
     fails(&["zone", "open", ps, "--zone", "1", "--all"], 2);
     fails(&["zone", "report", ps, "--state", "bogus"], 2);
@@ -158,14 +327,27 @@ fn session_keeps_zones_open_and_goes_on_after_errors() {
         .spawn()
         .expect("spawn");
     use std::io::Write;
-    child.stdin.take().expect("stdin").write_all(script.as_bytes()).expect("write script");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(script.as_bytes())
+        .expect("write script");
     let o = child.wait_with_output().expect("wait");
     assert!(o.status.success());
     let out = String::from_utf8_lossy(&o.stdout);
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines[0], "ok");
-    assert!(lines[1].contains("\"state\":\"implicitly_opened\""), "zone must stay open between lines: {}", lines[1]);
-    assert!(lines[2].starts_with("error: Zone Invalid Write"), "{}", lines[2]);
+    assert!(
+        lines[1].contains("\"state\":\"implicitly_opened\""),
+        "zone must stay open between lines: {}",
+        lines[1]
+    );
+    assert!(
+        lines[2].starts_with("error: Zone Invalid Write"),
+        "{}",
+        lines[2]
+    );
     assert!(lines[3].starts_with("error:"), "{}", lines[3]);
     assert_eq!(lines[4], "ok");
     assert!(out.contains("power loss:"), "{out}");
@@ -187,7 +369,12 @@ fn a_killed_session_keeps_what_was_flushed() {
     let mut stdin = child.stdin.take().expect("stdin");
     let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
     let mut line = String::new();
-    for cmd in ["io write --lba 0 --blocks 4 --pattern 0x77", "flush", "io write --lba 4 --blocks 2 --pattern 0x88 --fua", "io write --lba 6 --blocks 3 --pattern 0x99"] {
+    for cmd in [
+        "io write --lba 0 --blocks 4 --pattern 0x77",
+        "flush",
+        "io write --lba 4 --blocks 2 --pattern 0x88 --fua",
+        "io write --lba 6 --blocks 3 --pattern 0x99",
+    ] {
         writeln!(stdin, "{cmd}").expect("send");
         line.clear();
         stdout.read_line(&mut line).expect("reply");
@@ -196,11 +383,20 @@ fn a_killed_session_keeps_what_was_flushed() {
     child.kill().expect("kill");
     child.wait().expect("reap");
     let zones = report(ps);
-    assert_eq!(zones[0]["wp"], 6, "flushed and FUA blocks survive a kill; the unflushed ones do not");
+    assert_eq!(
+        zones[0]["wp"], 6,
+        "flushed and FUA blocks survive a kill; the unflushed ones do not"
+    );
     assert_eq!(zones[0]["state"], "closed");
     let dump = ok(&["io", "read", ps, "--lba", "5", "--blocks", "2"]);
-    assert!(dump.starts_with("00005000  88 88 88 88"), "the FUA block survives: {dump}");
-    assert!(dump.contains("*\n00006000  00 00"), "above the write pointer reads zeros: {dump}");
+    assert!(
+        dump.starts_with("00005000  88 88 88 88"),
+        "the FUA block survives: {dump}"
+    );
+    assert!(
+        dump.contains("*\n00006000  00 00"),
+        "above the write pointer reads zeros: {dump}"
+    );
 }
 
 #[test]
@@ -212,9 +408,31 @@ fn quickstart_runs_on_its_embedded_default() {
 
 #[test]
 fn bench_emu_reports_its_figures_beside_memcpy_and_fio() {
-    let out = ok(&["bench", "emu", "--json", "--size", "64M", "--file-size", "16M", "--reps", "1"]);
+    let out = ok(&[
+        "bench",
+        "emu",
+        "--json",
+        "--size",
+        "64M",
+        "--file-size",
+        "16M",
+        "--reps",
+        "1",
+    ]);
     let v: Value = serde_json::from_str(&out).expect("json");
-    for k in ["write_4k_iops", "append_4k_iops", "read_4k_iops", "write_128k_mibps", "memcpy_4k_ops", "memcpy_128k_mibps", "fio_write_4k_iops", "file_vs_fio_write"] {
-        assert!(v[k].as_f64().is_some_and(|x| x > 0.0), "{k} missing or not positive: {v}");
+    for k in [
+        "write_4k_iops",
+        "append_4k_iops",
+        "read_4k_iops",
+        "write_128k_mibps",
+        "memcpy_4k_ops",
+        "memcpy_128k_mibps",
+        "fio_write_4k_iops",
+        "file_vs_fio_write",
+    ] {
+        assert!(
+            v[k].as_f64().is_some_and(|x| x > 0.0),
+            "{k} missing or not positive: {v}"
+        );
     }
 }

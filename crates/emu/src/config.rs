@@ -31,7 +31,15 @@ pub struct Profile {
     pub geometry: Geometry,
 }
 
-fn geometry(block_size: u32, oob: u32, zones: u32, zone_size: u64, zone_cap: u64, open: u32, active: u32) -> Geometry {
+fn geometry(
+    block_size: u32,
+    oob: u32,
+    zones: u32,
+    zone_size: u64,
+    zone_cap: u64,
+    open: u32,
+    active: u32,
+) -> Geometry {
     let (zasl, ranges, range_blocks, total) = reference_limits(block_size);
     Geometry {
         block_size,
@@ -68,13 +76,22 @@ pub fn profiles() -> Vec<Profile> {
 
 /// Looks a profile up by name.
 pub fn profile(name: &str) -> Option<Geometry> {
-    profiles().into_iter().find(|p| p.name == name).map(|p| p.geometry)
+    profiles()
+        .into_iter()
+        .find(|p| p.name == name)
+        .map(|p| p.geometry)
 }
 
 impl EmuConfig {
     /// A configuration with the usual defaults: volatile cache on, appends reordered.
     pub fn new(geometry: Geometry) -> EmuConfig {
-        EmuConfig { geometry, volatile_cache: true, seed: 0, reorder_appends: true, host_sync: false }
+        EmuConfig {
+            geometry,
+            volatile_cache: true,
+            seed: 0,
+            reorder_appends: true,
+            host_sync: false,
+        }
     }
 }
 
@@ -89,7 +106,10 @@ mod tests {
         }
         let zn = profile("zn540").map(|g| (g.zone_capacity * 4096) >> 20);
         assert_eq!(zn, Some(1077));
-        assert_eq!(profile("zn540").map(|g| (g.zone_size * 4096) >> 30), Some(2));
+        assert_eq!(
+            profile("zn540").map(|g| (g.zone_size * 4096) >> 30),
+            Some(2)
+        );
         assert!(profile("nope").is_none());
         assert_eq!(reference_limits(4096).0, 128);
         assert_eq!(reference_limits(512).0, 1024);

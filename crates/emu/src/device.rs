@@ -19,8 +19,8 @@ use std::task::{Context, Poll};
 use async_trait::async_trait;
 use parking_lot::Mutex;
 use zns::{
-    CopyRange, Geometry, Lba, NvmeResult, NvmeStatus, ReportFilter, SimRng, ZoneAction, ZoneReport, ZoneState,
-    ZonedDevice,
+    CopyRange, Geometry, Lba, NvmeResult, NvmeStatus, ReportFilter, SimRng, ZoneAction, ZoneReport,
+    ZoneState, ZonedDevice,
 };
 
 use crate::fault::{FaultPlan, FaultState, Verdict};
@@ -36,6 +36,14 @@ pub enum Backend {
     File,
 }
 
+/// The bytes of a write: data (zeros when absent, for Write Zeroes) and per-block metadata
+/// (zeros when absent).
+#[derive(Clone, Copy)]
+struct Payload<'a> {
+    data: Option<&'a [u8]>,
+    meta: Option<&'a [u8]>,
+}
+
 struct PendingAppend {
     id: u64,
     zslba: Lba,
@@ -45,6 +53,8 @@ struct PendingAppend {
 }
 
 struct Core {
+    geo: Geometry,
+    cfg: EmuConfig,
     zones: ZoneTable,
     store: Box<dyn Store>,
     rng: SimRng,
@@ -71,9 +81,19 @@ pub struct EmuDevice {
 /// The restart form of a zone: what the image records, and what power loss leaves.
 fn restart_form(geo: &Geometry, index: u32, z: &Zone) -> Zone {
     let start = geo.zone_start(index);
-    let mut p = Zone { wp: z.durable_wp, data_end: z.data_end.min(z.durable_wp), durable_wp: z.durable_wp, opened_seq: 0, ..*z };
+    let mut p = Zone {
+        wp: z.durable_wp,
+        data_end: z.data_end.min(z.durable_wp),
+        durable_wp: z.durable_wp,
+        opened_seq: 0,
+        ..*z
+    };
     if z.state.is_open() {
-        p.state = if p.wp == start { ZoneState::Empty } else { ZoneState::Closed };
+        p.state = if p.wp == start {
+            ZoneState::Empty
+        } else {
+            ZoneState::Closed
+        };
     }
     p
 }
@@ -83,8 +103,16 @@ impl EmuDevice {
     pub fn new_memory(cfg: EmuConfig) -> Result<EmuDevice, EmuError> {
         cfg.geometry.validate()?;
         let g = cfg.geometry;
-        let store = MemStore::new(g.total_blocks() * u64::from(g.block_size), g.total_blocks() * u64::from(g.oob_size));
-        Ok(Self::assemble(cfg, Backend::Memory, Box::new(store), ZoneTable::new(g)))
+        let store = MemStore::new(
+            g.total_blocks() * u64::from(g.block_size),
+            g.total_blocks() * u64::from(g.oob_size),
+        );
+        Ok(Self::assemble(
+            cfg,
+            Backend::Memory,
+            Box::new(store),
+            ZoneTable::new(g),
+        ))
     }
 
     /// Creates a file image at `path`. An existing file is refused unless `force`.
@@ -100,7 +128,12 @@ impl EmuDevice {
             seed: cfg.seed,
         };
         let store = FileStore::create(path, sb, cfg.host_sync)?;
-        Ok(Self::assemble(cfg, Backend::File, Box::new(store), ZoneTable::new(cfg.geometry)))
+        Ok(Self::assemble(
+            cfg,
+            Backend::File,
+            Box::new(store),
+            ZoneTable::new(cfg.geometry),
+        ))
     }
 
     /// Opens an existing image. Its zones come back by the restart rule (item 37).
@@ -115,7 +148,12 @@ impl EmuDevice {
             reorder_appends: true,
             host_sync,
         };
-        Ok(Self::assemble(cfg, Backend::File, Box::new(store), ZoneTable::from_zones(sb.geometry, zones)))
+        Ok(Self::assemble(
+            cfg,
+            Backend::File,
+            Box::new(store),
+            ZoneTable::from_zones(sb.geometry, zones),
+        ))
     }
 
     /// Whether the image at `path` was shut down cleanly, without opening it for writing.
@@ -124,10 +162,19 @@ impl EmuDevice {
         Ok(store.superblock().clean)
     }
 
-    fn assemble(cfg: EmuConfig, backend: Backend, store: Box<dyn Store>, zones: ZoneTable) -> EmuDevice {
+    fn assemble(
+        cfg: EmuConfig,
+        backend: Backend,
+        store: Box<dyn Store>,
+        zones: ZoneTable,
+    ) -> EmuDevice {
         let g = cfg.geometry;
-        let persisted = (0..g.zone_count).map(|i| restart_form(&g, i, zones.zone(i))).collect();
+        let persisted = (0..g.zone_count)
+            .map(|i| restart_form(&g, i, zones.zone(i)))
+            .collect();
         let core = Core {
+            geo: g,
+            cfg,
             zones,
             store,
             rng: SimRng::new(cfg.seed),
@@ -140,7 +187,12 @@ impl EmuDevice {
             zero: Vec::new(),
             closed: false,
         };
-        EmuDevice { geo: g, cfg, backend, core: Mutex::new(core) }
+        EmuDevice {
+            geo: g,
+            cfg,
+            backend,
+            core: Mutex::new(core),
+        }
     }
 
     pub fn config(&self) -> EmuConfig {
@@ -181,17 +233,22 @@ impl EmuDevice {
     /// Device-side fault: moves `zone` to Read Only or Offline. Persisted in an image.
     pub fn set_zone_state(&self, zone: u32, state: ZoneState) -> Result<(), EmuError> {
         if zone >= self.geo.zone_count {
-            return Err(EmuError::Config(format!("zone {zone} does not exist ({} zones)", self.geo.zone_count)));
+            return Err(EmuError::Config(format!(
+                "zone {zone} does not exist ({} zones)",
+                self.geo.zone_count
+            )));
         }
         if !matches!(state, ZoneState::ReadOnly | ZoneState::Offline) {
-            return Err(EmuError::Config(format!("a fault can move a zone to read_only or offline, not {state}")));
+            return Err(EmuError::Config(format!(
+                "a fault can move a zone to read_only or offline, not {state}"
+            )));
         }
         let mut c = self.core.lock();
-        c.drain_appends(&self.cfg);
+        c.drain_appends();
         c.zones
             .force_state(zone, state)
             .map_err(|e| EmuError::Config(format!("zone {zone} cannot become {state}: {e}")))?;
-        c.persist(&self.geo, zone)?;
+        c.persist(zone)?;
         Ok(())
     }
 
@@ -206,7 +263,7 @@ impl EmuDevice {
         }
         let cut = c.zones.power_cut(&mut SimRng::new(seed));
         c.stats.power_losses += 1;
-        c.persist_all(&self.geo)?;
+        c.persist_all()?;
         Ok(cut)
     }
 
@@ -214,10 +271,10 @@ impl EmuDevice {
     /// come back Closed (Empty if unwritten), as item 37 requires.
     pub fn restart(&self) -> Result<(), EmuError> {
         let mut c = self.core.lock();
-        c.drain_appends(&self.cfg);
+        c.drain_appends();
         c.zones.flush();
         c.zones.restart();
-        c.persist_all(&self.geo)?;
+        c.persist_all()?;
         Ok(())
     }
 
@@ -228,10 +285,10 @@ impl EmuDevice {
         if c.closed {
             return Ok(());
         }
-        c.drain_appends(&self.cfg);
+        c.drain_appends();
         c.zones.flush();
         c.zones.restart();
-        c.persist_all(&self.geo)?;
+        c.persist_all()?;
         c.store.set_clean(true)?;
         c.closed = true;
         Ok(())
@@ -274,7 +331,7 @@ impl EmuDevice {
         let bs = self.geo.block_size as usize;
         let blocks = (len / bs) as u64;
         zns::check_range(&self.geo, lba, blocks)?;
-        if len == 0 || len % bs != 0 {
+        if len == 0 || !len.is_multiple_of(bs) {
             return Err(NvmeStatus::InvalidField);
         }
         if let Some(m) = meta {
@@ -315,8 +372,8 @@ impl Core {
     }
 
     /// Writes a zone's restart form to the backend if it changed.
-    fn persist(&mut self, geo: &Geometry, z: u32) -> std::io::Result<()> {
-        let form = restart_form(geo, z, self.zones.zone(z));
+    fn persist(&mut self, z: u32) -> std::io::Result<()> {
+        let form = restart_form(&self.geo, z, self.zones.zone(z));
         if self.persisted[z as usize] != form {
             self.store.persist_zone(z, &form)?;
             self.persisted[z as usize] = form;
@@ -324,16 +381,22 @@ impl Core {
         Ok(())
     }
 
-    fn persist_all(&mut self, geo: &Geometry) -> std::io::Result<()> {
-        for z in 0..geo.zone_count {
-            self.persist(geo, z)?;
+    fn persist_all(&mut self) -> std::io::Result<()> {
+        for z in 0..self.geo.zone_count {
+            self.persist(z)?;
         }
         self.store.sync()
     }
 
     /// Reads `buf.len()` bytes of blocks at `lba` (already validated), zeroing what lies above
     /// each zone's write pointer.
-    fn read_blocks(&mut self, geo: &Geometry, lba: Lba, buf: &mut [u8], mut meta: Option<&mut [u8]>) -> NvmeResult<()> {
+    fn read_blocks(
+        &mut self,
+        lba: Lba,
+        buf: &mut [u8],
+        mut meta: Option<&mut [u8]>,
+    ) -> NvmeResult<()> {
+        let geo = self.geo;
         let bs = u64::from(geo.block_size);
         let oob = u64::from(geo.oob_size);
         let blocks = buf.len() as u64 / bs;
@@ -345,11 +408,15 @@ impl Core {
             let n = (zone_end - at).min(blocks - done);
             let valid = self.zones.zone(z).data_end.saturating_sub(at).min(n);
             let (b0, b1, b2) = (done * bs, (done + valid) * bs, (done + n) * bs);
-            self.store.read_data(at * bs, &mut buf[b0 as usize..b1 as usize]).map_err(Self::io_err)?;
+            self.store
+                .read_data(at * bs, &mut buf[b0 as usize..b1 as usize])
+                .map_err(Self::io_err)?;
             buf[b1 as usize..b2 as usize].fill(0);
             if let Some(m) = meta.as_deref_mut() {
                 let (m0, m1, m2) = (done * oob, (done + valid) * oob, (done + n) * oob);
-                self.store.read_meta(at * oob, &mut m[m0 as usize..m1 as usize]).map_err(Self::io_err)?;
+                self.store
+                    .read_meta(at * oob, &mut m[m0 as usize..m1 as usize])
+                    .map_err(Self::io_err)?;
                 m[m1 as usize..m2 as usize].fill(0);
             }
             done += n;
@@ -360,9 +427,17 @@ impl Core {
 
     /// Stores data (and metadata, zeros when absent) for blocks at `lba` in zone `z`, whose
     /// write was begun, then completes the write in the state machine.
-    fn store_blocks(&mut self, geo: &Geometry, cfg: &EmuConfig, z: u32, lba: Lba, data: Option<&[u8]>, meta: Option<&[u8]>, blocks: u64, fua: bool) -> NvmeResult<()> {
-        let bs = u64::from(geo.block_size);
-        let oob = u64::from(geo.oob_size);
+    fn store_blocks(
+        &mut self,
+        z: u32,
+        lba: Lba,
+        blocks: u64,
+        payload: Payload<'_>,
+        fua: bool,
+    ) -> NvmeResult<()> {
+        let bs = u64::from(self.geo.block_size);
+        let oob = u64::from(self.geo.oob_size);
+        let Payload { data, meta } = payload;
         match data {
             Some(d) => self.store.write_data(lba * bs, d),
             None => {
@@ -387,34 +462,38 @@ impl Core {
             };
             r.map_err(Self::io_err)?;
         }
-        let durable = fua || !cfg.volatile_cache;
+        let durable = fua || !self.cfg.volatile_cache;
         self.zones.finish_write(z, blocks, durable);
         self.stats.blocks_written += blocks;
         self.stats.zone_writes[z as usize] += 1;
-        self.persist(geo, z).map_err(Self::io_err)?;
+        self.persist(z).map_err(Self::io_err)?;
         if durable {
             self.store.sync().map_err(Self::io_err)?;
         }
         Ok(())
     }
 
-    fn append_now(&mut self, geo: &Geometry, cfg: &EmuConfig, zslba: Lba, data: &[u8], meta: Option<&[u8]>, fua: bool) -> NvmeResult<Lba> {
-        let blocks = data.len() as u64 / u64::from(geo.block_size);
+    fn append_now(&mut self, zslba: Lba, payload: Payload<'_>, fua: bool) -> NvmeResult<Lba> {
+        let len = payload.data.map_or(0, <[u8]>::len);
+        let blocks = len as u64 / u64::from(self.geo.block_size);
         let (z, lba) = self.zones.begin_append(zslba, blocks)?;
-        self.store_blocks(geo, cfg, z, lba, Some(data), meta, blocks, fua)?;
+        self.store_blocks(z, lba, blocks, payload, fua)?;
         Ok(lba)
     }
 
     /// Executes every waiting append, in an order drawn from the device seed.
-    fn drain_appends(&mut self, cfg: &EmuConfig) {
+    fn drain_appends(&mut self) {
         if self.pending.is_empty() {
             return;
         }
-        let geo = *self.zones.geometry();
         let mut batch = std::mem::take(&mut self.pending);
         self.rng.shuffle(&mut batch);
         for p in batch {
-            let r = self.append_now(&geo, cfg, p.zslba, &p.data, p.meta.as_deref(), p.fua);
+            let payload = Payload {
+                data: Some(&p.data),
+                meta: p.meta.as_deref(),
+            };
+            let r = self.append_now(p.zslba, payload, p.fua);
             self.finished.push((p.id, r));
         }
     }
@@ -469,10 +548,10 @@ impl ZonedDevice for EmuDevice {
         let r = (|| {
             let blocks = self.blocks_of(lba, buf.len(), meta.as_ref().map(|m| m.len()))?;
             let mut c = self.core.lock();
-            c.drain_appends(&self.cfg);
+            c.drain_appends();
             c.zones.check_read(lba, blocks)?;
             self.mdts_check(blocks)?;
-            c.read_blocks(&self.geo, lba, buf, meta)
+            c.read_blocks(lba, buf, meta)
         })();
         self.record(Op::Read, &r);
         r
@@ -484,15 +563,30 @@ impl ZonedDevice for EmuDevice {
             let blocks = self.blocks_of(lba, data.len(), meta.map(|m| m.len()))?;
             self.mdts_check(blocks)?;
             let mut c = self.core.lock();
-            c.drain_appends(&self.cfg);
+            c.drain_appends();
             let z = c.zones.begin_write(lba, blocks)?;
-            c.store_blocks(&self.geo, &self.cfg, z, lba, Some(data), meta, blocks, fua)
+            c.store_blocks(
+                z,
+                lba,
+                blocks,
+                Payload {
+                    data: Some(data),
+                    meta,
+                },
+                fua,
+            )
         })();
         self.record(Op::Write, &r);
         r
     }
 
-    async fn append(&self, zslba: Lba, data: &[u8], meta: Option<&[u8]>, fua: bool) -> NvmeResult<Lba> {
+    async fn append(
+        &self,
+        zslba: Lba,
+        data: &[u8],
+        meta: Option<&[u8]>,
+        fua: bool,
+    ) -> NvmeResult<Lba> {
         self.enter(Op::Append).await?;
         let blocks = match self.blocks_of(zslba, data.len(), meta.map(|m| m.len())) {
             Ok(b) => b,
@@ -504,7 +598,14 @@ impl ZonedDevice for EmuDevice {
         if !self.cfg.reorder_appends {
             let r = (|| {
                 self.mdts_check(blocks)?;
-                self.core.lock().append_now(&self.geo, &self.cfg, zslba, data, meta, fua)
+                self.core.lock().append_now(
+                    zslba,
+                    Payload {
+                        data: Some(data),
+                        meta,
+                    },
+                    fua,
+                )
             })();
             self.record(Op::Append, &r);
             return r;
@@ -513,15 +614,26 @@ impl ZonedDevice for EmuDevice {
             let mut c = self.core.lock();
             c.next_id += 1;
             let id = c.next_id;
-            c.pending.push(PendingAppend { id, zslba, data: data.to_vec(), meta: meta.map(<[u8]>::to_vec), fua });
+            c.pending.push(PendingAppend {
+                id,
+                zslba,
+                data: data.to_vec(),
+                meta: meta.map(<[u8]>::to_vec),
+                fua,
+            });
             id
         };
-        let mut guard = AppendGuard { dev: self, id, done: false };
+        let mut guard = AppendGuard {
+            dev: self,
+            id,
+            done: false,
+        };
         YieldOnce(false).await;
         let r = {
             let mut c = self.core.lock();
-            c.drain_appends(&self.cfg);
-            c.take_finished(id).unwrap_or(Err(NvmeStatus::AbortedPowerLoss))
+            c.drain_appends();
+            c.take_finished(id)
+                .unwrap_or(Err(NvmeStatus::AbortedPowerLoss))
         };
         guard.done = true;
         self.record(Op::Append, &r);
@@ -537,9 +649,18 @@ impl ZonedDevice for EmuDevice {
             }
             self.mdts_check(blocks)?;
             let mut c = self.core.lock();
-            c.drain_appends(&self.cfg);
+            c.drain_appends();
             let z = c.zones.begin_write(lba, blocks)?;
-            c.store_blocks(&self.geo, &self.cfg, z, lba, None, None, blocks, fua)
+            c.store_blocks(
+                z,
+                lba,
+                blocks,
+                Payload {
+                    data: None,
+                    meta: None,
+                },
+                fua,
+            )
         })();
         self.record(Op::WriteZeroes, &r);
         r
@@ -548,9 +669,9 @@ impl ZonedDevice for EmuDevice {
     async fn flush(&self) -> NvmeResult<()> {
         self.enter(Op::Flush).await?;
         let mut c = self.core.lock();
-        c.drain_appends(&self.cfg);
+        c.drain_appends();
         c.zones.flush();
-        let r = c.persist_all(&self.geo).map_err(Core::io_err);
+        let r = c.persist_all().map_err(Core::io_err);
         drop(c);
         self.record(Op::Flush, &r);
         r
@@ -567,21 +688,29 @@ impl ZonedDevice for EmuDevice {
         self.enter(Op::ZoneMgmt).await?;
         let r = (|| {
             let mut c = self.core.lock();
-            c.drain_appends(&self.cfg);
+            c.drain_appends();
             let before: Vec<ZoneState> = c.zones.zones().iter().map(|z| z.state).collect();
             let outcome = c.zones.manage(action, zslba, select_all);
             // Select All may have changed zones before failing; persist whatever changed.
             for z in 0..self.geo.zone_count {
-                if c.zones.zone(z).state != before[z as usize] || outcome.as_ref().is_ok_and(|r| r.contains(&z)) {
-                    c.persist(&self.geo, z).map_err(Core::io_err)?;
+                if c.zones.zone(z).state != before[z as usize]
+                    || outcome.as_ref().is_ok_and(|r| r.contains(&z))
+                {
+                    c.persist(z).map_err(Core::io_err)?;
                 }
             }
             for z in outcome.as_ref().map(Vec::as_slice).unwrap_or(&[]) {
                 c.stats.zone_resets[*z as usize] += 1;
                 let g = &self.geo;
                 let start = g.zone_start(*z);
-                let data = (start * u64::from(g.block_size), g.zone_size * u64::from(g.block_size));
-                let meta = (start * u64::from(g.oob_size), g.zone_size * u64::from(g.oob_size));
+                let data = (
+                    start * u64::from(g.block_size),
+                    g.zone_size * u64::from(g.block_size),
+                );
+                let meta = (
+                    start * u64::from(g.oob_size),
+                    g.zone_size * u64::from(g.oob_size),
+                );
                 c.store.discard(data, meta).map_err(Core::io_err)?;
             }
             outcome.map(|_| ())
@@ -590,10 +719,16 @@ impl ZonedDevice for EmuDevice {
         r
     }
 
-    async fn report_zones(&self, lba: Lba, filter: ReportFilter, partial: bool, max_zones: usize) -> NvmeResult<ZoneReport> {
+    async fn report_zones(
+        &self,
+        lba: Lba,
+        filter: ReportFilter,
+        partial: bool,
+        max_zones: usize,
+    ) -> NvmeResult<ZoneReport> {
         self.enter(Op::Report).await?;
         let mut c = self.core.lock();
-        c.drain_appends(&self.cfg);
+        c.drain_appends();
         let r = c.zones.report(lba, filter, partial, max_zones);
         if r.is_err() {
             c.stats.error(Op::Report);
@@ -619,7 +754,7 @@ impl EmuDevice {
             return Err(NvmeStatus::CommandSizeLimitExceeded);
         }
         let mut c = self.core.lock();
-        c.drain_appends(&self.cfg);
+        c.drain_appends();
         for s in sources {
             c.zones.check_read(s.lba, s.blocks)?;
         }
@@ -630,13 +765,21 @@ impl EmuDevice {
         let mut at = 0usize;
         for s in sources {
             let n = s.blocks as usize;
-            let m = if oob > 0 { Some(&mut meta[at * oob..(at + n) * oob]) } else { None };
-            c.read_blocks(g, s.lba, &mut data[at * bs..(at + n) * bs], m)?;
+            let m = if oob > 0 {
+                Some(&mut meta[at * oob..(at + n) * oob])
+            } else {
+                None
+            };
+            c.read_blocks(s.lba, &mut data[at * bs..(at + n) * bs], m)?;
             at += n;
         }
         c.stats.blocks_read -= total;
         let z = c.zones.begin_write(dest, total)?;
-        c.store_blocks(g, &self.cfg, z, dest, Some(&data), (oob > 0).then_some(&meta[..]), total, fua)?;
+        let payload = Payload {
+            data: Some(&data),
+            meta: (oob > 0).then_some(&meta[..]),
+        };
+        c.store_blocks(z, dest, total, payload, fua)?;
         c.stats.blocks_written -= total;
         c.stats.blocks_copied += total;
         Ok(())

@@ -27,7 +27,10 @@ pub struct FaultPlan {
 
 impl FaultPlan {
     pub fn validate(&self) -> Result<(), String> {
-        for (name, p) in [("fail probability", self.fail_probability), ("latency probability", self.latency_probability)] {
+        for (name, p) in [
+            ("fail probability", self.fail_probability),
+            ("latency probability", self.latency_probability),
+        ] {
             if !(0.0..=1.0).contains(&p) {
                 return Err(format!("{name} {p} is not within 0..=1"));
             }
@@ -59,7 +62,12 @@ pub enum Verdict {
 impl FaultState {
     pub fn new(plan: FaultPlan) -> FaultState {
         let rng = SimRng::new(plan.seed);
-        FaultState { plan, rng, commands: 0, failed: false }
+        FaultState {
+            plan,
+            rng,
+            commands: 0,
+            failed: false,
+        }
     }
 
     pub fn fail_device(&mut self) {
@@ -96,12 +104,22 @@ mod tests {
 
     #[test]
     fn nth_command_fails_once_and_probability_is_seeded() {
-        let mut f = FaultState::new(FaultPlan { fail_nth: Some(3), ..Default::default() });
+        let mut f = FaultState::new(FaultPlan {
+            fail_nth: Some(3),
+            ..Default::default()
+        });
         let v: Vec<_> = (0..5).map(|_| f.admit()).collect();
         assert_eq!(v[2], Verdict::Fail(NvmeStatus::InternalError));
-        assert!(v.iter().enumerate().all(|(i, x)| i == 2 || *x == Verdict::Proceed));
+        assert!(v
+            .iter()
+            .enumerate()
+            .all(|(i, x)| i == 2 || *x == Verdict::Proceed));
 
-        let plan = FaultPlan { seed: 5, fail_probability: 0.3, ..Default::default() };
+        let plan = FaultPlan {
+            seed: 5,
+            fail_probability: 0.3,
+            ..Default::default()
+        };
         let run = |p: &FaultPlan| {
             let mut f = FaultState::new(p.clone());
             (0..1000).map(|_| f.admit()).collect::<Vec<_>>()
@@ -113,6 +131,11 @@ mod tests {
 
         f.fail_device();
         assert_eq!(f.admit(), Verdict::Fail(NvmeStatus::NamespaceNotReady));
-        assert!(FaultPlan { fail_probability: 1.5, ..Default::default() }.validate().is_err());
+        assert!(FaultPlan {
+            fail_probability: 1.5,
+            ..Default::default()
+        }
+        .validate()
+        .is_err());
     }
 }

@@ -67,7 +67,12 @@ impl Layout {
         let meta_bytes = g.total_blocks() * u64::from(g.oob_size);
         let data_offset = align_up(meta_offset + meta_bytes, REGION_ALIGN);
         let total_bytes = data_offset + g.total_blocks() * u64::from(g.block_size);
-        Layout { table_offset, meta_offset, data_offset, total_bytes }
+        Layout {
+            table_offset,
+            meta_offset,
+            data_offset,
+            total_bytes,
+        }
     }
 }
 
@@ -135,7 +140,10 @@ pub fn encode_superblock(sb: &Superblock) -> Vec<u8> {
 /// Decodes and validates a superblock.
 pub fn decode_superblock(b: &[u8]) -> Result<Superblock, ImageError> {
     if b.len() < SB_CRC_AT + 4 {
-        return Err(ImageError::Truncated(format!("superblock is {} bytes", b.len())));
+        return Err(ImageError::Truncated(format!(
+            "superblock is {} bytes",
+            b.len()
+        )));
     }
     if b[0..8] != MAGIC {
         return Err(ImageError::BadMagic);
@@ -149,11 +157,15 @@ pub fn decode_superblock(b: &[u8]) -> Result<Superblock, ImageError> {
         v => return Err(ImageError::BadVersion(v)),
     }
     if u64::from(get_u32(b, 12)) != SUPERBLOCK_BYTES {
-        return Err(ImageError::BadGeometry("superblock size field is not 4096".into()));
+        return Err(ImageError::BadGeometry(
+            "superblock size field is not 4096".into(),
+        ));
     }
     let flags = get_u32(b, 72);
     if flags & !(FLAG_CROSS_ZONE_READS | FLAG_VOLATILE_CACHE) != 0 {
-        return Err(ImageError::BadGeometry(format!("unknown feature flags {flags:#x}")));
+        return Err(ImageError::BadGeometry(format!(
+            "unknown feature flags {flags:#x}"
+        )));
     }
     let geometry = Geometry {
         block_size: get_u32(b, 16),
@@ -170,23 +182,38 @@ pub fn decode_superblock(b: &[u8]) -> Result<Superblock, ImageError> {
         zone_capacity: get_u64(b, 64),
         cross_zone_reads: flags & FLAG_CROSS_ZONE_READS != 0,
     };
-    geometry.validate().map_err(|e| ImageError::BadGeometry(e.0))?;
+    geometry
+        .validate()
+        .map_err(|e| ImageError::BadGeometry(e.0))?;
     let layout = Layout::for_geometry(&geometry);
     if get_u64(b, 80) != layout.table_offset
         || get_u64(b, 88) != layout.meta_offset
         || get_u64(b, 96) != layout.data_offset
     {
-        return Err(ImageError::BadGeometry("region offsets do not match the geometry".into()));
+        return Err(ImageError::BadGeometry(
+            "region offsets do not match the geometry".into(),
+        ));
     }
     if b[112..SB_CRC_AT].iter().any(|x| *x != 0) {
-        return Err(ImageError::BadGeometry("reserved superblock bytes are not zero".into()));
+        return Err(ImageError::BadGeometry(
+            "reserved superblock bytes are not zero".into(),
+        ));
     }
     let clean = match get_u32(b, 76) {
         0 => true,
         1 => false,
-        v => return Err(ImageError::BadGeometry(format!("unknown shutdown state {v}"))),
+        v => {
+            return Err(ImageError::BadGeometry(format!(
+                "unknown shutdown state {v}"
+            )))
+        }
     };
-    Ok(Superblock { geometry, volatile_cache: flags & FLAG_VOLATILE_CACHE != 0, clean, seed: get_u64(b, 104) })
+    Ok(Superblock {
+        geometry,
+        volatile_cache: flags & FLAG_VOLATILE_CACHE != 0,
+        clean,
+        seed: get_u64(b, 104),
+    })
 }
 
 /// Encodes the persisted form of one zone: its state and durable write pointer.
@@ -240,7 +267,14 @@ pub fn decode_zone(g: &Geometry, index: u32, b: &[u8]) -> Result<Zone, ImageErro
     if !consistent {
         return Err(bad("write pointer inconsistent with the zone state"));
     }
-    Ok(Zone { state, wp, data_end, durable_wp: wp, attributes: b[1], opened_seq: 0 })
+    Ok(Zone {
+        state,
+        wp,
+        data_end,
+        durable_wp: wp,
+        attributes: b[1],
+        opened_seq: 0,
+    })
 }
 
 #[cfg(test)]
@@ -267,7 +301,12 @@ mod tests {
 
     #[test]
     fn superblock_round_trips_and_rejects_damage() {
-        let sb = Superblock { geometry: geo(), volatile_cache: true, clean: false, seed: 99 };
+        let sb = Superblock {
+            geometry: geo(),
+            volatile_cache: true,
+            clean: false,
+            seed: 99,
+        };
         let b = encode_superblock(&sb);
         assert_eq!(decode_superblock(&b), Ok(sb));
         for i in [0, 9, 20, 60, 100, 124] {
@@ -280,22 +319,48 @@ mod tests {
         let crc = crc32c::crc32c(&newer[..SB_CRC_AT]);
         put_u32(&mut newer, SB_CRC_AT, crc);
         assert_eq!(decode_superblock(&newer), Err(ImageError::NewerVersion(7)));
-        assert!(matches!(decode_superblock(&b[..50]), Err(ImageError::Truncated(_))));
+        assert!(matches!(
+            decode_superblock(&b[..50]),
+            Err(ImageError::Truncated(_))
+        ));
     }
 
     #[test]
     fn zone_entries_round_trip_and_validate() {
         let g = geo();
-        let z = Zone { state: ZoneState::Closed, wp: 64 + 10, data_end: 74, durable_wp: 74, attributes: 0, opened_seq: 0 };
+        let z = Zone {
+            state: ZoneState::Closed,
+            wp: 64 + 10,
+            data_end: 74,
+            durable_wp: 74,
+            attributes: 0,
+            opened_seq: 0,
+        };
         let b = encode_zone(1, &z);
         assert_eq!(decode_zone(&g, 1, &b), Ok(z));
         assert!(decode_zone(&g, 2, &b).is_err());
-        let open = Zone { state: ZoneState::ImplicitlyOpened, ..z };
+        let open = Zone {
+            state: ZoneState::ImplicitlyOpened,
+            ..z
+        };
         assert!(decode_zone(&g, 1, &encode_zone(1, &open)).is_err());
-        let beyond = Zone { wp: 64 + 49, data_end: 64 + 49, ..z };
+        let beyond = Zone {
+            wp: 64 + 49,
+            data_end: 64 + 49,
+            ..z
+        };
         assert!(decode_zone(&g, 1, &encode_zone(1, &beyond)).is_err());
-        let full_early = Zone { state: ZoneState::Full, wp: 64 + 48, data_end: 70, durable_wp: 64 + 48, ..z };
-        assert_eq!(decode_zone(&g, 1, &encode_zone(1, &full_early)), Ok(full_early));
+        let full_early = Zone {
+            state: ZoneState::Full,
+            wp: 64 + 48,
+            data_end: 70,
+            durable_wp: 64 + 48,
+            ..z
+        };
+        assert_eq!(
+            decode_zone(&g, 1, &encode_zone(1, &full_early)),
+            Ok(full_early)
+        );
         let data_beyond_wp = Zone { data_end: 75, ..z };
         assert!(decode_zone(&g, 1, &encode_zone(1, &data_beyond_wp)).is_err());
         assert!(decode_zone(&g, 1, &encode_zone(1, &beyond)).is_err());

@@ -14,7 +14,16 @@ pub enum Op {
 }
 
 impl Op {
-    pub const ALL: [Op; 8] = [Op::Read, Op::Write, Op::Append, Op::WriteZeroes, Op::Flush, Op::Copy, Op::ZoneMgmt, Op::Report];
+    pub const ALL: [Op; 8] = [
+        Op::Read,
+        Op::Write,
+        Op::Append,
+        Op::WriteZeroes,
+        Op::Flush,
+        Op::Copy,
+        Op::ZoneMgmt,
+        Op::Report,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -49,7 +58,11 @@ pub struct Stats {
 
 impl Stats {
     pub fn new(zones: u32) -> Stats {
-        Stats { zone_resets: vec![0; zones as usize], zone_writes: vec![0; zones as usize], ..Default::default() }
+        Stats {
+            zone_resets: vec![0; zones as usize],
+            zone_writes: vec![0; zones as usize],
+            ..Default::default()
+        }
     }
 
     pub fn command(&mut self, op: Op) {

@@ -34,7 +34,11 @@ pub trait Store: Send {
 
 /// Splits `len` bytes at `offset` into per-chunk pieces:
 /// (chunk index, offset in chunk, offset in the caller's buffer, length).
-fn spans(chunk_bytes: usize, offset: u64, len: usize) -> impl Iterator<Item = (usize, usize, usize, usize)> {
+fn spans(
+    chunk_bytes: usize,
+    offset: u64,
+    len: usize,
+) -> impl Iterator<Item = (usize, usize, usize, usize)> {
     let cb = chunk_bytes as u64;
     let mut done = 0usize;
     std::iter::from_fn(move || {
@@ -60,7 +64,11 @@ pub struct SparseBytes {
 impl SparseBytes {
     pub fn new(len: u64, chunk_bytes: usize) -> SparseBytes {
         let n = len.div_ceil(chunk_bytes as u64) as usize;
-        SparseBytes { chunk_bytes, chunks: (0..n).map(|_| None).collect(), allocated: 0 }
+        SparseBytes {
+            chunk_bytes,
+            chunks: (0..n).map(|_| None).collect(),
+            allocated: 0,
+        }
     }
 
     pub fn read(&self, offset: u64, buf: &mut [u8]) {
@@ -120,7 +128,10 @@ pub struct MemStore {
 
 impl MemStore {
     pub fn new(data_bytes: u64, meta_bytes: u64) -> MemStore {
-        MemStore { data: SparseBytes::new(data_bytes, 1 << 20), meta: SparseBytes::new(meta_bytes.max(1), 1 << 16) }
+        MemStore {
+            data: SparseBytes::new(data_bytes, 1 << 20),
+            meta: SparseBytes::new(meta_bytes.max(1), 1 << 16),
+        }
     }
 }
 
@@ -185,12 +196,22 @@ pub struct FileStore {
 impl FileStore {
     /// Creates a new image. The caller has checked that it may overwrite `path`.
     pub fn create(path: &Path, sb: Superblock, host_sync: bool) -> io::Result<FileStore> {
-        let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
         lock(&file, path)?;
         file.set_len(0)?;
         let layout = Layout::for_geometry(&sb.geometry);
         file.set_len(layout.total_bytes)?;
-        let mut store = FileStore { file, layout, superblock: sb, host_sync };
+        let mut store = FileStore {
+            file,
+            layout,
+            superblock: sb,
+            host_sync,
+        };
         let g = sb.geometry;
         let mut table = Vec::with_capacity(g.zone_count as usize * image::ZONE_ENTRY_BYTES);
         for (i, z) in crate::zones::ZoneTable::new(g).zones().iter().enumerate() {
@@ -204,7 +225,10 @@ impl FileStore {
 
     /// Opens an existing image and reads its zone table.
     pub fn open(path: &Path, host_sync: bool) -> Result<(FileStore, Vec<Zone>), crate::EmuError> {
-        let file = std::fs::OpenOptions::new().read(true).write(true).open(path)?;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)?;
         lock(&file, path)?;
         let mut sb_bytes = vec![0u8; image::SUPERBLOCK_BYTES as usize];
         let len = file.metadata()?.len();
@@ -229,7 +253,15 @@ impl FileStore {
             .enumerate()
             .map(|(i, b)| image::decode_zone(&g, i as u32, b))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok((FileStore { file, layout, superblock: sb, host_sync }, zones))
+        Ok((
+            FileStore {
+                file,
+                layout,
+                superblock: sb,
+                host_sync,
+            },
+            zones,
+        ))
     }
 
     pub fn superblock(&self) -> Superblock {
@@ -237,22 +269,27 @@ impl FileStore {
     }
 
     fn write_superblock(&mut self) -> io::Result<()> {
-        self.file.write_all_at(&image::encode_superblock(&self.superblock), 0)
+        self.file
+            .write_all_at(&image::encode_superblock(&self.superblock), 0)
     }
 }
 
 impl Store for FileStore {
     fn read_data(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        self.file.read_exact_at(buf, self.layout.data_offset + offset)
+        self.file
+            .read_exact_at(buf, self.layout.data_offset + offset)
     }
     fn write_data(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
-        self.file.write_all_at(data, self.layout.data_offset + offset)
+        self.file
+            .write_all_at(data, self.layout.data_offset + offset)
     }
     fn read_meta(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        self.file.read_exact_at(buf, self.layout.meta_offset + offset)
+        self.file
+            .read_exact_at(buf, self.layout.meta_offset + offset)
     }
     fn write_meta(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
-        self.file.write_all_at(data, self.layout.meta_offset + offset)
+        self.file
+            .write_all_at(data, self.layout.meta_offset + offset)
     }
     fn discard(&mut self, _data: (u64, u64), _meta: (u64, u64)) -> io::Result<()> {
         // Stale bytes above the write pointer are never read back, so nothing needs erasing.

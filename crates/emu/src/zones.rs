@@ -44,15 +44,34 @@ impl ZoneTable {
         let zones = (0..geo.zone_count)
             .map(|z| {
                 let start = geo.zone_start(z);
-                Zone { state: ZoneState::Empty, wp: start, data_end: start, durable_wp: start, attributes: 0, opened_seq: 0 }
+                Zone {
+                    state: ZoneState::Empty,
+                    wp: start,
+                    data_end: start,
+                    durable_wp: start,
+                    attributes: 0,
+                    opened_seq: 0,
+                }
             })
             .collect();
-        ZoneTable { geo, zones, nr_open: 0, nr_active: 0, open_seq: 0 }
+        ZoneTable {
+            geo,
+            zones,
+            nr_open: 0,
+            nr_active: 0,
+            open_seq: 0,
+        }
     }
 
     /// Rebuilds a table from persisted zones (restart rules already applied by the caller).
     pub fn from_zones(geo: Geometry, zones: Vec<Zone>) -> ZoneTable {
-        let mut t = ZoneTable { geo, zones, nr_open: 0, nr_active: 0, open_seq: 0 };
+        let mut t = ZoneTable {
+            geo,
+            zones,
+            nr_open: 0,
+            nr_active: 0,
+            open_seq: 0,
+        };
         t.recount();
         t
     }
@@ -109,7 +128,10 @@ impl ZoneTable {
             self.zones[z as usize].opened_seq = self.open_seq;
         }
         self.zones[z as usize].state = to;
-        debug_assert_eq!(self.nr_open, self.zones.iter().filter(|z| z.state.is_open()).count() as u32);
+        debug_assert_eq!(
+            self.nr_open,
+            self.zones.iter().filter(|z| z.state.is_open()).count() as u32
+        );
     }
 
     /// Frees an open slot if the open limit is reached, by implicitly closing the zone that
@@ -207,7 +229,10 @@ impl ZoneTable {
     pub fn finish_write(&mut self, z: u32, blocks: u64, durable: bool) {
         let cap_end = self.cap_end(z);
         let zone = &mut self.zones[z as usize];
-        assert!(zone.state.is_open(), "write completion on a zone that is not open");
+        assert!(
+            zone.state.is_open(),
+            "write completion on a zone that is not open"
+        );
         zone.wp += blocks;
         zone.data_end = zone.wp;
         assert!(zone.wp <= cap_end, "write pointer beyond zone capacity");
@@ -245,7 +270,12 @@ impl ZoneTable {
 
     /// Zone Management Send on one zone or, with `select_all`, every zone the action selects.
     /// Returns the zones whose data must be discarded (reset).
-    pub fn manage(&mut self, action: ZoneAction, zslba: Lba, select_all: bool) -> NvmeResult<Vec<u32>> {
+    pub fn manage(
+        &mut self,
+        action: ZoneAction,
+        zslba: Lba,
+        select_all: bool,
+    ) -> NvmeResult<Vec<u32>> {
         let mut reset = Vec::new();
         if select_all {
             for z in 0..self.geo.zone_count {
@@ -268,8 +298,12 @@ impl ZoneTable {
         use ZoneState::*;
         let state = self.zones[z as usize].state;
         match (action, state) {
-            (_, ReadOnly) if action != ZoneAction::Offline => Err(NvmeStatus::InvalidZoneStateTransition),
-            (_, Offline) if action != ZoneAction::Offline => Err(NvmeStatus::InvalidZoneStateTransition),
+            (_, ReadOnly) if action != ZoneAction::Offline => {
+                Err(NvmeStatus::InvalidZoneStateTransition)
+            }
+            (_, Offline) if action != ZoneAction::Offline => {
+                Err(NvmeStatus::InvalidZoneStateTransition)
+            }
             (ZoneAction::Open, Full) => Err(NvmeStatus::InvalidZoneStateTransition),
             (ZoneAction::Open, _) => self.acquire_open(z, ExplicitlyOpened),
             (ZoneAction::Close, ImplicitlyOpened | ExplicitlyOpened) => {
@@ -316,7 +350,9 @@ impl ZoneTable {
         match (from, to) {
             (_, ZoneState::ReadOnly | ZoneState::Offline) if from != ZoneState::Offline => {}
             (ZoneState::Offline, ZoneState::Offline) => return Ok(()),
-            (ZoneState::Offline, ZoneState::ReadOnly) => return Err(NvmeStatus::InvalidZoneStateTransition),
+            (ZoneState::Offline, ZoneState::ReadOnly) => {
+                return Err(NvmeStatus::InvalidZoneStateTransition)
+            }
             _ => return Err(NvmeStatus::InvalidField),
         }
         let zone = &mut self.zones[z as usize];
@@ -331,7 +367,11 @@ impl ZoneTable {
         for z in 0..self.geo.zone_count {
             let zone = self.zones[z as usize];
             if zone.state.is_open() {
-                let to = if zone.wp == self.start(z) { ZoneState::Empty } else { ZoneState::Closed };
+                let to = if zone.wp == self.start(z) {
+                    ZoneState::Empty
+                } else {
+                    ZoneState::Closed
+                };
                 self.set_state(z, to);
             }
         }
@@ -344,7 +384,10 @@ impl ZoneTable {
         let mut cut = Vec::new();
         for z in 0..self.geo.zone_count {
             let zone = &mut self.zones[z as usize];
-            assert!(zone.durable_wp <= zone.wp, "durable point beyond the write pointer");
+            assert!(
+                zone.durable_wp <= zone.wp,
+                "durable point beyond the write pointer"
+            );
             if zone.durable_wp < zone.wp {
                 let keep = rng.range_inclusive(zone.durable_wp, zone.wp);
                 if keep < zone.wp {
@@ -367,11 +410,23 @@ impl ZoneTable {
             ZoneState::Offline => start + self.geo.zone_size,
             _ => zone.wp,
         };
-        ZoneDescriptor { state: zone.state, attributes: zone.attributes, capacity: self.geo.zone_capacity, start, wp }
+        ZoneDescriptor {
+            state: zone.state,
+            attributes: zone.attributes,
+            capacity: self.geo.zone_capacity,
+            start,
+            wp,
+        }
     }
 
     /// Report Zones from the zone holding `lba`.
-    pub fn report(&self, lba: Lba, filter: ReportFilter, partial: bool, max_zones: usize) -> NvmeResult<ZoneReport> {
+    pub fn report(
+        &self,
+        lba: Lba,
+        filter: ReportFilter,
+        partial: bool,
+        max_zones: usize,
+    ) -> NvmeResult<ZoneReport> {
         let first = self.zone_index(lba)?;
         let mut report = ZoneReport::default();
         let mut matching = 0u64;
@@ -386,13 +441,18 @@ impl ZoneTable {
                 break;
             }
         }
-        report.nr_zones = if partial { report.zones.len() as u64 } else { matching };
+        report.nr_zones = if partial {
+            report.zones.len() as u64
+        } else {
+            matching
+        };
         Ok(report)
     }
 
     /// Marks a zone finished by the controller (used by fault handling).
     pub fn set_attribute(&mut self, z: u32, bits: u8) {
-        self.zones[z as usize].attributes |= bits & (zone_attr::ZFC | zone_attr::FZR | zone_attr::RZR);
+        self.zones[z as usize].attributes |=
+            bits & (zone_attr::ZFC | zone_attr::FZR | zone_attr::RZR);
     }
 }
 

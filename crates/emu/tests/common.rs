@@ -24,16 +24,25 @@ pub fn small_geometry() -> Geometry {
 }
 
 pub fn memory(seed: u64) -> EmuDevice {
-    let cfg = EmuConfig { seed, ..EmuConfig::new(small_geometry()) };
+    let cfg = EmuConfig {
+        seed,
+        ..EmuConfig::new(small_geometry())
+    };
     EmuDevice::new_memory(cfg).expect("valid test geometry")
 }
 
 /// Runs a future to completion on a current-thread runtime (deterministic polling order).
 pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime").block_on(f)
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(f)
 }
 
 /// The content of block `lba` written in round `round`.
 pub fn block(bs: usize, lba: u64, round: u64) -> Vec<u8> {
-    (0..bs).map(|i| (lba.wrapping_mul(131) ^ round.wrapping_mul(7) ^ i as u64) as u8).collect()
+    (0..bs)
+        .map(|i| (lba.wrapping_mul(131) ^ round.wrapping_mul(7) ^ i as u64) as u8)
+        .collect()
 }

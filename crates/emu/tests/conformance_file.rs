@@ -9,7 +9,8 @@ use async_trait::async_trait;
 use emu::{EmuConfig, EmuDevice};
 use zns::conformance::DeviceFactory;
 use zns::{
-    CopyRange, Geometry, Lba, NvmeResult, ReportFilter, ZoneAction, ZoneReport, ZoneState, ZonedDevice,
+    CopyRange, Geometry, Lba, NvmeResult, ReportFilter, ZoneAction, ZoneReport, ZoneState,
+    ZonedDevice,
 };
 
 /// An image-backed device that remembers its path so the factory can reopen it.
@@ -25,7 +26,10 @@ struct FileFactory {
 
 impl FileFactory {
     fn new() -> FileFactory {
-        FileFactory { dir: tempfile::tempdir().expect("tempdir"), next: AtomicU64::new(0) }
+        FileFactory {
+            dir: tempfile::tempdir().expect("tempdir"),
+            next: AtomicU64::new(0),
+        }
     }
 }
 
@@ -41,8 +45,18 @@ impl DeviceFactory for FileFactory {
     type Device = FileDevice;
 
     async fn create(&self, geometry: &Geometry) -> FileDevice {
-        let path = self.dir.path().join(format!("dev{}.img", self.next.fetch_add(1, Ordering::Relaxed)));
-        match EmuDevice::create_file(&path, EmuConfig { seed: 0x5eed, ..EmuConfig::new(*geometry) }, false) {
+        let path = self.dir.path().join(format!(
+            "dev{}.img",
+            self.next.fetch_add(1, Ordering::Relaxed)
+        ));
+        match EmuDevice::create_file(
+            &path,
+            EmuConfig {
+                seed: 0x5eed,
+                ..EmuConfig::new(*geometry)
+            },
+            false,
+        ) {
             Ok(dev) => FileDevice { dev, path },
             Err(e) => panic!("the kit asked for an invalid geometry: {e}"),
         }
@@ -84,7 +98,13 @@ impl ZonedDevice for FileDevice {
     async fn write(&self, lba: Lba, data: &[u8], meta: Option<&[u8]>, fua: bool) -> NvmeResult<()> {
         self.dev.write(lba, data, meta, fua).await
     }
-    async fn append(&self, zslba: Lba, data: &[u8], meta: Option<&[u8]>, fua: bool) -> NvmeResult<Lba> {
+    async fn append(
+        &self,
+        zslba: Lba,
+        data: &[u8],
+        meta: Option<&[u8]>,
+        fua: bool,
+    ) -> NvmeResult<Lba> {
         self.dev.append(zslba, data, meta, fua).await
     }
     async fn write_zeroes(&self, lba: Lba, blocks: u64, fua: bool) -> NvmeResult<()> {
@@ -99,7 +119,13 @@ impl ZonedDevice for FileDevice {
     async fn zone_mgmt(&self, action: ZoneAction, zslba: Lba, select_all: bool) -> NvmeResult<()> {
         self.dev.zone_mgmt(action, zslba, select_all).await
     }
-    async fn report_zones(&self, lba: Lba, filter: ReportFilter, partial: bool, max_zones: usize) -> NvmeResult<ZoneReport> {
+    async fn report_zones(
+        &self,
+        lba: Lba,
+        filter: ReportFilter,
+        partial: bool,
+        max_zones: usize,
+    ) -> NvmeResult<ZoneReport> {
         self.dev.report_zones(lba, filter, partial, max_zones).await
     }
 }

@@ -13,7 +13,10 @@ impl DeviceFactory for MemoryFactory {
     type Device = EmuDevice;
 
     async fn create(&self, geometry: &Geometry) -> EmuDevice {
-        match EmuDevice::new_memory(EmuConfig { seed: 0x5eed, ..EmuConfig::new(*geometry) }) {
+        match EmuDevice::new_memory(EmuConfig {
+            seed: 0x5eed,
+            ..EmuConfig::new(*geometry)
+        }) {
             Ok(d) => d,
             Err(e) => panic!("the kit asked for an invalid geometry: {e}"),
         }

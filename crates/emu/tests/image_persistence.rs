@@ -19,7 +19,11 @@ async fn random_workload(dev: &EmuDevice, seed: u64) {
     for _ in 0..60 {
         let z = rng.below(u64::from(g.zone_count)) as u32;
         let start = g.zone_start(z);
-        let d = dev.report_zones(start, ReportFilter::All, true, 1).await.expect("report").zones[0];
+        let d = dev
+            .report_zones(start, ReportFilter::All, true, 1)
+            .await
+            .expect("report")
+            .zones[0];
         match rng.below(8) {
             0 => drop(dev.zone_mgmt(ZoneAction::Finish, start, false).await),
             1 => drop(dev.zone_mgmt(ZoneAction::Reset, start, false).await),
@@ -43,13 +47,18 @@ async fn random_workload(dev: &EmuDevice, seed: u64) {
 
 async fn snapshot(dev: &EmuDevice) -> (zns::ZoneReport, Vec<u8>, Vec<u8>) {
     let g = dev.geometry();
-    let report = dev.report_zones(0, ReportFilter::All, false, usize::MAX).await.expect("report");
+    let report = dev
+        .report_zones(0, ReportFilter::All, false, usize::MAX)
+        .await
+        .expect("report");
     let mut data = Vec::new();
     let mut meta = Vec::new();
     for z in 0..g.zone_count {
         let mut d = vec![0u8; (g.zone_size * u64::from(g.block_size)) as usize];
         let mut m = vec![0u8; (g.zone_size * u64::from(g.oob_size)) as usize];
-        dev.read(g.zone_start(z), &mut d, Some(&mut m)).await.expect("read zone");
+        dev.read(g.zone_start(z), &mut d, Some(&mut m))
+            .await
+            .expect("read zone");
         data.extend(d);
         meta.extend(m);
     }
@@ -88,13 +97,17 @@ fn create_refuses_an_existing_file_without_force() {
     let err = EmuDevice::create_file(&path, EmuConfig::new(small_geometry()), false).err();
     assert!(matches!(err, Some(EmuError::Exists(_))), "{err:?}");
     assert_eq!(std::fs::read(&path).expect("read"), b"precious");
-    let dev = EmuDevice::create_file(&path, EmuConfig::new(small_geometry()), true).expect("forced create");
+    let dev = EmuDevice::create_file(&path, EmuConfig::new(small_geometry()), true)
+        .expect("forced create");
     drop(dev);
     assert!(EmuDevice::open_file(&path, false).is_ok());
 }
 
 fn corrupt(path: &std::path::Path, offset: u64, bytes: &[u8]) {
-    let f = std::fs::OpenOptions::new().write(true).open(path).expect("open");
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .expect("open");
     f.write_all_at(bytes, offset).expect("write");
 }
 
@@ -102,8 +115,15 @@ fn corrupt(path: &std::path::Path, offset: u64, bytes: &[u8]) {
 fn damaged_images_are_refused_with_clear_errors() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("dev.img");
-    let fresh = || drop(EmuDevice::create_file(&path, EmuConfig::new(small_geometry()), true).expect("create"));
-    let open_err = || EmuDevice::open_file(&path, false).err().map(|e| e.to_string()).unwrap_or_default();
+    let fresh = || {
+        drop(EmuDevice::create_file(&path, EmuConfig::new(small_geometry()), true).expect("create"))
+    };
+    let open_err = || {
+        EmuDevice::open_file(&path, false)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    };
 
     fresh();
     corrupt(&path, 0, b"NOTANIMG");
@@ -120,7 +140,12 @@ fn damaged_images_are_refused_with_clear_errors() {
 
     fresh();
     let len = std::fs::metadata(&path).expect("stat").len();
-    std::fs::OpenOptions::new().write(true).open(&path).expect("open").set_len(len / 2).expect("truncate");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .expect("open")
+        .set_len(len / 2)
+        .expect("truncate");
     assert!(open_err().contains("truncated"), "{}", open_err());
 
     std::fs::write(&path, b"").expect("empty");
@@ -129,19 +154,31 @@ fn damaged_images_are_refused_with_clear_errors() {
 
 #[test]
 fn a_newer_format_version_is_refused() {
-    let mut sb = image::encode_superblock(&image::Superblock { geometry: small_geometry(), volatile_cache: true, clean: true, seed: 0 });
+    let mut sb = image::encode_superblock(&image::Superblock {
+        geometry: small_geometry(),
+        volatile_cache: true,
+        clean: true,
+        seed: 0,
+    });
     sb[8..12].copy_from_slice(&2u32.to_le_bytes());
     let crc = crc32c::crc32c(&sb[..124]);
     sb[124..128].copy_from_slice(&crc.to_le_bytes());
-    assert_eq!(image::decode_superblock(&sb), Err(ImageError::NewerVersion(2)));
+    assert_eq!(
+        image::decode_superblock(&sb),
+        Err(ImageError::NewerVersion(2))
+    );
 }
 
 #[test]
 fn an_image_in_use_is_locked() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("dev.img");
-    let dev = EmuDevice::create_file(&path, EmuConfig::new(small_geometry()), false).expect("create");
-    let second = EmuDevice::open_file(&path, false).err().map(|e| e.to_string()).unwrap_or_default();
+    let dev =
+        EmuDevice::create_file(&path, EmuConfig::new(small_geometry()), false).expect("create");
+    let second = EmuDevice::open_file(&path, false)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
     assert!(second.contains("in use"), "{second}");
     drop(dev);
     assert!(EmuDevice::open_file(&path, false).is_ok());
@@ -151,7 +188,8 @@ fn an_image_in_use_is_locked() {
 fn fault_states_persist_in_the_image() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("dev.img");
-    let dev = EmuDevice::create_file(&path, EmuConfig::new(small_geometry()), false).expect("create");
+    let dev =
+        EmuDevice::create_file(&path, EmuConfig::new(small_geometry()), false).expect("create");
     block_on(dev.write(32, &[9u8; 512], None, false)).expect("write");
     dev.set_zone_state(1, ZoneState::ReadOnly).expect("fault");
     dev.set_zone_state(2, ZoneState::Offline).expect("fault");

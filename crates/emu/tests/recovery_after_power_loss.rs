@@ -19,7 +19,10 @@ async fn workload(dev: &EmuDevice, seed: u64, ops: usize) -> Log {
     let g = dev.geometry();
     let bs = g.block_size as usize;
     let mut rng = SimRng::new(seed);
-    let mut log = Log { written: vec![Vec::new(); g.zone_count as usize], durable: vec![0; g.zone_count as usize] };
+    let mut log = Log {
+        written: vec![Vec::new(); g.zone_count as usize],
+        durable: vec![0; g.zone_count as usize],
+    };
     for op in 0..ops {
         let z = rng.below(u64::from(g.zone_count)) as u32;
         let zi = z as usize;
@@ -44,7 +47,9 @@ async fn workload(dev: &EmuDevice, seed: u64, ops: usize) -> Log {
                 match dev.write(lba, &data, None, fua).await {
                     Ok(()) => {}
                     // The open/active limits may refuse a new zone; that is not this test's subject.
-                    Err(zns::NvmeStatus::TooManyActiveZones | zns::NvmeStatus::TooManyOpenZones) => continue,
+                    Err(
+                        zns::NvmeStatus::TooManyActiveZones | zns::NvmeStatus::TooManyOpenZones,
+                    ) => continue,
                     Err(e) => panic!("seed {seed} op {op}: write failed: {e}"),
                 }
                 log.written[zi].extend(blocks);
@@ -60,13 +65,30 @@ async fn workload(dev: &EmuDevice, seed: u64, ops: usize) -> Log {
 async fn check_prefix(dev: &EmuDevice, log: &Log, seed: u64) {
     let g = dev.geometry();
     let bs = g.block_size as usize;
-    let report = dev.report_zones(0, ReportFilter::All, false, usize::MAX).await.expect("report");
+    let report = dev
+        .report_zones(0, ReportFilter::All, false, usize::MAX)
+        .await
+        .expect("report");
     for (zi, d) in report.zones.iter().enumerate() {
-        let kept = if d.state == ZoneState::Full { g.zone_capacity } else { d.wp - d.start } as usize;
+        let kept = if d.state == ZoneState::Full {
+            g.zone_capacity
+        } else {
+            d.wp - d.start
+        } as usize;
         let written = log.written[zi].len();
-        assert!(kept >= log.durable[zi], "seed {seed} zone {zi}: kept {kept} blocks, {} were durable", log.durable[zi]);
-        assert!(kept <= written, "seed {seed} zone {zi}: kept {kept} blocks, only {written} written");
-        assert!(!d.state.is_open(), "seed {seed} zone {zi}: open after restart");
+        assert!(
+            kept >= log.durable[zi],
+            "seed {seed} zone {zi}: kept {kept} blocks, {} were durable",
+            log.durable[zi]
+        );
+        assert!(
+            kept <= written,
+            "seed {seed} zone {zi}: kept {kept} blocks, only {written} written"
+        );
+        assert!(
+            !d.state.is_open(),
+            "seed {seed} zone {zi}: open after restart"
+        );
         let expect_state = match kept {
             0 if written == 0 => ZoneState::Empty,
             k if k as u64 == g.zone_capacity => ZoneState::Full,
@@ -75,11 +97,19 @@ async fn check_prefix(dev: &EmuDevice, log: &Log, seed: u64) {
         assert_eq!(d.state, expect_state, "seed {seed} zone {zi}");
         let mut buf = vec![0u8; bs];
         for i in 0..g.zone_capacity as usize {
-            dev.read(d.start + i as u64, &mut buf, None).await.expect("read");
+            dev.read(d.start + i as u64, &mut buf, None)
+                .await
+                .expect("read");
             if i < kept {
-                assert_eq!(buf, log.written[zi][i], "seed {seed} zone {zi} block {i}: wrong data");
+                assert_eq!(
+                    buf, log.written[zi][i],
+                    "seed {seed} zone {zi} block {i}: wrong data"
+                );
             } else {
-                assert!(buf.iter().all(|b| *b == 0), "seed {seed} zone {zi} block {i}: above the WP must read zeros");
+                assert!(
+                    buf.iter().all(|b| *b == 0),
+                    "seed {seed} zone {zi} block {i}: above the WP must read zeros"
+                );
             }
         }
     }
@@ -125,13 +155,21 @@ fn power_loss_aborts_appends_in_flight_and_is_seeded() {
             let g = dev.geometry();
             for z in 0..3u32 {
                 let data = vec![7u8; 20 * g.block_size as usize];
-                dev.write(g.zone_start(z), &data, None, false).await.expect("write");
+                dev.write(g.zone_start(z), &data, None, false)
+                    .await
+                    .expect("write");
             }
             dev.power_loss(seed).expect("power loss")
         })
     };
     assert_eq!(cut(9), cut(9));
-    assert_ne!((0..20).map(cut).collect::<std::collections::HashSet<_>>().len(), 1);
+    assert_ne!(
+        (0..20)
+            .map(cut)
+            .collect::<std::collections::HashSet<_>>()
+            .len(),
+        1
+    );
 
     block_on(async {
         let dev = common::memory(3);
@@ -142,7 +180,11 @@ fn power_loss_aborts_appends_in_flight_and_is_seeded() {
             dev.power_loss(5).expect("power loss");
         });
         assert_eq!(r, Err(zns::NvmeStatus::AbortedPowerLoss));
-        let d = dev.report_zones(0, ReportFilter::All, true, 1).await.expect("report").zones[0];
+        let d = dev
+            .report_zones(0, ReportFilter::All, true, 1)
+            .await
+            .expect("report")
+            .zones[0];
         assert_eq!((d.state, d.wp), (ZoneState::Empty, 0));
     });
 }
@@ -150,12 +192,19 @@ fn power_loss_aborts_appends_in_flight_and_is_seeded() {
 #[test]
 fn write_cache_off_makes_every_completed_write_durable() {
     block_on(async {
-        let cfg = EmuConfig { volatile_cache: false, ..EmuConfig::new(small_geometry()) };
+        let cfg = EmuConfig {
+            volatile_cache: false,
+            ..EmuConfig::new(small_geometry())
+        };
         let dev = EmuDevice::new_memory(cfg).expect("device");
         let data = vec![3u8; 5 * 512];
         dev.write(0, &data, None, false).await.expect("write");
         assert!(dev.power_loss(77).expect("power loss").is_empty());
-        let d = dev.report_zones(0, ReportFilter::All, true, 1).await.expect("report").zones[0];
+        let d = dev
+            .report_zones(0, ReportFilter::All, true, 1)
+            .await
+            .expect("report")
+            .zones[0];
         assert_eq!((d.state, d.wp), (ZoneState::Closed, 5));
     });
 }
