@@ -84,20 +84,20 @@ macro_rules! conformance_tests {
         $crate::__conformance_item_test!($factory, 44, item_44_reference_defaults);
 
         #[test]
-        fn differential_random_seeds_1_to_8() {
+        fn differential_random_seeds_1_to_64() {
             $crate::conformance::__block_on_check(async {
-                for seed in 1..=8u64 {
-                    $crate::conformance::differential(&$factory, seed, 400).await?;
+                for seed in 1..=64u64 {
+                    $crate::conformance::differential(&$factory, seed, 1000).await?;
                 }
                 Ok::<(), $crate::conformance::KitFailure>(())
             });
         }
 
         #[test]
-        fn differential_random_seeds_1001_to_1008() {
+        fn differential_random_seeds_1001_to_1032() {
             $crate::conformance::__block_on_check(async {
-                for seed in 1001..=1008u64 {
-                    $crate::conformance::differential(&$factory, seed, 400).await?;
+                for seed in 1001..=1032u64 {
+                    $crate::conformance::differential(&$factory, seed, 1000).await?;
                 }
                 Ok::<(), $crate::conformance::KitFailure>(())
             });
