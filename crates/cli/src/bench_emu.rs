@@ -263,20 +263,10 @@ pub async fn run(a: &BenchEmuArgs, out: &mut impl Write) -> CliResult {
         "file backend vs fio psync QD1 4 KiB, {} MiB file:",
         a.file_size >> 20
     )?;
-    let show = |o: Option<f64>| o.map_or("n/a (fio not run)".to_string(), |v| format!("{v:.0}"));
-    writeln!(
-        out,
-        "  write {:>10.0} IOPS  fio {}  ratio {}",
-        f.ours_write,
-        show(f.fio_write),
-        show(ratio(f.ours_write, f.fio_write).map(|r| r * 100.0)) + "%"
-    )?;
-    writeln!(
-        out,
-        "  read  {:>10.0} IOPS  fio {}  ratio {}",
-        f.ours_read,
-        show(f.fio_read),
-        show(ratio(f.ours_read, f.fio_read).map(|r| r * 100.0)) + "%"
-    )?;
+    let show = |o: Option<f64>, unit: &str| o.map_or("n/a".to_string(), |v| format!("{v:.0}{unit}"));
+    for (name, ours, fio) in [("write", f.ours_write, f.fio_write), ("read ", f.ours_read, f.fio_read)] {
+        let pct = ratio(ours, fio).map(|r| r * 100.0);
+        writeln!(out, "  {name} {ours:>10.0} IOPS  fio {:>10} IOPS  ratio {}", show(fio, ""), show(pct, "%"))?;
+    }
     Ok(())
 }
