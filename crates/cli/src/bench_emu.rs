@@ -263,10 +263,19 @@ pub async fn run(a: &BenchEmuArgs, out: &mut impl Write) -> CliResult {
         "file backend vs fio psync QD1 4 KiB, {} MiB file:",
         a.file_size >> 20
     )?;
-    let show = |o: Option<f64>, unit: &str| o.map_or("n/a".to_string(), |v| format!("{v:.0}{unit}"));
-    for (name, ours, fio) in [("write", f.ours_write, f.fio_write), ("read ", f.ours_read, f.fio_read)] {
+    let show =
+        |o: Option<f64>, unit: &str| o.map_or("n/a".to_string(), |v| format!("{v:.0}{unit}"));
+    for (name, ours, fio) in [
+        ("write", f.ours_write, f.fio_write),
+        ("read ", f.ours_read, f.fio_read),
+    ] {
         let pct = ratio(ours, fio).map(|r| r * 100.0);
-        writeln!(out, "  {name} {ours:>10.0} IOPS  fio {:>10} IOPS  ratio {}", show(fio, ""), show(pct, "%"))?;
+        writeln!(
+            out,
+            "  {name} {ours:>10.0} IOPS  fio {:>10} IOPS  ratio {}",
+            show(fio, ""),
+            show(pct, "%")
+        )?;
     }
     Ok(())
 }

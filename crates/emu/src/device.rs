@@ -74,7 +74,8 @@ struct Core {
 pub struct EmuDevice {
     geo: Geometry,
     cfg: EmuConfig,
-    backend: Backend,
+    /// The image file, for a file-backed device.
+    path: Option<std::path::PathBuf>,
     core: Mutex<Core>,
 }
 
@@ -109,7 +110,7 @@ impl EmuDevice {
         );
         Ok(Self::assemble(
             cfg,
-            Backend::Memory,
+            None,
             Box::new(store),
             ZoneTable::new(g),
         ))
@@ -130,7 +131,7 @@ impl EmuDevice {
         let store = FileStore::create(path, sb, cfg.host_sync)?;
         Ok(Self::assemble(
             cfg,
-            Backend::File,
+            Some(path.to_path_buf()),
             Box::new(store),
             ZoneTable::new(cfg.geometry),
         ))
@@ -150,7 +151,7 @@ impl EmuDevice {
         };
         Ok(Self::assemble(
             cfg,
-            Backend::File,
+            Some(path.to_path_buf()),
             Box::new(store),
             ZoneTable::from_zones(sb.geometry, zones),
         ))
@@ -164,7 +165,7 @@ impl EmuDevice {
 
     fn assemble(
         cfg: EmuConfig,
-        backend: Backend,
+        path: Option<std::path::PathBuf>,
         store: Box<dyn Store>,
         zones: ZoneTable,
     ) -> EmuDevice {
@@ -190,7 +191,7 @@ impl EmuDevice {
         EmuDevice {
             geo: g,
             cfg,
-            backend,
+            path,
             core: Mutex::new(core),
         }
     }
@@ -200,7 +201,15 @@ impl EmuDevice {
     }
 
     pub fn backend(&self) -> Backend {
-        self.backend
+        match self.path {
+            Some(_) => Backend::File,
+            None => Backend::Memory,
+        }
+    }
+
+    /// The image file of a file-backed device.
+    pub fn image_path(&self) -> Option<&Path> {
+        self.path.as_deref()
     }
 
     /// A snapshot of the counters.
@@ -473,6 +482,19 @@ impl Core {
         Ok(())
     }
 
+    /// A zoned write at `lba` (Zone Write, Write Zeroes, Copy destination): validates it
+    /// against the zone, stores it and completes it.
+    fn zoned_write(
+        &mut self,
+        lba: Lba,
+        blocks: u64,
+        payload: Payload<'_>,
+        fua: bool,
+    ) -> NvmeResult<()> {
+        let z = self.zones.begin_write(lba, blocks)?;
+        self.store_blocks(z, lba, blocks, payload, fua)
+    }
+
     fn append_now(&mut self, zslba: Lba, payload: Payload<'_>, fua: bool) -> NvmeResult<Lba> {
         let len = payload.data.map_or(0, <[u8]>::len);
         let blocks = len as u64 / u64::from(self.geo.block_size);
@@ -564,9 +586,7 @@ impl ZonedDevice for EmuDevice {
             self.mdts_check(blocks)?;
             let mut c = self.core.lock();
             c.drain_appends();
-            let z = c.zones.begin_write(lba, blocks)?;
-            c.store_blocks(
-                z,
+            c.zoned_write(
                 lba,
                 blocks,
                 Payload {
@@ -650,9 +670,7 @@ impl ZonedDevice for EmuDevice {
             self.mdts_check(blocks)?;
             let mut c = self.core.lock();
             c.drain_appends();
-            let z = c.zones.begin_write(lba, blocks)?;
-            c.store_blocks(
-                z,
+            c.zoned_write(
                 lba,
                 blocks,
                 Payload {
@@ -774,12 +792,11 @@ impl EmuDevice {
             at += n;
         }
         c.stats.blocks_read -= total;
-        let z = c.zones.begin_write(dest, total)?;
         let payload = Payload {
             data: Some(&data),
             meta: (oob > 0).then_some(&meta[..]),
         };
-        c.store_blocks(z, dest, total, payload, fua)?;
+        c.zoned_write(dest, total, payload, fua)?;
         c.stats.blocks_written -= total;
         c.stats.blocks_copied += total;
         Ok(())

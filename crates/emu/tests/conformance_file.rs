@@ -8,16 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use async_trait::async_trait;
 use emu::{EmuConfig, EmuDevice};
 use zns::conformance::DeviceFactory;
-use zns::{
-    CopyRange, Geometry, Lba, NvmeResult, ReportFilter, ZoneAction, ZoneReport, ZoneState,
-    ZonedDevice,
-};
-
-/// An image-backed device that remembers its path so the factory can reopen it.
-struct FileDevice {
-    dev: EmuDevice,
-    path: PathBuf,
-}
+use zns::{Geometry, ZoneState};
 
 struct FileFactory {
     dir: tempfile::TempDir,
@@ -33,37 +24,39 @@ impl FileFactory {
     }
 }
 
-fn reopen(path: PathBuf) -> FileDevice {
+fn path_of(dev: &EmuDevice) -> PathBuf {
+    match dev.image_path() {
+        Some(p) => p.to_path_buf(),
+        None => panic!("a file-backed device has an image path"),
+    }
+}
+
+fn reopen(path: PathBuf) -> EmuDevice {
     match EmuDevice::open_file(&path, false) {
-        Ok(dev) => FileDevice { dev, path },
+        Ok(dev) => dev,
         Err(e) => panic!("reopening {} failed: {e}", path.display()),
     }
 }
 
 #[async_trait]
 impl DeviceFactory for FileFactory {
-    type Device = FileDevice;
+    type Device = EmuDevice;
 
-    async fn create(&self, geometry: &Geometry) -> FileDevice {
-        let path = self.dir.path().join(format!(
-            "dev{}.img",
-            self.next.fetch_add(1, Ordering::Relaxed)
-        ));
-        match EmuDevice::create_file(
-            &path,
-            EmuConfig {
-                seed: 0x5eed,
-                ..EmuConfig::new(*geometry)
-            },
-            false,
-        ) {
-            Ok(dev) => FileDevice { dev, path },
+    async fn create(&self, geometry: &Geometry) -> EmuDevice {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let path = self.dir.path().join(format!("dev{n}.img"));
+        let cfg = EmuConfig {
+            seed: 0x5eed,
+            ..EmuConfig::new(*geometry)
+        };
+        match EmuDevice::create_file(&path, cfg, false) {
+            Ok(dev) => dev,
             Err(e) => panic!("the kit asked for an invalid geometry: {e}"),
         }
     }
 
-    async fn restart(&self, d: FileDevice) -> FileDevice {
-        let FileDevice { dev, path } = d;
+    async fn restart(&self, dev: EmuDevice) -> EmuDevice {
+        let path = path_of(&dev);
         if let Err(e) = dev.shutdown() {
             panic!("shutdown failed: {e}");
         }
@@ -71,8 +64,8 @@ impl DeviceFactory for FileFactory {
         reopen(path)
     }
 
-    async fn power_cycle(&self, d: FileDevice, seed: u64) -> FileDevice {
-        let FileDevice { dev, path } = d;
+    async fn power_cycle(&self, dev: EmuDevice, seed: u64) -> EmuDevice {
+        let path = path_of(&dev);
         if let Err(e) = dev.power_loss(seed) {
             panic!("power loss failed: {e}");
         }
@@ -80,53 +73,10 @@ impl DeviceFactory for FileFactory {
         reopen(path)
     }
 
-    async fn set_zone_state(&self, d: &FileDevice, zone: u32, state: ZoneState) {
-        if let Err(e) = d.dev.set_zone_state(zone, state) {
+    async fn set_zone_state(&self, dev: &EmuDevice, zone: u32, state: ZoneState) {
+        if let Err(e) = dev.set_zone_state(zone, state) {
             panic!("fault injection failed: {e}");
         }
-    }
-}
-
-#[async_trait]
-impl ZonedDevice for FileDevice {
-    fn geometry(&self) -> Geometry {
-        self.dev.geometry()
-    }
-    async fn read(&self, lba: Lba, buf: &mut [u8], meta: Option<&mut [u8]>) -> NvmeResult<()> {
-        self.dev.read(lba, buf, meta).await
-    }
-    async fn write(&self, lba: Lba, data: &[u8], meta: Option<&[u8]>, fua: bool) -> NvmeResult<()> {
-        self.dev.write(lba, data, meta, fua).await
-    }
-    async fn append(
-        &self,
-        zslba: Lba,
-        data: &[u8],
-        meta: Option<&[u8]>,
-        fua: bool,
-    ) -> NvmeResult<Lba> {
-        self.dev.append(zslba, data, meta, fua).await
-    }
-    async fn write_zeroes(&self, lba: Lba, blocks: u64, fua: bool) -> NvmeResult<()> {
-        self.dev.write_zeroes(lba, blocks, fua).await
-    }
-    async fn flush(&self) -> NvmeResult<()> {
-        self.dev.flush().await
-    }
-    async fn copy(&self, sources: &[CopyRange], dest: Lba, fua: bool) -> NvmeResult<()> {
-        self.dev.copy(sources, dest, fua).await
-    }
-    async fn zone_mgmt(&self, action: ZoneAction, zslba: Lba, select_all: bool) -> NvmeResult<()> {
-        self.dev.zone_mgmt(action, zslba, select_all).await
-    }
-    async fn report_zones(
-        &self,
-        lba: Lba,
-        filter: ReportFilter,
-        partial: bool,
-        max_zones: usize,
-    ) -> NvmeResult<ZoneReport> {
-        self.dev.report_zones(lba, filter, partial, max_zones).await
     }
 }
 
