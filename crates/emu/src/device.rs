@@ -157,6 +157,26 @@ impl EmuDevice {
         ))
     }
 
+    /// Opens an existing image that must have exactly the geometry `expected` (for a caller
+    /// that formatted something on it, or stripes over several). A different geometry is an
+    /// error naming the first field that differs; the image is not touched.
+    pub fn open_file_expecting(
+        path: &Path,
+        expected: &Geometry,
+        host_sync: bool,
+    ) -> Result<EmuDevice, EmuError> {
+        let (store, _) = FileStore::open(path, false)?;
+        let found = store.superblock().geometry;
+        drop(store);
+        if let Some(field) = first_difference(expected, &found) {
+            return Err(EmuError::Mismatch(format!(
+                "{}: {field} differs from what was expected",
+                path.display()
+            )));
+        }
+        Self::open_file(path, host_sync)
+    }
+
     /// Whether the image at `path` was shut down cleanly, without opening it for writing.
     pub fn image_was_clean(path: &Path) -> Result<bool, EmuError> {
         let (store, _) = FileStore::open(path, false)?;
@@ -363,6 +383,51 @@ impl EmuDevice {
             self.core.lock().stats.error(op);
         }
     }
+}
+
+/// The name of the first geometry field in which `a` and `b` differ.
+fn first_difference(a: &Geometry, b: &Geometry) -> Option<String> {
+    let fields: [(&str, u64, u64); 12] = [
+        ("block size", a.block_size.into(), b.block_size.into()),
+        ("metadata size", a.oob_size.into(), b.oob_size.into()),
+        ("zone count", a.zone_count.into(), b.zone_count.into()),
+        ("zone size", a.zone_size, b.zone_size),
+        ("zone capacity", a.zone_capacity, b.zone_capacity),
+        ("max open zones", a.max_open.into(), b.max_open.into()),
+        ("max active zones", a.max_active.into(), b.max_active.into()),
+        (
+            "append size limit",
+            a.zasl_blocks.into(),
+            b.zasl_blocks.into(),
+        ),
+        (
+            "max transfer size",
+            a.mdts_blocks.into(),
+            b.mdts_blocks.into(),
+        ),
+        (
+            "copy range limit",
+            a.copy_max_ranges.into(),
+            b.copy_max_ranges.into(),
+        ),
+        (
+            "copy blocks per range",
+            a.copy_max_range_blocks.into(),
+            b.copy_max_range_blocks.into(),
+        ),
+        (
+            "copy block limit",
+            a.copy_max_blocks.into(),
+            b.copy_max_blocks.into(),
+        ),
+    ];
+    fields
+        .iter()
+        .find(|(_, x, y)| x != y)
+        .map(|(name, x, y)| format!("{name} (expected {x}, found {y})"))
+        .or_else(|| {
+            (a.cross_zone_reads != b.cross_zone_reads).then(|| "cross-zone reads".to_string())
+        })
 }
 
 impl Drop for EmuDevice {

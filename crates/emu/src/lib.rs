@@ -28,4 +28,6 @@ pub enum EmuError {
     Exists(String),
     #[error("{0}")]
     Config(String),
+    #[error("geometry mismatch: {0}")]
+    Mismatch(String),
 }

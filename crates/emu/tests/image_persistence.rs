@@ -201,3 +201,23 @@ fn fault_states_persist_in_the_image() {
     // A fault freezes the zone as it is: the unflushed block written before it is kept.
     assert_eq!(r.zones[1].wp, 33);
 }
+
+#[test]
+fn an_image_with_another_geometry_is_refused_when_one_is_expected() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("dev.img");
+    drop(EmuDevice::create_file(&path, EmuConfig::new(small_geometry()), false).expect("create"));
+    let expected = zns::Geometry {
+        zone_capacity: 20,
+        ..small_geometry()
+    };
+    let err = EmuDevice::open_file_expecting(&path, &expected, false)
+        .err()
+        .map(|e| e.to_string());
+    let err = err.unwrap_or_default();
+    assert!(
+        err.contains("zone capacity (expected 20, found 24)"),
+        "{err}"
+    );
+    assert!(EmuDevice::open_file_expecting(&path, &small_geometry(), false).is_ok());
+}
