@@ -1,0 +1,391 @@
+//! Checkpoints: the whole mapping written to one of two slots, alternately, so that a mount
+//! reads the newest complete one and scans only the zones written since. A checkpoint torn
+//! by a crash fails its checksum and the other slot's older one is used.
+//!
+//! Encoding is pure (`encode`/`decode`); `write_slot`/`read_slot` do the device I/O.
+//! docs/FORMAT.md has the byte layout.
+
+use zns::{NvmeStatus, ZoneAction, ZonedDevice};
+
+use crate::layout::{Layout, CKPT_HEADER_BYTES};
+use crate::map::{Mapping, ZoneUse};
+
+const MAGIC: &[u8; 8] = b"ZSTKFTLC";
+const VERSION: u32 = 1;
+
+/// The fixed part of a checkpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CkptHeader {
+    /// Increases with every checkpoint; the larger complete one wins.
+    pub number: u64,
+    pub volume_id: u64,
+    /// The next sequence number when the snapshot was taken.
+    pub seq: u64,
+    pub volume_blocks: u64,
+    pub data_zones: u32,
+    pub op_permille: u32,
+    pub first_data_zone: u32,
+    pub slot_zones: u32,
+    pub reserve_zones: u32,
+    pub zone_blocks: u64,
+    pub body_bytes: u64,
+    pub body_crc: u32,
+}
+
+/// A zone as a checkpoint records it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CkptZone {
+    pub use_: u8,
+    pub generation: u64,
+    /// Where a recovery scan of this zone starts (its completed prefix).
+    pub scan_from: u64,
+    pub valid: u64,
+}
+
+pub const ZONE_FREE: u8 = 0;
+pub const ZONE_OPEN: u8 = 1;
+pub const ZONE_FULL: u8 = 2;
+
+/// A decoded checkpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Checkpoint {
+    pub header: CkptHeader,
+    pub l2p: Vec<u32>,
+    pub seq: Vec<u64>,
+    pub zones: Vec<CkptZone>,
+}
+
+/// Why a checkpoint was not accepted.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CkptError {
+    #[error("no checkpoint here (bad magic)")]
+    NoCheckpoint,
+    #[error("checkpoint format version {0} is not supported (this build reads {VERSION})")]
+    Version(u32),
+    #[error("checkpoint header checksum mismatch")]
+    HeaderChecksum,
+    #[error("checkpoint body checksum mismatch (torn or corrupt)")]
+    BodyChecksum,
+    #[error("checkpoint does not match this device: {0}")]
+    Mismatch(String),
+    #[error("device error reading or writing a checkpoint: {0}")]
+    Device(#[from] NvmeStatus),
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(a)
+}
+
+pub fn encode_header(h: &CkptHeader) -> Vec<u8> {
+    let mut b = vec![0u8; CKPT_HEADER_BYTES as usize];
+    b[..8].copy_from_slice(MAGIC);
+    b[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    b[16..24].copy_from_slice(&h.number.to_le_bytes());
+    b[24..32].copy_from_slice(&h.volume_id.to_le_bytes());
+    b[32..40].copy_from_slice(&h.seq.to_le_bytes());
+    b[40..48].copy_from_slice(&h.volume_blocks.to_le_bytes());
+    b[48..52].copy_from_slice(&h.data_zones.to_le_bytes());
+    b[52..56].copy_from_slice(&h.op_permille.to_le_bytes());
+    b[56..60].copy_from_slice(&h.first_data_zone.to_le_bytes());
+    b[60..64].copy_from_slice(&h.slot_zones.to_le_bytes());
+    b[64..68].copy_from_slice(&h.reserve_zones.to_le_bytes());
+    b[72..80].copy_from_slice(&h.zone_blocks.to_le_bytes());
+    b[80..88].copy_from_slice(&h.body_bytes.to_le_bytes());
+    b[88..92].copy_from_slice(&h.body_crc.to_le_bytes());
+    let crc = crc32c::crc32c(&b[..92]);
+    b[92..96].copy_from_slice(&crc.to_le_bytes());
+    b
+}
+
+pub fn decode_header(b: &[u8]) -> Result<CkptHeader, CkptError> {
+    if b.len() < 96 || &b[..8] != MAGIC {
+        return Err(CkptError::NoCheckpoint);
+    }
+    if crc32c::crc32c(&b[..92]) != u32_at(b, 92) {
+        return Err(CkptError::HeaderChecksum);
+    }
+    let v = u32_at(b, 8);
+    if v != VERSION {
+        return Err(CkptError::Version(v));
+    }
+    Ok(CkptHeader {
+        number: u64_at(b, 16),
+        volume_id: u64_at(b, 24),
+        seq: u64_at(b, 32),
+        volume_blocks: u64_at(b, 40),
+        data_zones: u32_at(b, 48),
+        op_permille: u32_at(b, 52),
+        first_data_zone: u32_at(b, 56),
+        slot_zones: u32_at(b, 60),
+        reserve_zones: u32_at(b, 64),
+        zone_blocks: u64_at(b, 72),
+        body_bytes: u64_at(b, 80),
+        body_crc: u32_at(b, 88),
+    })
+}
+
+/// Checks that a checkpoint header describes `layout`.
+pub fn check_layout(h: &CkptHeader, layout: &Layout) -> Result<(), CkptError> {
+    let fields = [
+        ("volume size", h.volume_blocks, layout.volume_blocks),
+        ("data zones", h.data_zones.into(), layout.data_zones.into()),
+        (
+            "first data zone",
+            h.first_data_zone.into(),
+            layout.first_data_zone.into(),
+        ),
+        (
+            "checkpoint slot zones",
+            h.slot_zones.into(),
+            layout.slot_zones.into(),
+        ),
+        (
+            "reserve zones",
+            h.reserve_zones.into(),
+            layout.reserve_zones.into(),
+        ),
+        ("zone capacity", h.zone_blocks, layout.zone_blocks),
+    ];
+    for (name, found, expected) in fields {
+        if found != expected {
+            return Err(CkptError::Mismatch(format!(
+                "{name} is {found}, the device gives {expected}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn body_bytes(volume_blocks: u64, zones: u64) -> u64 {
+    volume_blocks * 12 + zones * 32
+}
+
+/// Snapshots the mapping into a checkpoint body.
+pub fn snapshot(m: &Mapping, number: u64, volume_id: u64) -> Vec<u8> {
+    let l = &m.layout;
+    let mut body = Vec::with_capacity(body_bytes(l.volume_blocks, l.data_zones.into()) as usize);
+    for p in &m.l2p {
+        body.extend_from_slice(&p.to_le_bytes());
+    }
+    for s in &m.seq {
+        body.extend_from_slice(&s.to_le_bytes());
+    }
+    for z in &m.zones {
+        let (use_, scan_from) = match z.use_ {
+            ZoneUse::Free => (ZONE_FREE, 0),
+            ZoneUse::Open(_) => (ZONE_OPEN, z.prefix.end()),
+            ZoneUse::Full if z.inflight > 0 => (ZONE_OPEN, z.prefix.end()),
+            ZoneUse::Full => (ZONE_FULL, l.zone_blocks),
+        };
+        let mut e = [0u8; 32];
+        e[0] = use_;
+        e[8..16].copy_from_slice(&z.generation.to_le_bytes());
+        e[16..24].copy_from_slice(&scan_from.to_le_bytes());
+        e[24..32].copy_from_slice(&z.valid.to_le_bytes());
+        body.extend_from_slice(&e);
+    }
+    let header = CkptHeader {
+        number,
+        volume_id,
+        seq: m.next_seq(),
+        volume_blocks: l.volume_blocks,
+        data_zones: l.data_zones,
+        op_permille: l.op_permille,
+        first_data_zone: l.first_data_zone,
+        slot_zones: l.slot_zones,
+        reserve_zones: l.reserve_zones,
+        zone_blocks: l.zone_blocks,
+        body_bytes: body.len() as u64,
+        body_crc: crc32c::crc32c(&body),
+    };
+    let mut out = encode_header(&header);
+    out.extend_from_slice(&body);
+    out
+}
+
+/// Decodes a checkpoint body against its header.
+pub fn decode_body(h: &CkptHeader, body: &[u8]) -> Result<Checkpoint, CkptError> {
+    let expected = body_bytes(h.volume_blocks, h.data_zones.into());
+    if h.body_bytes != expected || (body.len() as u64) < expected {
+        return Err(CkptError::BodyChecksum);
+    }
+    let body = &body[..expected as usize];
+    if crc32c::crc32c(body) != h.body_crc {
+        return Err(CkptError::BodyChecksum);
+    }
+    let v = h.volume_blocks as usize;
+    let l2p = body[..v * 4]
+        .chunks_exact(4)
+        .map(|c| u32_at(c, 0))
+        .collect();
+    let seq = body[v * 4..v * 12]
+        .chunks_exact(8)
+        .map(|c| u64_at(c, 0))
+        .collect();
+    let zones = body[v * 12..]
+        .chunks_exact(32)
+        .map(|e| CkptZone {
+            use_: e[0],
+            generation: u64_at(e, 8),
+            scan_from: u64_at(e, 16),
+            valid: u64_at(e, 24),
+        })
+        .collect();
+    Ok(Checkpoint {
+        header: *h,
+        l2p,
+        seq,
+        zones,
+    })
+}
+
+/// Writes an encoded checkpoint into `slot`: resets the slot's zones, writes, flushes.
+pub async fn write_slot(
+    dev: &dyn ZonedDevice,
+    layout: &Layout,
+    slot: u32,
+    bytes: &[u8],
+) -> Result<(), CkptError> {
+    let g = dev.geometry();
+    let bs = g.block_size as usize;
+    for i in 0..layout.slot_zones {
+        dev.zone_mgmt(ZoneAction::Reset, layout.slot_zone_start(slot, i), false)
+            .await?;
+    }
+    let blocks = bytes.len().div_ceil(bs) as u64;
+    let chunk = u64::from(g.mdts_blocks.min(256));
+    let mut buf = vec![0u8; (chunk as usize) * bs];
+    let mut done = 0u64;
+    while done < blocks {
+        let zone = (done / layout.zone_blocks) as u32;
+        let off = done % layout.zone_blocks;
+        let n = chunk.min(blocks - done).min(layout.zone_blocks - off);
+        let from = (done as usize) * bs;
+        let to = (from + n as usize * bs).min(bytes.len());
+        let part = &mut buf[..n as usize * bs];
+        part.fill(0);
+        part[..to - from].copy_from_slice(&bytes[from..to]);
+        dev.write(layout.slot_zone_start(slot, zone) + off, part, None, false)
+            .await?;
+        done += n;
+    }
+    dev.flush().await?;
+    // Release the open and active resources the slot's last, partly written zone holds.
+    if blocks % layout.zone_blocks != 0 {
+        let last = ((blocks - 1) / layout.zone_blocks) as u32;
+        dev.zone_mgmt(
+            ZoneAction::Finish,
+            layout.slot_zone_start(slot, last),
+            false,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+async fn read_bytes(
+    dev: &dyn ZonedDevice,
+    layout: &Layout,
+    slot: u32,
+    from_block: u64,
+    blocks: u64,
+    out: &mut Vec<u8>,
+) -> Result<(), CkptError> {
+    let g = dev.geometry();
+    let bs = g.block_size as usize;
+    let chunk = u64::from(g.mdts_blocks.min(256));
+    let mut done = 0u64;
+    let mut buf = vec![0u8; chunk as usize * bs];
+    while done < blocks {
+        let at = from_block + done;
+        let zone = (at / layout.zone_blocks) as u32;
+        let off = at % layout.zone_blocks;
+        let n = chunk.min(blocks - done).min(layout.zone_blocks - off);
+        let part = &mut buf[..n as usize * bs];
+        dev.read(layout.slot_zone_start(slot, zone) + off, part, None)
+            .await?;
+        out.extend_from_slice(part);
+        done += n;
+    }
+    Ok(())
+}
+
+/// Reads just the header of the checkpoint in `slot`.
+pub async fn read_header(
+    dev: &dyn ZonedDevice,
+    layout: &Layout,
+    slot: u32,
+) -> Result<CkptHeader, CkptError> {
+    let mut first = Vec::new();
+    let hb = CKPT_HEADER_BYTES.div_ceil(u64::from(dev.geometry().block_size));
+    read_bytes(dev, layout, slot, 0, hb, &mut first).await?;
+    decode_header(&first)
+}
+
+/// Reads and validates the checkpoint in `slot`.
+pub async fn read_slot(
+    dev: &dyn ZonedDevice,
+    layout: &Layout,
+    slot: u32,
+) -> Result<Checkpoint, CkptError> {
+    let h = read_header(dev, layout, slot).await?;
+    check_layout(&h, layout)?;
+    let bs = u64::from(dev.geometry().block_size);
+    let total = CKPT_HEADER_BYTES + h.body_bytes;
+    if total > u64::from(layout.slot_zones) * layout.zone_blocks * bs {
+        return Err(CkptError::BodyChecksum);
+    }
+    let mut all = Vec::with_capacity(total as usize);
+    read_bytes(dev, layout, slot, 0, total.div_ceil(bs), &mut all).await?;
+    decode_body(&h, &all[CKPT_HEADER_BYTES as usize..])
+}
+
+/// Reads both slots and returns the newest valid checkpoint and its slot.
+pub async fn read_latest(
+    dev: &dyn ZonedDevice,
+    layout: &Layout,
+) -> Result<(u32, Checkpoint), CkptError> {
+    let a = read_slot(dev, layout, 0).await;
+    let b = read_slot(dev, layout, 1).await;
+    match (a, b) {
+        (Ok(a), Ok(b)) if b.header.number > a.header.number => Ok((1, b)),
+        (Ok(a), _) => Ok((0, a)),
+        (Err(_), Ok(b)) => Ok((1, b)),
+        (Err(e), Err(_)) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_round_trips_and_rejects_damage() {
+        let h = CkptHeader {
+            number: 3,
+            volume_id: 9,
+            seq: 100,
+            volume_blocks: 1000,
+            data_zones: 10,
+            op_permille: 200,
+            first_data_zone: 2,
+            slot_zones: 1,
+            reserve_zones: 3,
+            zone_blocks: 192,
+            body_bytes: 12_320,
+            body_crc: 77,
+        };
+        let b = encode_header(&h);
+        assert_eq!(decode_header(&b), Ok(h));
+        let mut d = b.clone();
+        d[40] ^= 1;
+        assert_eq!(decode_header(&d), Err(CkptError::HeaderChecksum));
+        assert_eq!(decode_header(&[0u8; 100]), Err(CkptError::NoCheckpoint));
+    }
+}

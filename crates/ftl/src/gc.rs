@@ -1,0 +1,219 @@
+//! Garbage collection and checkpointing, run by one maintenance task per mounted volume.
+//!
+//! Fault model: power can fail at any point of a collection. Copies keep their original
+//! sequence numbers and are flushed before the victim zone is reset, so at every instant
+//! each live block has a durable copy that recovery will find (docs/DESIGN.md).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use zns::{CopyRange, ZoneAction};
+
+use crate::checkpoint;
+use crate::io::{read_retry, retry};
+use crate::map::Stream;
+use crate::volume::FtlVolume;
+use crate::FtlError;
+
+impl FtlVolume {
+    /// The maintenance loop: collect while free zones are short, checkpoint when enough zones
+    /// filled, otherwise sleep until woken.
+    pub(crate) async fn maintenance(self: Arc<Self>) {
+        while !self.closed.load(Ordering::SeqCst) {
+            let (free, filled) = {
+                let m = self.map.lock();
+                (m.free_zones(), m.filled_since_ckpt)
+            };
+            let need_gc = free < self.opts.gc_background_free_zones;
+            let need_ckpt = filled >= self.opts.checkpoint_every_zones;
+            let mut progressed = false;
+            if need_gc {
+                match self.collect_one().await {
+                    Ok(true) => progressed = true,
+                    Ok(false) => {
+                        // Nothing reclaimable: writers waiting for space must hear it now.
+                        self.space.notify_waiters();
+                    }
+                    Err(e) => {
+                        self.fail(&e);
+                        return;
+                    }
+                }
+            }
+            if need_ckpt {
+                if let Err(e) = self.checkpoint().await {
+                    self.fail(&e);
+                    return;
+                }
+                progressed = true;
+            }
+            if !progressed {
+                self.maint_wake.notified().await;
+            }
+        }
+    }
+
+    fn fail(&self, e: &FtlError) {
+        *self.failure.lock() = Some(e.to_string());
+        self.space.notify_waiters();
+    }
+
+    /// Collects one victim zone; false when no zone has anything to reclaim.
+    pub(crate) async fn collect_one(&self) -> Result<bool, FtlError> {
+        let (victim, live) = {
+            let mut m = self.map.lock();
+            let Some(v) = m.pick_victim(self.opts.victim_policy) else {
+                return Ok(false);
+            };
+            m.start_collecting(v);
+            let (data, trims) = m.live_blocks(v);
+            let mut live: Vec<u32> = data
+                .iter()
+                .map(|(p, _)| *p)
+                .chain(trims.iter().map(|(p, _)| *p))
+                .collect();
+            live.sort_unstable();
+            (v, live)
+        };
+        let mut i = 0;
+        while i < live.len() {
+            i += self.move_batch(&live[i..]).await?;
+        }
+        // The copies must be durable before the only other copy goes away.
+        retry(|| self.dev.flush()).await?;
+        loop {
+            let waiting = self.space.notified();
+            tokio::pin!(waiting);
+            waiting.as_mut().enable();
+            {
+                let m = self.map.lock();
+                let z = m.zone(victim);
+                if z.valid != 0 {
+                    return Err(FtlError::Corrupt(format!(
+                        "data zone {victim} still holds {} valid blocks after collection",
+                        z.valid
+                    )));
+                }
+                if z.readers == 0 {
+                    break;
+                }
+            }
+            waiting.await;
+        }
+        retry(|| {
+            self.dev.zone_mgmt(
+                ZoneAction::Reset,
+                self.layout.data_zone_start(victim),
+                false,
+            )
+        })
+        .await?;
+        self.map.lock().zone_reset(victim);
+        self.space.notify_waiters();
+        Ok(true)
+    }
+
+    /// Moves a prefix of `srcs` (sorted physical blocks) into the GC zone; returns how many.
+    async fn move_batch(&self, srcs: &[u32]) -> Result<usize, FtlError> {
+        let g = self.layout.geometry;
+        let gc_slot = self
+            .slots
+            .iter()
+            .position(|s| s.stream == Stream::Gc)
+            .unwrap_or(self.slots.len() - 1);
+        let mut guard = self.slots[gc_slot].zone.lock().await;
+        let z = self.acquire_zone(&mut guard, Stream::Gc).await?;
+        let use_copy = self.opts.use_copy;
+        let max = if use_copy {
+            g.copy_max_blocks.min(g.mdts_blocks)
+        } else {
+            g.mdts_blocks.min(256)
+        };
+        let want = (srcs.len() as u64).min(u64::from(max));
+        let ranges_for = |n: usize| -> Vec<CopyRange> {
+            let mut ranges: Vec<CopyRange> = Vec::new();
+            for (k, &p) in srcs[..n].iter().enumerate() {
+                let lba = self.layout.pba_to_lba(p);
+                match ranges.last_mut() {
+                    Some(r)
+                        if r.lba + r.blocks == lba
+                            && r.blocks < u64::from(g.copy_max_range_blocks)
+                            && k > 0 =>
+                    {
+                        r.blocks += 1
+                    }
+                    _ => ranges.push(CopyRange { lba, blocks: 1 }),
+                }
+            }
+            ranges
+        };
+        // Shrink the batch until its ranges fit the device's Copy limits.
+        let mut n = want as usize;
+        while use_copy && n > 1 && ranges_for(n).len() > g.copy_max_ranges as usize {
+            n = n.div_ceil(2);
+        }
+        let r = self.map.lock().reserve(z, n as u64);
+        if r.blocks == 0 {
+            *guard = None;
+            return Ok(0);
+        }
+        let n = r.blocks as usize;
+        let dest = self.layout.data_zone_start(z) + r.offset;
+        let result = if use_copy {
+            let ranges = ranges_for(n);
+            retry(|| self.dev.copy(&ranges, dest, false)).await
+        } else {
+            self.read_write_copy(&srcs[..n], dest).await
+        };
+        if let Err(e) = result {
+            self.map.lock().write_failed(z);
+            return Err(e.into());
+        }
+        let mut m = self.map.lock();
+        for (k, &src) in srcs[..n].iter().enumerate() {
+            m.complete_move(src, z, r.offset + k as u64);
+        }
+        m.end_gc_write(z, r.offset, n as u64);
+        Ok(n)
+    }
+
+    /// Relocation without Simple Copy: read data and metadata, write them unchanged.
+    async fn read_write_copy(&self, srcs: &[u32], dest: zns::Lba) -> Result<(), zns::NvmeStatus> {
+        let g = self.layout.geometry;
+        let (bs, oob) = (g.block_size as usize, g.oob_size as usize);
+        let mut data = vec![0u8; srcs.len() * bs];
+        let mut meta = vec![0u8; srcs.len() * oob];
+        for (k, &p) in srcs.iter().enumerate() {
+            let at = self.layout.pba_to_lba(p);
+            let (d, m) = (
+                &mut data[k * bs..(k + 1) * bs],
+                &mut meta[k * oob..(k + 1) * oob],
+            );
+            read_retry(self.dev.as_ref(), at, d, Some(m)).await?;
+        }
+        retry(|| self.dev.write(dest, &data, Some(&meta), false)).await
+    }
+
+    /// Writes a checkpoint of the current mapping into the slot not holding the newest one.
+    pub(crate) async fn checkpoint(&self) -> Result<(), FtlError> {
+        let mut cur = self.ckpt.lock().await;
+        let number = cur.number + 1;
+        let (bytes, seq) = {
+            let mut m = self.map.lock();
+            m.filled_since_ckpt = 0;
+            (
+                checkpoint::snapshot(&m, number, self.volume_id),
+                m.next_seq(),
+            )
+        };
+        // Everything the snapshot maps must be durable before the checkpoint says so.
+        retry(|| self.dev.flush()).await?;
+        let slot = 1 - cur.slot;
+        checkpoint::write_slot(self.dev.as_ref(), &self.layout, slot, &bytes).await?;
+        cur.slot = slot;
+        cur.number = number;
+        self.map.lock().checkpoint_durable(seq);
+        self.checkpoints.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}

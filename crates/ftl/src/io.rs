@@ -1,0 +1,407 @@
+//! The FTL's data path: user writes into stream zones, reads through the mapping, trims.
+//!
+//! Fault model: a device command may fail transiently (retried, bounded) or for good; a zone
+//! whose write failed for good is sealed and never written again, the error goes to the
+//! caller, and nothing already acknowledged is affected.
+
+use std::sync::atomic::Ordering;
+
+use zns::{Lba, NvmeStatus, ZoneAction, ZonedDevice};
+
+use crate::layout::WriteMode;
+use crate::map::{Reservation, Stream, ZoneUse};
+use crate::records::{self, Tag, TrimRecord, ZoneHeader};
+use crate::volume::FtlVolume;
+use crate::FtlError;
+
+/// Attempts per device command before an error is final.
+const ATTEMPTS: u32 = 3;
+
+/// What a piece of a write carries.
+#[derive(Clone, Copy)]
+pub(crate) enum Payload<'a> {
+    /// User data for `lba..`, written with `seq`.
+    Data { lba: u64, seq: u64, bytes: &'a [u8] },
+    /// A trim record block.
+    Trim { record: TrimRecord },
+}
+
+impl FtlVolume {
+    fn meta_for(&self, tags: impl Iterator<Item = Tag>, blocks: u64) -> Vec<u8> {
+        let oob = self.layout.geometry.oob_size as usize;
+        let mut meta = vec![0u8; blocks as usize * oob];
+        for (i, t) in tags.take(blocks as usize).enumerate() {
+            records::encode_tag(t, &mut meta[i * oob..]);
+        }
+        meta
+    }
+
+    /// Picks the slot a write of `stream` goes to: a free hot slot if one is idle.
+    fn pick_slot(&self, stream: Stream) -> usize {
+        let hot = self
+            .slots
+            .iter()
+            .filter(|s| s.stream == Stream::Hot)
+            .count();
+        match stream {
+            Stream::Hot => {
+                let start = self.rr.fetch_add(1, Ordering::Relaxed);
+                (0..hot)
+                    .map(|i| (start + i) % hot)
+                    .find(|&i| self.slots[i].zone.try_lock().is_ok())
+                    .unwrap_or(start % hot)
+            }
+            Stream::Cold => hot,
+            Stream::Gc => hot + 1,
+        }
+    }
+
+    /// Makes sure `guard` holds an open zone with room, opening a new one (and writing its
+    /// header) when needed. User streams wait for garbage collection when space is short.
+    pub(crate) async fn acquire_zone(
+        &self,
+        guard: &mut Option<(u32, u64)>,
+        stream: Stream,
+    ) -> Result<u32, FtlError> {
+        let cap = self.layout.zone_blocks;
+        loop {
+            self.check_failed()?;
+            if let Some((z, generation)) = *guard {
+                let m = self.map.lock();
+                let zone = m.zone(z);
+                // The zone may have filled, been collected and even reopened since.
+                if zone.generation == generation
+                    && zone.use_ == ZoneUse::Open(stream)
+                    && zone.reserved < cap
+                {
+                    return Ok(z);
+                }
+                drop(m);
+                *guard = None;
+            }
+            let waiting = self.space.notified();
+            tokio::pin!(waiting);
+            waiting.as_mut().enable();
+            let (opened, hopeless) = {
+                let mut m = self.map.lock();
+                let free = m.free_zones();
+                if free < self.opts.gc_background_free_zones {
+                    self.maint_wake.notify_one();
+                }
+                // User writes wait for garbage collection below the foreground watermark, but
+                // only while it has something to reclaim; they never take the reserve.
+                let reclaimable =
+                    m.pick_victim(self.opts.victim_policy).is_some() || m.collecting_any();
+                let floor = match stream {
+                    Stream::Gc => 0,
+                    _ if reclaimable => self
+                        .opts
+                        .gc_foreground_free_zones
+                        .max(self.layout.reserve_zones),
+                    _ => self.layout.reserve_zones,
+                };
+                if free > floor {
+                    (m.open_zone(stream), false)
+                } else {
+                    (
+                        None,
+                        !reclaimable && stream != Stream::Gc && !m.open_zone_filling(),
+                    )
+                }
+            };
+            match opened {
+                Some((z, generation)) => {
+                    self.write_header(z, generation).await?;
+                    *guard = Some((z, generation));
+                    return Ok(z);
+                }
+                None if stream == Stream::Gc || hopeless => return Err(FtlError::NoSpace),
+                None => waiting.await,
+            }
+        }
+    }
+
+    async fn write_header(&self, z: u32, generation: u64) -> Result<(), FtlError> {
+        let bs = self.layout.geometry.block_size as usize;
+        let mut block = vec![0u8; bs];
+        records::encode_header(
+            &ZoneHeader {
+                volume_id: self.volume_id,
+                data_zone: z,
+                generation,
+            },
+            &mut block,
+        );
+        let meta = self.meta_for(std::iter::once(Tag::Header { generation }), 1);
+        let at = self.layout.data_zone_start(z);
+        let r = retry(|| self.dev.write(at, &block, Some(&meta), false)).await;
+        match r {
+            Ok(()) => {
+                self.map.lock().header_written(z);
+                Ok(())
+            }
+            Err(e) => {
+                self.seal(z).await;
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Seals a zone after a failed write: no more reservations, and the device releases it.
+    async fn seal(&self, z: u32) {
+        {
+            let mut m = self.map.lock();
+            m.abandon(z);
+        }
+        // Best effort: a zone left open only costs an open-zone resource until remount.
+        let _ = self
+            .dev
+            .zone_mgmt(ZoneAction::Finish, self.layout.data_zone_start(z), false)
+            .await;
+    }
+
+    /// Writes `payload` into `stream`, splitting it across zones as they fill.
+    pub(crate) async fn put(
+        &self,
+        stream: Stream,
+        payload: Payload<'_>,
+        fua: bool,
+    ) -> Result<(), FtlError> {
+        let bs = u64::from(self.layout.geometry.block_size);
+        let total = match payload {
+            Payload::Data { bytes, .. } => bytes.len() as u64 / bs,
+            Payload::Trim { .. } => 1,
+        };
+        let limit = u64::from(match self.opts.write_mode {
+            WriteMode::ZoneWrite => self.layout.geometry.mdts_blocks,
+            WriteMode::ZoneAppend => self.layout.geometry.zasl_blocks,
+        });
+        let mut done = 0u64;
+        while done < total {
+            let slot = &self.slots[self.pick_slot(stream)];
+            let mut guard = slot.zone.lock().await;
+            let z = self.acquire_zone(&mut guard, stream).await?;
+            let r = self.map.lock().reserve(z, (total - done).min(limit));
+            if r.blocks == 0 {
+                *guard = None;
+                continue;
+            }
+            let append = self.opts.write_mode == WriteMode::ZoneAppend;
+            if append {
+                drop(guard);
+            }
+            let result = self.put_piece(r, payload, done, fua, append).await;
+            match result {
+                Ok(offset) => self.complete_piece(r.zone, offset, r.blocks, payload, done),
+                Err(e) => {
+                    self.map.lock().write_failed(r.zone);
+                    self.seal(r.zone).await;
+                    return Err(e);
+                }
+            }
+            done += r.blocks;
+        }
+        Ok(())
+    }
+
+    /// Issues one piece; returns the zone offset it landed at.
+    async fn put_piece(
+        &self,
+        r: Reservation,
+        payload: Payload<'_>,
+        done: u64,
+        fua: bool,
+        append: bool,
+    ) -> Result<u64, FtlError> {
+        let bs = self.layout.geometry.block_size as usize;
+        let zone_start = self.layout.data_zone_start(r.zone);
+        let mut trim_block = Vec::new();
+        let (bytes, meta) = match payload {
+            Payload::Data { lba, seq, bytes } => {
+                let from = done as usize * bs;
+                let tags = (0..r.blocks).map(|i| Tag::Data {
+                    lba: lba + done + i,
+                    seq,
+                });
+                (
+                    &bytes[from..from + r.blocks as usize * bs],
+                    self.meta_for(tags, r.blocks),
+                )
+            }
+            Payload::Trim { record } => {
+                trim_block.resize(bs, 0);
+                records::encode_trim(&record, &mut trim_block);
+                (
+                    &trim_block[..],
+                    self.meta_for(std::iter::once(Tag::Trim { seq: record.seq }), 1),
+                )
+            }
+        };
+        if append {
+            let at = retry(|| self.dev.append(zone_start, bytes, Some(&meta), fua)).await?;
+            Ok(at - zone_start)
+        } else {
+            retry(|| {
+                self.dev
+                    .write(zone_start + r.offset, bytes, Some(&meta), fua)
+            })
+            .await?;
+            Ok(r.offset)
+        }
+    }
+
+    fn complete_piece(&self, z: u32, offset: u64, blocks: u64, payload: Payload<'_>, done: u64) {
+        let mut m = self.map.lock();
+        match payload {
+            Payload::Data { lba, seq, .. } => m.complete_write(z, offset, lba + done, blocks, seq),
+            Payload::Trim { record } => m.complete_trim_record(z, offset, record.seq),
+        }
+        let wake = m.filled_since_ckpt >= self.opts.checkpoint_every_zones
+            || m.free_zones() < self.opts.gc_background_free_zones;
+        drop(m);
+        if wake {
+            self.maint_wake.notify_one();
+        }
+        // A zone that just filled may be what a waiting writer's garbage collection needs.
+        self.space.notify_waiters();
+    }
+
+    /// A user write of whole blocks at `lba`.
+    pub(crate) async fn write_blocks(
+        &self,
+        lba: Lba,
+        data: &[u8],
+        fua: bool,
+    ) -> Result<(), FtlError> {
+        self.check_failed()?;
+        let (seq, stream) = {
+            let mut m = self.map.lock();
+            let stream = m.classify(lba, self.opts.hot_cold);
+            (m.take_seq(), stream)
+        };
+        self.put(
+            stream,
+            Payload::Data {
+                lba,
+                seq,
+                bytes: data,
+            },
+            fua,
+        )
+        .await
+    }
+
+    /// Trim or write zeroes: the range reads as zeros; a trim record makes that survive a
+    /// crash once flushed (or at once with FUA).
+    pub(crate) async fn trim_blocks(
+        &self,
+        lba: Lba,
+        blocks: u64,
+        fua: bool,
+    ) -> Result<(), FtlError> {
+        self.check_failed()?;
+        if blocks == 0 {
+            return Ok(());
+        }
+        let seq = self.map.lock().trim(lba, blocks);
+        if let Some(seq) = seq {
+            self.put(
+                Stream::Hot,
+                Payload::Trim {
+                    record: TrimRecord { lba, blocks, seq },
+                },
+                fua,
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Reads whole blocks at `lba` through the mapping; unmapped blocks read as zeros.
+    pub(crate) async fn read_blocks(&self, lba: Lba, buf: &mut [u8]) -> Result<(), FtlError> {
+        self.check_failed()?;
+        let bs = self.layout.geometry.block_size as usize;
+        let blocks = (buf.len() / bs) as u64;
+        // Runs of blocks contiguous on the device within one zone:
+        // (first buffer block, device LBA, count, data zone).
+        let mut runs: Vec<(usize, Lba, u64, u32)> = Vec::new();
+        let mut pinned = Vec::new();
+        {
+            let mut m = self.map.lock();
+            for i in 0..blocks {
+                match m.lookup(lba + i) {
+                    None => buf[i as usize * bs..(i as usize + 1) * bs].fill(0),
+                    Some(pba) => {
+                        let dev_lba = self.layout.pba_to_lba(pba);
+                        let zone = (u64::from(pba) / self.layout.zone_blocks) as u32;
+                        match runs.last_mut() {
+                            Some((first, at, n, z))
+                                if *first as u64 + *n == i
+                                    && *at + *n == dev_lba
+                                    && *z == zone
+                                    && *n < 256 =>
+                            {
+                                *n += 1
+                            }
+                            _ => {
+                                pinned.push(m.pin(pba));
+                                runs.push((i as usize, dev_lba, 1, zone));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let mut result = Ok(());
+        for (first, at, n, _) in &runs {
+            let part = &mut buf[first * bs..(first + *n as usize) * bs];
+            if let Err(e) = read_retry(self.dev.as_ref(), *at, part, None).await {
+                result = Err(e.into());
+                break;
+            }
+        }
+        {
+            let mut m = self.map.lock();
+            for z in pinned {
+                m.unpin(z);
+            }
+        }
+        self.space.notify_waiters();
+        result
+    }
+}
+
+/// Runs a device command, retrying transient errors a bounded number of times.
+pub(crate) async fn retry<T, F, Fut>(mut f: F) -> Result<T, NvmeStatus>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, NvmeStatus>>,
+{
+    let mut last = NvmeStatus::InternalError;
+    for _ in 0..ATTEMPTS {
+        match f().await {
+            Ok(v) => return Ok(v),
+            Err(e) if e.is_transient() => last = e,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last)
+}
+
+/// A read with the same bounded retry of transient errors.
+pub(crate) async fn read_retry(
+    dev: &dyn ZonedDevice,
+    at: Lba,
+    buf: &mut [u8],
+    mut meta: Option<&mut [u8]>,
+) -> Result<(), NvmeStatus> {
+    let mut last = NvmeStatus::InternalError;
+    for _ in 0..ATTEMPTS {
+        match dev.read(at, buf, meta.as_deref_mut()).await {
+            Ok(()) => return Ok(()),
+            Err(e) if e.is_transient() => last = e,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last)
+}

@@ -1,0 +1,257 @@
+//! Where a volume lives on its zoned device, and the format options chosen at format time.
+//!
+//! The first `2 * slot_zones` zones hold two checkpoint slots (written alternately); every
+//! other zone is a data zone. Block 0 of a data zone is its zone header; user data, garbage
+//! collection copies and trim records fill the rest. Physical block addresses (PBAs) number
+//! the writable blocks of the data zones densely: `pba = data_zone * zone_capacity + offset`.
+
+use zns::Geometry;
+
+/// Bytes of per-block metadata the FTL needs: the block's LBA and its sequence number.
+pub const OOB_BYTES: u32 = 16;
+
+/// How the FTL writes into zones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteMode {
+    /// Zone Write at the host-tracked write pointer, one command in flight per zone.
+    ZoneWrite,
+    /// Zone Append, several commands in flight per zone; the device picks the LBA.
+    ZoneAppend,
+}
+
+/// Garbage collection victim selection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VictimPolicy {
+    /// The full zone with the fewest valid blocks.
+    Greedy,
+    /// Maximises (1 - u) * age / (1 + u) (Rosenblum and Ousterhout's LFS cleaner).
+    CostBenefit,
+}
+
+/// Options fixed when a volume is formatted (recorded in every checkpoint).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FormatOptions {
+    /// Fraction of the data area kept out of the volume's size for garbage collection,
+    /// in per-mille (70 = 7%).
+    pub op_permille: u32,
+}
+
+/// Options that may change from one mount to the next.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MountOptions {
+    pub write_mode: WriteMode,
+    pub victim_policy: VictimPolicy,
+    /// Open zones written round-robin for hot user data (Zone Write mode; each has one write
+    /// in flight at a time, so this is the volume's write queue depth).
+    pub hot_zones: u32,
+    /// Whether user writes are split into hot and cold streams by update frequency.
+    pub hot_cold: bool,
+    /// Background garbage collection runs while fewer zones than this are free.
+    pub gc_background_free_zones: u32,
+    /// User writes wait for garbage collection while fewer zones than this are free.
+    pub gc_foreground_free_zones: u32,
+    /// Write a checkpoint after this many data zones have filled since the last one.
+    pub checkpoint_every_zones: u32,
+    /// Relocate with the device's Simple Copy (when it supports it) instead of read+write.
+    pub use_copy: bool,
+}
+
+impl Default for MountOptions {
+    fn default() -> Self {
+        MountOptions {
+            write_mode: WriteMode::ZoneWrite,
+            victim_policy: VictimPolicy::CostBenefit,
+            hot_zones: 4,
+            hot_cold: true,
+            gc_background_free_zones: 6,
+            gc_foreground_free_zones: 3,
+            checkpoint_every_zones: 16,
+            use_copy: true,
+        }
+    }
+}
+
+/// Why a device cannot hold a volume.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct LayoutError(pub String);
+
+/// The derived layout of a volume on one device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub geometry: Geometry,
+    pub op_permille: u32,
+    /// Zones per checkpoint slot.
+    pub slot_zones: u32,
+    /// Index of the first data zone.
+    pub first_data_zone: u32,
+    pub data_zones: u32,
+    /// Writable blocks per zone (the device's zone capacity).
+    pub zone_blocks: u64,
+    /// Logical blocks the volume exports.
+    pub volume_blocks: u64,
+    /// Free zones garbage collection keeps for itself so it can always make progress.
+    pub reserve_zones: u32,
+}
+
+/// Bytes of checkpoint per logical block (mapping entry + sequence number) and per zone.
+pub const CKPT_BYTES_PER_LBA: u64 = 12;
+pub const CKPT_BYTES_PER_ZONE: u64 = 32;
+pub const CKPT_HEADER_BYTES: u64 = 4096;
+
+impl Layout {
+    /// Lays a volume out on a device, or says why it does not fit.
+    pub fn new(
+        geometry: Geometry,
+        op_permille: u32,
+        reserve_zones: u32,
+    ) -> Result<Layout, LayoutError> {
+        let fail = |m: String| Err(LayoutError(m));
+        if geometry.oob_size < OOB_BYTES {
+            return fail(format!(
+                "the device stores {} bytes of metadata per block; the FTL needs at least {OOB_BYTES}",
+                geometry.oob_size
+            ));
+        }
+        if !(10..=900).contains(&op_permille) {
+            return fail(format!(
+                "over-provisioning {op_permille} per mille is outside 10..=900"
+            ));
+        }
+        if geometry.zone_capacity < 8 {
+            return fail("zones must hold at least 8 blocks".into());
+        }
+        let zone_blocks = geometry.zone_capacity;
+        let bs = u64::from(geometry.block_size);
+        let zone_bytes = zone_blocks * bs;
+        // Size the slots for the largest volume this device could hold, then fix the volume.
+        let mut slot_zones = 1u32;
+        loop {
+            let first_data_zone = 2 * slot_zones;
+            if first_data_zone + reserve_zones + 2 > geometry.zone_count {
+                return fail(format!(
+                    "{} zones are too few: checkpoints need {first_data_zone}, garbage collection {reserve_zones} more, and data at least 2",
+                    geometry.zone_count
+                ));
+            }
+            let data_zones = geometry.zone_count - first_data_zone;
+            let physical = u64::from(data_zones) * (zone_blocks - 1);
+            let usable = u64::from(data_zones - reserve_zones) * (zone_blocks - 1);
+            let volume_blocks = usable * u64::from(1000 - op_permille) / 1000;
+            if physical > u64::from(u32::MAX) - 1 || volume_blocks > u64::from(u32::MAX) - 1 {
+                return fail(
+                    "the device has more blocks than a 32-bit mapping entry can address".into(),
+                );
+            }
+            let ckpt_bytes = CKPT_HEADER_BYTES
+                + volume_blocks * CKPT_BYTES_PER_LBA
+                + u64::from(data_zones) * CKPT_BYTES_PER_ZONE;
+            if ckpt_bytes <= u64::from(slot_zones) * zone_bytes {
+                if volume_blocks == 0 {
+                    return fail("the volume would have no blocks".into());
+                }
+                return Ok(Layout {
+                    geometry,
+                    op_permille,
+                    slot_zones,
+                    first_data_zone,
+                    data_zones,
+                    zone_blocks,
+                    volume_blocks,
+                    reserve_zones,
+                });
+            }
+            slot_zones += 1;
+        }
+    }
+
+    /// Physical blocks in the data area.
+    pub fn physical_blocks(&self) -> u64 {
+        u64::from(self.data_zones) * self.zone_blocks
+    }
+
+    /// The device LBA of physical block `pba`.
+    pub fn pba_to_lba(&self, pba: u32) -> zns::Lba {
+        let z = u64::from(pba) / self.zone_blocks;
+        let off = u64::from(pba) % self.zone_blocks;
+        self.geometry.zone_start(self.first_data_zone + z as u32) + off
+    }
+
+    /// The physical block at device LBA `lba`, which must lie in a data zone's capacity.
+    pub fn lba_to_pba(&self, lba: zns::Lba) -> Option<u32> {
+        let zone = self.geometry.zone_of(lba)?;
+        let data_zone = zone.checked_sub(self.first_data_zone)?;
+        let off = lba - self.geometry.zone_start(zone);
+        if off >= self.zone_blocks {
+            return None;
+        }
+        u32::try_from(u64::from(data_zone) * self.zone_blocks + off).ok()
+    }
+
+    /// Device zone start of data zone `z`.
+    pub fn data_zone_start(&self, z: u32) -> zns::Lba {
+        self.geometry.zone_start(self.first_data_zone + z)
+    }
+
+    /// Device zone start of checkpoint slot `slot` (0 or 1), zone `i` within it.
+    pub fn slot_zone_start(&self, slot: u32, i: u32) -> zns::Lba {
+        self.geometry.zone_start(slot * self.slot_zones + i)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn geo(zones: u32, cap: u64) -> Geometry {
+        Geometry {
+            block_size: 4096,
+            oob_size: 16,
+            zone_count: zones,
+            zone_size: cap.next_power_of_two(),
+            zone_capacity: cap,
+            max_open: 14,
+            max_active: 14,
+            zasl_blocks: 128,
+            mdts_blocks: 512,
+            copy_max_ranges: 128,
+            copy_max_range_blocks: 128,
+            copy_max_blocks: 128,
+            cross_zone_reads: false,
+        }
+    }
+
+    #[test]
+    fn layouts_fit_their_checkpoints_and_address_every_block() {
+        let l = Layout::new(geo(64, 192), 200, 3).expect("layout");
+        let ckpt = CKPT_HEADER_BYTES
+            + l.volume_blocks * CKPT_BYTES_PER_LBA
+            + u64::from(l.data_zones) * CKPT_BYTES_PER_ZONE;
+        assert!(ckpt <= u64::from(l.slot_zones) * 192 * 4096);
+        assert_eq!(l.first_data_zone, 2 * l.slot_zones);
+        assert!(l.volume_blocks < l.physical_blocks());
+        for pba in [0u32, 191, 192, 500] {
+            assert_eq!(l.lba_to_pba(l.pba_to_lba(pba)), Some(pba));
+        }
+        // Between capacity and zone size there is no physical block.
+        assert_eq!(l.lba_to_pba(l.data_zone_start(0) + 200), None);
+        assert_eq!(l.lba_to_pba(0), None);
+    }
+
+    #[test]
+    fn devices_that_cannot_hold_a_volume_are_refused() {
+        assert!(Layout::new(
+            Geometry {
+                oob_size: 8,
+                ..geo(64, 192)
+            },
+            200,
+            3
+        )
+        .is_err());
+        assert!(Layout::new(geo(6, 192), 200, 3).is_err());
+        assert!(Layout::new(geo(64, 192), 5, 3).is_err());
+        let big = Layout::new(geo(32, 275_712), 70, 3).expect("zn540-like");
+        assert_eq!(big.slot_zones, 1);
+    }
+}

@@ -1,0 +1,45 @@
+//! A crash-safe host-side FTL: a random-access block volume (`BlockDevice`) over a zoned
+//! device (`ZonedDevice`), with per-block mapping, garbage collection, trim, checkpoints and
+//! mount-time recovery. docs/DESIGN.md explains the design; docs/FORMAT.md the on-disk bytes.
+
+pub mod checkpoint;
+mod gc;
+mod io;
+pub mod layout;
+pub mod map;
+pub mod prefix;
+pub mod records;
+pub mod recovery;
+mod volume;
+
+pub use layout::{FormatOptions, Layout, MountOptions, VictimPolicy, WriteMode};
+pub use volume::{format, probe, FtlStats, FtlVolume, MountReport};
+
+/// Errors of formatting, mounting and running a volume.
+#[derive(Debug, thiserror::Error)]
+pub enum FtlError {
+    #[error("{0}")]
+    Layout(#[from] layout::LayoutError),
+    #[error("{0}")]
+    Checkpoint(#[from] checkpoint::CkptError),
+    #[error("device error: {0}")]
+    Device(#[from] zns::NvmeStatus),
+    #[error("the volume is corrupt: {0}")]
+    Corrupt(String),
+    #[error("the device already holds data; format with force to overwrite it")]
+    NotEmpty,
+    #[error("no space left: garbage collection found nothing to reclaim")]
+    NoSpace,
+    #[error("the volume has failed after an earlier error: {0}")]
+    Failed(String),
+}
+
+impl From<FtlError> for zns::BlockError {
+    fn from(e: FtlError) -> Self {
+        match e {
+            FtlError::Device(s) => zns::BlockError::Device(s),
+            FtlError::NoSpace => zns::BlockError::NoSpace,
+            _ => zns::BlockError::Device(zns::NvmeStatus::InternalError),
+        }
+    }
+}

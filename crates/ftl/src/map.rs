@@ -1,0 +1,506 @@
+//! The FTL's in-memory state as plain synchronous code: the logical-to-physical mapping (L2P),
+//! per-LBA sequence numbers, the reverse map (P2L), per-zone valid counts and allocation.
+//! The async volume does the I/O; every decision about where data goes and what is valid is
+//! made here and tested directly.
+//!
+//! Memory: 4 bytes (L2P) + 8 bytes (sequence) per logical block, 4 bytes (P2L) per physical
+//! block, about 16 bytes per 4 KiB block (0.4%), plus 120 bytes per zone.
+//!
+//! Ordering rule: every user write or trim takes a sequence number when it is submitted; a
+//! completion only changes the mapping of an LBA if its sequence number is newer than the
+//! LBA's, so a write that completes late never overrides a newer one, and a GC copy (which
+//! keeps the original sequence number) only lands if the block it copied is still current.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use crate::layout::{Layout, VictimPolicy};
+use crate::prefix::Prefix;
+
+/// L2P value of a logical block with no data (reads as zeros).
+pub const UNMAPPED: u32 = u32::MAX;
+/// P2L value of a physical block that holds nothing valid.
+const P_INVALID: u32 = u32::MAX;
+/// P2L value of a physical block holding a live trim record.
+pub(crate) const P_TRIM: u32 = u32::MAX - 1;
+
+/// The write streams: separate open zones so data of different lifetimes is not mixed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Stream {
+    Hot,
+    Cold,
+    Gc,
+}
+
+/// What a data zone is used for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ZoneUse {
+    Free,
+    Open(Stream),
+    Full,
+}
+
+/// Bookkeeping for one data zone.
+#[derive(Clone, Debug)]
+pub struct DataZone {
+    pub use_: ZoneUse,
+    pub generation: u64,
+    /// Blocks handed out (the header included); the host write pointer in Zone Write mode.
+    pub reserved: u64,
+    /// Valid data blocks plus live trim records.
+    pub valid: u64,
+    pub inflight: u32,
+    pub prefix: Prefix,
+    /// Sequence number of the newest write that landed here (age for cost-benefit).
+    pub last_seq: u64,
+    /// Reads in progress on this zone; a reset waits for them.
+    pub readers: u32,
+    /// Garbage collection has picked this zone.
+    pub collecting: bool,
+}
+
+/// Counters for write amplification and GC activity.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub user_blocks: u64,
+    pub gc_blocks: u64,
+    pub gc_zones: u64,
+    pub trims: u64,
+    pub meta_blocks: u64,
+}
+
+/// A reservation of blocks in a stream's open zone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reservation {
+    pub zone: u32,
+    /// Offset in the zone (meaningful in Zone Write mode; appends learn theirs).
+    pub offset: u64,
+    pub blocks: u64,
+}
+
+/// The mapping state.
+pub struct Mapping {
+    pub layout: Layout,
+    pub(crate) l2p: Vec<u32>,
+    pub(crate) seq: Vec<u64>,
+    pub(crate) p2l: Vec<u32>,
+    pub(crate) zones: Vec<DataZone>,
+    pub(crate) free: VecDeque<u32>,
+    pub(crate) next_seq: u64,
+    /// Live trim records: pba -> sequence number.
+    pub(crate) trims: BTreeMap<u32, u64>,
+    /// Sequence number at the last durable checkpoint's snapshot.
+    pub(crate) ckpt_seq: u64,
+    /// Data zones filled since the last checkpoint.
+    pub filled_since_ckpt: u32,
+    pub counters: Counters,
+}
+
+impl Mapping {
+    /// A freshly formatted volume: nothing mapped, every data zone free.
+    pub fn new(layout: Layout) -> Mapping {
+        let zones = (0..layout.data_zones).map(|_| DataZone::free(0)).collect();
+        Mapping {
+            l2p: vec![UNMAPPED; layout.volume_blocks as usize],
+            seq: vec![0; layout.volume_blocks as usize],
+            p2l: vec![P_INVALID; layout.physical_blocks() as usize],
+            zones,
+            free: (0..layout.data_zones).collect(),
+            next_seq: 1,
+            trims: BTreeMap::new(),
+            ckpt_seq: 0,
+            filled_since_ckpt: 0,
+            counters: Counters::default(),
+            layout,
+        }
+    }
+
+    pub fn zone(&self, z: u32) -> &DataZone {
+        &self.zones[z as usize]
+    }
+
+    pub fn free_zones(&self) -> u32 {
+        self.free.len() as u32
+    }
+
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    pub fn ckpt_seq(&self) -> u64 {
+        self.ckpt_seq
+    }
+
+    /// Takes `n` sequence numbers' worth of ordering for one command.
+    pub fn take_seq(&mut self) -> u64 {
+        let s = self.next_seq;
+        self.next_seq += 1;
+        s
+    }
+
+    /// Which stream a user write to `lba` belongs in: hot if the block was written recently.
+    pub fn classify(&self, lba: u64, hot_cold: bool) -> Stream {
+        if !hot_cold {
+            return Stream::Hot;
+        }
+        let last = self.seq[lba as usize];
+        if last != 0 && self.next_seq - last < self.layout.volume_blocks {
+            Stream::Hot
+        } else {
+            Stream::Cold
+        }
+    }
+
+    /// The physical block `lba` maps to, if any.
+    pub fn lookup(&self, lba: u64) -> Option<u32> {
+        match self.l2p[lba as usize] {
+            UNMAPPED => None,
+            p => Some(p),
+        }
+    }
+
+    pub fn lba_seq(&self, lba: u64) -> u64 {
+        self.seq[lba as usize]
+    }
+
+    fn zone_of(&self, pba: u32) -> u32 {
+        (u64::from(pba) / self.layout.zone_blocks) as u32
+    }
+
+    pub fn pba(&self, zone: u32, offset: u64) -> u32 {
+        (u64::from(zone) * self.layout.zone_blocks + offset) as u32
+    }
+
+    fn invalidate(&mut self, pba: u32) {
+        let z = self.zone_of(pba) as usize;
+        assert!(
+            self.zones[z].valid > 0,
+            "valid count underflow in data zone {z}"
+        );
+        self.zones[z].valid -= 1;
+        self.p2l[pba as usize] = P_INVALID;
+    }
+
+    /// Pins the zone holding `pba` for a read; `unpin` releases it.
+    pub fn pin(&mut self, pba: u32) -> u32 {
+        let z = self.zone_of(pba);
+        self.zones[z as usize].readers += 1;
+        z
+    }
+
+    pub fn unpin(&mut self, zone: u32) {
+        let r = &mut self.zones[zone as usize].readers;
+        assert!(*r > 0, "unpin without pin");
+        *r -= 1;
+    }
+
+    /// Takes a free zone for `stream`; returns it and its new generation. The caller writes
+    /// the zone header (block 0) before any other block.
+    pub fn open_zone(&mut self, stream: Stream) -> Option<(u32, u64)> {
+        let z = self.free.pop_front()?;
+        let zone = &mut self.zones[z as usize];
+        assert_eq!(zone.use_, ZoneUse::Free);
+        assert_eq!(zone.valid, 0, "a free zone holds valid blocks");
+        zone.use_ = ZoneUse::Open(stream);
+        zone.generation += 1;
+        zone.reserved = 1;
+        zone.inflight = 0;
+        zone.prefix = Prefix::new(0);
+        self.counters.meta_blocks += 1;
+        Some((z, zone.generation))
+    }
+
+    /// The zone header write of zone `z` completed.
+    pub fn header_written(&mut self, z: u32) {
+        self.zones[z as usize].prefix.complete(0, 1);
+    }
+
+    /// Reserves up to `want` blocks in open zone `z`; fewer when the zone has less room.
+    /// Zero when the zone is full.
+    pub fn reserve(&mut self, z: u32, want: u64) -> Reservation {
+        let cap = self.layout.zone_blocks;
+        let zone = &mut self.zones[z as usize];
+        assert!(
+            matches!(zone.use_, ZoneUse::Open(_)),
+            "reserve on a zone that is not open"
+        );
+        let blocks = want.min(cap - zone.reserved);
+        let r = Reservation {
+            zone: z,
+            offset: zone.reserved,
+            blocks,
+        };
+        zone.reserved += blocks;
+        if blocks > 0 {
+            zone.inflight += 1;
+        }
+        r
+    }
+
+    /// A write into zone `z` failed: its blocks are lost space, not data.
+    pub fn write_failed(&mut self, z: u32) {
+        self.end_write(z, None);
+    }
+
+    /// Ends a write on zone `z`: tracks the completed prefix and seals a zone that filled.
+    fn end_write(&mut self, z: u32, done: Option<(u64, u64)>) {
+        let cap = self.layout.zone_blocks;
+        let zone = &mut self.zones[z as usize];
+        assert!(
+            zone.inflight > 0,
+            "write completion without a write in flight"
+        );
+        zone.inflight -= 1;
+        if let Some((off, n)) = done {
+            zone.prefix.complete(off, n);
+        }
+        if zone.reserved == cap && zone.inflight == 0 && zone.use_ != ZoneUse::Full {
+            zone.use_ = ZoneUse::Full;
+            self.filled_since_ckpt += 1;
+        }
+    }
+
+    /// A user write of `blocks` blocks for `lba..` completed at `offset` in zone `z`.
+    pub fn complete_write(&mut self, z: u32, offset: u64, lba: u64, blocks: u64, seq: u64) {
+        for i in 0..blocks {
+            let l = (lba + i) as usize;
+            let pba = self.pba(z, offset + i);
+            assert_eq!(
+                self.p2l[pba as usize], P_INVALID,
+                "write landed on a live block {pba}"
+            );
+            if seq > self.seq[l] {
+                if self.l2p[l] != UNMAPPED {
+                    self.invalidate(self.l2p[l]);
+                }
+                self.l2p[l] = pba;
+                self.seq[l] = seq;
+                self.p2l[pba as usize] = l as u32;
+                self.zones[z as usize].valid += 1;
+            }
+        }
+        let zone = &mut self.zones[z as usize];
+        zone.last_seq = zone.last_seq.max(seq);
+        self.counters.user_blocks += blocks;
+        self.end_write(z, Some((offset, blocks)));
+    }
+
+    /// Trims `[lba, lba + blocks)`: they read as zeros from now on. Returns the trim's
+    /// sequence number, or None when nothing in the range was mapped (no record needed).
+    pub fn trim(&mut self, lba: u64, blocks: u64) -> Option<u64> {
+        let range = lba as usize..(lba + blocks) as usize;
+        if self.l2p[range.clone()].iter().all(|p| *p == UNMAPPED) {
+            return None;
+        }
+        let seq = self.take_seq();
+        for l in range {
+            if self.l2p[l] != UNMAPPED {
+                self.invalidate(self.l2p[l]);
+                self.l2p[l] = UNMAPPED;
+            }
+            self.seq[l] = seq;
+        }
+        self.counters.trims += 1;
+        Some(seq)
+    }
+
+    /// The trim record with `seq` was written at `offset` of zone `z`.
+    pub fn complete_trim_record(&mut self, z: u32, offset: u64, seq: u64) {
+        let pba = self.pba(z, offset);
+        if seq > self.ckpt_seq {
+            self.p2l[pba as usize] = P_TRIM;
+            self.trims.insert(pba, seq);
+            self.zones[z as usize].valid += 1;
+        }
+        self.counters.meta_blocks += 1;
+        self.end_write(z, Some((offset, 1)));
+    }
+
+    /// Picks a full zone to collect, by `policy`, among zones no reader or writer is using.
+    pub fn pick_victim(&self, policy: VictimPolicy) -> Option<u32> {
+        let cap = (self.layout.zone_blocks - 1) as f64;
+        let candidates =
+            self.zones.iter().enumerate().filter(|(_, z)| {
+                z.use_ == ZoneUse::Full && !z.collecting && (z.valid as f64) < cap
+            });
+        match policy {
+            VictimPolicy::Greedy => candidates
+                .min_by_key(|(_, z)| z.valid)
+                .map(|(i, _)| i as u32),
+            VictimPolicy::CostBenefit => candidates
+                .map(|(i, z)| {
+                    let u = z.valid as f64 / cap;
+                    let age = (self.next_seq - z.last_seq) as f64 + 1.0;
+                    (i, (1.0 - u) * age / (1.0 + u))
+                })
+                .max_by(|a, b| a.1.total_cmp(&b.1))
+                .map(|(i, _)| i as u32),
+        }
+    }
+
+    /// What must move out of zone `z` before it can be reset: (pba, lba) of valid data and
+    /// (pba, seq) of live trim records.
+    pub fn live_blocks(&self, z: u32) -> (Vec<(u32, u64)>, Vec<(u32, u64)>) {
+        let start = self.pba(z, 0);
+        let mut data = Vec::new();
+        let mut trims = Vec::new();
+        for pba in start..start + self.layout.zone_blocks as u32 {
+            match self.p2l[pba as usize] {
+                P_INVALID => {}
+                P_TRIM => trims.push((pba, self.trims.get(&pba).copied().unwrap_or(0))),
+                lba => {
+                    if self.l2p[lba as usize] == pba {
+                        data.push((pba, u64::from(lba)));
+                    }
+                }
+            }
+        }
+        (data, trims)
+    }
+
+    /// Garbage collection copied `src` to `offset` of GC zone `z`. The mapping moves only if
+    /// `src` is still the current location of its LBA.
+    pub fn complete_move(&mut self, src: u32, z: u32, offset: u64) -> bool {
+        let dst = self.pba(z, offset);
+        let moved = match self.p2l[src as usize] {
+            P_INVALID => false,
+            P_TRIM => match self.trims.remove(&src) {
+                Some(seq) => {
+                    self.invalidate(src);
+                    if seq > self.ckpt_seq {
+                        self.trims.insert(dst, seq);
+                        self.p2l[dst as usize] = P_TRIM;
+                        self.zones[z as usize].valid += 1;
+                    }
+                    true
+                }
+                None => false,
+            },
+            lba => {
+                if self.l2p[lba as usize] == src {
+                    self.invalidate(src);
+                    self.l2p[lba as usize] = dst;
+                    self.p2l[dst as usize] = lba;
+                    self.zones[z as usize].valid += 1;
+                    true
+                } else {
+                    false
+                }
+            }
+        };
+        self.counters.gc_blocks += 1;
+        moved
+    }
+
+    /// Ends a GC copy command of `blocks` blocks at `offset` of zone `z`.
+    pub fn end_gc_write(&mut self, z: u32, offset: u64, blocks: u64) {
+        let zone = &mut self.zones[z as usize];
+        zone.last_seq = zone.last_seq.max(self.ckpt_seq);
+        self.end_write(z, Some((offset, blocks)));
+    }
+
+    /// Zone `z` was reset on the device: it is free again.
+    pub fn zone_reset(&mut self, z: u32) {
+        let zone = &mut self.zones[z as usize];
+        assert_eq!(zone.use_, ZoneUse::Full, "reset of a zone that is not full");
+        assert_eq!(zone.valid, 0, "reset of data zone {z} with valid blocks");
+        assert_eq!(zone.readers, 0, "reset of data zone {z} under a read");
+        zone.use_ = ZoneUse::Free;
+        zone.collecting = false;
+        zone.reserved = 0;
+        zone.prefix = Prefix::new(0);
+        self.free.push_back(z);
+        self.counters.gc_zones += 1;
+    }
+
+    /// A checkpoint whose snapshot was taken at `seq` is durable: trim records older than it
+    /// are no longer needed.
+    pub fn checkpoint_durable(&mut self, seq: u64) {
+        self.ckpt_seq = self.ckpt_seq.max(seq);
+        let dead: Vec<u32> = self
+            .trims
+            .iter()
+            .filter(|(_, s)| **s < self.ckpt_seq)
+            .map(|(p, _)| *p)
+            .collect();
+        for pba in dead {
+            self.trims.remove(&pba);
+            self.invalidate(pba);
+        }
+    }
+
+    /// Whether garbage collection is working on a zone right now.
+    pub fn collecting_any(&self) -> bool {
+        self.zones.iter().any(|z| z.collecting)
+    }
+
+    /// Whether some open zone still has writes in flight (it may fill and become a victim).
+    pub fn open_zone_filling(&self) -> bool {
+        self.zones
+            .iter()
+            .any(|z| matches!(z.use_, ZoneUse::Open(_)) && z.inflight > 0)
+    }
+
+    /// Marks zone `z` as picked by garbage collection.
+    pub fn start_collecting(&mut self, z: u32) {
+        self.zones[z as usize].collecting = true;
+    }
+
+    /// Seals open zone `z` after a write error: nothing more is written to it.
+    pub fn abandon(&mut self, z: u32) {
+        let cap = self.layout.zone_blocks;
+        let zone = &mut self.zones[z as usize];
+        zone.reserved = cap;
+        if zone.inflight == 0 && zone.use_ != ZoneUse::Full {
+            zone.use_ = ZoneUse::Full;
+            self.filled_since_ckpt += 1;
+        }
+    }
+
+    /// Checks the invariants tying L2P, P2L and the valid counts together (tests, `check`).
+    pub fn verify(&self) -> Result<(), String> {
+        let mut valid = vec![0u64; self.zones.len()];
+        for (lba, &pba) in self.l2p.iter().enumerate() {
+            if pba == UNMAPPED {
+                continue;
+            }
+            if self.p2l.get(pba as usize) != Some(&(lba as u32)) {
+                return Err(format!(
+                    "LBA {lba} maps to PBA {pba}, whose reverse entry disagrees"
+                ));
+            }
+            let z = self.zone_of(pba) as usize;
+            if self.zones[z].use_ == ZoneUse::Free {
+                return Err(format!("LBA {lba} maps into free data zone {z}"));
+            }
+            valid[z] += 1;
+        }
+        for (&pba, _) in &self.trims {
+            valid[self.zone_of(pba) as usize] += 1;
+        }
+        for (z, zone) in self.zones.iter().enumerate() {
+            if zone.valid != valid[z] {
+                return Err(format!(
+                    "data zone {z} counts {} valid blocks, the maps say {}",
+                    zone.valid, valid[z]
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl DataZone {
+    pub(crate) fn free(generation: u64) -> DataZone {
+        DataZone {
+            use_: ZoneUse::Free,
+            generation,
+            reserved: 0,
+            valid: 0,
+            inflight: 0,
+            prefix: Prefix::new(0),
+            last_seq: 0,
+            readers: 0,
+            collecting: false,
+        }
+    }
+}

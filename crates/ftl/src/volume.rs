@@ -1,0 +1,315 @@
+//! `FtlVolume`: formatting, mounting, unmounting, and the `BlockDevice` face of the FTL.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use zns::{BlockDevice, BlockError, BlockResult, Lba, ZoneAction, ZonedDevice};
+
+use crate::checkpoint::{self, CkptError};
+use crate::layout::{FormatOptions, Layout, MountOptions};
+use crate::map::{Counters, Mapping, Stream};
+use crate::recovery;
+use crate::FtlError;
+
+/// Free zones garbage collection always keeps for its own progress.
+pub const RESERVE_ZONES: u32 = 2;
+
+/// One open-zone slot of a stream. In Zone Write mode its lock is held across the write, so
+/// each open zone has one write in flight and writes reach the device in write-pointer order.
+pub(crate) struct Slot {
+    pub stream: Stream,
+    /// The open zone and its generation.
+    pub zone: tokio::sync::Mutex<Option<(u32, u64)>>,
+}
+
+pub(crate) struct CkptCursor {
+    pub slot: u32,
+    pub number: u64,
+}
+
+/// A mounted FTL volume.
+pub struct FtlVolume {
+    pub(crate) dev: Arc<dyn ZonedDevice>,
+    pub(crate) layout: Layout,
+    pub(crate) opts: MountOptions,
+    pub(crate) volume_id: u64,
+    pub(crate) map: Mutex<Mapping>,
+    pub(crate) slots: Vec<Slot>,
+    pub(crate) rr: AtomicUsize,
+    /// Signalled when a zone is freed, a read releases a zone, or GC gives up.
+    pub(crate) space: Notify,
+    pub(crate) maint_wake: Notify,
+    pub(crate) ckpt: tokio::sync::Mutex<CkptCursor>,
+    pub(crate) maint: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    pub(crate) closed: AtomicBool,
+    pub(crate) failure: Mutex<Option<String>>,
+    pub(crate) checkpoints: std::sync::atomic::AtomicU64,
+}
+
+/// What a mount found and did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MountReport {
+    pub checkpoint_number: u64,
+    pub scanned_zones: u32,
+    pub scanned_blocks: u64,
+    pub finished_partial_zones: u32,
+}
+
+/// Counters and sizes of a mounted volume.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FtlStats {
+    pub volume_blocks: u64,
+    pub block_size: u32,
+    pub data_zones: u32,
+    pub free_zones: u32,
+    pub mapped_blocks: u64,
+    pub counters: Counters,
+    pub checkpoints: u64,
+    /// (user + GC copies) / user writes.
+    pub write_amplification: f64,
+}
+
+fn layout_for(dev: &dyn ZonedDevice, op_permille: u32) -> Result<Layout, FtlError> {
+    Ok(Layout::new(dev.geometry(), op_permille, RESERVE_ZONES)?)
+}
+
+/// Formats a new volume. A device holding any data is refused unless `force`.
+pub async fn format(
+    dev: &dyn ZonedDevice,
+    fmt: FormatOptions,
+    volume_id: u64,
+    force: bool,
+) -> Result<Layout, FtlError> {
+    let layout = layout_for(dev, fmt.op_permille)?;
+    if !force {
+        let used = dev
+            .report_zones(0, zns::ReportFilter::State(zns::ZoneState::Empty), false, 0)
+            .await?;
+        if used.nr_zones != u64::from(layout.geometry.zone_count) {
+            return Err(FtlError::NotEmpty);
+        }
+    }
+    dev.zone_mgmt(ZoneAction::Reset, 0, true).await?;
+    let m = Mapping::new(layout);
+    checkpoint::write_slot(dev, &layout, 0, &checkpoint::snapshot(&m, 1, volume_id)).await?;
+    Ok(layout)
+}
+
+/// Finds the layout of the volume on `dev` from whichever checkpoint header is readable.
+pub async fn probe(dev: &dyn ZonedDevice) -> Result<Layout, FtlError> {
+    let g = dev.geometry();
+    let mut block = vec![0u8; g.block_size as usize];
+    let mut last_err = CkptError::NoCheckpoint;
+    // Slot 0 starts at zone 0; slot 1 starts at zone `slot_zones`, unknown if slot 0 is torn.
+    for zone in 0..g.zone_count.min(64) {
+        dev.read(g.zone_start(zone), &mut block, None).await?;
+        let mut header = block.clone();
+        header.resize(crate::layout::CKPT_HEADER_BYTES as usize, 0);
+        match checkpoint::decode_header(&header) {
+            Ok(h) if zone == 0 || h.slot_zones == zone => {
+                let layout = Layout::new(g, h.op_permille, h.reserve_zones)?;
+                checkpoint::check_layout(&h, &layout)?;
+                return Ok(layout);
+            }
+            Ok(_) => {}
+            Err(e) => {
+                if zone == 0 {
+                    last_err = e;
+                }
+            }
+        }
+    }
+    Err(last_err.into())
+}
+
+impl FtlVolume {
+    /// Mounts the volume on `dev`: recovers the mapping, finishes zones a crash left open,
+    /// writes a fresh checkpoint, and starts garbage collection.
+    pub async fn mount(
+        dev: Arc<dyn ZonedDevice>,
+        opts: MountOptions,
+    ) -> Result<(Arc<FtlVolume>, MountReport), FtlError> {
+        let layout = probe(dev.as_ref()).await?;
+        let rec = recovery::recover(dev.as_ref(), &layout).await?;
+        for z in &rec.partial_zones {
+            dev.zone_mgmt(ZoneAction::Finish, layout.data_zone_start(*z), false)
+                .await?;
+        }
+        let report = MountReport {
+            checkpoint_number: rec.checkpoint_number,
+            scanned_zones: rec.scanned_zones,
+            scanned_blocks: rec.scanned_blocks,
+            finished_partial_zones: rec.partial_zones.len() as u32,
+        };
+        let vol = Arc::new(FtlVolume::assemble(dev, layout, opts, rec));
+        vol.checkpoint().await?;
+        let task = tokio::spawn(Arc::clone(&vol).maintenance());
+        *vol.maint.lock() = Some(task);
+        Ok((vol, report))
+    }
+
+    fn assemble(
+        dev: Arc<dyn ZonedDevice>,
+        layout: Layout,
+        opts: MountOptions,
+        rec: recovery::Recovered,
+    ) -> FtlVolume {
+        let mut slots: Vec<Slot> = (0..opts.hot_zones.max(1))
+            .map(|_| Slot {
+                stream: Stream::Hot,
+                zone: Default::default(),
+            })
+            .collect();
+        slots.push(Slot {
+            stream: Stream::Cold,
+            zone: Default::default(),
+        });
+        slots.push(Slot {
+            stream: Stream::Gc,
+            zone: Default::default(),
+        });
+        FtlVolume {
+            dev,
+            layout,
+            opts,
+            volume_id: rec.volume_id,
+            map: Mutex::new(rec.mapping),
+            slots,
+            rr: AtomicUsize::new(0),
+            space: Notify::new(),
+            maint_wake: Notify::new(),
+            ckpt: tokio::sync::Mutex::new(CkptCursor {
+                slot: rec.checkpoint_slot,
+                number: rec.checkpoint_number,
+            }),
+            maint: Mutex::new(None),
+            closed: AtomicBool::new(false),
+            failure: Mutex::new(None),
+            checkpoints: Default::default(),
+        }
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Stops garbage collection, flushes, and writes a final checkpoint (a clean unmount).
+    pub async fn unmount(&self) -> Result<(), FtlError> {
+        self.stop_maintenance().await;
+        self.dev.flush().await?;
+        self.checkpoint().await
+    }
+
+    /// Stops garbage collection without writing anything (what a crash leaves behind).
+    pub async fn stop_maintenance(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.maint_wake.notify_one();
+        let task = self.maint.lock().take();
+        if let Some(t) = task {
+            t.abort();
+            let _ = t.await;
+        }
+    }
+
+    pub fn stats(&self) -> FtlStats {
+        let m = self.map.lock();
+        let mapped = (0..self.layout.volume_blocks)
+            .filter(|l| m.lookup(*l).is_some())
+            .count() as u64;
+        let c = m.counters;
+        FtlStats {
+            volume_blocks: self.layout.volume_blocks,
+            block_size: self.layout.geometry.block_size,
+            data_zones: self.layout.data_zones,
+            free_zones: m.free_zones(),
+            mapped_blocks: mapped,
+            counters: c,
+            checkpoints: self.checkpoints.load(Ordering::Relaxed),
+            write_amplification: if c.user_blocks == 0 {
+                1.0
+            } else {
+                (c.user_blocks + c.gc_blocks) as f64 / c.user_blocks as f64
+            },
+        }
+    }
+
+    /// Checks the mapping's internal invariants.
+    pub fn verify(&self) -> Result<(), String> {
+        self.map.lock().verify()
+    }
+
+    pub(crate) fn check_failed(&self) -> Result<(), FtlError> {
+        match self.failure.lock().as_ref() {
+            Some(m) => Err(FtlError::Failed(m.clone())),
+            None => Ok(()),
+        }
+    }
+
+    fn check_io(&self, lba: Lba, bytes: usize) -> BlockResult<u64> {
+        let bs = self.layout.geometry.block_size as usize;
+        if !bytes.is_multiple_of(bs) {
+            return Err(BlockError::Misaligned);
+        }
+        let blocks = (bytes / bs) as u64;
+        match lba.checked_add(blocks) {
+            Some(end) if end <= self.layout.volume_blocks => Ok(blocks),
+            _ => Err(BlockError::OutOfRange),
+        }
+    }
+}
+
+#[async_trait]
+impl BlockDevice for FtlVolume {
+    fn block_size(&self) -> u32 {
+        self.layout.geometry.block_size
+    }
+
+    fn size_blocks(&self) -> u64 {
+        self.layout.volume_blocks
+    }
+
+    async fn read(&self, lba: Lba, buf: &mut [u8]) -> BlockResult<()> {
+        let blocks = self.check_io(lba, buf.len())?;
+        if blocks == 0 {
+            return Ok(());
+        }
+        Ok(self.read_blocks(lba, buf).await?)
+    }
+
+    async fn write(&self, lba: Lba, data: &[u8], fua: bool) -> BlockResult<()> {
+        let blocks = self.check_io(lba, data.len())?;
+        if blocks == 0 {
+            return Ok(());
+        }
+        Ok(self.write_blocks(lba, data, fua).await?)
+    }
+
+    async fn flush(&self) -> BlockResult<()> {
+        self.check_failed()?;
+        Ok(self.dev.flush().await?)
+    }
+
+    async fn trim(&self, lba: Lba, blocks: u64) -> BlockResult<()> {
+        self.check_io(lba, 0)?;
+        if lba
+            .checked_add(blocks)
+            .is_none_or(|e| e > self.layout.volume_blocks)
+        {
+            return Err(BlockError::OutOfRange);
+        }
+        Ok(self.trim_blocks(lba, blocks, false).await?)
+    }
+
+    async fn write_zeroes(&self, lba: Lba, blocks: u64, fua: bool) -> BlockResult<()> {
+        if lba
+            .checked_add(blocks)
+            .is_none_or(|e| e > self.layout.volume_blocks)
+        {
+            return Err(BlockError::OutOfRange);
+        }
+        Ok(self.trim_blocks(lba, blocks, fua).await?)
+    }
+}

@@ -1,0 +1,109 @@
+//! The volume reads back what was written, overwritten, trimmed and zeroed, across
+//! garbage collection and a clean unmount and remount; bad requests get the right errors.
+
+mod common;
+
+use common::{block, fresh, geometry, runtime, small_opts, version_of};
+use ftl::{FtlVolume, WriteMode};
+use zns::{BlockDevice, BlockError};
+
+fn run(mode: WriteMode) {
+    runtime().block_on(async {
+        let dev = common::device(geometry(), 1);
+        let opts = ftl::MountOptions {
+            write_mode: mode,
+            ..small_opts()
+        };
+        let vol = fresh(&dev, 200, opts).await;
+        let n = vol.size_blocks();
+        let bs = vol.block_size() as usize;
+        let mut expect = vec![0u64; n as usize];
+        // Several overwrite passes force garbage collection.
+        let mut version = 0;
+        for pass in 0..6u64 {
+            for lba in (0..n).rev().step_by(1 + pass as usize % 3) {
+                version += 1;
+                vol.write(lba, &block(bs, version), false)
+                    .await
+                    .expect("write");
+                expect[lba as usize] = version;
+            }
+        }
+        vol.trim(10, 20).await.expect("trim");
+        expect[10..30].fill(0);
+        vol.write_zeroes(40, 5, true).await.expect("write zeroes");
+        expect[40..45].fill(0);
+        let check = |vol: std::sync::Arc<FtlVolume>, expect: Vec<u64>| async move {
+            let mut buf = vec![0u8; bs];
+            for lba in 0..n {
+                vol.read(lba, &mut buf).await.expect("read");
+                assert_eq!(version_of(&buf), Some(expect[lba as usize]), "LBA {lba}");
+            }
+            vol.verify().expect("invariants");
+        };
+        check(vol.clone(), expect.clone()).await;
+        let stats = vol.stats();
+        assert!(
+            stats.counters.gc_zones > 0,
+            "the workload must have exercised GC: {stats:?}"
+        );
+        assert!(stats.write_amplification > 1.0);
+        vol.unmount().await.expect("unmount");
+        drop(vol);
+        let (vol, report) = FtlVolume::mount(dev.clone(), opts).await.expect("remount");
+        assert_eq!(
+            report.scanned_blocks, 0,
+            "a clean unmount leaves nothing to scan"
+        );
+        check(vol.clone(), expect).await;
+        vol.unmount().await.expect("unmount");
+    });
+}
+
+#[test]
+fn zone_write_mode_round_trips() {
+    run(WriteMode::ZoneWrite);
+}
+
+#[test]
+fn zone_append_mode_round_trips() {
+    run(WriteMode::ZoneAppend);
+}
+
+#[test]
+fn bad_requests_get_errors_and_format_refuses_a_used_device() {
+    runtime().block_on(async {
+        let dev = common::device(geometry(), 2);
+        let vol = fresh(&dev, 200, small_opts()).await;
+        let n = vol.size_blocks();
+        let bs = vol.block_size() as usize;
+        assert_eq!(
+            vol.write(n, &block(bs, 1), false).await,
+            Err(BlockError::OutOfRange)
+        );
+        assert_eq!(
+            vol.write(0, &[1u8; 100], false).await,
+            Err(BlockError::Misaligned)
+        );
+        let mut buf = vec![0u8; 2 * bs];
+        assert_eq!(vol.read(n - 1, &mut buf).await, Err(BlockError::OutOfRange));
+        assert_eq!(vol.trim(n - 1, 2).await, Err(BlockError::OutOfRange));
+        vol.unmount().await.expect("unmount");
+        let again = ftl::format(
+            dev.as_ref(),
+            ftl::FormatOptions { op_permille: 200 },
+            8,
+            false,
+        )
+        .await;
+        assert!(matches!(again, Err(ftl::FtlError::NotEmpty)), "{again:?}");
+        ftl::format(
+            dev.as_ref(),
+            ftl::FormatOptions { op_permille: 200 },
+            8,
+            true,
+        )
+        .await
+        .expect("forced format");
+    });
+}
