@@ -198,12 +198,14 @@ impl FtlVolume {
     pub(crate) async fn checkpoint(&self) -> Result<(), FtlError> {
         let mut cur = self.ckpt.lock().await;
         let number = cur.number + 1;
-        let (bytes, seq) = {
+        let (bytes, seq, mark) = {
             let mut m = self.map.lock();
             m.filled_since_ckpt = 0;
+            let mark = m.begin_snapshot();
             (
                 checkpoint::snapshot(&m, number, self.volume_id),
                 m.next_seq(),
+                mark,
             )
         };
         // Everything the snapshot maps must be durable before the checkpoint says so.
@@ -212,7 +214,7 @@ impl FtlVolume {
         checkpoint::write_slot(self.dev.as_ref(), &self.layout, slot, &bytes).await?;
         cur.slot = slot;
         cur.number = number;
-        self.map.lock().checkpoint_durable(seq);
+        self.map.lock().checkpoint_durable(seq, mark);
         self.checkpoints.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }

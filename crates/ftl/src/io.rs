@@ -254,7 +254,9 @@ impl FtlVolume {
         let mut m = self.map.lock();
         match payload {
             Payload::Data { lba, seq, .. } => m.complete_write(z, offset, lba + done, blocks, seq),
-            Payload::Trim { record } => m.complete_trim_record(z, offset, record.seq),
+            Payload::Trim { record } => {
+                m.complete_trim_record(z, offset, record.lba, record.blocks, record.seq)
+            }
         }
         let wake = m.filled_since_ckpt >= self.opts.checkpoint_every_zones
             || m.free_zones() < self.opts.gc_background_free_zones;

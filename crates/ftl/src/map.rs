@@ -86,8 +86,11 @@ pub struct Mapping {
     pub(crate) zones: Vec<DataZone>,
     pub(crate) free: VecDeque<u32>,
     pub(crate) next_seq: u64,
-    /// Live trim records: pba -> sequence number.
+    /// Live trim records: pba -> the snapshot count when the record was written. A record
+    /// is needed until a checkpoint snapshotted after it is durable.
     pub(crate) trims: BTreeMap<u32, u64>,
+    /// Checkpoint snapshots taken.
+    pub(crate) snapshots: u64,
     /// Sequence number at the last durable checkpoint's snapshot.
     pub(crate) ckpt_seq: u64,
     /// Data zones filled since the last checkpoint.
@@ -107,6 +110,7 @@ impl Mapping {
             free: (0..layout.data_zones).collect(),
             next_seq: 1,
             trims: BTreeMap::new(),
+            snapshots: 0,
             ckpt_seq: 0,
             filled_since_ckpt: 0,
             counters: Counters::default(),
@@ -284,33 +288,35 @@ impl Mapping {
         self.end_write(z, Some((offset, blocks)));
     }
 
-    /// Trims `[lba, lba + blocks)`: they read as zeros from now on. Returns the trim's
-    /// sequence number, or None when nothing in the range was mapped (no record needed).
+    /// Starts a trim of `[lba, lba + blocks)`: returns its sequence number, or None when
+    /// nothing in the range is mapped (no record needed). The mapping changes only when the
+    /// trim record is written (`complete_trim_record`): until then the old contents must stay
+    /// reachable, since a crash before the record is durable brings them back.
     pub fn trim(&mut self, lba: u64, blocks: u64) -> Option<u64> {
         let range = lba as usize..(lba + blocks) as usize;
-        if self.l2p[range.clone()].iter().all(|p| *p == UNMAPPED) {
+        if self.l2p[range].iter().all(|p| *p == UNMAPPED) {
             return None;
         }
-        let seq = self.take_seq();
-        for l in range {
-            if self.l2p[l] != UNMAPPED {
-                self.invalidate(self.l2p[l]);
-                self.l2p[l] = UNMAPPED;
-            }
-            self.seq[l] = seq;
-        }
         self.counters.trims += 1;
-        Some(seq)
+        Some(self.take_seq())
     }
 
-    /// The trim record with `seq` was written at `offset` of zone `z`.
-    pub fn complete_trim_record(&mut self, z: u32, offset: u64, seq: u64) {
-        let pba = self.pba(z, offset);
-        if seq > self.ckpt_seq {
-            self.p2l[pba as usize] = P_TRIM;
-            self.trims.insert(pba, seq);
-            self.zones[z as usize].valid += 1;
+    /// The trim record for `[lba, lba + blocks)` with `seq` was written at `offset` of zone
+    /// `z`: the range now reads as zeros, except blocks written after the trim was submitted.
+    pub fn complete_trim_record(&mut self, z: u32, offset: u64, lba: u64, blocks: u64, seq: u64) {
+        for l in lba as usize..(lba + blocks) as usize {
+            if seq > self.seq[l] {
+                if self.l2p[l] != UNMAPPED {
+                    self.invalidate(self.l2p[l]);
+                    self.l2p[l] = UNMAPPED;
+                }
+                self.seq[l] = seq;
+            }
         }
+        let pba = self.pba(z, offset);
+        self.p2l[pba as usize] = P_TRIM;
+        self.trims.insert(pba, self.snapshots);
+        self.zones[z as usize].valid += 1;
         self.counters.meta_blocks += 1;
         self.end_write(z, Some((offset, 1)));
     }
@@ -364,13 +370,11 @@ impl Mapping {
         let moved = match self.p2l[src as usize] {
             P_INVALID => false,
             P_TRIM => match self.trims.remove(&src) {
-                Some(seq) => {
+                Some(mark) => {
                     self.invalidate(src);
-                    if seq > self.ckpt_seq {
-                        self.trims.insert(dst, seq);
-                        self.p2l[dst as usize] = P_TRIM;
-                        self.zones[z as usize].valid += 1;
-                    }
+                    self.trims.insert(dst, mark);
+                    self.p2l[dst as usize] = P_TRIM;
+                    self.zones[z as usize].valid += 1;
                     true
                 }
                 None => false,
@@ -412,14 +416,20 @@ impl Mapping {
         self.counters.gc_zones += 1;
     }
 
-    /// A checkpoint whose snapshot was taken at `seq` is durable: trim records older than it
-    /// are no longer needed.
-    pub fn checkpoint_durable(&mut self, seq: u64) {
+    /// Counts a checkpoint snapshot about to be taken; returns its mark.
+    pub fn begin_snapshot(&mut self) -> u64 {
+        self.snapshots += 1;
+        self.snapshots
+    }
+
+    /// The checkpoint with snapshot `mark`, taken at sequence number `seq`, is durable: trim
+    /// records written before that snapshot are no longer needed.
+    pub fn checkpoint_durable(&mut self, seq: u64, mark: u64) {
         self.ckpt_seq = self.ckpt_seq.max(seq);
         let dead: Vec<u32> = self
             .trims
             .iter()
-            .filter(|(_, s)| **s < self.ckpt_seq)
+            .filter(|(_, m)| **m < mark)
             .map(|(p, _)| *p)
             .collect();
         for pba in dead {

@@ -104,13 +104,20 @@ pub async fn recover(dev: &dyn ZonedDevice, layout: &Layout) -> Result<Recovered
             stale: was_used && !same,
         });
     }
-    let stale: Vec<bool> = plans.iter().map(|p| p.stale).collect();
+    // Checkpoint entries into zones reset since are unresolved until a scan supersedes them;
+    // entries set by the scan itself are current wherever they point.
+    let unresolved: Vec<bool> = m
+        .l2p
+        .iter()
+        .map(|&p| p != UNMAPPED && plans[zone_of(&m, p)].stale)
+        .collect();
+    let mut stale = unresolved;
     let mut scanned_zones = 0;
     let mut scanned_blocks = 0;
     for (z, plan) in plans.iter().enumerate() {
         if let Some((from, to)) = plan.scan {
             scanned_zones += 1;
-            scanned_blocks += scan_zone(dev, &mut m, z as u32, from, to, &stale).await?;
+            scanned_blocks += scan_zone(dev, &mut m, z as u32, from, to, &mut stale).await?;
         }
     }
     finish(&mut m, &stale)?;
@@ -132,7 +139,7 @@ async fn scan_zone(
     z: u32,
     from: u64,
     to: u64,
-    stale: &[bool],
+    unresolved: &mut [bool],
 ) -> Result<u64, FtlError> {
     let g = dev.geometry();
     let bs = g.block_size as usize;
@@ -149,7 +156,7 @@ async fn scan_zone(
         for i in 0..n as usize {
             let pba = m.pba(z, at + i as u64);
             match records::decode_tag(&md[i * oob..(i + 1) * oob]) {
-                Tag::Data { lba, seq } => apply_data(m, pba, lba, seq, stale)?,
+                Tag::Data { lba, seq } => apply_data(m, pba, lba, seq, unresolved)?,
                 Tag::Trim { seq } => {
                     let rec = records::decode_trim(&d[i * bs..(i + 1) * bs]).ok_or_else(|| {
                         FtlError::Corrupt(format!(
@@ -157,7 +164,7 @@ async fn scan_zone(
                             at + i as u64
                         ))
                     })?;
-                    apply_trim(m, pba, rec, seq)?;
+                    apply_trim(m, pba, rec, seq, unresolved)?;
                 }
                 Tag::Header { .. } => {}
                 // The end of what was written to a zone finished early.
@@ -178,7 +185,7 @@ fn apply_data(
     pba: u32,
     lba: u64,
     seq: u64,
-    stale: &[bool],
+    unresolved: &mut [bool],
 ) -> Result<(), FtlError> {
     if lba >= m.layout.volume_blocks {
         return Err(FtlError::Corrupt(format!(
@@ -186,12 +193,12 @@ fn apply_data(
         )));
     }
     let l = lba as usize;
-    let cur = m.l2p[l];
-    let newer = seq > m.seq[l];
-    let same_but_stale = seq == m.seq[l] && cur != UNMAPPED && stale[zone_of(m, cur)];
-    if newer || same_but_stale {
+    // A copy with the same sequence number (garbage collection keeps it) replaces an entry
+    // whose zone was reset.
+    if seq > m.seq[l] || (seq == m.seq[l] && unresolved[l]) {
         m.l2p[l] = pba;
         m.seq[l] = seq;
+        unresolved[l] = false;
     }
     m.next_seq = m.next_seq.max(seq + 1);
     Ok(())
@@ -202,6 +209,7 @@ fn apply_trim(
     pba: u32,
     rec: records::TrimRecord,
     seq: u64,
+    unresolved: &mut [bool],
 ) -> Result<(), FtlError> {
     if rec.seq != seq
         || rec
@@ -217,23 +225,24 @@ fn apply_trim(
         if seq > m.seq[l as usize] {
             m.l2p[l as usize] = UNMAPPED;
             m.seq[l as usize] = seq;
+            unresolved[l as usize] = false;
         }
     }
-    if seq > m.ckpt_seq {
-        m.trims.insert(pba, seq);
-    }
+    // Whether the checkpoint already covers this record is unknown, so it stays live until
+    // the checkpoint the mount writes.
+    m.trims.insert(pba, 0);
     m.next_seq = m.next_seq.max(seq + 1);
     Ok(())
 }
 
 /// Rebuilds the reverse map, valid counts and the free list, and refuses lost data.
-fn finish(m: &mut Mapping, stale: &[bool]) -> Result<(), FtlError> {
+fn finish(m: &mut Mapping, unresolved: &[bool]) -> Result<(), FtlError> {
     for (lba, &pba) in m.l2p.iter().enumerate() {
         if pba == UNMAPPED {
             continue;
         }
         let z = zone_of(m, pba);
-        if stale[z] || m.zones[z].use_ == ZoneUse::Free {
+        if unresolved[lba] || m.zones[z].use_ == ZoneUse::Free {
             return Err(FtlError::Corrupt(format!(
                 "LBA {lba} was in data zone {z}, which was reset since the checkpoint, and no newer copy was found"
             )));
