@@ -89,14 +89,38 @@ async fn check_all(vol: &FtlVolume, model: &mut Model, seed: u64, when: &str) {
     }
 }
 
-async fn remount(dev: &Arc<EmuDevice>, opts: MountOptions, seed: u64) -> Arc<FtlVolume> {
+async fn remount(
+    dev: &Arc<EmuDevice>,
+    opts: MountOptions,
+    seed: u64,
+    cov: &mut Coverage,
+) -> Arc<FtlVolume> {
     match FtlVolume::mount(dev.clone(), opts).await {
-        Ok((v, _)) => v,
+        Ok((v, report)) => {
+            cov.scanned_blocks += report.scanned_blocks;
+            v
+        }
         Err(e) => panic!("seed {seed}: mount after a crash failed: {e}"),
     }
 }
 
-async fn schedule(seed: u64, ops: usize) {
+fn account(vol: &FtlVolume, cov: &mut Coverage) {
+    let s = vol.stats();
+    cov.gc_zones += s.counters.gc_zones;
+    cov.trims += s.counters.trims;
+}
+
+/// What a schedule exercised, so the test can prove its coverage.
+#[derive(Default)]
+struct Coverage {
+    crashes: u64,
+    gc_zones: u64,
+    scanned_blocks: u64,
+    trims: u64,
+}
+
+async fn schedule(seed: u64, ops: usize) -> Coverage {
+    let mut cov = Coverage::default();
     let mut rng = SimRng::new(seed);
     let dev = common::device(geometry(), seed);
     // Random extra latency makes device commands pend, so the maintenance task and the
@@ -117,7 +141,7 @@ async fn schedule(seed: u64, ops: usize) {
     )
     .await
     .expect("format");
-    let mut vol = remount(&dev, opts, seed).await;
+    let mut vol = remount(&dev, opts, seed, &mut cov).await;
     let n = vol.size_blocks();
     let bs = vol.block_size() as usize;
     let mut model = Model {
@@ -187,8 +211,10 @@ async fn schedule(seed: u64, ops: usize) {
                 }
                 dev.power_loss(rng.next_u64()).expect("power loss");
                 vol.stop_maintenance().await;
+                account(&vol, &mut cov);
+                cov.crashes += 1;
                 opts = options(&mut rng);
-                vol = remount(&dev, opts, seed).await;
+                vol = remount(&dev, opts, seed, &mut cov).await;
                 check_all(
                     &vol,
                     &mut model,
@@ -202,7 +228,7 @@ async fn schedule(seed: u64, ops: usize) {
                     .await
                     .unwrap_or_else(|e| panic!("seed {seed} op {op}: unmount failed: {e}"));
                 model.flush();
-                vol = remount(&dev, opts, seed).await;
+                vol = remount(&dev, opts, seed, &mut cov).await;
             }
             _ => {
                 let lba = rng.below(n);
@@ -220,19 +246,22 @@ async fn schedule(seed: u64, ops: usize) {
     }
     dev.power_loss(rng.next_u64()).expect("power loss");
     vol.stop_maintenance().await;
-    let vol = remount(&dev, opts, seed).await;
+    account(&vol, &mut cov);
+    cov.crashes += 1;
+    let vol = remount(&dev, opts, seed, &mut cov).await;
     check_all(&vol, &mut model, seed, "after the final power loss").await;
     let stats = vol.stats();
     assert!(stats.mapped_blocks <= n);
+    cov
 }
 
-fn run(seed: u64, ops: usize) {
+fn run(seed: u64, ops: usize) -> Coverage {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .start_paused(true)
         .build()
         .expect("runtime");
-    rt.block_on(schedule(seed, ops));
+    rt.block_on(schedule(seed, ops))
 }
 
 #[test]
@@ -244,7 +273,29 @@ fn one_thousand_seeded_crash_schedules() {
         run(seed, 300);
         return;
     }
+    let mut total = Coverage::default();
     for seed in 0..1000u64 {
-        run(seed, 300);
+        let c = run(seed, 300);
+        total.crashes += c.crashes;
+        total.gc_zones += c.gc_zones;
+        total.scanned_blocks += c.scanned_blocks;
+        total.trims += c.trims;
     }
+    println!(
+        "{} power cuts, {} zones collected, {} blocks scanned in recovery, {} trims",
+        total.crashes, total.gc_zones, total.scanned_blocks, total.trims
+    );
+    // The schedules must really have cut power, collected garbage, scanned and trimmed.
+    assert!(total.crashes >= 5_000, "only {} power cuts", total.crashes);
+    assert!(
+        total.gc_zones >= 10_000,
+        "only {} zones collected",
+        total.gc_zones
+    );
+    assert!(
+        total.scanned_blocks >= 100_000,
+        "only {} blocks scanned",
+        total.scanned_blocks
+    );
+    assert!(total.trims >= 5_000, "only {} trims", total.trims);
 }
