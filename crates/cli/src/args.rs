@@ -264,4 +264,6 @@ pub struct FaultArgs {
 pub enum BenchCmd {
     /// The emulator's own speed against a memcpy loop, and its file backend against fio.
     Emu(crate::bench_emu::BenchEmuArgs),
+    /// Write amplification of the host FTL under random overwrites.
+    Ftl(crate::bench_ftl::BenchFtlArgs),
 }

@@ -277,7 +277,7 @@ pub async fn write_slot(
     }
     dev.flush().await?;
     // Release the open and active resources the slot's last, partly written zone holds.
-    if blocks % layout.zone_blocks != 0 {
+    if !blocks.is_multiple_of(layout.zone_blocks) {
         let last = ((blocks - 1) / layout.zone_blocks) as u32;
         dev.zone_mgmt(
             ZoneAction::Finish,

@@ -60,24 +60,32 @@ impl FtlVolume {
 
     /// Collects one victim zone; false when no zone has anything to reclaim.
     pub(crate) async fn collect_one(&self) -> Result<bool, FtlError> {
-        let (victim, live) = {
+        let (victim, hot, cold) = {
             let mut m = self.map.lock();
             let Some(v) = m.pick_victim(self.opts.victim_policy) else {
                 return Ok(false);
             };
             m.start_collecting(v);
             let (data, trims) = m.live_blocks(v);
-            let mut live: Vec<u32> = data
-                .iter()
-                .map(|(p, _)| *p)
-                .chain(trims.iter().map(|(p, _)| *p))
-                .collect();
-            live.sort_unstable();
-            (v, live)
+            // Copies are split by temperature, so blocks rewritten soon do not share zones
+            // with blocks that stay.
+            let (mut hot, mut cold): (Vec<u32>, Vec<u32>) = (Vec::new(), Vec::new());
+            for (p, lba) in &data {
+                match m.classify(*lba, self.opts.hot_cold) {
+                    Stream::Hot => hot.push(*p),
+                    _ => cold.push(*p),
+                }
+            }
+            cold.extend(trims.iter().map(|(p, _)| *p));
+            hot.sort_unstable();
+            cold.sort_unstable();
+            (v, hot, cold)
         };
-        let mut i = 0;
-        while i < live.len() {
-            i += self.move_batch(&live[i..]).await?;
+        for (list, stream) in [(hot, Stream::Gc), (cold, Stream::GcCold)] {
+            let mut i = 0;
+            while i < list.len() {
+                i += self.move_batch(&list[i..], stream).await?;
+            }
         }
         // The copies must be durable before the only other copy goes away.
         retry(|| self.dev.flush()).await?;
@@ -114,15 +122,15 @@ impl FtlVolume {
     }
 
     /// Moves a prefix of `srcs` (sorted physical blocks) into the GC zone; returns how many.
-    async fn move_batch(&self, srcs: &[u32]) -> Result<usize, FtlError> {
+    async fn move_batch(&self, srcs: &[u32], stream: Stream) -> Result<usize, FtlError> {
         let g = self.layout.geometry;
         let gc_slot = self
             .slots
             .iter()
-            .position(|s| s.stream == Stream::Gc)
+            .position(|s| s.stream == stream)
             .unwrap_or(self.slots.len() - 1);
         let mut guard = self.slots[gc_slot].zone.lock().await;
-        let z = self.acquire_zone(&mut guard, Stream::Gc).await?;
+        let z = self.acquire_zone(&mut guard, stream).await?;
         let use_copy = self.opts.use_copy;
         let max = if use_copy {
             g.copy_max_blocks.min(g.mdts_blocks)

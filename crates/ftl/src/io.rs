@@ -53,7 +53,38 @@ impl FtlVolume {
             }
             Stream::Cold => hot,
             Stream::Gc => hot + 1,
+            Stream::GcCold => hot + 2,
         }
+    }
+
+    /// The zone `guard` holds, if it is still open for `stream` with room; clears it if not.
+    fn existing_zone(&self, guard: &mut Option<(u32, u64)>, stream: Stream) -> Option<u32> {
+        let (z, generation) = (*guard)?;
+        let m = self.map.lock();
+        let zone = m.zone(z);
+        // The zone may have filled, been collected and even reopened since.
+        if zone.generation == generation
+            && zone.use_ == ZoneUse::Open(stream)
+            && zone.reserved < self.layout.zone_blocks
+        {
+            return Some(z);
+        }
+        drop(m);
+        *guard = None;
+        None
+    }
+
+    /// A slot of a user stream with an open zone and room, when `stream` can open none.
+    async fn borrow_user_zone(
+        &self,
+    ) -> Option<(tokio::sync::MutexGuard<'_, Option<(u32, u64)>>, u32)> {
+        for slot in self.slots.iter().filter(|s| !s.stream.is_gc()) {
+            let mut guard = slot.zone.lock().await;
+            if let Some(z) = self.existing_zone(&mut guard, slot.stream) {
+                return Some((guard, z));
+            }
+        }
+        None
     }
 
     /// Makes sure `guard` holds an open zone with room, opening a new one (and writing its
@@ -63,21 +94,10 @@ impl FtlVolume {
         guard: &mut Option<(u32, u64)>,
         stream: Stream,
     ) -> Result<u32, FtlError> {
-        let cap = self.layout.zone_blocks;
         loop {
             self.check_failed()?;
-            if let Some((z, generation)) = *guard {
-                let m = self.map.lock();
-                let zone = m.zone(z);
-                // The zone may have filled, been collected and even reopened since.
-                if zone.generation == generation
-                    && zone.use_ == ZoneUse::Open(stream)
-                    && zone.reserved < cap
-                {
-                    return Ok(z);
-                }
-                drop(m);
-                *guard = None;
+            if let Some(z) = self.existing_zone(guard, stream) {
+                return Ok(z);
             }
             let waiting = self.space.notified();
             tokio::pin!(waiting);
@@ -93,19 +113,21 @@ impl FtlVolume {
                 let reclaimable =
                     m.pick_victim(self.opts.victim_policy).is_some() || m.collecting_any();
                 let floor = match stream {
-                    Stream::Gc => 0,
+                    s if s.is_gc() => 0,
                     _ if reclaimable => self
                         .opts
                         .gc_foreground_free_zones
                         .max(self.layout.reserve_zones),
-                    _ => self.layout.reserve_zones,
+                    // Nothing reclaimable anywhere: the next overwrite creates some, and one
+                    // reserve zone is enough for garbage collection.
+                    _ => self.layout.reserve_zones.saturating_sub(1).max(1),
                 };
                 if free > floor {
                     (m.open_zone(stream), false)
                 } else {
                     (
                         None,
-                        !reclaimable && stream != Stream::Gc && !m.open_zone_filling(),
+                        !reclaimable && !stream.is_gc() && !m.open_zone_filling(),
                     )
                 }
             };
@@ -115,7 +137,21 @@ impl FtlVolume {
                     *guard = Some((z, generation));
                     return Ok(z);
                 }
-                None if stream == Stream::Gc || hopeless => return Err(FtlError::NoSpace),
+                None if stream.is_gc() => return Err(FtlError::NoSpace),
+                None if hopeless => {
+                    // All reclaimable space sits in open zones: seal the idle ones.
+                    let sealed = self.map.lock().seal_idle();
+                    if sealed.is_empty() {
+                        return Err(FtlError::NoSpace);
+                    }
+                    for z in sealed {
+                        let _ = self
+                            .dev
+                            .zone_mgmt(ZoneAction::Finish, self.layout.data_zone_start(z), false)
+                            .await;
+                    }
+                    self.maint_wake.notify_one();
+                }
                 None => waiting.await,
             }
         }
@@ -180,7 +216,14 @@ impl FtlVolume {
         while done < total {
             let slot = &self.slots[self.pick_slot(stream)];
             let mut guard = slot.zone.lock().await;
-            let z = self.acquire_zone(&mut guard, stream).await?;
+            let (mut guard, z) = match self.acquire_zone(&mut guard, stream).await {
+                Ok(z) => (guard, z),
+                Err(FtlError::NoSpace) if !stream.is_gc() => {
+                    drop(guard);
+                    self.borrow_user_zone().await.ok_or(FtlError::NoSpace)?
+                }
+                Err(e) => return Err(e),
+            };
             let r = self.map.lock().reserve(z, (total - done).min(limit));
             if r.blocks == 0 {
                 *guard = None;

@@ -94,6 +94,9 @@ pub struct Layout {
     pub reserve_zones: u32,
 }
 
+/// Free zones garbage collection keeps for its own progress, by default.
+pub const RESERVE_ZONES_DEFAULT: u32 = 2;
+
 /// Bytes of checkpoint per logical block (mapping entry + sequence number) and per zone.
 pub const CKPT_BYTES_PER_LBA: u64 = 12;
 pub const CKPT_BYTES_PER_ZONE: u64 = 32;

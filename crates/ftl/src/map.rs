@@ -28,7 +28,16 @@ pub(crate) const P_TRIM: u32 = u32::MAX - 1;
 pub enum Stream {
     Hot,
     Cold,
+    /// Garbage collection copies of recently written (hot) blocks.
     Gc,
+    /// Garbage collection copies of cold blocks.
+    GcCold,
+}
+
+impl Stream {
+    pub fn is_gc(self) -> bool {
+        matches!(self, Stream::Gc | Stream::GcCold)
+    }
 }
 
 /// What a data zone is used for.
@@ -67,6 +76,9 @@ pub struct Counters {
     pub trims: u64,
     pub meta_blocks: u64,
 }
+
+/// Live contents of a zone: (pba, lba) of valid data, (pba, mark) of live trim records.
+pub type LiveBlocks = (Vec<(u32, u64)>, Vec<(u32, u64)>);
 
 /// A reservation of blocks in a stream's open zone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -147,6 +159,8 @@ impl Mapping {
             return Stream::Hot;
         }
         let last = self.seq[lba as usize];
+        // Rewritten within the last volume's worth of writes: an 80/20 workload's hot blocks
+        // come back every quarter volume, its cold ones every four volumes.
         if last != 0 && self.next_seq - last < self.layout.volume_blocks {
             Stream::Hot
         } else {
@@ -257,6 +271,8 @@ impl Mapping {
         if let Some((off, n)) = done {
             zone.prefix.complete(off, n);
         }
+        // Cost-benefit's age of a zone counts from its last write.
+        zone.last_seq = self.next_seq;
         if zone.reserved == cap && zone.inflight == 0 && zone.use_ != ZoneUse::Full {
             zone.use_ = ZoneUse::Full;
             self.filled_since_ckpt += 1;
@@ -282,8 +298,6 @@ impl Mapping {
                 self.zones[z as usize].valid += 1;
             }
         }
-        let zone = &mut self.zones[z as usize];
-        zone.last_seq = zone.last_seq.max(seq);
         self.counters.user_blocks += blocks;
         self.end_write(z, Some((offset, blocks)));
     }
@@ -344,8 +358,8 @@ impl Mapping {
     }
 
     /// What must move out of zone `z` before it can be reset: (pba, lba) of valid data and
-    /// (pba, seq) of live trim records.
-    pub fn live_blocks(&self, z: u32) -> (Vec<(u32, u64)>, Vec<(u32, u64)>) {
+    /// (pba, snapshot mark) of live trim records.
+    pub fn live_blocks(&self, z: u32) -> LiveBlocks {
         let start = self.pba(z, 0);
         let mut data = Vec::new();
         let mut trims = Vec::new();
@@ -397,8 +411,6 @@ impl Mapping {
 
     /// Ends a GC copy command of `blocks` blocks at `offset` of zone `z`.
     pub fn end_gc_write(&mut self, z: u32, offset: u64, blocks: u64) {
-        let zone = &mut self.zones[z as usize];
-        zone.last_seq = zone.last_seq.max(self.ckpt_seq);
         self.end_write(z, Some((offset, blocks)));
     }
 
@@ -450,6 +462,25 @@ impl Mapping {
             .any(|z| matches!(z.use_, ZoneUse::Open(_)) && z.inflight > 0)
     }
 
+    /// Seals every open zone that holds invalid blocks and has no write in flight, so garbage
+    /// collection can reclaim them; returns the sealed zones (the caller finishes them on the
+    /// device). Used when nothing else is reclaimable.
+    pub fn seal_idle(&mut self) -> Vec<u32> {
+        let cap = self.layout.zone_blocks;
+        let idle: Vec<u32> = (0..self.layout.data_zones)
+            .filter(|&z| {
+                let zone = &self.zones[z as usize];
+                matches!(zone.use_, ZoneUse::Open(_))
+                    && zone.inflight == 0
+                    && zone.valid + 1 < zone.reserved.min(cap)
+            })
+            .collect();
+        for &z in &idle {
+            self.abandon(z);
+        }
+        idle
+    }
+
     /// Marks zone `z` as picked by garbage collection.
     pub fn start_collecting(&mut self, z: u32) {
         self.zones[z as usize].collecting = true;
@@ -484,7 +515,7 @@ impl Mapping {
             }
             valid[z] += 1;
         }
-        for (&pba, _) in &self.trims {
+        for &pba in self.trims.keys() {
             valid[self.zone_of(pba) as usize] += 1;
         }
         for (z, zone) in self.zones.iter().enumerate() {

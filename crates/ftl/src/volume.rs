@@ -14,8 +14,7 @@ use crate::map::{Counters, Mapping, Stream};
 use crate::recovery;
 use crate::FtlError;
 
-/// Free zones garbage collection always keeps for its own progress.
-pub const RESERVE_ZONES: u32 = 2;
+use crate::layout::RESERVE_ZONES_DEFAULT as RESERVE_ZONES;
 
 /// One open-zone slot of a stream. In Zone Write mode its lock is held across the write, so
 /// each open zone has one write in flight and writes reach the device in write-pointer order.
@@ -169,6 +168,10 @@ impl FtlVolume {
         });
         slots.push(Slot {
             stream: Stream::Gc,
+            zone: Default::default(),
+        });
+        slots.push(Slot {
+            stream: Stream::GcCold,
             zone: Default::default(),
         });
         FtlVolume {

@@ -1,0 +1,184 @@
+//! `zonestack bench ftl`: write amplification of the host FTL under uniform random and
+//! hot/cold 4 KiB overwrites at a chosen utilisation, on an in-memory emulated device, in one
+//! thread. Prints figures; asserts nothing.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Instant;
+
+use clap::{Args, ValueEnum};
+use emu::{EmuConfig, EmuDevice};
+use ftl::{FormatOptions, FtlVolume, MountOptions, VictimPolicy};
+use serde_json::json;
+use zns::{BlockDevice, Geometry, SimRng};
+
+use crate::commands::{CliError, CliResult};
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Workload {
+    /// Every block equally likely.
+    Uniform,
+    /// 80% of writes to 20% of the blocks.
+    Hotcold,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Policy {
+    Greedy,
+    CostBenefit,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchFtlArgs {
+    #[arg(long, value_enum, default_value = "uniform")]
+    pub workload: Workload,
+    /// Live data as a fraction of the data zones' physical blocks.
+    #[arg(long, default_value_t = 0.8)]
+    pub util: f64,
+    #[arg(long, value_enum, default_value = "greedy")]
+    pub policy: Policy,
+    /// Separate hot and cold user data into different zones.
+    #[arg(long)]
+    pub hot_cold: bool,
+    #[arg(long, default_value_t = 160)]
+    pub zones: u32,
+    /// Blocks (4 KiB) per zone.
+    #[arg(long, default_value_t = 1024)]
+    pub zone_blocks: u64,
+    /// Volume-sized passes of random overwrites before measuring.
+    #[arg(long, default_value_t = 3.0)]
+    pub warmup: f64,
+    /// Volume-sized passes measured.
+    #[arg(long, default_value_t = 4.0)]
+    pub passes: f64,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Background GC watermark (free zones).
+    #[arg(long, default_value_t = 3)]
+    pub bg: u32,
+    /// Foreground GC watermark (free zones).
+    #[arg(long, default_value_t = 2)]
+    pub fg: u32,
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn geometry(a: &BenchFtlArgs) -> Geometry {
+    let (zasl_blocks, r, rb, t) = emu::config::reference_limits(4096);
+    Geometry {
+        block_size: 4096,
+        oob_size: 16,
+        zone_count: a.zones,
+        zone_size: a.zone_blocks.next_power_of_two(),
+        zone_capacity: a.zone_blocks,
+        max_open: 14,
+        max_active: 14,
+        zasl_blocks,
+        mdts_blocks: 512,
+        copy_max_ranges: r,
+        copy_max_range_blocks: rb,
+        copy_max_blocks: t,
+        cross_zone_reads: false,
+    }
+}
+
+fn other(e: impl std::fmt::Display) -> CliError {
+    CliError::Other(e.to_string())
+}
+
+pub async fn run(a: &BenchFtlArgs, out: &mut impl Write) -> CliResult {
+    if !(0.1..=0.95).contains(&a.util) {
+        return Err(CliError::Usage(format!(
+            "--util {} is outside 0.1..=0.95",
+            a.util
+        )));
+    }
+    let g = geometry(a);
+    let dev = Arc::new(
+        EmuDevice::new_memory(EmuConfig {
+            seed: a.seed,
+            ..EmuConfig::new(g)
+        })
+        .map_err(other)?,
+    );
+    // Pick the over-provisioning that puts the volume at the requested share of the data
+    // zones' physical blocks (the reserve zones count as physical space).
+    let probe = ftl::Layout::new(g, 100, ftl::layout::RESERVE_ZONES_DEFAULT).map_err(other)?;
+    let physical = u64::from(probe.data_zones) * (g.zone_capacity - 1);
+    let usable = u64::from(probe.data_zones - probe.reserve_zones) * (g.zone_capacity - 1);
+    let op = (1000.0 - 1000.0 * a.util * physical as f64 / usable as f64).round() as u32;
+    ftl::format(
+        dev.as_ref(),
+        FormatOptions { op_permille: op },
+        a.seed,
+        false,
+    )
+    .await
+    .map_err(other)?;
+    let policy = match a.policy {
+        Policy::Greedy => VictimPolicy::Greedy,
+        Policy::CostBenefit => VictimPolicy::CostBenefit,
+    };
+    let opts = MountOptions {
+        victim_policy: policy,
+        hot_cold: a.hot_cold,
+        hot_zones: 1,
+        gc_background_free_zones: a.bg,
+        gc_foreground_free_zones: a.fg,
+        ..MountOptions::default()
+    };
+    let (vol, _) = FtlVolume::mount(dev.clone(), opts).await.map_err(other)?;
+    let n = vol.size_blocks();
+    let util = n as f64 / physical as f64;
+    let block = vec![0x5au8; 4096];
+    for lba in 0..n {
+        vol.write(lba, &block, false).await.map_err(other)?;
+    }
+    let mut rng = SimRng::new(a.seed);
+    let hot_blocks = n / 5;
+    let pick = |rng: &mut SimRng| match a.workload {
+        Workload::Uniform => rng.below(n),
+        Workload::Hotcold if rng.chance(0.8) => rng.below(hot_blocks),
+        Workload::Hotcold => hot_blocks + rng.below(n - hot_blocks),
+    };
+    for _ in 0..(a.warmup * n as f64) as u64 {
+        vol.write(pick(&mut rng), &block, false)
+            .await
+            .map_err(other)?;
+    }
+    let before = vol.stats().counters;
+    let t = Instant::now();
+    let writes = (a.passes * n as f64) as u64;
+    for _ in 0..writes {
+        vol.write(pick(&mut rng), &block, false)
+            .await
+            .map_err(other)?;
+    }
+    let secs = t.elapsed().as_secs_f64();
+    let after = vol.stats().counters;
+    vol.unmount().await.map_err(other)?;
+    let user = after.user_blocks - before.user_blocks;
+    let gc = after.gc_blocks - before.gc_blocks;
+    let wa = (user + gc) as f64 / user as f64;
+    let v = json!({
+        "workload": format!("{:?}", a.workload).to_lowercase(),
+        "policy": format!("{:?}", a.policy).to_lowercase(),
+        "hot_cold": a.hot_cold,
+        "utilisation": util,
+        "volume_blocks": n,
+        "measured_writes": writes,
+        "write_amplification": wa,
+        "zones_collected": after.gc_zones - before.gc_zones,
+        "writes_per_sec": writes as f64 / secs,
+    });
+    if a.json {
+        writeln!(out, "{v}")?;
+    } else {
+        writeln!(
+            out,
+            "{:?} 4 KiB overwrites, {:?} victims, hot/cold {}: utilisation {:.3}, WA {:.3} over {} writes ({:.0} writes/s)",
+            a.workload, a.policy, a.hot_cold, util, wa, writes, writes as f64 / secs
+        )?;
+    }
+    Ok(())
+}
