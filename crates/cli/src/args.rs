@@ -40,6 +40,9 @@ pub enum Cmd {
         /// Device image.
         path: PathBuf,
     },
+    /// The host FTL: a random-access block volume on a zoned device image.
+    #[command(subcommand)]
+    Ftl(crate::cmd_ftl::FtlCmd),
     /// Benchmarks (they print figures; they are not tests).
     #[command(subcommand)]
     Bench(BenchCmd),

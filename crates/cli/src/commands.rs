@@ -87,7 +87,9 @@ pub fn path_of(cmd: &Cmd) -> &Path {
         },
         Cmd::Fault(FaultArgs { path, .. }) => path,
         Cmd::Session { path } | Cmd::Flush { path } | Cmd::PowerLoss { path, .. } => path,
-        Cmd::Quickstart(_) | Cmd::Device(DeviceCmd::Profiles) | Cmd::Bench(_) => Path::new(""),
+        Cmd::Quickstart(_) | Cmd::Device(DeviceCmd::Profiles) | Cmd::Bench(_) | Cmd::Ftl(_) => {
+            Path::new("")
+        }
     }
 }
 
@@ -559,7 +561,8 @@ pub async fn execute(dev: &EmuDevice, cmd: &Cmd, out: &mut impl Write) -> CliRes
         | Cmd::Device(DeviceCmd::Profiles)
         | Cmd::Quickstart(_)
         | Cmd::Session { .. }
-        | Cmd::Bench(_) => Err(CliError::Usage(
+        | Cmd::Bench(_)
+        | Cmd::Ftl(_) => Err(CliError::Usage(
             "this command cannot run inside a session".into(),
         )),
     }

@@ -3,6 +3,7 @@
 mod args;
 mod bench_emu;
 mod bench_ftl;
+mod cmd_ftl;
 mod commands;
 mod quickstart;
 mod session;
@@ -48,6 +49,7 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         }
         Cmd::Bench(args::BenchCmd::Emu(a)) => bench_emu::run(&a, &mut out).await,
         Cmd::Bench(args::BenchCmd::Ftl(a)) => bench_ftl::run(&a, &mut out).await,
+        Cmd::Ftl(c) => cmd_ftl::run(&c, &mut out).await,
         cmd => {
             let path = commands::path_of(&cmd).to_path_buf();
             let dev = commands::open(&path)?;

@@ -63,8 +63,8 @@ impl Default for MountOptions {
             victim_policy: VictimPolicy::CostBenefit,
             hot_zones: 4,
             hot_cold: true,
-            gc_background_free_zones: 6,
-            gc_foreground_free_zones: 3,
+            gc_background_free_zones: 3,
+            gc_foreground_free_zones: 2,
             checkpoint_every_zones: 16,
             use_copy: true,
         }

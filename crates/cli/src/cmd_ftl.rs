@@ -1,0 +1,202 @@
+//! `zonestack ftl format|mount|check|stats`: the host FTL volume on an emulated device image.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::{Args, Subcommand, ValueEnum};
+use emu::EmuDevice;
+use ftl::{FormatOptions, FtlVolume, MountOptions, VictimPolicy, WriteMode};
+use serde_json::json;
+use zns::ZonedDevice;
+
+use crate::commands::{self, CliError, CliResult};
+
+#[derive(Subcommand, Debug)]
+pub enum FtlCmd {
+    /// Format a block volume on a device image (refuses a device holding data without --force).
+    Format {
+        path: PathBuf,
+        /// Over-provisioning in percent of the data area (space kept for garbage collection).
+        #[arg(long, default_value_t = 7.0)]
+        op: f64,
+        #[arg(long)]
+        force: bool,
+    },
+    /// Mount the volume (recovering after a crash), report what recovery did, unmount cleanly.
+    Mount {
+        path: PathBuf,
+        #[command(flatten)]
+        opts: MountArgs,
+    },
+    /// Rebuild the mapping read-only and check its invariants; exit 1 if the volume is corrupt.
+    Check { path: PathBuf },
+    /// Sizes and usage of the volume (read-only).
+    Stats {
+        path: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ModeArg {
+    /// Zone Write, one write in flight per open zone.
+    Write,
+    /// Zone Append, several in flight per zone.
+    Append,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum PolicyArg {
+    Greedy,
+    CostBenefit,
+}
+
+#[derive(Args, Debug, Clone, Copy)]
+pub struct MountArgs {
+    #[arg(long, value_enum, default_value = "write")]
+    pub write_mode: ModeArg,
+    #[arg(long, value_enum, default_value = "cost-benefit")]
+    pub gc_policy: PolicyArg,
+    /// Do not separate hot and cold data.
+    #[arg(long)]
+    pub no_hot_cold: bool,
+    /// Relocate by host read and write instead of the device's Simple Copy.
+    #[arg(long)]
+    pub no_copy: bool,
+}
+
+impl MountArgs {
+    pub fn options(&self) -> MountOptions {
+        MountOptions {
+            write_mode: match self.write_mode {
+                ModeArg::Write => WriteMode::ZoneWrite,
+                ModeArg::Append => WriteMode::ZoneAppend,
+            },
+            victim_policy: match self.gc_policy {
+                PolicyArg::Greedy => VictimPolicy::Greedy,
+                PolicyArg::CostBenefit => VictimPolicy::CostBenefit,
+            },
+            hot_cold: !self.no_hot_cold,
+            use_copy: !self.no_copy,
+            ..MountOptions::default()
+        }
+    }
+}
+
+fn other(e: impl std::fmt::Display) -> CliError {
+    CliError::Other(e.to_string())
+}
+
+/// A volume id that differs between formats.
+fn new_volume_id() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    zns::SimRng::new(t as u64 ^ u64::from(std::process::id())).next_u64()
+}
+
+async fn with_device<T, F, Fut>(path: &std::path::Path, f: F) -> Result<T, CliError>
+where
+    F: FnOnce(Arc<EmuDevice>) -> Fut,
+    Fut: std::future::Future<Output = Result<T, CliError>>,
+{
+    let dev = Arc::new(commands::open(path)?);
+    let r = f(dev.clone()).await;
+    dev.shutdown().map_err(other)?;
+    r
+}
+
+pub async fn run(cmd: &FtlCmd, out: &mut impl Write) -> CliResult {
+    match cmd {
+        FtlCmd::Format { path, op, force } => {
+            if !(1.0..=90.0).contains(op) {
+                return Err(CliError::Usage(format!(
+                    "--op {op} is outside 1..=90 percent"
+                )));
+            }
+            let id = new_volume_id();
+            let force = *force;
+            let op_permille = (op * 10.0).round() as u32;
+            let text = with_device(path, |dev| async move {
+                let layout = ftl::format(dev.as_ref(), FormatOptions { op_permille }, id, force).await.map_err(|e| match e {
+                    ftl::FtlError::NotEmpty => CliError::Other(format!("{} already holds data; pass --force to overwrite it", path.display())),
+                    e => other(e),
+                })?;
+                Ok(format!(
+                    "formatted {}: {} blocks of {} bytes ({} MiB), {} data zones, {} checkpoint zones",
+                    path.display(),
+                    layout.volume_blocks,
+                    layout.geometry.block_size,
+                    (layout.volume_blocks * u64::from(layout.geometry.block_size)) >> 20,
+                    layout.data_zones,
+                    2 * layout.slot_zones
+                ))
+            })
+            .await?;
+            writeln!(out, "{text}")?;
+            Ok(())
+        }
+        FtlCmd::Mount { path, opts } => {
+            let opts = opts.options();
+            let text = with_device(path, |dev| async move {
+                let d: Arc<dyn ZonedDevice> = dev;
+                let (vol, r) = FtlVolume::mount(d, opts).await.map_err(other)?;
+                vol.unmount().await.map_err(other)?;
+                Ok(format!(
+                    "mounted from checkpoint {}: scanned {} blocks in {} zones, finished {} partly written zones; unmounted cleanly",
+                    r.checkpoint_number, r.scanned_blocks, r.scanned_zones, r.finished_partial_zones
+                ))
+            })
+            .await?;
+            writeln!(out, "{text}")?;
+            Ok(())
+        }
+        FtlCmd::Check { path } | FtlCmd::Stats { path, .. } => {
+            let json_out = matches!(cmd, FtlCmd::Stats { json: true, .. });
+            let check = matches!(cmd, FtlCmd::Check { .. });
+            let text = with_device(path, |dev| async move {
+                let layout = ftl::probe(dev.as_ref()).await.map_err(other)?;
+                let rec = ftl::recovery::recover(dev.as_ref(), &layout).await.map_err(|e| CliError::Other(format!("{}: {e}", path.display())))?;
+                let m = &rec.mapping;
+                m.verify().map_err(|e| CliError::Other(format!("{}: corrupt: {e}", path.display())))?;
+                let mapped = (0..layout.volume_blocks).filter(|l| m.lookup(*l).is_some()).count();
+                let v = json!({
+                    "volume_blocks": layout.volume_blocks, "block_size": layout.geometry.block_size,
+                    "mapped_blocks": mapped, "data_zones": layout.data_zones, "free_zones": m.free_zones(),
+                    "checkpoint": rec.checkpoint_number, "recovery_scan_blocks": rec.scanned_blocks,
+                    "op_permille": layout.op_permille,
+                });
+                Ok(if json_out {
+                    v.to_string()
+                } else if check {
+                    format!(
+                        "{}: clean: {} of {} blocks mapped; a mount would scan {} blocks past checkpoint {}",
+                        path.display(),
+                        mapped,
+                        layout.volume_blocks,
+                        rec.scanned_blocks,
+                        rec.checkpoint_number
+                    )
+                } else {
+                    format!(
+                        "volume: {} blocks of {} bytes, {} mapped\ndata zones: {} ({} free), over-provisioning {:.1}%\ncheckpoint: {}; recovery would scan {} blocks",
+                        layout.volume_blocks,
+                        layout.geometry.block_size,
+                        mapped,
+                        layout.data_zones,
+                        m.free_zones(),
+                        f64::from(layout.op_permille) / 10.0,
+                        rec.checkpoint_number,
+                        rec.scanned_blocks
+                    )
+                })
+            })
+            .await?;
+            writeln!(out, "{text}")?;
+            Ok(())
+        }
+    }
+}
