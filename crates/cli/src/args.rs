@@ -269,4 +269,6 @@ pub enum BenchCmd {
     Emu(crate::bench_emu::BenchEmuArgs),
     /// Write amplification of the host FTL under random overwrites.
     Ftl(crate::bench_ftl::BenchFtlArgs),
+    /// Host FTL mount time after a crash, by zones written since the last checkpoint.
+    FtlMount(crate::bench_ftl::BenchMountArgs),
 }

@@ -49,6 +49,7 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         }
         Cmd::Bench(args::BenchCmd::Emu(a)) => bench_emu::run(&a, &mut out).await,
         Cmd::Bench(args::BenchCmd::Ftl(a)) => bench_ftl::run(&a, &mut out).await,
+        Cmd::Bench(args::BenchCmd::FtlMount(a)) => bench_ftl::run_mount(&a, &mut out).await,
         Cmd::Ftl(c) => cmd_ftl::run(&c, &mut out).await,
         cmd => {
             let path = commands::path_of(&cmd).to_path_buf();
