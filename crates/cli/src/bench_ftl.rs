@@ -107,14 +107,9 @@ pub async fn run(a: &BenchFtlArgs, out: &mut impl Write) -> CliResult {
     let physical = u64::from(probe.data_zones) * (g.zone_capacity - 1);
     let usable = u64::from(probe.data_zones - probe.reserve_zones) * (g.zone_capacity - 1);
     let op = (1000.0 - 1000.0 * a.util * physical as f64 / usable as f64).round() as u32;
-    ftl::format(
-        dev.as_ref(),
-        FormatOptions { op_permille: op },
-        a.seed,
-        false,
-    )
-    .await
-    .map_err(other)?;
+    ftl::format(dev.as_ref(), FormatOptions::with_op(op), a.seed, false)
+        .await
+        .map_err(other)?;
     let policy = match a.policy {
         Policy::Greedy => VictimPolicy::Greedy,
         Policy::CostBenefit => VictimPolicy::CostBenefit,
@@ -218,7 +213,7 @@ pub async fn run_mount(a: &BenchMountArgs, out: &mut impl Write) -> CliResult {
     let mut rows = Vec::new();
     for &k in &counts {
         let dev = Arc::new(EmuDevice::new_memory(EmuConfig::new(g)).map_err(other)?);
-        ftl::format(dev.as_ref(), FormatOptions { op_permille: 70 }, 1, false)
+        ftl::format(dev.as_ref(), FormatOptions::with_op(70), 1, false)
             .await
             .map_err(other)?;
         let opts = MountOptions {

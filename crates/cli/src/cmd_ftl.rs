@@ -121,7 +121,7 @@ pub async fn run(cmd: &FtlCmd, out: &mut impl Write) -> CliResult {
             let force = *force;
             let op_permille = (op * 10.0).round() as u32;
             let text = with_device(path, |dev| async move {
-                let layout = ftl::format(dev.as_ref(), FormatOptions { op_permille }, id, force).await.map_err(|e| match e {
+                let layout = ftl::format(dev.as_ref(), FormatOptions::with_op(op_permille), id, force).await.map_err(|e| match e {
                     ftl::FtlError::NotEmpty => CliError::Other(format!("{} already holds data; pass --force to overwrite it", path.display())),
                     e => other(e),
                 })?;

@@ -34,6 +34,18 @@ pub struct FormatOptions {
     /// Fraction of the data area kept out of the volume's size for garbage collection,
     /// in per-mille (70 = 7%).
     pub op_permille: u32,
+    /// Export exactly this many blocks instead of all the over-provisioning allows (it must
+    /// not be more).
+    pub volume_blocks: Option<u64>,
+}
+
+impl FormatOptions {
+    pub fn with_op(op_permille: u32) -> FormatOptions {
+        FormatOptions {
+            op_permille,
+            volume_blocks: None,
+        }
+    }
 }
 
 /// Options that may change from one mount to the next.
@@ -166,6 +178,18 @@ impl Layout {
             }
             slot_zones += 1;
         }
+    }
+
+    /// The same layout exporting only `blocks` logical blocks (at most what it can hold).
+    pub fn with_volume_blocks(mut self, blocks: u64) -> Result<Layout, LayoutError> {
+        if blocks == 0 || blocks > self.volume_blocks {
+            return Err(LayoutError(format!(
+                "a volume of {blocks} blocks does not fit: at most {} with this over-provisioning",
+                self.volume_blocks
+            )));
+        }
+        self.volume_blocks = blocks;
+        Ok(self)
     }
 
     /// Physical blocks in the data area.

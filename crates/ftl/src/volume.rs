@@ -82,7 +82,10 @@ pub async fn format(
     volume_id: u64,
     force: bool,
 ) -> Result<Layout, FtlError> {
-    let layout = layout_for(dev, fmt.op_permille)?;
+    let mut layout = layout_for(dev, fmt.op_permille)?;
+    if let Some(blocks) = fmt.volume_blocks {
+        layout = layout.with_volume_blocks(blocks)?;
+    }
     if !force {
         let used = dev
             .report_zones(0, zns::ReportFilter::State(zns::ZoneState::Empty), false, 0)
@@ -109,7 +112,10 @@ pub async fn probe(dev: &dyn ZonedDevice) -> Result<Layout, FtlError> {
         header.resize(crate::layout::CKPT_HEADER_BYTES as usize, 0);
         match checkpoint::decode_header(&header) {
             Ok(h) if zone == 0 || h.slot_zones == zone => {
-                let layout = Layout::new(g, h.op_permille, h.reserve_zones)?;
+                let mut layout = Layout::new(g, h.op_permille, h.reserve_zones)?;
+                if h.volume_blocks < layout.volume_blocks {
+                    layout = layout.with_volume_blocks(h.volume_blocks)?;
+                }
                 checkpoint::check_layout(&h, &layout)?;
                 return Ok(layout);
             }

@@ -89,21 +89,43 @@ fn bad_requests_get_errors_and_format_refuses_a_used_device() {
         assert_eq!(vol.read(n - 1, &mut buf).await, Err(BlockError::OutOfRange));
         assert_eq!(vol.trim(n - 1, 2).await, Err(BlockError::OutOfRange));
         vol.unmount().await.expect("unmount");
-        let again = ftl::format(
-            dev.as_ref(),
-            ftl::FormatOptions { op_permille: 200 },
-            8,
-            false,
-        )
-        .await;
+        let again = ftl::format(dev.as_ref(), ftl::FormatOptions::with_op(200), 8, false).await;
         assert!(matches!(again, Err(ftl::FtlError::NotEmpty)), "{again:?}");
-        ftl::format(
-            dev.as_ref(),
-            ftl::FormatOptions { op_permille: 200 },
-            8,
-            true,
-        )
-        .await
-        .expect("forced format");
+        ftl::format(dev.as_ref(), ftl::FormatOptions::with_op(200), 8, true)
+            .await
+            .expect("forced format");
+    });
+}
+
+#[test]
+fn a_volume_can_export_an_exact_size_that_survives_remount() {
+    runtime().block_on(async {
+        let dev = common::device(geometry(), 3);
+        let fmt = ftl::FormatOptions {
+            op_permille: 200,
+            volume_blocks: Some(500),
+        };
+        ftl::format(dev.as_ref(), fmt, 9, false)
+            .await
+            .expect("format");
+        let (vol, _) = FtlVolume::mount(dev.clone(), small_opts())
+            .await
+            .expect("mount");
+        assert_eq!(vol.size_blocks(), 500);
+        vol.write(499, &block(512, 5), true).await.expect("write");
+        vol.unmount().await.expect("unmount");
+        drop(vol);
+        let (vol, _) = FtlVolume::mount(dev.clone(), small_opts())
+            .await
+            .expect("remount");
+        assert_eq!(vol.size_blocks(), 500);
+        let mut buf = vec![0u8; 512];
+        vol.read(499, &mut buf).await.expect("read");
+        assert_eq!(version_of(&buf), Some(5));
+        let too_big = ftl::FormatOptions {
+            op_permille: 200,
+            volume_blocks: Some(10_000),
+        };
+        assert!(ftl::format(dev.as_ref(), too_big, 9, true).await.is_err());
     });
 }

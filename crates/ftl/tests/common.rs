@@ -54,7 +54,7 @@ pub fn small_opts() -> MountOptions {
 }
 
 pub async fn fresh(dev: &Arc<EmuDevice>, op_permille: u32, opts: MountOptions) -> Arc<FtlVolume> {
-    ftl::format(dev.as_ref(), FormatOptions { op_permille }, 7, false)
+    ftl::format(dev.as_ref(), FormatOptions::with_op(op_permille), 7, false)
         .await
         .expect("format");
     FtlVolume::mount(dev.clone(), opts).await.expect("mount").0

@@ -133,14 +133,9 @@ async fn schedule(seed: u64, ops: usize) -> Coverage {
     })
     .expect("fault plan");
     let mut opts = options(&mut rng);
-    ftl::format(
-        dev.as_ref(),
-        FormatOptions { op_permille: 200 },
-        seed,
-        false,
-    )
-    .await
-    .expect("format");
+    ftl::format(dev.as_ref(), FormatOptions::with_op(200), seed, false)
+        .await
+        .expect("format");
     let mut vol = remount(&dev, opts, seed, &mut cov).await;
     let n = vol.size_blocks();
     let bs = vol.block_size() as usize;
