@@ -42,7 +42,8 @@ pub(crate) struct Shared {
     pub max_in_flight_bytes: usize,
 }
 
-/// Why a connection ended other than by the client's choice or a server shutdown.
+/// Why a connection ended early: a socket error (a client vanishing mid-message is one) or
+/// a protocol violation.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ConnError {
     #[error("socket error: {0}")]
@@ -149,9 +150,53 @@ async fn drain<R: AsyncRead + Unpin>(r: &mut R, n: u32) -> io::Result<()> {
     Ok(())
 }
 
+/// A connection's in-flight budget: a count of requests and a count of data bytes.
+struct Budget {
+    requests: Arc<Semaphore>,
+    bytes: Arc<Semaphore>,
+}
+
+impl Budget {
+    async fn request(&self) -> Result<OwnedSemaphorePermit, ConnError> {
+        self.requests.clone().acquire_owned().await.map_err(closed)
+    }
+
+    async fn bytes(&self, n: u32) -> Result<OwnedSemaphorePermit, ConnError> {
+        self.bytes
+            .clone()
+            .acquire_many_owned(n)
+            .await
+            .map_err(closed)
+    }
+}
+
 fn closed(_: tokio::sync::AcquireError) -> ConnError {
-    // The semaphores belong to this function's caller and are never closed.
+    // The semaphores belong to the reader and are never closed.
     ConnError::Violation("in-flight budget closed")
+}
+
+/// Reads (or skips) what follows a request header; returns a WRITE's data and the bytes
+/// budget it holds.
+async fn read_payload<R: AsyncRead + Unpin>(
+    r: &mut R,
+    req: &Request,
+    shared: &Shared,
+    budget: &Budget,
+) -> Result<(Vec<u8>, Option<OwnedSemaphorePermit>), ConnError> {
+    match request::payload(req, &shared.limits) {
+        Payload::None => Ok((Vec::new(), None)),
+        Payload::Data(n) => {
+            let permit = budget.bytes(n).await?;
+            let mut data = vec![0u8; n as usize];
+            r.read_exact(&mut data).await?;
+            Ok((data, Some(permit)))
+        }
+        Payload::Drain(n) => {
+            drain(r, n).await?;
+            Ok((Vec::new(), None))
+        }
+        Payload::Disconnect => Err(ConnError::Violation("write payload too large to skip")),
+    }
 }
 
 /// The reader: parses requests until the client disconnects or the server stops, and starts
@@ -165,8 +210,10 @@ async fn read_requests<R>(
 where
     R: AsyncRead + Unpin,
 {
-    let count = Arc::new(Semaphore::new(shared.max_in_flight));
-    let bytes = Arc::new(Semaphore::new(shared.max_in_flight_bytes));
+    let budget = Budget {
+        requests: Arc::new(Semaphore::new(shared.max_in_flight)),
+        bytes: Arc::new(Semaphore::new(shared.max_in_flight_bytes)),
+    };
     loop {
         let mut header = [0u8; proto::REQUEST_LEN];
         let more = tokio::select! {
@@ -178,55 +225,37 @@ where
             return Ok(());
         }
         let req = proto::decode_request(&header)?;
-        let count_permit = count.clone().acquire_owned().await.map_err(closed)?;
-        let mut payload = Vec::new();
-        let mut bytes_permit = None;
-        match request::payload(&req, &shared.limits) {
-            Payload::None => {}
-            Payload::Data(n) => {
-                bytes_permit = Some(bytes.clone().acquire_many_owned(n).await.map_err(closed)?);
-                payload = vec![0u8; n as usize];
-                r.read_exact(&mut payload).await?;
-            }
-            Payload::Drain(n) => drain(&mut r, n).await?,
-            Payload::Disconnect => {
-                return Err(ConnError::Violation("write payload too large to skip"));
-            }
-        }
+        let count = budget.request().await?;
+        let (payload, mut bytes) = read_payload(&mut r, &req, shared, &budget).await?;
         let op = match request::check(&req, &shared.limits) {
             Ok(Op::Disconnect) => return Ok(()),
             Ok(op) => op,
-            Err(errno) => {
+            Err(error) => {
+                let (handle, data) = (req.handle, Vec::new());
                 let reply = Reply {
-                    handle: req.handle,
-                    error: errno,
-                    data: Vec::new(),
-                    _count: count_permit,
-                    _bytes: bytes_permit,
+                    handle,
+                    error,
+                    data,
+                    _count: count,
+                    _bytes: bytes,
                 };
-                // The writer outlives the reader, so this send only fails if it stopped on a
-                // socket error, which the join reports.
+                // The writer receives until every sender is gone, so this cannot fail.
                 let _ = tx.send(reply).await;
                 continue;
             }
         };
         if let Op::Read { len, .. } = op {
-            bytes_permit = Some(
-                bytes
-                    .clone()
-                    .acquire_many_owned(len)
-                    .await
-                    .map_err(closed)?,
-            );
+            bytes = Some(budget.bytes(len).await?);
         }
+        let (shared, tx) = (shared.clone(), tx.clone());
         let task = Task {
-            shared: shared.clone(),
+            shared,
             req,
             op,
             payload,
-            tx: tx.clone(),
+            tx,
         };
-        tokio::spawn(task.run(count_permit, bytes_permit));
+        tokio::spawn(task.run(count, bytes));
     }
 }
 
