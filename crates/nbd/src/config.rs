@@ -46,6 +46,9 @@ pub struct ServerConfig {
     pub max_request_bytes: u32,
     /// Connections served at once; further clients wait in the listen backlog.
     pub max_connections: usize,
+    /// How long a client may take from connecting to entering transmission; a connection
+    /// slot held by a client that never finishes the handshake is freed after this.
+    pub handshake_timeout: Duration,
     /// How long shutdown waits for in-flight requests before it closes connections anyway.
     pub shutdown_grace: Duration,
 }
@@ -61,6 +64,7 @@ impl Default for ServerConfig {
             max_in_flight_bytes: 128 << 20,
             max_request_bytes: 32 << 20,
             max_connections: 32,
+            handshake_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(30),
         }
     }
@@ -105,6 +109,9 @@ impl ServerConfig {
         }
         if self.max_connections == 0 {
             return bad("max_connections must be at least 1".into());
+        }
+        if self.handshake_timeout.is_zero() {
+            return bad("handshake_timeout must be longer than zero".into());
         }
         if let Listen::Tcp(addr) = &self.listen {
             if !addr.ip().is_loopback() && !self.allow_remote {

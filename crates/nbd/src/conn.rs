@@ -40,6 +40,7 @@ pub(crate) struct Shared {
     pub locks: BlockLocks,
     pub max_in_flight: usize,
     pub max_in_flight_bytes: usize,
+    pub handshake_timeout: std::time::Duration,
 }
 
 /// Why a connection ended early: a socket error (a client vanishing mid-message is one) or
@@ -71,9 +72,14 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    // A server shutting down does not wait for a client still haggling over options.
+    // A server shutting down does not wait for a client still haggling over options, and a
+    // client that never finishes haggling does not keep its connection slot.
+    let haggle = tokio::time::timeout(
+        shared.handshake_timeout,
+        handshake(&mut r, &mut w, &shared.export),
+    );
     let transmit = tokio::select! {
-        t = handshake(&mut r, &mut w, &shared.export) => t?,
+        t = haggle => t.map_err(|_| ConnError::Violation("handshake not finished in time"))??,
         _ = stopped(&mut stop) => false,
     };
     if !transmit {

@@ -222,6 +222,7 @@ impl NbdServer {
             locks: BlockLocks::default(),
             max_in_flight: config.max_in_flight,
             max_in_flight_bytes: config.max_in_flight_bytes,
+            handshake_timeout: config.handshake_timeout,
         };
         let inner = HandleInner {
             stop: watch::channel(false).0,

@@ -245,3 +245,18 @@ fn go_answers_info_name_when_asked() {
         .iter()
         .any(|i| matches!(i, proto::Info::Export { size: SIZE, .. })));
 }
+
+#[test]
+fn a_client_that_never_finishes_the_handshake_is_dropped() {
+    let s = server(|c| {
+        c.handshake_timeout = std::time::Duration::from_millis(100);
+        c.max_connections = 1;
+    });
+    // Greets, then says nothing more: it would hold the only connection slot forever.
+    let mut silent = fixed(&s);
+    assert!(silent.is_closed_by_server());
+    s.wait_for_connections(0);
+    assert_eq!(s.handle.stats().protocol_errors, 1);
+    // The slot is free again.
+    assert_eq!(s.connect().export.size, SIZE);
+}
