@@ -678,7 +678,7 @@ mod tests {
             })
         );
         assert!(decode_info(&bs[..13]).is_err());
-        let n = encode_info_name(b"x").unwrap_or_default();
+        let n = encode_info_name(b"x").expect("short name");
         assert_eq!(decode_info(&n), Ok(Info::Name(b"x".to_vec())));
         assert_eq!(decode_info(&[0, 99]), Ok(Info::Other(99)));
     }
@@ -712,7 +712,7 @@ mod tests {
                 length: 3
             })
         );
-        let srv = encode_rep_server(b"name").unwrap_or_default();
+        let srv = encode_rep_server(b"name").expect("short name");
         assert_eq!(decode_rep_server(&srv), Ok(b"name".to_vec()));
         assert!(encode_rep_server(&[b'a'; 4097]).is_err());
     }
