@@ -40,6 +40,8 @@ pub enum Cmd {
         /// Device image.
         path: PathBuf,
     },
+    /// Export a host FTL volume over NBD (default: 1 GiB in memory on 127.0.0.1:10809).
+    Serve(crate::serve::ServeArgs),
     /// The host FTL: a random-access block volume on a zoned device image.
     #[command(subcommand)]
     Ftl(crate::cmd_ftl::FtlCmd),

@@ -90,7 +90,7 @@ fn other(e: impl std::fmt::Display) -> CliError {
 }
 
 /// A volume id that differs between formats.
-fn new_volume_id() -> u64 {
+pub fn new_volume_id() -> u64 {
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())

@@ -87,9 +87,11 @@ pub fn path_of(cmd: &Cmd) -> &Path {
         },
         Cmd::Fault(FaultArgs { path, .. }) => path,
         Cmd::Session { path } | Cmd::Flush { path } | Cmd::PowerLoss { path, .. } => path,
-        Cmd::Quickstart(_) | Cmd::Device(DeviceCmd::Profiles) | Cmd::Bench(_) | Cmd::Ftl(_) => {
-            Path::new("")
-        }
+        Cmd::Quickstart(_)
+        | Cmd::Device(DeviceCmd::Profiles)
+        | Cmd::Bench(_)
+        | Cmd::Ftl(_)
+        | Cmd::Serve(_) => Path::new(""),
     }
 }
 
@@ -562,7 +564,8 @@ pub async fn execute(dev: &EmuDevice, cmd: &Cmd, out: &mut impl Write) -> CliRes
         | Cmd::Quickstart(_)
         | Cmd::Session { .. }
         | Cmd::Bench(_)
-        | Cmd::Ftl(_) => Err(CliError::Usage(
+        | Cmd::Ftl(_)
+        | Cmd::Serve(_) => Err(CliError::Usage(
             "this command cannot run inside a session".into(),
         )),
     }

@@ -6,6 +6,7 @@ mod bench_ftl;
 mod cmd_ftl;
 mod commands;
 mod quickstart;
+mod serve;
 mod session;
 mod units;
 
@@ -51,6 +52,7 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         Cmd::Bench(args::BenchCmd::Ftl(a)) => bench_ftl::run(&a, &mut out).await,
         Cmd::Bench(args::BenchCmd::FtlMount(a)) => bench_ftl::run_mount(&a, &mut out).await,
         Cmd::Ftl(c) => cmd_ftl::run(&c, &mut out).await,
+        Cmd::Serve(a) => serve::run(&a, &mut out).await,
         cmd => {
             let path = commands::path_of(&cmd).to_path_buf();
             let dev = commands::open(&path)?;

@@ -1,0 +1,191 @@
+//! `zonestack serve`: a host FTL volume exported over NBD, on an emulated device image or an
+//! in-memory emulated device. Shuts down cleanly on SIGINT or SIGTERM: in-flight requests
+//! finish, the volume is flushed and checkpointed, and the image is closed.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::Args;
+use emu::{EmuConfig, EmuDevice};
+use ftl::{FormatOptions, FtlVolume};
+use nbd::{Listen, NbdServer, ServerConfig};
+use zns::{BlockDevice, Geometry, ZonedDevice};
+
+use crate::cmd_ftl::MountArgs;
+use crate::commands::{self, CliError, CliResult};
+use crate::units::parse_size;
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Emulated device image holding the volume (formatted on first use if it is empty).
+    #[arg(long, conflicts_with = "memory")]
+    pub device: Option<PathBuf>,
+    /// Serve a volume of this size on an in-memory emulated device (the default, 1G).
+    #[arg(long, value_parser = parse_size)]
+    pub memory: Option<u64>,
+    /// `tcp:HOST:PORT` or `unix:PATH`.
+    #[arg(long, default_value = "tcp:127.0.0.1:10809")]
+    pub listen: String,
+    /// Allow listening on an address other than loopback (NBD has no authentication).
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// Export name.
+    #[arg(long, default_value = "")]
+    pub export: String,
+    /// Over-provisioning in percent, when the volume is formatted here.
+    #[arg(long, default_value_t = 7.0)]
+    pub op: f64,
+    #[command(flatten)]
+    pub mount: MountArgs,
+}
+
+fn other(e: impl std::fmt::Display) -> CliError {
+    CliError::Other(e.to_string())
+}
+
+fn parse_listen(text: &str) -> Result<Listen, CliError> {
+    if let Some(p) = text.strip_prefix("unix:") {
+        return Ok(Listen::Unix(PathBuf::from(p)));
+    }
+    if let Some(a) = text.strip_prefix("tcp:") {
+        let addr: SocketAddr = a.parse().map_err(|_| {
+            CliError::Usage(format!(
+                "--listen {text}: expected tcp:HOST:PORT with a numeric address"
+            ))
+        })?;
+        return Ok(Listen::Tcp(addr));
+    }
+    Err(CliError::Usage(format!(
+        "--listen {text}: expected tcp:HOST:PORT or unix:PATH"
+    )))
+}
+
+/// An in-memory device big enough for a `bytes` volume with `op_permille` spare.
+fn memory_geometry(bytes: u64, op_permille: u32) -> Geometry {
+    let mut g = emu::profile("small").unwrap_or_else(|| unreachable!("built-in profile"));
+    let zone_blocks: u64 = if bytes >= 8 << 30 { 65_536 } else { 16_384 };
+    g.zone_size = zone_blocks;
+    g.zone_capacity = zone_blocks;
+    let usable_per_zone = (zone_blocks - 1) as f64 * f64::from(1000 - op_permille) / 1000.0;
+    let data = ((bytes / 4096) as f64 / usable_per_zone).ceil() as u32;
+    // Checkpoint slots, garbage collection's reserve and the open stream zones.
+    g.zone_count = (data + ftl::layout::RESERVE_ZONES_DEFAULT + 8).max(16);
+    g.max_open = 14.min(g.zone_count);
+    g.max_active = 14.min(g.zone_count);
+    g
+}
+
+async fn device_for(a: &ServeArgs, op_permille: u32) -> Result<(Arc<EmuDevice>, String), CliError> {
+    match &a.device {
+        Some(path) => {
+            let dev = Arc::new(commands::open(path)?);
+            if let Err(e) = ftl::probe(dev.as_ref()).await {
+                let empty = dev
+                    .report_zones(0, zns::ReportFilter::State(zns::ZoneState::Empty), false, 0)
+                    .await?;
+                if empty.nr_zones != u64::from(dev.geometry().zone_count) {
+                    return Err(CliError::Other(format!("{} holds data but no FTL volume ({e}); format it with `zonestack ftl format`", path.display())));
+                }
+                ftl::format(
+                    dev.as_ref(),
+                    FormatOptions::with_op(op_permille),
+                    crate::cmd_ftl::new_volume_id(),
+                    false,
+                )
+                .await
+                .map_err(other)?;
+            }
+            Ok((dev, path.display().to_string()))
+        }
+        None => {
+            let bytes = a.memory.unwrap_or(1 << 30);
+            if bytes < 1 << 20 || bytes % 4096 != 0 {
+                return Err(CliError::Usage(format!(
+                    "--memory {bytes}: give at least 1M, a multiple of 4K"
+                )));
+            }
+            let g = memory_geometry(bytes, op_permille);
+            let dev = Arc::new(EmuDevice::new_memory(EmuConfig::new(g)).map_err(other)?);
+            let fmt = FormatOptions {
+                op_permille,
+                volume_blocks: Some(bytes / 4096),
+            };
+            ftl::format(dev.as_ref(), fmt, crate::cmd_ftl::new_volume_id(), false)
+                .await
+                .map_err(other)?;
+            Ok((
+                dev,
+                format!(
+                    "memory ({} zones of {} MiB)",
+                    g.zone_count,
+                    (g.zone_size * 4096) >> 20
+                ),
+            ))
+        }
+    }
+}
+
+async fn signalled() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) {
+        (Ok(mut i), Ok(mut t)) => {
+            tokio::select! {
+                _ = i.recv() => {}
+                _ = t.recv() => {}
+            }
+        }
+        // Without signal handlers the server runs until killed.
+        _ => std::future::pending::<()>().await,
+    }
+}
+
+pub async fn run(a: &ServeArgs, out: &mut impl Write) -> CliResult {
+    if !(1.0..=90.0).contains(&a.op) {
+        return Err(CliError::Usage(format!(
+            "--op {} is outside 1..=90 percent",
+            a.op
+        )));
+    }
+    let listen = parse_listen(&a.listen)?;
+    let op_permille = (a.op * 10.0).round() as u32;
+    let (dev, what) = device_for(a, op_permille).await?;
+    let zoned: Arc<dyn ZonedDevice> = dev.clone();
+    let (vol, report) = FtlVolume::mount(zoned, a.mount.options())
+        .await
+        .map_err(other)?;
+    let config = ServerConfig {
+        export_name: a.export.clone(),
+        listen,
+        allow_remote: a.allow_remote,
+        multi_conn: true,
+        ..ServerConfig::default()
+    };
+    let blockdev: Arc<dyn BlockDevice> = vol.clone();
+    let server = match NbdServer::bind(config, blockdev) {
+        Ok(s) => s,
+        Err(e) => {
+            vol.unmount().await.map_err(other)?;
+            return Err(other(e));
+        }
+    };
+    writeln!(
+        out,
+        "serving {} MiB FTL volume on {what} (recovery scanned {} blocks)\n{}",
+        (vol.size_blocks() * u64::from(vol.block_size())) >> 20,
+        report.scanned_blocks,
+        server.local_uri()
+    )?;
+    out.flush()?;
+    let served = server.serve_until(signalled()).await;
+    let unmounted = vol.unmount().await;
+    dev.shutdown().map_err(other)?;
+    served.map_err(other)?;
+    unmounted.map_err(other)?;
+    writeln!(out, "stopped: volume flushed and checkpointed")?;
+    Ok(())
+}
