@@ -101,7 +101,7 @@ async fn device_for(a: &ServeArgs, op_permille: u32) -> Result<(Arc<EmuDevice>, 
         }
         None => {
             let bytes = a.memory.unwrap_or(1 << 30);
-            if bytes < 1 << 20 || bytes % 4096 != 0 {
+            if bytes < 1 << 20 || !bytes.is_multiple_of(4096) {
                 return Err(CliError::Usage(format!(
                     "--memory {bytes}: give at least 1M, a multiple of 4K"
                 )));

@@ -194,6 +194,7 @@ struct Mounts {
     mnt: PathBuf,
     fuse: PathBuf,
     loopdev: Option<String>,
+    nbdfuse: Option<Child>,
 }
 
 impl Mounts {
