@@ -276,6 +276,7 @@ fn ext4_on_nbdfuse_keeps_synced_files_across_a_killed_server() {
         mnt: mnt.clone(),
         fuse: fuse.clone(),
         loopdev: None,
+        nbdfuse: None,
     };
 
     let server = Server::start(&["--device", &img_arg, "--listen", &s]);
