@@ -213,6 +213,10 @@ impl Mounts {
             .arg(&self.fuse)
             .stderr(Stdio::null())
             .status();
+        if let Some(mut c) = self.nbdfuse.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 }
 
@@ -230,12 +234,13 @@ impl Drop for Mounts {
 /// nbdfuse exposes the export as a file; returns once the file has the export's size.
 fn attach(uri: &str, m: &mut Mounts) -> PathBuf {
     let file = m.fuse.join("disk");
-    Command::new("nbdfuse")
+    let child = Command::new("nbdfuse")
         .arg(&file)
         .arg(uri)
         .stdout(Stdio::null())
         .spawn()
         .expect("spawn nbdfuse");
+    m.nbdfuse = Some(child);
     let deadline = Instant::now() + Duration::from_secs(30);
     while std::fs::metadata(&file).map(|md| md.len()).unwrap_or(0) == 0 {
         assert!(
