@@ -53,6 +53,9 @@ pub struct BenchFtlArgs {
     pub passes: f64,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Write with Zone Append instead of Zone Write.
+    #[arg(long)]
+    pub append: bool,
     /// Background GC watermark (free zones).
     #[arg(long, default_value_t = 3)]
     pub bg: u32,
@@ -115,6 +118,7 @@ pub async fn run(a: &BenchFtlArgs, out: &mut impl Write) -> CliResult {
         Policy::CostBenefit => VictimPolicy::CostBenefit,
     };
     let opts = MountOptions {
+        write_mode: if a.append { ftl::WriteMode::ZoneAppend } else { ftl::WriteMode::ZoneWrite },
         victim_policy: policy,
         hot_cold: a.hot_cold,
         hot_zones: 1,
@@ -159,6 +163,7 @@ pub async fn run(a: &BenchFtlArgs, out: &mut impl Write) -> CliResult {
         "workload": format!("{:?}", a.workload).to_lowercase(),
         "policy": format!("{:?}", a.policy).to_lowercase(),
         "hot_cold": a.hot_cold,
+        "write_mode": if a.append { "append" } else { "write" },
         "utilisation": util,
         "volume_blocks": n,
         "measured_writes": writes,
