@@ -118,7 +118,11 @@ pub async fn run(a: &BenchFtlArgs, out: &mut impl Write) -> CliResult {
         Policy::CostBenefit => VictimPolicy::CostBenefit,
     };
     let opts = MountOptions {
-        write_mode: if a.append { ftl::WriteMode::ZoneAppend } else { ftl::WriteMode::ZoneWrite },
+        write_mode: if a.append {
+            ftl::WriteMode::ZoneAppend
+        } else {
+            ftl::WriteMode::ZoneWrite
+        },
         victim_policy: policy,
         hot_cold: a.hot_cold,
         hot_zones: 1,

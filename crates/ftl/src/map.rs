@@ -237,10 +237,14 @@ impl Mapping {
     pub fn reserve(&mut self, z: u32, want: u64) -> Reservation {
         let cap = self.layout.zone_blocks;
         let zone = &mut self.zones[z as usize];
-        assert!(
-            matches!(zone.use_, ZoneUse::Open(_)),
-            "reserve on a zone that is not open"
-        );
+        if !matches!(zone.use_, ZoneUse::Open(_)) {
+            // Sealed (or filled) between the caller's check and now.
+            return Reservation {
+                zone: z,
+                offset: zone.reserved,
+                blocks: 0,
+            };
+        }
         let blocks = want.min(cap - zone.reserved);
         let r = Reservation {
             zone: z,
