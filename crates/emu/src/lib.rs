@@ -8,12 +8,14 @@ pub mod fault;
 pub mod image;
 pub mod stats;
 pub mod store;
+pub mod timing;
 pub mod zones;
 
 pub use config::{profile, profiles, EmuConfig, Profile};
 pub use device::{Backend, EmuDevice};
 pub use fault::FaultPlan;
 pub use stats::{Op, Stats};
+pub use timing::TimingProfile;
 
 /// Errors creating, opening or managing an emulated device (not command statuses).
 #[derive(Debug, thiserror::Error)]
