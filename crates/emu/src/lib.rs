@@ -8,6 +8,7 @@ pub mod fault;
 pub mod image;
 pub mod stats;
 pub mod store;
+pub mod timed;
 pub mod timing;
 pub mod zones;
 
@@ -15,7 +16,7 @@ pub use config::{profile, profiles, EmuConfig, Profile};
 pub use device::{Backend, EmuDevice};
 pub use fault::FaultPlan;
 pub use stats::{Op, Stats};
-pub use timing::TimingProfile;
+pub use timing::{ClockMode, SimRuntime, TimingProfile};
 
 /// Errors creating, opening or managing an emulated device (not command statuses).
 #[derive(Debug, thiserror::Error)]

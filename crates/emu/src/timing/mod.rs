@@ -8,11 +8,13 @@
 //! model and docs/BENCHMARKS.md the profiles and their sources.
 
 pub mod buffer;
+pub mod clock;
 pub mod flash;
 pub mod profile;
 pub mod resource;
 pub mod zoned;
 
+pub use clock::{sim_steps, wait_until, ClockMode, SimRuntime};
 pub use flash::FlashCounters;
 pub use profile::{timing_profile, timing_profiles, TimingProfile};
 pub use zoned::{TimedCmd, TimingCounters, ZonedTiming};
