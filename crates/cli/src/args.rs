@@ -264,4 +264,6 @@ pub struct FaultArgs {
 pub enum BenchCmd {
     /// The emulator's own speed against a memcpy loop, and its file backend against fio.
     Emu(crate::bench_emu::BenchEmuArgs),
+    /// Reproduce a paper's device figures on the zn540 timing profile, in virtual time.
+    Paper(crate::bench_paper::BenchPaperArgs),
 }

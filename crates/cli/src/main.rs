@@ -2,6 +2,7 @@
 
 mod args;
 mod bench_emu;
+mod bench_paper;
 mod commands;
 mod quickstart;
 mod session;
@@ -46,6 +47,7 @@ async fn run(cli: Cli) -> Result<(), CliError> {
             session::run(&dev, std::io::stdin().lock(), &mut out).await
         }
         Cmd::Bench(args::BenchCmd::Emu(a)) => bench_emu::run(&a, &mut out).await,
+        Cmd::Bench(args::BenchCmd::Paper(a)) => bench_paper::run(&a, &mut out).await,
         cmd => {
             let path = commands::path_of(&cmd).to_path_buf();
             let dev = commands::open(&path)?;

@@ -436,3 +436,34 @@ fn bench_emu_reports_its_figures_beside_memcpy_and_fio() {
         );
     }
 }
+
+#[test]
+fn bench_paper_prints_rows_repeatably_and_refuses_unknown_sets() {
+    let args = [
+        "bench",
+        "paper",
+        "raizn-raw",
+        "--json",
+        "--size",
+        "8M",
+        "--seed",
+        "3",
+    ];
+    let out = ok(&args);
+    assert_eq!(out, ok(&args), "a virtual-time run must repeat exactly");
+    let v: Value = serde_json::from_str(&out).expect("json");
+    let rows = v["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2);
+    for r in rows {
+        assert!(r["figure"]
+            .as_str()
+            .is_some_and(|f| f.starts_with("raizn-raw")));
+        for k in ["paper", "measured", "diff_pct"] {
+            assert!(r[k].as_f64().is_some(), "{k} missing: {r}");
+        }
+    }
+    let table = ok(&["bench", "paper", "zns-5.1", "--size", "4M"]);
+    assert!(table.contains("paper") && table.contains("measured") && table.contains("85.0"));
+    let err = fails(&["bench", "paper", "no-such-figure"], 2);
+    assert!(err.contains("zapraid-fig1"), "{err}");
+}
