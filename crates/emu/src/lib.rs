@@ -3,6 +3,7 @@
 //! the image format.
 
 pub mod config;
+pub mod conv;
 pub mod device;
 pub mod fault;
 pub mod image;
@@ -13,6 +14,7 @@ pub mod timing;
 pub mod zones;
 
 pub use config::{profile, profiles, EmuConfig, Profile};
+pub use conv::ConvSsd;
 pub use device::{Backend, EmuDevice};
 pub use fault::FaultPlan;
 pub use stats::{Op, Stats};

@@ -10,11 +10,13 @@
 pub mod buffer;
 pub mod clock;
 pub mod flash;
+pub mod pagemap;
 pub mod profile;
 pub mod resource;
 pub mod zoned;
 
 pub use clock::{sim_steps, wait_until, ClockMode, SimRuntime};
 pub use flash::FlashCounters;
+pub use pagemap::{ConvCmd, GcCounters, PageMapped};
 pub use profile::{timing_profile, timing_profiles, TimingProfile};
 pub use zoned::{TimedCmd, TimingCounters, ZonedTiming};
