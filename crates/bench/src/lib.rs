@@ -3,7 +3,9 @@
 //! and the reproductions of the papers' device figures on the emulator's timing model.
 
 pub mod paper;
+pub mod series;
 pub mod workload;
+pub mod zns_fig1;
 
 pub use paper::{Options, Row, PAPERS};
 pub use workload::{Job, Pattern, Report};

@@ -45,6 +45,10 @@ pub const PAPERS: &[(&str, &str)] = &[
         "zns-5.1",
         "ZNS (ATC '21) section 5.1: 4 KiB random read latency with no writes",
     ),
+    (
+        "zns-fig1",
+        "ZNS (ATC '21) Fig. 1: ZNS vs block interface with 7% and 28% OP, overwritten 4 times",
+    ),
 ];
 
 const KIB: u64 = 1024;
@@ -342,6 +346,18 @@ fn ramp_bytes(total: u64) -> u64 {
     (total / 8).max(32 * MIB).min(total / 2)
 }
 
+impl Row {
+    /// A row with the difference computed and the figures rounded for printing.
+    pub fn new(figure: String, paper: f64, measured: f64) -> Row {
+        Row {
+            figure,
+            paper,
+            measured: round(measured, 3),
+            diff_pct: round((measured - paper) / paper * 100.0, 2),
+        }
+    }
+}
+
 fn round(x: f64, places: i32) -> f64 {
     let f = 10f64.powi(places);
     (x * f).round() / f
@@ -349,6 +365,9 @@ fn round(x: f64, places: i32) -> f64 {
 
 /// Runs every point of the figure set `name`.
 pub fn run(name: &str, o: &Options) -> Result<Vec<Row>, String> {
+    if name == "zns-fig1" {
+        return crate::zns_fig1::rows(o);
+    }
     let pts = points(name).ok_or_else(|| {
         let names: Vec<&str> = PAPERS.iter().map(|p| p.0).collect();
         format!("unknown figure set '{name}' (known: {})", names.join(", "))
@@ -362,12 +381,7 @@ pub fn run(name: &str, o: &Options) -> Result<Vec<Row>, String> {
             Unit::Kiops => r.iops / 1000.0,
             Unit::LatencyUs => r.mean_latency_us,
         };
-        rows.push(Row {
-            figure: format!("{name} {}", p.figure),
-            paper: p.paper,
-            measured: round(measured, 3),
-            diff_pct: round((measured - p.paper) / p.paper * 100.0, 2),
-        });
+        rows.push(Row::new(format!("{name} {}", p.figure), p.paper, measured));
     }
     Ok(rows)
 }

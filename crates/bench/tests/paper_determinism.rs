@@ -23,7 +23,8 @@ fn the_same_seed_gives_identical_rows() {
 
 #[test]
 fn every_figure_set_runs_and_gives_finite_figures() {
-    for (name, _) in bench::PAPERS {
+    // zns-fig1 needs a larger array; zns_fig1_shape.rs runs it.
+    for (name, _) in bench::PAPERS.iter().filter(|p| p.0 != "zns-fig1") {
         let o = bench::Options {
             bytes_per_point: 8 << 20,
             seed: 1,
