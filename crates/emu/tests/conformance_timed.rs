@@ -3,7 +3,7 @@
 //! must hold exactly as without it. Runs in virtual time (`SimRuntime`), for every profile.
 
 use async_trait::async_trait;
-use emu::timing::{timing_profiles, TimingProfile};
+use emu::timing::{sim_steps, timing_profiles, TimingProfile};
 use emu::{ClockMode, EmuConfig, EmuDevice, SimRuntime};
 use zns::conformance::{differential, power_loss_prefix, run_item, DeviceFactory};
 use zns::{Geometry, ZoneState};
@@ -59,6 +59,8 @@ fn every_item_and_property_holds_with_timing_on() {
                 differential(&f, seed, 500).await?;
                 power_loss_prefix(&f, seed).await?;
             }
+            // The devices really were timed: virtual time moved from event to event.
+            assert!(sim_steps() > 1000, "only {} clock steps", sim_steps());
             Ok::<(), zns::conformance::KitFailure>(())
         });
         if let Err(e) = r {
