@@ -87,28 +87,54 @@ pub fn series(o: &Options) -> Result<[Series; 3], String> {
     Ok([zns, conv(1.92e12)?, conv(1.60e12)?])
 }
 
-/// Steady-state rows (the last quarter of each run: the fourth overwrite).
-pub fn rows(o: &Options) -> Result<Vec<Row>, String> {
+/// The rows and the series behind them.
+pub struct Fig1 {
+    pub rows: Vec<Row>,
+    /// ZNS, block interface 7% OP, block interface 28% OP.
+    pub series: [Series; 3],
+}
+
+impl Fig1 {
+    /// The series as CSV, one line per window: drive, GiB written when the window ended,
+    /// MiB/s within it.
+    pub fn series_csv(&self) -> String {
+        let mut out = String::from("drive,gib_written,mibps\n");
+        let drives = ["zns_0pct_op", "block_7pct_op", "block_28pct_op"];
+        for (name, s) in drives.iter().zip(&self.series) {
+            for (b, r) in s.bytes.iter().zip(&s.mib_per_sec) {
+                let gib = *b as f64 / (1u64 << 30) as f64;
+                out.push_str(&format!("{name},{gib:.4},{r:.1}\n"));
+            }
+        }
+        out
+    }
+}
+
+/// Runs the three drives; the rows are steady states (the last quarter of each run: the
+/// fourth overwrite).
+pub fn run(o: &Options) -> Result<Fig1, String> {
     // Smaller arrays have blocks of so few units that collection gets easier than on a real
     // drive (docs/BENCHMARKS.md shows the sizes' effect).
     if o.bytes_per_point < 512 * MIB {
         return Err("zns-fig1 needs --size of at least 512M of flash per drive".into());
     }
-    let s = series(o)?;
+    let series = series(o)?;
     let names = [
         ("ZNS 0% OP steady state (MiB/s)", 1010.0),
         ("block interface 7% OP steady state (MiB/s)", 370.0),
         ("block interface 28% OP steady state (MiB/s)", 590.0),
     ];
-    Ok(names
+    let rows = names
         .iter()
-        .zip(&s)
-        .map(|((figure, paper), series)| {
-            Row::new(
-                format!("zns-fig1 {figure}"),
-                *paper,
-                series.mean_after(0.75),
-            )
+        .zip(&series)
+        .map(|((figure, paper), s)| {
+            Row::new(format!("zns-fig1 {figure}"), *paper, s.mean_after(0.75))
         })
-        .collect())
+        .collect();
+    Ok(Fig1 { rows, series })
+}
+
+/// The steady-state rows.
+pub fn rows(o: &Options) -> Result<Vec<Row>, String> {
+    run(o).map(|f| f.rows)
 }

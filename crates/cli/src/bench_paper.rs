@@ -23,7 +23,8 @@ pub struct BenchPaperArgs {
     /// Seed of the devices and workloads.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Also write the rows as CSV to DIR/NAME.csv.
+    /// Also write the rows as CSV to DIR/NAME.csv (and zns-fig1's throughput series to
+    /// DIR/zns-fig1-series.csv).
     #[arg(long, value_name = "DIR")]
     pub results: Option<PathBuf>,
 }
@@ -67,12 +68,18 @@ pub async fn run(a: &BenchPaperArgs, out: &mut impl Write) -> CliResult {
         seed: a.seed,
     };
     // The figures run on their own virtual-time runtime, which cannot nest inside this one.
-    let rows = std::thread::spawn(move || {
-        let mut rows = Vec::new();
+    let (rows, series) = std::thread::spawn(move || {
+        let (mut rows, mut series) = (Vec::new(), None);
         for name in sets {
-            rows.extend(bench::paper::run(name, &o)?);
+            if name == "zns-fig1" {
+                let f = bench::zns_fig1::run(&o)?;
+                series = Some(f.series_csv());
+                rows.extend(f.rows);
+            } else {
+                rows.extend(bench::paper::run(name, &o)?);
+            }
         }
-        Ok::<_, String>(rows)
+        Ok::<_, String>((rows, series))
     })
     .join()
     .map_err(|_| CliError::Other("the benchmark thread panicked".into()))?
@@ -80,6 +87,9 @@ pub async fn run(a: &BenchPaperArgs, out: &mut impl Write) -> CliResult {
     if let Some(dir) = &a.results {
         std::fs::create_dir_all(dir)?;
         std::fs::write(dir.join(format!("{}.csv", a.name)), csv(&rows))?;
+        if let Some(series) = &series {
+            std::fs::write(dir.join("zns-fig1-series.csv"), series)?;
+        }
     }
     if a.json {
         // Serialized from the struct, so each row's keys keep their documented order.
