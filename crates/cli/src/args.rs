@@ -273,4 +273,6 @@ pub enum BenchCmd {
     Ftl(crate::bench_ftl::BenchFtlArgs),
     /// Host FTL mount time after a crash, by zones written since the last checkpoint.
     FtlMount(crate::bench_ftl::BenchMountArgs),
+    /// Reproduce a paper's device figures on the zn540 timing profile, in virtual time.
+    Paper(crate::bench_paper::BenchPaperArgs),
 }

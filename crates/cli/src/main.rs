@@ -3,6 +3,7 @@
 mod args;
 mod bench_emu;
 mod bench_ftl;
+mod bench_paper;
 mod cmd_ftl;
 mod commands;
 mod quickstart;
@@ -53,6 +54,7 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         Cmd::Bench(args::BenchCmd::FtlMount(a)) => bench_ftl::run_mount(&a, &mut out).await,
         Cmd::Ftl(c) => cmd_ftl::run(&c, &mut out).await,
         Cmd::Serve(a) => serve::run(&a, &mut out).await,
+        Cmd::Bench(args::BenchCmd::Paper(a)) => bench_paper::run(&a, &mut out).await,
         cmd => {
             let path = commands::path_of(&cmd).to_path_buf();
             let dev = commands::open(&path)?;

@@ -436,3 +436,63 @@ fn bench_emu_reports_its_figures_beside_memcpy_and_fio() {
         );
     }
 }
+
+#[test]
+fn bench_paper_prints_rows_repeatably_and_refuses_unknown_sets() {
+    let args = [
+        "bench",
+        "paper",
+        "raizn-raw",
+        "--json",
+        "--size",
+        "8M",
+        "--seed",
+        "3",
+    ];
+    let out = ok(&args);
+    assert_eq!(out, ok(&args), "a virtual-time run must repeat exactly");
+    let v: Value = serde_json::from_str(&out).expect("json");
+    let rows = v["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2);
+    for r in rows {
+        assert!(r["figure"]
+            .as_str()
+            .is_some_and(|f| f.starts_with("raizn-raw")));
+        for k in ["paper", "measured", "diff_pct"] {
+            assert!(r[k].as_f64().is_some(), "{k} missing: {r}");
+        }
+    }
+    let table = ok(&["bench", "paper", "zns-5.1", "--size", "4M"]);
+    assert!(table.contains("paper") && table.contains("measured") && table.contains("85.0"));
+    let err = fails(&["bench", "paper", "no-such-figure"], 2);
+    assert!(err.contains("zapraid-fig1"), "{err}");
+}
+
+#[test]
+fn bench_paper_zns_fig1_writes_rows_and_series_as_csv() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path().to_str().expect("utf-8 path");
+    let out = ok(&[
+        "bench",
+        "paper",
+        "zns-fig1",
+        "--size",
+        "512M",
+        "--results",
+        d,
+    ]);
+    assert!(out.contains("block interface 7% OP"), "{out}");
+    let rows = std::fs::read_to_string(dir.path().join("zns-fig1.csv")).expect("rows csv");
+    assert!(rows.starts_with("figure,paper,measured,diff_pct\n"));
+    assert_eq!(rows.lines().count(), 4);
+    let series = std::fs::read_to_string(dir.path().join("zns-fig1-series.csv")).expect("series");
+    assert!(series.starts_with("drive,gib_written,mibps\n"));
+    for drive in ["zns_0pct_op", "block_7pct_op", "block_28pct_op"] {
+        assert!(
+            series.lines().filter(|l| l.starts_with(drive)).count() >= 60,
+            "{drive}"
+        );
+    }
+    let small = fails(&["bench", "paper", "zns-fig1", "--size", "64M"], 1);
+    assert!(small.contains("512M"), "{small}");
+}

@@ -26,6 +26,8 @@ use zns::{
 use crate::fault::{FaultPlan, FaultState, Verdict};
 use crate::stats::{Op, Stats};
 use crate::store::{FileStore, MemStore, Store};
+use crate::timed::Timing;
+use crate::timing::{ClockMode, TimedCmd, TimingCounters, TimingProfile};
 use crate::zones::{Zone, ZoneTable};
 use crate::{EmuConfig, EmuError};
 
@@ -77,6 +79,8 @@ pub struct EmuDevice {
     /// The image file, for a file-backed device.
     path: Option<std::path::PathBuf>,
     core: Mutex<Core>,
+    /// The performance model, when enabled: decides when each command completes.
+    timing: Option<Timing>,
 }
 
 /// The restart form of a zone: what the image records, and what power loss leaves.
@@ -213,6 +217,36 @@ impl EmuDevice {
             cfg,
             path,
             core: Mutex::new(core),
+            timing: None,
+        }
+    }
+
+    /// Enables the timing model: every command then completes when the model says, on the
+    /// given clock. Zone states and data behave exactly as without.
+    pub fn with_timing(
+        mut self,
+        profile: TimingProfile,
+        mode: ClockMode,
+    ) -> Result<EmuDevice, EmuError> {
+        self.timing = Some(Timing::new(profile, self.geo, mode).map_err(EmuError::Config)?);
+        Ok(self)
+    }
+
+    /// The timing model's counters, when timing is enabled.
+    pub fn timing_counters(&self) -> Option<TimingCounters> {
+        self.timing.as_ref().map(Timing::counters)
+    }
+
+    /// The timing profile and clock, when timing is enabled.
+    pub fn timing(&self) -> Option<(TimingProfile, ClockMode)> {
+        self.timing.as_ref().map(|t| (t.profile(), t.mode()))
+    }
+
+    /// Tells the timing model that the buffer is gone and every zone is on flash as it is.
+    fn resync_timing(&self, c: &Core) {
+        if let Some(t) = &self.timing {
+            let g = self.geo;
+            t.resync((0..g.zone_count).map(|z| c.zones.zone(z).wp - g.zone_start(z)));
         }
     }
 
@@ -293,6 +327,7 @@ impl EmuDevice {
         let cut = c.zones.power_cut(&mut SimRng::new(seed));
         c.stats.power_losses += 1;
         c.persist_all()?;
+        self.resync_timing(&c);
         Ok(cut)
     }
 
@@ -304,6 +339,7 @@ impl EmuDevice {
         c.zones.flush();
         c.zones.restart();
         c.persist_all()?;
+        self.resync_timing(&c);
         Ok(())
     }
 
@@ -641,6 +677,10 @@ impl ZonedDevice for EmuDevice {
             c.read_blocks(lba, buf, meta)
         })();
         self.record(Op::Read, &r);
+        if let Some(t) = &self.timing {
+            let blocks = (buf.len() / self.geo.block_size as usize) as u64;
+            t.complete(TimedCmd::Read { lba, blocks }, r.is_ok()).await;
+        }
         r
     }
 
@@ -662,6 +702,16 @@ impl ZonedDevice for EmuDevice {
             )
         })();
         self.record(Op::Write, &r);
+        if let Some(t) = &self.timing {
+            let blocks = (data.len() / self.geo.block_size as usize) as u64;
+            let cmd = TimedCmd::Write {
+                lba,
+                blocks,
+                fua,
+                host_data: true,
+            };
+            t.complete(cmd, r.is_ok()).await;
+        }
         r
     }
 
@@ -693,6 +743,7 @@ impl ZonedDevice for EmuDevice {
                 )
             })();
             self.record(Op::Append, &r);
+            self.time_append(&r, blocks, fua).await;
             return r;
         }
         let id = {
@@ -722,6 +773,7 @@ impl ZonedDevice for EmuDevice {
         };
         guard.done = true;
         self.record(Op::Append, &r);
+        self.time_append(&r, blocks, fua).await;
         r
     }
 
@@ -746,17 +798,30 @@ impl ZonedDevice for EmuDevice {
             )
         })();
         self.record(Op::WriteZeroes, &r);
+        if let Some(t) = &self.timing {
+            let cmd = TimedCmd::Write {
+                lba,
+                blocks,
+                fua,
+                host_data: false,
+            };
+            t.complete(cmd, r.is_ok()).await;
+        }
         r
     }
 
     async fn flush(&self) -> NvmeResult<()> {
         self.enter(Op::Flush).await?;
-        let mut c = self.core.lock();
-        c.drain_appends();
-        c.zones.flush();
-        let r = c.persist_all().map_err(Core::io_err);
-        drop(c);
+        let r = {
+            let mut c = self.core.lock();
+            c.drain_appends();
+            c.zones.flush();
+            c.persist_all().map_err(Core::io_err)
+        };
         self.record(Op::Flush, &r);
+        if let Some(t) = &self.timing {
+            t.complete(TimedCmd::Flush, r.is_ok()).await;
+        }
         r
     }
 
@@ -764,16 +829,29 @@ impl ZonedDevice for EmuDevice {
         self.enter(Op::Copy).await?;
         let r = self.copy_now(sources, dest, fua);
         self.record(Op::Copy, &r);
+        if let Some(t) = &self.timing {
+            let cmd = TimedCmd::Copy { sources, dest, fua };
+            t.complete(cmd, r.is_ok()).await;
+        }
         r
     }
 
     async fn zone_mgmt(&self, action: ZoneAction, zslba: Lba, select_all: bool) -> NvmeResult<()> {
         self.enter(Op::ZoneMgmt).await?;
+        // Zones that became Empty or Full, for the timing model (erase, last program).
+        let mut changed: Vec<(u32, ZoneState)> = Vec::new();
         let r = (|| {
             let mut c = self.core.lock();
             c.drain_appends();
             let before: Vec<ZoneState> = c.zones.zones().iter().map(|z| z.state).collect();
             let outcome = c.zones.manage(action, zslba, select_all);
+            if self.timing.is_some() {
+                changed.extend(
+                    (0..self.geo.zone_count)
+                        .map(|z| (z, c.zones.zone(z).state))
+                        .filter(|&(z, s)| s != before[z as usize]),
+                );
+            }
             // Select All may have changed zones before failing; persist whatever changed.
             for z in 0..self.geo.zone_count {
                 if c.zones.zone(z).state != before[z as usize]
@@ -799,6 +877,19 @@ impl ZonedDevice for EmuDevice {
             outcome.map(|_| ())
         })();
         self.record(Op::ZoneMgmt, &r);
+        if let Some(t) = &self.timing {
+            let pick = |s: ZoneState| -> Vec<u32> {
+                changed.iter().filter(|c| c.1 == s).map(|c| c.0).collect()
+            };
+            let (reset, finished) = (pick(ZoneState::Empty), pick(ZoneState::Full));
+            let cmd = match action {
+                ZoneAction::Reset => TimedCmd::Reset { zones: &reset },
+                ZoneAction::Finish => TimedCmd::Finish { zones: &finished },
+                _ => TimedCmd::Admin,
+            };
+            // Select All may fail after changing zones; those changes still cost their time.
+            t.complete(cmd, r.is_ok() || !changed.is_empty()).await;
+        }
         r
     }
 
@@ -810,17 +901,32 @@ impl ZonedDevice for EmuDevice {
         max_zones: usize,
     ) -> NvmeResult<ZoneReport> {
         self.enter(Op::Report).await?;
-        let mut c = self.core.lock();
-        c.drain_appends();
-        let r = c.zones.report(lba, filter, partial, max_zones);
-        if r.is_err() {
-            c.stats.error(Op::Report);
+        let r = {
+            let mut c = self.core.lock();
+            c.drain_appends();
+            let r = c.zones.report(lba, filter, partial, max_zones);
+            if r.is_err() {
+                c.stats.error(Op::Report);
+            }
+            r
+        };
+        if let Some(t) = &self.timing {
+            t.complete(TimedCmd::Admin, r.is_ok()).await;
         }
         r
     }
 }
 
 impl EmuDevice {
+    /// Books a finished Zone Append with the timing model, at the LBA it landed at.
+    async fn time_append(&self, r: &NvmeResult<Lba>, blocks: u64, fua: bool) {
+        if let Some(t) = &self.timing {
+            let lba = *r.as_ref().unwrap_or(&0);
+            t.complete(TimedCmd::Append { lba, blocks, fua }, r.is_ok())
+                .await;
+        }
+    }
+
     fn copy_now(&self, sources: &[CopyRange], dest: Lba, fua: bool) -> NvmeResult<()> {
         let g = &self.geo;
         if sources.is_empty() || sources.len() > g.copy_max_ranges as usize {

@@ -3,17 +3,22 @@
 //! the image format.
 
 pub mod config;
+pub mod conv;
 pub mod device;
 pub mod fault;
 pub mod image;
 pub mod stats;
 pub mod store;
+pub mod timed;
+pub mod timing;
 pub mod zones;
 
 pub use config::{profile, profiles, EmuConfig, Profile};
+pub use conv::ConvSsd;
 pub use device::{Backend, EmuDevice};
 pub use fault::FaultPlan;
 pub use stats::{Op, Stats};
+pub use timing::{ClockMode, SimRuntime, TimingProfile};
 
 /// Errors creating, opening or managing an emulated device (not command statuses).
 #[derive(Debug, thiserror::Error)]

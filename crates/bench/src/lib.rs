@@ -1,0 +1,11 @@
+//! Benchmarks for zonestack devices: a workload driver that runs concurrent jobs against any
+//! `ZonedDevice` and measures them on tokio's clock (virtual time under `emu::SimRuntime`),
+//! and the reproductions of the papers' device figures on the emulator's timing model.
+
+pub mod paper;
+pub mod series;
+pub mod workload;
+pub mod zns_fig1;
+
+pub use paper::{Options, Row, PAPERS};
+pub use workload::{Job, Pattern, Report};

@@ -1,0 +1,387 @@
+//! Reproductions of the device figures in the papers, on the `zn540` timing profile in
+//! virtual time. Each figure is one row: what the paper measured on a Western Digital ZN540,
+//! what the emulator measures with the same workload, and the difference. Every point runs
+//! on a fresh device in a fresh `SimRuntime`, so points do not disturb each other and a run
+//! repeats exactly from its seed.
+
+use emu::timing::timing_profile;
+use emu::{ClockMode, EmuConfig, EmuDevice, SimRuntime};
+use serde::Serialize;
+use zns::ZonedDevice;
+
+use crate::workload::{self, Job, Pattern, Report};
+
+/// One figure: the paper's value, ours, and the difference in percent of the paper's.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Row {
+    pub figure: String,
+    pub paper: f64,
+    pub measured: f64,
+    pub diff_pct: f64,
+}
+
+/// How much each point moves, and the seed of the devices and workloads.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    pub bytes_per_point: u64,
+    pub seed: u64,
+}
+
+/// The reproducible figure sets: name and what they reproduce.
+pub const PAPERS: &[(&str, &str)] = &[
+    (
+        "zapraid-fig1",
+        "ZapRAID (APSys '23) Fig. 1: Zone Write vs Zone Append throughput, one zone and several",
+    ),
+    (
+        "raizn-raw",
+        "RAIZN (ASPLOS '23) section 6.1: raw ZN540 sequential write and read throughput",
+    ),
+    (
+        "vroom-5.2.1",
+        "vroom thesis section 5.2.1: 4 KiB write and append IOPS peaks on a ZNS drive",
+    ),
+    (
+        "zns-5.1",
+        "ZNS (ATC '21) section 5.1: 4 KiB random read latency with no writes",
+    ),
+    (
+        "zns-fig1",
+        "ZNS (ATC '21) Fig. 1: ZNS vs block interface with 7% and 28% OP, overwritten 4 times",
+    ),
+];
+
+const KIB: u64 = 1024;
+const MIB: u64 = 1024 * KIB;
+
+/// What one point measures.
+#[derive(Clone, Copy)]
+enum Unit {
+    MibPerSec,
+    Kiops,
+    LatencyUs,
+}
+
+struct Point {
+    figure: &'static str,
+    paper: f64,
+    unit: Unit,
+    pattern: Pattern,
+    block_bytes: u64,
+    jobs: u32,
+    queue_depth: u32,
+    /// Zones written (and flushed) before the measurement, for reads.
+    prefill_zones: u32,
+}
+
+fn point(
+    figure: &'static str,
+    paper: f64,
+    unit: Unit,
+    pattern: Pattern,
+    block_kib: u64,
+    jobs: u32,
+    queue_depth: u32,
+) -> Point {
+    Point {
+        figure,
+        paper,
+        unit,
+        pattern,
+        block_bytes: block_kib * KIB,
+        jobs,
+        queue_depth,
+        prefill_zones: 0,
+    }
+}
+
+fn points(name: &str) -> Option<Vec<Point>> {
+    use Pattern::{Append, RandRead, SeqRead, Write};
+    use Unit::{Kiops, LatencyUs, MibPerSec};
+    let m = MibPerSec;
+    Some(match name {
+        "zapraid-fig1" => vec![
+            point(
+                "fig1a write 4 KiB, QD1, 1 zone (MiB/s)",
+                337.6,
+                m,
+                Write,
+                4,
+                1,
+                1,
+            ),
+            point(
+                "fig1a write 8 KiB, QD1, 1 zone (MiB/s)",
+                613.6,
+                m,
+                Write,
+                8,
+                1,
+                1,
+            ),
+            point(
+                "fig1a write 16 KiB, QD1, 1 zone (MiB/s)",
+                1050.0,
+                m,
+                Write,
+                16,
+                1,
+                1,
+            ),
+            point(
+                "fig1a append 4 KiB, QD4, 1 zone (MiB/s)",
+                541.5,
+                m,
+                Append,
+                4,
+                1,
+                4,
+            ),
+            point(
+                "fig1a append 8 KiB, QD4, 1 zone (MiB/s)",
+                1026.7,
+                m,
+                Append,
+                8,
+                1,
+                4,
+            ),
+            point(
+                "fig1a append 16 KiB, QD4, 1 zone (MiB/s)",
+                1050.1,
+                m,
+                Append,
+                16,
+                1,
+                4,
+            ),
+            point(
+                "fig1b append 4 KiB, QD4 per zone, 2 zones (MiB/s)",
+                577.5,
+                m,
+                Append,
+                4,
+                2,
+                4,
+            ),
+            point(
+                "fig1b write 4 KiB, QD1 per zone, 6 zones (MiB/s)",
+                777.2,
+                m,
+                Write,
+                4,
+                6,
+                1,
+            ),
+        ],
+        "raizn-raw" => vec![
+            point(
+                "6.1 sequential write 128 KiB, 8 jobs (MiB/s)",
+                1052.0,
+                m,
+                Write,
+                128,
+                8,
+                1,
+            ),
+            Point {
+                prefill_zones: 8,
+                ..point(
+                    "6.1 sequential read 128 KiB, 8 jobs x QD64 (MiB/s)",
+                    3265.0,
+                    m,
+                    SeqRead,
+                    128,
+                    8,
+                    64,
+                )
+            },
+        ],
+        "vroom-5.2.1" => vec![
+            point(
+                "write 4 KiB, 4 zones x QD1 (KIOPS)",
+                200.0,
+                Kiops,
+                Write,
+                4,
+                4,
+                1,
+            ),
+            point(
+                "write 4 KiB, 12 zones x QD1 (KIOPS)",
+                200.0,
+                Kiops,
+                Write,
+                4,
+                12,
+                1,
+            ),
+            point(
+                "append 4 KiB inter-zone, 4 zones x QD4 (KIOPS)",
+                150.0,
+                Kiops,
+                Append,
+                4,
+                4,
+                4,
+            ),
+            point(
+                "append 4 KiB inter-zone, 12 zones x QD4 (KIOPS)",
+                150.0,
+                Kiops,
+                Append,
+                4,
+                12,
+                4,
+            ),
+            point(
+                "append 4 KiB intra-zone, 1 zone x QD16 (KIOPS)",
+                150.0,
+                Kiops,
+                Append,
+                4,
+                1,
+                16,
+            ),
+            point(
+                "append 4 KiB intra-zone, 1 zone x QD64 (KIOPS)",
+                150.0,
+                Kiops,
+                Append,
+                4,
+                1,
+                64,
+            ),
+        ],
+        "zns-5.1" => vec![Point {
+            prefill_zones: 1,
+            ..point(
+                "4 KiB random read, QD1, no writes (us)",
+                85.0,
+                LatencyUs,
+                RandRead,
+                4,
+                1,
+                1,
+            )
+        }],
+        _ => return None,
+    })
+}
+
+/// The timed ZN540 every point runs on: the zn540 geometry with 40 zones.
+fn device(seed: u64) -> Result<EmuDevice, String> {
+    let mut g = emu::profile("zn540").ok_or("the zn540 geometry is missing")?;
+    g.zone_count = 40;
+    let cfg = EmuConfig {
+        seed,
+        ..EmuConfig::new(g)
+    };
+    let p = timing_profile("zn540").ok_or("the zn540 timing profile is missing")?;
+    EmuDevice::new_memory(cfg)
+        .and_then(|d| d.with_timing(p, ClockMode::Virtual))
+        .map_err(|e| e.to_string())
+}
+
+fn jobs_of(p: &Point, o: &Options, zone_count: u32) -> Vec<Job> {
+    let per_job = o.bytes_per_point / u64::from(p.jobs);
+    (0..p.jobs)
+        .map(|j| Job {
+            pattern: p.pattern,
+            zones: (j..zone_count).step_by(p.jobs as usize).collect(),
+            block_bytes: p.block_bytes,
+            queue_depth: p.queue_depth,
+            bytes: per_job,
+            read_extent_bytes: prefill_bytes(o, p),
+            seed: o.seed ^ u64::from(j).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        })
+        .collect()
+}
+
+/// Bytes written into each prefilled zone before a read measurement.
+fn prefill_bytes(o: &Options, p: &Point) -> u64 {
+    if p.prefill_zones == 0 {
+        return 0;
+    }
+    (o.bytes_per_point / u64::from(p.prefill_zones)).clamp(MIB, 1024 * MIB)
+}
+
+async fn measure(p: &Point, o: &Options) -> Result<Report, String> {
+    let dev = device(o.seed)?;
+    let zones = dev.geometry().zone_count;
+    let err = |e: zns::NvmeStatus| format!("{}: {e}", p.figure);
+    if p.prefill_zones > 0 {
+        let fill: Vec<Job> = (0..p.prefill_zones)
+            .map(|z| Job {
+                pattern: Pattern::Write,
+                zones: vec![z],
+                block_bytes: 128 * KIB,
+                queue_depth: 1,
+                bytes: prefill_bytes(o, p),
+                read_extent_bytes: 0,
+                seed: 0,
+            })
+            .collect();
+        workload::run(&dev, &fill, 0).await.map_err(err)?;
+        dev.flush().await.map_err(err)?;
+    }
+    let jobs = jobs_of(
+        p,
+        o,
+        if p.prefill_zones > 0 {
+            p.prefill_zones
+        } else {
+            zones
+        },
+    );
+    workload::run(&dev, &jobs, ramp_bytes(o.bytes_per_point))
+        .await
+        .map_err(err)
+}
+
+/// Bytes left out at the start of a measurement: while the write buffer first fills, writes
+/// run faster than flash drains them. An eighth of the run, at least four buffers' worth,
+/// at most half the run.
+fn ramp_bytes(total: u64) -> u64 {
+    (total / 8).max(32 * MIB).min(total / 2)
+}
+
+impl Row {
+    /// A row with the difference computed and the figures rounded for printing.
+    pub fn new(figure: String, paper: f64, measured: f64) -> Row {
+        Row {
+            figure,
+            paper,
+            measured: round(measured, 3),
+            diff_pct: round((measured - paper) / paper * 100.0, 2),
+        }
+    }
+}
+
+fn round(x: f64, places: i32) -> f64 {
+    let f = 10f64.powi(places);
+    (x * f).round() / f
+}
+
+/// Runs every point of the figure set `name`.
+pub fn run(name: &str, o: &Options) -> Result<Vec<Row>, String> {
+    if name == "zns-fig1" {
+        return crate::zns_fig1::rows(o);
+    }
+    let pts = points(name).ok_or_else(|| {
+        let names: Vec<&str> = PAPERS.iter().map(|p| p.0).collect();
+        format!("unknown figure set '{name}' (known: {})", names.join(", "))
+    })?;
+    let mut rows = Vec::new();
+    for p in &pts {
+        let rt = SimRuntime::new().map_err(|e| format!("cannot start a runtime: {e}"))?;
+        let r = rt.block_on(measure(p, o))?;
+        let measured = match p.unit {
+            Unit::MibPerSec => r.mib_per_sec,
+            Unit::Kiops => r.iops / 1000.0,
+            Unit::LatencyUs => r.mean_latency_us,
+        };
+        rows.push(Row::new(format!("{name} {}", p.figure), p.paper, measured));
+    }
+    Ok(rows)
+}

@@ -1,0 +1,47 @@
+//! Virtual-time benchmarks repeat to the last digit: the same seed gives identical JSON rows.
+//! A run on a shared, noisy machine must not change a single figure.
+
+use bench::paper;
+
+fn rows_json(name: &str, seed: u64) -> String {
+    let o = bench::Options {
+        bytes_per_point: 16 << 20,
+        seed,
+    };
+    match paper::run(name, &o) {
+        Ok(rows) => serde_json::to_string(&rows).unwrap_or_default(),
+        Err(e) => panic!("{name}: {e}"),
+    }
+}
+
+#[test]
+fn the_same_seed_gives_identical_rows() {
+    let a = rows_json("zapraid-fig1", 7);
+    assert!(a.contains("\"diff_pct\""), "{a}");
+    assert_eq!(a, rows_json("zapraid-fig1", 7));
+}
+
+#[test]
+fn every_figure_set_runs_and_gives_finite_figures() {
+    // zns-fig1 needs a larger array; zns_fig1_shape.rs runs it.
+    for (name, _) in bench::PAPERS.iter().filter(|p| p.0 != "zns-fig1") {
+        let o = bench::Options {
+            bytes_per_point: 8 << 20,
+            seed: 1,
+        };
+        let rows = paper::run(name, &o).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(!rows.is_empty(), "{name}");
+        for r in rows {
+            assert!(r.measured.is_finite() && r.measured > 0.0, "{r:?}");
+            assert!(r.figure.starts_with(name), "{r:?}");
+        }
+    }
+    assert!(paper::run(
+        "no-such-paper",
+        &bench::Options {
+            bytes_per_point: 1 << 20,
+            seed: 0
+        }
+    )
+    .is_err());
+}

@@ -1,0 +1,127 @@
+//! `zonestack bench paper NAME`: reproduces a paper's device figures on the emulator's
+//! `zn540` timing profile in virtual time, and prints paper vs measured vs difference as a
+//! table or, with `--json`, as `{"rows":[{"figure","paper","measured","diff_pct"}]}`.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::commands::{CliError, CliResult};
+use crate::units::parse_size;
+
+#[derive(Args, Debug)]
+pub struct BenchPaperArgs {
+    /// Figure set: zapraid-fig1, raizn-raw, vroom-5.2.1, zns-5.1, zns-fig1, or all.
+    pub name: String,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Bytes each point moves (K/M/G suffixes).
+    #[arg(long, value_parser = parse_size, default_value = "1G")]
+    pub size: u64,
+    /// Seed of the devices and workloads.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Also write the rows as CSV to DIR/NAME.csv (and zns-fig1's throughput series to
+    /// DIR/zns-fig1-series.csv).
+    #[arg(long, value_name = "DIR")]
+    pub results: Option<PathBuf>,
+}
+
+fn names(name: &str) -> Result<Vec<&'static str>, CliError> {
+    let known: Vec<&'static str> = bench::PAPERS.iter().map(|p| p.0).collect();
+    if name == "all" {
+        return Ok(known);
+    }
+    match known.iter().find(|k| **k == name) {
+        Some(k) => Ok(vec![*k]),
+        None => Err(CliError::Usage(format!(
+            "unknown figure set '{name}'; use one of: {}, all",
+            known.join(", ")
+        ))),
+    }
+}
+
+fn csv(rows: &[bench::Row]) -> String {
+    let mut s = String::from("figure,paper,measured,diff_pct\n");
+    for r in rows {
+        let figure = r.figure.replace('"', "\"\"");
+        s.push_str(&format!(
+            "\"{figure}\",{},{},{}\n",
+            r.paper, r.measured, r.diff_pct
+        ));
+    }
+    s
+}
+
+pub async fn run(a: &BenchPaperArgs, out: &mut impl Write) -> CliResult {
+    if a.size < (1 << 20) {
+        return Err(CliError::Usage(format!(
+            "--size {} is too small; give at least 1M per point",
+            a.size
+        )));
+    }
+    let sets = names(&a.name)?;
+    let o = bench::Options {
+        bytes_per_point: a.size,
+        seed: a.seed,
+    };
+    // The figures run on their own virtual-time runtime, which cannot nest inside this one.
+    let (rows, series) = std::thread::spawn(move || {
+        let (mut rows, mut series) = (Vec::new(), None);
+        for name in sets {
+            if name == "zns-fig1" {
+                let f = bench::zns_fig1::run(&o)?;
+                series = Some(f.series_csv());
+                rows.extend(f.rows);
+            } else {
+                rows.extend(bench::paper::run(name, &o)?);
+            }
+        }
+        Ok::<_, String>((rows, series))
+    })
+    .join()
+    .map_err(|_| CliError::Other("the benchmark thread panicked".into()))?
+    .map_err(CliError::Other)?;
+    if let Some(dir) = &a.results {
+        std::fs::create_dir_all(dir)?;
+        std::fs::write(dir.join(format!("{}.csv", a.name)), csv(&rows))?;
+        if let Some(series) = &series {
+            std::fs::write(dir.join("zns-fig1-series.csv"), series)?;
+        }
+    }
+    if a.json {
+        // Serialized from the struct, so each row's keys keep their documented order.
+        #[derive(serde::Serialize)]
+        struct Rows<'a> {
+            rows: &'a [bench::Row],
+        }
+        let text = serde_json::to_string(&Rows { rows: &rows })
+            .map_err(|e| CliError::Other(e.to_string()))?;
+        writeln!(out, "{text}")?;
+        return Ok(());
+    }
+    let width = rows.iter().map(|r| r.figure.len()).max().unwrap_or(6);
+    writeln!(
+        out,
+        "{:<width$}  {:>10}  {:>10}  {:>8}",
+        "figure", "paper", "measured", "diff"
+    )?;
+    for r in &rows {
+        writeln!(
+            out,
+            "{:<width$}  {:>10.1}  {:>10.1}  {:>+7.2}%",
+            r.figure, r.paper, r.measured, r.diff_pct
+        )?;
+    }
+    let worst = rows.iter().map(|r| r.diff_pct.abs()).fold(0.0, f64::max);
+    writeln!(
+        out,
+        "{} figures on the zn540 timing profile in virtual time, {} MiB per point, seed {}; largest difference {worst:.2}%",
+        rows.len(),
+        a.size >> 20,
+        a.seed
+    )?;
+    Ok(())
+}

@@ -1,0 +1,63 @@
+//! The device side of the timing model: a device with timing books every command it has
+//! executed with the model and waits for the completion instant the model gives.
+//!
+//! Model time is nanoseconds since the device's first command, read from tokio's clock, so
+//! under a `SimRuntime` the model and tokio share one exact virtual time.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::time::Instant;
+use zns::Geometry;
+
+use crate::timing::{wait_until, ClockMode, TimedCmd, TimingCounters, TimingProfile, ZonedTiming};
+
+/// A device's timing model and clock.
+pub struct Timing {
+    model: Mutex<ZonedTiming>,
+    mode: ClockMode,
+    epoch: OnceLock<Instant>,
+}
+
+impl Timing {
+    pub fn new(profile: TimingProfile, geo: Geometry, mode: ClockMode) -> Result<Timing, String> {
+        Ok(Timing {
+            model: Mutex::new(ZonedTiming::new(profile, geo, false)?),
+            mode,
+            epoch: OnceLock::new(),
+        })
+    }
+
+    /// Books `cmd` (its `Rejected` form when it failed) and waits for its completion.
+    pub async fn complete(&self, cmd: TimedCmd<'_>, ok: bool) {
+        let cmd = if ok { cmd } else { TimedCmd::Rejected };
+        let now = Instant::now();
+        let epoch = *self.epoch.get_or_init(|| now);
+        let deadline = {
+            let mut m = self.model.lock();
+            // Tokio's clock is monotonic within a runtime; clamp in case a device outlives one
+            // runtime and is used on another.
+            let now_ns = (now.saturating_duration_since(epoch).as_nanos() as u64).max(m.now_ns());
+            epoch + Duration::from_nanos(m.submit(now_ns, &cmd))
+        };
+        wait_until(self.mode, deadline).await;
+    }
+
+    pub fn counters(&self) -> TimingCounters {
+        self.model.lock().counters()
+    }
+
+    pub fn profile(&self) -> TimingProfile {
+        *self.model.lock().profile()
+    }
+
+    pub fn mode(&self) -> ClockMode {
+        self.mode
+    }
+
+    /// After power loss or restart: the buffer is gone and every zone's data is on flash.
+    pub fn resync(&self, zone_wp_blocks: impl Iterator<Item = u64>) {
+        self.model.lock().resync(zone_wp_blocks);
+    }
+}

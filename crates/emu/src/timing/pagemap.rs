@@ -1,0 +1,442 @@
+//! The timing of a conventional (block-interface) SSD on the same flash array: a page-mapped
+//! device FTL with greedy garbage collection. Plain synchronous discrete-event code like
+//! `zoned`; `submit` books a command and returns when it completes.
+//!
+//! Mapping: every logical block (slot) maps to a slot of a flash unit (one page on every
+//! plane of a die). Host writes fill units in the write buffer in arrival order; a full unit
+//! is programmed on the next die in turn, into that die's open block. Overwritten and trimmed
+//! slots become invalid. Before a die opens a new block with fewer than `GC_FREE_BLOCKS` free
+//! blocks left, it collects garbage: the full block with the fewest valid slots (greedy) has
+//! its valid slots read (tR plus channel transfer), rewritten into the die's open block, and
+//! is erased. That device time delays the host's programs on the die, the write buffer fills,
+//! and host writes slow down: the write cliff of ZNS paper Fig. 1.
+
+use zns::Lba;
+
+use crate::timing::buffer::WriteBuffer;
+use crate::timing::flash::FlashArray;
+use crate::timing::profile::TimingProfile;
+use crate::timing::resource::{transfer_ns, Resource};
+use crate::timing::zoned::TimingCounters;
+
+/// Free blocks a die keeps before it opens another: one to open, one for collection.
+pub const GC_FREE_BLOCKS: usize = 2;
+
+const NONE: u64 = u64::MAX;
+/// A logical block whose data is in the write buffer, in pending position `k`: `BUF | k`.
+const BUF: u64 = 1 << 63;
+
+/// A command to a conventional SSD.
+#[derive(Clone, Copy, Debug)]
+pub enum ConvCmd {
+    Read { lba: Lba, blocks: u64 },
+    Write { lba: Lba, blocks: u64, fua: bool },
+    Trim { lba: Lba, blocks: u64 },
+    Flush,
+    Rejected,
+}
+
+/// Garbage-collection counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GcCounters {
+    pub host_slots: u64,
+    pub moved_slots: u64,
+    pub collections: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BlockState {
+    Free,
+    Open,
+    Full,
+}
+
+/// The timing model of a page-mapped SSD.
+pub struct PageMapped {
+    p: TimingProfile,
+    block_size: u64,
+    slots_per_unit: u64,
+    units_per_block: u64,
+    blocks_per_die: u64,
+    flash: FlashArray,
+    ctrl: Resource,
+    host_to_device: Resource,
+    device_to_host: Resource,
+    buffer: WriteBuffer,
+    /// Logical block -> physical slot, `BUF | k`, or `NONE`.
+    l2p: Vec<u64>,
+    /// Physical slot -> logical block or `NONE`.
+    p2l: Vec<u64>,
+    valid: Vec<u32>,
+    state: Vec<BlockState>,
+    free: Vec<Vec<u64>>,
+    /// Per die: (open block, next unit in it), for host data and for collected data. Keeping
+    /// them apart means a collection never eats into the host's block, so each one frees a
+    /// block for the price of at most part of one.
+    open: Vec<Option<(u64, u64)>>,
+    gc_open: Vec<Option<(u64, u64)>>,
+    next_die: usize,
+    /// Host slots waiting in the buffer for their unit to fill: (lba, pending position).
+    pending: Vec<(u64, u64)>,
+    pending_seq: u64,
+    pending_ready_ns: u64,
+    now_ns: u64,
+    commands: u64,
+    gc: GcCounters,
+}
+
+impl PageMapped {
+    /// A drive exposing `logical_blocks` blocks of `block_size` bytes on the array of `p`.
+    /// Refuses a logical size that leaves the collector no room.
+    pub fn new(p: TimingProfile, block_size: u32, logical_blocks: u64) -> Result<Self, String> {
+        p.validate()?;
+        let bs = u64::from(block_size);
+        if bs == 0 || !p.unit_bytes().is_multiple_of(bs) {
+            return Err(format!("a {bs}-byte block does not divide the flash unit"));
+        }
+        let spu = p.unit_bytes() / bs;
+        let upb = u64::from(p.pages_per_block);
+        let bpd = u64::from(p.blocks_per_die);
+        let dies = u64::from(p.dies());
+        let reserve = dies * GC_FREE_BLOCKS as u64 * upb * spu;
+        let physical = dies * bpd * upb * spu;
+        if logical_blocks == 0 || logical_blocks + reserve > physical {
+            return Err(format!(
+                "{logical_blocks} logical blocks leave no spare flash: the array has {physical} slots and keeps {reserve} for collection"
+            ));
+        }
+        Ok(PageMapped {
+            p,
+            block_size: bs,
+            slots_per_unit: spu,
+            units_per_block: upb,
+            blocks_per_die: bpd,
+            flash: FlashArray::new(p, false),
+            ctrl: Resource::new(false),
+            host_to_device: Resource::new(false),
+            device_to_host: Resource::new(false),
+            buffer: WriteBuffer::new(p.write_buffer_bytes.max(p.unit_bytes() * 4)),
+            l2p: vec![NONE; logical_blocks as usize],
+            p2l: vec![NONE; physical as usize],
+            valid: vec![0; (dies * bpd) as usize],
+            state: vec![BlockState::Free; (dies * bpd) as usize],
+            free: (0..dies)
+                .map(|d| (0..bpd).rev().map(|b| d * bpd + b).collect())
+                .collect(),
+            open: vec![None; dies as usize],
+            gc_open: vec![None; dies as usize],
+            next_die: 0,
+            pending: Vec::new(),
+            pending_seq: 0,
+            pending_ready_ns: 0,
+            now_ns: 0,
+            commands: 0,
+            gc: GcCounters::default(),
+        })
+    }
+
+    pub fn logical_blocks(&self) -> u64 {
+        self.l2p.len() as u64
+    }
+
+    pub fn gc_counters(&self) -> GcCounters {
+        self.gc
+    }
+
+    pub fn counters(&self) -> TimingCounters {
+        TimingCounters {
+            flash: self.flash.counters(),
+            commands: self.commands,
+            padded_programs: 0,
+            buffer_waits: self.buffer.waits,
+            buffer_wait_ns: self.buffer.wait_ns,
+            buffer_overcommits: self.buffer.overcommits,
+        }
+    }
+
+    /// Books `cmd` submitted at `now_ns` (non-decreasing) and returns when it completes.
+    pub fn submit(&mut self, now_ns: u64, cmd: &ConvCmd) -> u64 {
+        let now_ns = now_ns.max(self.now_ns);
+        self.now_ns = now_ns;
+        self.commands += 1;
+        let done = match *cmd {
+            ConvCmd::Read { lba, blocks } => self.read(lba, blocks),
+            ConvCmd::Write { lba, blocks, fua } => self.write(lba, blocks, fua),
+            ConvCmd::Trim { lba, blocks } => {
+                for l in lba..lba + blocks {
+                    self.invalidate(l);
+                    self.l2p[l as usize] = NONE;
+                }
+                self.front(self.p.ctrl_admin_ns)
+            }
+            ConvCmd::Flush => {
+                let c = self.front(self.p.ctrl_admin_ns);
+                if !self.pending.is_empty() {
+                    self.program_pending(c);
+                }
+                c.max(self.flash.last_program_end_ns())
+            }
+            ConvCmd::Rejected => self.front(self.p.ctrl_admin_ns),
+        };
+        done + self.p.complete_ns
+    }
+
+    fn front(&mut self, ctrl_ns: u64) -> u64 {
+        let now = self.now_ns;
+        self.ctrl.reserve(now, now + self.p.submit_ns, ctrl_ns).1
+    }
+
+    fn block_of(&self, slot: u64) -> u64 {
+        slot / (self.units_per_block * self.slots_per_unit)
+    }
+
+    fn invalidate(&mut self, lba: u64) {
+        let old = self.l2p[lba as usize];
+        if old != NONE && old & BUF == 0 {
+            self.p2l[old as usize] = NONE;
+            let b = self.block_of(old) as usize;
+            self.valid[b] -= 1;
+        }
+    }
+
+    fn write(&mut self, lba: Lba, blocks: u64, fua: bool) -> u64 {
+        let now = self.now_ns;
+        let bytes = blocks * self.block_size;
+        let c = self.front(self.p.ctrl_write_ns);
+        let admitted = self.buffer.admit(c, bytes);
+        let dur = transfer_ns(bytes, self.p.host_bytes_per_sec);
+        let ready = self.host_to_device.reserve(now, admitted, dur).1;
+        for l in lba..lba + blocks {
+            self.invalidate(l);
+            self.pending_seq += 1;
+            self.l2p[l as usize] = BUF | self.pending_seq;
+            self.pending.push((l, self.pending_seq));
+            self.pending_ready_ns = self.pending_ready_ns.max(ready);
+            if self.pending.len() as u64 == self.slots_per_unit {
+                self.program_pending(ready);
+            }
+        }
+        self.gc.host_slots += blocks;
+        if fua && !self.pending.is_empty() {
+            self.program_pending(ready);
+        }
+        if fua {
+            return ready.max(self.flash.last_program_end_ns());
+        }
+        ready
+    }
+
+    /// Programs the pending host slots as one unit on the next die in turn.
+    fn program_pending(&mut self, ready_ns: u64) {
+        let die = self.next_die;
+        self.next_die = (self.next_die + 1) % self.open.len();
+        let slots = std::mem::take(&mut self.pending);
+        let ready = ready_ns.max(self.pending_ready_ns);
+        let bytes = slots.len() as u64 * self.block_size;
+        let Some(first) = self.take_unit(die, ready, false) else {
+            // No flash left at all (cannot happen with the spare `new` insists on).
+            self.buffer.release_at(ready, bytes);
+            return;
+        };
+        for (i, (lba, seq)) in slots.iter().enumerate() {
+            // A slot overwritten while it waited is programmed but never mapped.
+            if self.l2p[*lba as usize] == BUF | seq {
+                self.map(*lba, first + i as u64);
+            }
+        }
+        let end = self
+            .flash
+            .program(die, self.now_ns, ready, self.p.unit_bytes());
+        self.buffer.release_at(end, bytes);
+    }
+
+    fn map(&mut self, lba: u64, slot: u64) {
+        self.l2p[lba as usize] = slot;
+        self.p2l[slot as usize] = lba;
+        let b = self.block_of(slot) as usize;
+        self.valid[b] += 1;
+    }
+
+    /// The first slot of the next unit of die `die`'s host (or, `for_gc`, collection) open
+    /// block. Opening a host block first collects garbage while free blocks are short; the
+    /// collector may take the last free block, the host never does while collecting helps.
+    fn take_unit(&mut self, die: usize, ready_ns: u64, for_gc: bool) -> Option<u64> {
+        let cur = if for_gc {
+            self.gc_open[die]
+        } else {
+            self.open[die]
+        };
+        let (b, unit) = match cur {
+            Some(c) => c,
+            None => {
+                if !for_gc {
+                    self.collect_until_free(die, ready_ns);
+                }
+                let b = self.free[die].pop()?;
+                self.state[b as usize] = BlockState::Open;
+                (b, 0)
+            }
+        };
+        let next = if unit + 1 == self.units_per_block {
+            self.state[b as usize] = BlockState::Full;
+            None
+        } else {
+            Some((b, unit + 1))
+        };
+        if for_gc {
+            self.gc_open[die] = next;
+        } else {
+            self.open[die] = next;
+        }
+        Some((b * self.units_per_block + unit) * self.slots_per_unit)
+    }
+
+    /// Collects on `die` until it has `GC_FREE_BLOCKS` free blocks, or collecting stops
+    /// gaining any (the victims are full of live data: the drive is out of spare).
+    fn collect_until_free(&mut self, die: usize, ready_ns: u64) {
+        let mut fruitless = 0;
+        while self.free[die].len() < GC_FREE_BLOCKS && fruitless < 4 {
+            let before = self.free[die].len();
+            if !self.collect(die, ready_ns) {
+                break;
+            }
+            fruitless = if self.free[die].len() > before {
+                0
+            } else {
+                fruitless + 1
+            };
+        }
+    }
+
+    /// Greedy collection on die `die`: moves the valid slots of its full block with the
+    /// fewest into the die's open block and erases it. False when nothing can be reclaimed.
+    fn collect(&mut self, die: usize, ready_ns: u64) -> bool {
+        let bpd = self.blocks_per_die;
+        let first = die as u64 * bpd;
+        let victim = (first..first + bpd)
+            .filter(|&b| self.state[b as usize] == BlockState::Full)
+            .min_by_key(|&b| self.valid[b as usize]);
+        let Some(victim) = victim else {
+            return false;
+        };
+        let slots_per_block = self.units_per_block * self.slots_per_unit;
+        let live = u64::from(self.valid[victim as usize]);
+        let room = self.free[die].len() as u64 * self.units_per_block
+            + self.gc_open[die].map_or(0, |(_, next)| self.units_per_block - next);
+        if live >= slots_per_block || live.div_ceil(self.slots_per_unit) > room {
+            return false;
+        }
+        self.gc.collections += 1;
+        let now = self.now_ns;
+        let mut moving = Vec::new();
+        let mut read_end = ready_ns;
+        for unit in 0..self.units_per_block {
+            let base = (victim * self.units_per_block + unit) * self.slots_per_unit;
+            let live: Vec<u64> = (base..base + self.slots_per_unit)
+                .filter(|&s| self.p2l[s as usize] != NONE)
+                .collect();
+            if live.is_empty() {
+                continue;
+            }
+            let bytes = live.len() as u64 * self.block_size;
+            read_end = read_end.max(self.flash.read(die, now, ready_ns, bytes));
+            moving.extend(live);
+        }
+        // The victim's slots are all invalid once moved; it is erased and freed.
+        for chunk in moving.chunks(self.slots_per_unit as usize) {
+            let lbas: Vec<u64> = chunk.iter().map(|&s| self.p2l[s as usize]).collect();
+            for &s in chunk {
+                self.p2l[s as usize] = NONE;
+            }
+            self.valid[victim as usize] -= chunk.len() as u32;
+            let Some(slot) = self.take_unit(die, read_end, true) else {
+                return false;
+            };
+            for (i, lba) in lbas.iter().enumerate() {
+                self.map(*lba, slot + i as u64);
+            }
+            self.flash.program(die, now, read_end, self.p.unit_bytes());
+            self.gc.moved_slots += chunk.len() as u64;
+        }
+        self.flash.erase(die, now, read_end, 1);
+        self.state[victim as usize] = BlockState::Free;
+        self.free[die].insert(0, victim);
+        true
+    }
+
+    fn read(&mut self, lba: Lba, blocks: u64) -> u64 {
+        let now = self.now_ns;
+        let c = self.front(self.p.ctrl_read_ns);
+        // Consecutive logical blocks in one unit are one page read.
+        let mut units: Vec<(u64, u64)> = Vec::new();
+        for l in lba..lba + blocks {
+            let s = self.l2p[l as usize];
+            if s == NONE || s & BUF != 0 {
+                continue;
+            }
+            let unit = s / self.slots_per_unit;
+            match units.last_mut() {
+                Some((u, bytes)) if *u == unit => *bytes += self.block_size,
+                _ => units.push((unit, self.block_size)),
+            }
+        }
+        let mut ready = c;
+        for (unit, bytes) in units {
+            let die = (self.block_of(unit * self.slots_per_unit) / self.blocks_per_die) as usize;
+            ready = ready.max(self.flash.read(die, now, c, bytes));
+        }
+        let dur = transfer_ns(blocks * self.block_size, self.p.host_bytes_per_sec);
+        self.device_to_host.reserve(now, ready, dur).1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::timing::profile::zn540;
+
+    fn small() -> TimingProfile {
+        TimingProfile {
+            channels: 2,
+            dies_per_channel: 1,
+            pages_per_block: 4,
+            blocks_per_die: 16,
+            ..zn540()
+        }
+    }
+
+    #[test]
+    fn overwrites_force_collection_and_mappings_stay_consistent() {
+        let p = small();
+        let spu = p.unit_bytes() / 4096;
+        let physical = 2 * 16 * 4 * spu;
+        let logical = physical * 3 / 4;
+        let mut m = PageMapped::new(p, 4096, logical).expect("model");
+        let mut rng = zns::SimRng::new(1);
+        let mut now = 0;
+        for _ in 0..4 * logical / 4 {
+            let lba = rng.below(logical / 4) * 4;
+            now = m.submit(
+                now,
+                &ConvCmd::Write {
+                    lba,
+                    blocks: 4,
+                    fua: false,
+                },
+            );
+        }
+        let gc = m.gc_counters();
+        assert!(gc.collections > 0 && gc.moved_slots > 0, "{gc:?}");
+        // Every mapped logical block points at a slot that points back at it.
+        for (l, &s) in m.l2p.iter().enumerate() {
+            if s != NONE && s & BUF == 0 {
+                assert_eq!(m.p2l[s as usize], l as u64);
+            }
+        }
+        let valid: u64 = m.valid.iter().map(|&v| u64::from(v)).sum();
+        let mapped = m.l2p.iter().filter(|&&s| s != NONE && s & BUF == 0).count() as u64;
+        assert_eq!(valid, mapped);
+        assert!(m.submit(now, &ConvCmd::Flush) >= now);
+        assert!(PageMapped::new(p, 4096, physical).is_err());
+    }
+}

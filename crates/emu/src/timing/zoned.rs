@@ -1,0 +1,493 @@
+//! When each command of a zoned namespace completes: plain synchronous discrete-event code.
+//! The device calls `submit` with the present instant and a description of a command it has
+//! already executed; the model books the command on the resources it uses and returns the
+//! instant it completes. Nothing here touches data or zone states.
+//!
+//! A write travels: submission latency, the controller (one command at a time, appends
+//! costing more than writes), admission into the write buffer, the host transfer (PCIe,
+//! host to device), for an append the zone's append sequencer, then completion. Its bytes
+//! stay in the buffer until the flash program of their unit ends: a zone is striped over its
+//! dies in units of one page per plane, unit `u` on die `u mod dies_per_zone` of the zone's
+//! die group (ZNS+ section 2.2, Fig. 1), and a unit is programmed once the zone's data fills
+//! it. A read senses each unit it touches that is on flash (data still in the buffer, or
+//! never written, costs no flash time), moves it over the channel, then over PCIe to the
+//! host. Flush and FUA program partial units padded and wait for every program booked.
+//! Reset erases the blocks the zone used on each die; Finish programs the last partial unit.
+//! Copy reads its sources on the device and writes through the buffer, or uses copyback for
+//! a whole unit whose source and destination share a die.
+
+use std::collections::VecDeque;
+
+use zns::{CopyRange, Geometry, Lba};
+
+use crate::timing::buffer::WriteBuffer;
+use crate::timing::flash::{FlashArray, FlashCounters};
+use crate::timing::profile::TimingProfile;
+use crate::timing::resource::{transfer_ns, Resource};
+
+/// A command as the timing model sees it, described after the device executed it.
+#[derive(Clone, Copy, Debug)]
+pub enum TimedCmd<'a> {
+    Read {
+        lba: Lba,
+        blocks: u64,
+    },
+    /// Zone Write; `host_data` is false for Write Zeroes (no transfer from the host).
+    Write {
+        lba: Lba,
+        blocks: u64,
+        fua: bool,
+        host_data: bool,
+    },
+    /// Zone Append, with the LBA the data landed at.
+    Append {
+        lba: Lba,
+        blocks: u64,
+        fua: bool,
+    },
+    Flush,
+    Copy {
+        sources: &'a [CopyRange],
+        dest: Lba,
+        fua: bool,
+    },
+    Reset {
+        zones: &'a [u32],
+    },
+    Finish {
+        zones: &'a [u32],
+    },
+    /// Open, close, report zones: controller time only.
+    Admin,
+    /// A command that failed its checks: controller time only.
+    Rejected,
+}
+
+/// Counters of the model beyond the flash array's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TimingCounters {
+    pub flash: FlashCounters,
+    pub commands: u64,
+    /// Programs of a partial unit forced by Flush, FUA or Finish.
+    pub padded_programs: u64,
+    pub buffer_waits: u64,
+    pub buffer_wait_ns: u64,
+    pub buffer_overcommits: u64,
+}
+
+/// Where the bytes at one offset of a zone are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Loc {
+    Unwritten,
+    Buffer,
+    Flash(usize),
+}
+
+#[derive(Clone, Debug, Default)]
+struct ZoneTiming {
+    /// Bytes of data in the zone (its write pointer as an offset).
+    data_bytes: u64,
+    /// Bytes whose program is booked; the rest of the data is only in the buffer.
+    booked_bytes: u64,
+    /// Data bytes already covered by a padded program.
+    padded_bytes: u64,
+    /// Booked units whose programs may not have ended: (unit, end), in unit order.
+    inflight: VecDeque<(u64, u64)>,
+    last_program_end_ns: u64,
+    /// The zone's append sequencer.
+    sequencer: Resource,
+}
+
+/// The timing model of one zoned namespace on one flash array.
+pub struct ZonedTiming {
+    p: TimingProfile,
+    geo: Geometry,
+    flash: FlashArray,
+    ctrl: Resource,
+    host_to_device: Resource,
+    device_to_host: Resource,
+    buffer: WriteBuffer,
+    zones: Vec<ZoneTiming>,
+    now_ns: u64,
+    commands: u64,
+    padded_programs: u64,
+}
+
+impl ZonedTiming {
+    /// A model for a namespace of geometry `geo`. With `trace`, every resource records its
+    /// busy intervals (for tests). Refuses a write buffer too small to hold a partial unit per
+    /// active zone plus one largest command, since writes could then wait forever.
+    pub fn new(p: TimingProfile, geo: Geometry, trace: bool) -> Result<ZonedTiming, String> {
+        p.validate()?;
+        let active = if geo.max_active == 0 {
+            geo.zone_count
+        } else {
+            geo.max_active
+        };
+        let need = u64::from(active) * p.unit_bytes()
+            + u64::from(geo.mdts_blocks) * u64::from(geo.block_size);
+        if p.write_buffer_bytes < need {
+            return Err(format!(
+                "timing profile {}: a {} KiB write buffer cannot hold a partial unit for each of {active} active zones plus one largest command ({} KiB); lower the active zone limit",
+                p.name,
+                p.write_buffer_bytes >> 10,
+                need >> 10
+            ));
+        }
+        Ok(ZonedTiming {
+            p,
+            geo,
+            flash: FlashArray::new(p, trace),
+            ctrl: Resource::new(trace),
+            host_to_device: Resource::new(trace),
+            device_to_host: Resource::new(trace),
+            buffer: WriteBuffer::new(p.write_buffer_bytes),
+            zones: (0..geo.zone_count).map(|_| ZoneTiming::default()).collect(),
+            now_ns: 0,
+            commands: 0,
+            padded_programs: 0,
+        })
+    }
+
+    pub fn profile(&self) -> &TimingProfile {
+        &self.p
+    }
+
+    /// The latest submission instant seen.
+    pub fn now_ns(&self) -> u64 {
+        self.now_ns
+    }
+
+    /// Books `cmd`, submitted at `now_ns`, and returns the instant it completes (never before
+    /// `now_ns`). Submissions must come in non-decreasing time order.
+    pub fn submit(&mut self, now_ns: u64, cmd: &TimedCmd<'_>) -> u64 {
+        assert!(now_ns >= self.now_ns, "submissions out of time order");
+        self.now_ns = now_ns;
+        self.commands += 1;
+        let done = match *cmd {
+            TimedCmd::Read { lba, blocks } => self.read(lba, blocks),
+            TimedCmd::Write {
+                lba,
+                blocks,
+                fua,
+                host_data,
+            } => self.write(lba, blocks, fua, host_data, false),
+            TimedCmd::Append { lba, blocks, fua } => self.write(lba, blocks, fua, true, true),
+            TimedCmd::Flush => self.flush(),
+            TimedCmd::Copy { sources, dest, fua } => self.copy(sources, dest, fua),
+            TimedCmd::Reset { zones } => self.reset(zones),
+            TimedCmd::Finish { zones } => self.finish(zones),
+            TimedCmd::Admin | TimedCmd::Rejected => self.front(self.p.ctrl_admin_ns),
+        };
+        let done = done + self.p.complete_ns;
+        assert!(done >= now_ns, "a completion before its submission");
+        done
+    }
+
+    pub fn counters(&self) -> TimingCounters {
+        TimingCounters {
+            flash: self.flash.counters(),
+            commands: self.commands,
+            padded_programs: self.padded_programs,
+            buffer_waits: self.buffer.waits,
+            buffer_wait_ns: self.buffer.wait_ns,
+            buffer_overcommits: self.buffer.overcommits,
+        }
+    }
+
+    /// The flash array, for invariant checks on its traces.
+    pub fn flash(&self) -> &FlashArray {
+        &self.flash
+    }
+
+    /// The host link's two directions, for invariant checks on their traces.
+    pub fn host_links(&self) -> (&Resource, &Resource) {
+        (&self.host_to_device, &self.device_to_host)
+    }
+
+    /// After a power loss or restart: the buffer is empty and every zone's data (given as its
+    /// write pointer in blocks from the zone start) is on flash.
+    pub fn resync(&mut self, zone_wp_blocks: impl Iterator<Item = u64>) {
+        self.buffer.clear();
+        let bs = u64::from(self.geo.block_size);
+        for (z, wp) in self.zones.iter_mut().zip(zone_wp_blocks) {
+            let data = wp * bs;
+            *z = ZoneTiming {
+                data_bytes: data,
+                booked_bytes: data,
+                padded_bytes: data,
+                sequencer: std::mem::take(&mut z.sequencer),
+                ..ZoneTiming::default()
+            };
+        }
+    }
+
+    fn host_ns(&self, bytes: u64) -> u64 {
+        transfer_ns(bytes, self.p.host_bytes_per_sec)
+    }
+
+    /// Submission latency and controller time; returns when the controller is done.
+    fn front(&mut self, ctrl_ns: u64) -> u64 {
+        let now = self.now_ns;
+        self.ctrl.reserve(now, now + self.p.submit_ns, ctrl_ns).1
+    }
+
+    fn zone_of(&self, lba: Lba) -> (u32, u64) {
+        let z = lba / self.geo.zone_size;
+        let off = (lba - z * self.geo.zone_size) * u64::from(self.geo.block_size);
+        (z as u32, off)
+    }
+
+    fn die_of(&self, zone: u32, unit: u64) -> usize {
+        let per_zone = u64::from(self.p.dies_per_zone());
+        let groups = u64::from(self.p.dies() / self.p.dies_per_zone());
+        let group = u64::from(zone) % groups;
+        (group * per_zone + unit % per_zone) as usize
+    }
+
+    fn cap_bytes(&self) -> u64 {
+        self.geo.zone_capacity * u64::from(self.geo.block_size)
+    }
+
+    fn locate(&mut self, zone: u32, off: u64) -> Loc {
+        let now = self.now_ns;
+        let unit = off / self.p.unit_bytes();
+        let z = &mut self.zones[zone as usize];
+        if off >= z.data_bytes {
+            return Loc::Unwritten;
+        }
+        if off >= z.booked_bytes {
+            return Loc::Buffer;
+        }
+        while z.inflight.front().is_some_and(|&(_, end)| end <= now) {
+            z.inflight.pop_front();
+        }
+        let i = z.inflight.partition_point(|&(u, _)| u < unit);
+        match z.inflight.get(i) {
+            Some(&(u, end)) if u == unit && end > now => Loc::Buffer,
+            _ => Loc::Flash(self.die_of(zone, unit)),
+        }
+    }
+
+    /// Programs unit `unit` of `zone`, of which `bytes` leave the buffer when it ends.
+    fn book_unit(&mut self, zone: u32, unit: u64, bytes: u64, ready_ns: u64) -> u64 {
+        let die = self.die_of(zone, unit);
+        let end = self.flash.program(die, self.now_ns, ready_ns, bytes);
+        self.buffer.release_at(end, bytes);
+        let z = &mut self.zones[zone as usize];
+        z.inflight.push_back((unit, end));
+        z.last_program_end_ns = z.last_program_end_ns.max(end);
+        end
+    }
+
+    /// New data up to offset `end_off` of `zone`, in the buffer at `ready_ns`: books every unit
+    /// it completes, and the last partial unit when the zone reaches its capacity.
+    fn add_data(&mut self, zone: u32, end_off: u64, ready_ns: u64) {
+        let ub = self.p.unit_bytes();
+        let cap = self.cap_bytes();
+        let z = &mut self.zones[zone as usize];
+        z.data_bytes = z.data_bytes.max(end_off);
+        loop {
+            let z = &self.zones[zone as usize];
+            let (booked, data) = (z.booked_bytes, z.data_bytes);
+            let boundary = (booked / ub + 1) * ub;
+            let upto = if data >= boundary {
+                boundary
+            } else if data == cap && booked < data {
+                data
+            } else {
+                break;
+            };
+            self.book_unit(zone, booked / ub, upto - booked, ready_ns);
+            self.zones[zone as usize].booked_bytes = upto;
+        }
+    }
+
+    /// Programs the zone's partial unit, padded, if it holds data not yet padded; returns when
+    /// that program ends. The data stays in the buffer for the unit's full program.
+    fn pad_partial(&mut self, zone: u32, ready_ns: u64) -> u64 {
+        let ub = self.p.unit_bytes();
+        let z = &self.zones[zone as usize];
+        if z.data_bytes <= z.booked_bytes || z.data_bytes <= z.padded_bytes {
+            return ready_ns;
+        }
+        let (unit, bytes) = (z.booked_bytes / ub, z.data_bytes - z.booked_bytes);
+        let die = self.die_of(zone, unit);
+        let end = self.flash.program(die, self.now_ns, ready_ns, bytes);
+        self.padded_programs += 1;
+        let z = &mut self.zones[zone as usize];
+        z.padded_bytes = z.data_bytes;
+        z.last_program_end_ns = z.last_program_end_ns.max(end);
+        end
+    }
+
+    fn write(&mut self, lba: Lba, blocks: u64, fua: bool, host_data: bool, append: bool) -> u64 {
+        let ctrl = if append {
+            self.p.ctrl_append_ns
+        } else {
+            self.p.ctrl_write_ns
+        };
+        let now = self.now_ns;
+        let bytes = blocks * u64::from(self.geo.block_size);
+        let c = self.front(ctrl);
+        let admitted = self.buffer.admit(c, bytes);
+        let mut ready = admitted;
+        if host_data {
+            let dur = self.host_ns(bytes);
+            ready = self.host_to_device.reserve(now, admitted, dur).1;
+        }
+        let (zone, off) = self.zone_of(lba);
+        if append && (self.p.zone_append_ns > 0 || self.p.zone_append_bytes_per_sec > 0) {
+            let dur = self.p.zone_append_ns + transfer_ns(bytes, self.p.zone_append_bytes_per_sec);
+            ready = self.zones[zone as usize]
+                .sequencer
+                .reserve(now, ready, dur)
+                .1;
+        }
+        self.add_data(zone, off + bytes, ready);
+        if fua {
+            let padded = self.pad_partial(zone, ready);
+            ready = ready
+                .max(padded)
+                .max(self.zones[zone as usize].last_program_end_ns);
+        }
+        ready
+    }
+
+    fn read(&mut self, lba: Lba, blocks: u64) -> u64 {
+        let now = self.now_ns;
+        let bs = u64::from(self.geo.block_size);
+        let c = self.front(self.p.ctrl_read_ns);
+        let mut ready = c;
+        for (zone, off, len) in self.pieces(lba, blocks) {
+            if let Loc::Flash(die) = self.locate(zone, off) {
+                ready = ready.max(self.flash.read(die, now, c, len));
+            }
+        }
+        let dur = self.host_ns(blocks * bs);
+        self.device_to_host.reserve(now, ready, dur).1
+    }
+
+    /// Splits `blocks` at `lba` into (zone, offset, bytes) pieces that each lie in one unit.
+    fn pieces(&self, lba: Lba, blocks: u64) -> Vec<(u32, u64, u64)> {
+        let bs = u64::from(self.geo.block_size);
+        let ub = self.p.unit_bytes();
+        let zone_bytes = self.geo.zone_size * bs;
+        let mut out = Vec::new();
+        let (mut at, end) = (lba, lba + blocks);
+        while at < end {
+            let (zone, off) = self.zone_of(at);
+            let stop = ((off / ub + 1) * ub)
+                .min(zone_bytes)
+                .min(off + (end - at) * bs);
+            out.push((zone, off, stop - off));
+            at += (stop - off) / bs;
+        }
+        out
+    }
+
+    fn flush(&mut self) -> u64 {
+        let c = self.front(self.p.ctrl_admin_ns);
+        let mut done = c;
+        for zone in 0..self.geo.zone_count {
+            done = done.max(self.pad_partial(zone, c));
+        }
+        done.max(self.flash.last_program_end_ns())
+    }
+
+    fn reset(&mut self, zones: &[u32]) -> u64 {
+        let c = self.front(self.p.ctrl_admin_ns);
+        let mut done = c;
+        let ub = self.p.unit_bytes();
+        let per_zone = u64::from(self.p.dies_per_zone());
+        for &zone in zones {
+            let z = &self.zones[zone as usize];
+            let units = z.booked_bytes.max(z.padded_bytes).div_ceil(ub);
+            let unbooked = z.data_bytes - z.booked_bytes;
+            self.buffer.drop_bytes(unbooked);
+            for i in 0..per_zone.min(units) {
+                let on_die = units / per_zone + u64::from(i < units % per_zone);
+                let blocks = on_die.div_ceil(u64::from(self.p.pages_per_block));
+                let die = self.die_of(zone, i);
+                done = done.max(self.flash.erase(die, self.now_ns, c, blocks));
+            }
+            let seq = std::mem::take(&mut self.zones[zone as usize].sequencer);
+            self.zones[zone as usize] = ZoneTiming {
+                sequencer: seq,
+                ..ZoneTiming::default()
+            };
+        }
+        done
+    }
+
+    fn finish(&mut self, zones: &[u32]) -> u64 {
+        let c = self.front(self.p.ctrl_admin_ns);
+        let mut done = c;
+        let ub = self.p.unit_bytes();
+        for &zone in zones {
+            let z = &self.zones[zone as usize];
+            let (booked, data) = (z.booked_bytes, z.data_bytes);
+            if data > booked {
+                done = done.max(self.book_unit(zone, booked / ub, data - booked, c));
+                self.zones[zone as usize].booked_bytes = data;
+            }
+        }
+        done
+    }
+
+    fn copy(&mut self, sources: &[CopyRange], dest: Lba, fua: bool) -> u64 {
+        let now = self.now_ns;
+        let ub = self.p.unit_bytes();
+        let c = self.front(self.p.ctrl_admin_ns);
+        let (dz, mut doff) = self.zone_of(dest);
+        let mut done = c;
+        for (sz, soff, len) in self.copy_pieces(sources, doff) {
+            let src = self.locate(sz, soff);
+            let dunit = doff / ub;
+            let whole = doff % ub == 0 && soff % ub == 0 && len == ub;
+            let booked_here = self.zones[dz as usize].booked_bytes == doff;
+            if whole && booked_here && src == Loc::Flash(self.die_of(dz, dunit)) {
+                let die = self.die_of(dz, dunit);
+                let end = self.flash.copyback(die, now, c);
+                let z = &mut self.zones[dz as usize];
+                z.inflight.push_back((dunit, end));
+                z.last_program_end_ns = z.last_program_end_ns.max(end);
+                z.data_bytes = doff + len;
+                z.booked_bytes = doff + len;
+                done = done.max(end);
+            } else {
+                let read = match src {
+                    Loc::Flash(die) => self.flash.read(die, now, c, len),
+                    Loc::Buffer | Loc::Unwritten => c,
+                };
+                let ready = self.buffer.admit(c, len).max(read);
+                self.add_data(dz, doff + len, ready);
+                done = done.max(ready);
+            }
+            doff += len;
+        }
+        if fua {
+            done = done
+                .max(self.pad_partial(dz, done))
+                .max(self.zones[dz as usize].last_program_end_ns);
+        }
+        done
+    }
+
+    /// Splits a copy into (source zone, source offset, bytes) pieces that each lie in one
+    /// source unit and one destination unit, the destination starting at offset `doff`.
+    fn copy_pieces(&self, sources: &[CopyRange], mut doff: u64) -> Vec<(u32, u64, u64)> {
+        let ub = self.p.unit_bytes();
+        let mut out = Vec::new();
+        for s in sources {
+            for (zone, mut off, mut len) in self.pieces(s.lba, s.blocks) {
+                while len > 0 {
+                    let n = len.min((doff / ub + 1) * ub - doff);
+                    out.push((zone, off, n));
+                    (off, len, doff) = (off + n, len - n, doff + n);
+                }
+            }
+        }
+        out
+    }
+}
