@@ -243,12 +243,12 @@ pub async fn run_mount(a: &BenchMountArgs, out: &mut impl Write) -> CliResult {
         }
         vol.flush().await.map_err(other)?;
         dev.power_loss(7).map_err(other)?;
-        vol.stop_maintenance().await;
+        vol.crash().await;
         drop(vol);
         let t = Instant::now();
         let (vol, report) = FtlVolume::mount(dev.clone(), opts).await.map_err(other)?;
         let ms = t.elapsed().as_secs_f64() * 1000.0;
-        vol.stop_maintenance().await;
+        vol.crash().await;
         rows.push(json!({
             "volume_gib": (n * 4096) as f64 / (1u64 << 30) as f64, "zones_written": k,
             "scanned_zones": report.scanned_zones, "scanned_blocks": report.scanned_blocks, "mount_ms": ms,

@@ -87,7 +87,11 @@ impl FtlVolume {
                 i += self.move_batch(&list[i..], stream).await?;
             }
         }
-        // The copies must be durable before the only other copy goes away.
+        // The copies must be durable before the only other copy goes away, and so must the
+        // newer versions that made the victim's other blocks invalid: in summary mode that
+        // takes every open zone's pending summary (no writer holds a slot while it waits for
+        // space, so this cannot wait on a writer that waits for this collection).
+        self.write_summaries(|_| true).await?;
         retry(|| self.dev.flush()).await?;
         loop {
             let waiting = self.space.notified();
@@ -129,8 +133,7 @@ impl FtlVolume {
             .iter()
             .position(|s| s.stream == stream)
             .unwrap_or(self.slots.len() - 1);
-        let mut guard = self.slots[gc_slot].zone.lock().await;
-        let z = self.acquire_zone(&mut guard, stream).await?;
+        let (mut guard, z) = self.acquire_zone(&self.slots[gc_slot], stream).await?;
         let use_copy = self.opts.use_copy;
         let max = if use_copy {
             g.copy_max_blocks.min(g.mdts_blocks)
@@ -160,6 +163,14 @@ impl FtlVolume {
         while use_copy && n > 1 && ranges_for(n).len() > g.copy_max_ranges as usize {
             n = n.div_ceil(2);
         }
+        if self.layout.summary_mode() {
+            let room = self.data_room(z);
+            if room == 0 {
+                self.write_summary(z, false).await?;
+                return Ok(0);
+            }
+            n = n.min(room as usize);
+        }
         let r = self.map.lock().reserve(z, n as u64);
         if r.blocks == 0 {
             *guard = None;
@@ -177,11 +188,17 @@ impl FtlVolume {
             self.map.lock().write_failed(z);
             return Err(e.into());
         }
-        let mut m = self.map.lock();
-        for (k, &src) in srcs[..n].iter().enumerate() {
-            m.complete_move(src, z, r.offset + k as u64);
-        }
-        m.end_gc_write(z, r.offset, n as u64);
+        let tags: Vec<_> = {
+            let mut m = self.map.lock();
+            let tags = srcs[..n]
+                .iter()
+                .enumerate()
+                .map(|(k, &src)| m.complete_move(src, z, r.offset + k as u64))
+                .collect();
+            m.end_gc_write(z, r.offset, n as u64);
+            tags
+        };
+        self.note_tags(z, tags.into_iter(), false).await?;
         Ok(n)
     }
 

@@ -11,8 +11,11 @@ use zns::{Lba, NvmeStatus, ZoneAction, ZonedDevice};
 use crate::layout::WriteMode;
 use crate::map::{Reservation, Stream, ZoneUse};
 use crate::records::{self, Tag, TrimRecord, ZoneHeader};
-use crate::volume::FtlVolume;
+use crate::volume::{FtlVolume, Slot};
 use crate::FtlError;
+
+/// A locked slot: its open zone and that zone's generation.
+pub(crate) type SlotGuard<'a> = tokio::sync::MutexGuard<'a, Option<(u32, u64)>>;
 
 /// Attempts per device command before an error is final.
 const ATTEMPTS: u32 = 3;
@@ -27,13 +30,107 @@ pub(crate) enum Payload<'a> {
 }
 
 impl FtlVolume {
-    fn meta_for(&self, tags: impl Iterator<Item = Tag>, blocks: u64) -> Vec<u8> {
+    /// Per-block metadata carrying `tags`; None in summary mode, where tags go in-band.
+    fn meta_for(&self, tags: impl Iterator<Item = Tag>, blocks: u64) -> Option<Vec<u8>> {
+        if self.layout.summary_mode() {
+            return None;
+        }
         let oob = self.layout.geometry.oob_size as usize;
         let mut meta = vec![0u8; blocks as usize * oob];
         for (i, t) in tags.take(blocks as usize).enumerate() {
             records::encode_tag(t, &mut meta[i * oob..]);
         }
-        meta
+        Some(meta)
+    }
+
+    /// Blocks of data zone `z` a write may still take: in summary mode, one block stays free
+    /// for the summary and a group never outgrows one summary block.
+    pub(crate) fn data_room(&self, z: u32) -> u64 {
+        let room = self.layout.zone_blocks - self.map.lock().zone(z).reserved;
+        if !self.layout.summary_mode() {
+            return room;
+        }
+        let group = records::summary_capacity(self.layout.geometry.block_size as usize) as u64;
+        let pending = self.pending_tags.lock()[z as usize].len() as u64;
+        room.saturating_sub(1).min(group.saturating_sub(pending))
+    }
+
+    /// Records tags of blocks just written to zone `z` (summary mode) and writes the summary
+    /// when the group is full, the zone is about to fill, or the write was FUA. The caller
+    /// holds the zone's slot, so nothing else writes to the zone meanwhile.
+    pub(crate) async fn note_tags(
+        &self,
+        z: u32,
+        tags: impl Iterator<Item = Tag>,
+        fua: bool,
+    ) -> Result<(), FtlError> {
+        if !self.layout.summary_mode() {
+            return Ok(());
+        }
+        self.pending_tags.lock()[z as usize].extend(tags);
+        if fua || self.data_room(z) == 0 {
+            self.write_summary(z, fua).await?;
+        }
+        Ok(())
+    }
+
+    /// Writes zone `z`'s pending tags as a summary block at its write pointer.
+    pub(crate) async fn write_summary(&self, z: u32, fua: bool) -> Result<(), FtlError> {
+        let tags = std::mem::take(&mut self.pending_tags.lock()[z as usize]);
+        let (r, generation) = {
+            let mut m = self.map.lock();
+            let generation = m.zone(z).generation;
+            (m.reserve(z, 1), generation)
+        };
+        if r.blocks == 0 {
+            return Err(FtlError::Corrupt(format!(
+                "no room for the summary of data zone {z}"
+            )));
+        }
+        let mut block = vec![0u8; self.layout.geometry.block_size as usize];
+        let place = records::SummaryPlace {
+            volume_id: self.volume_id,
+            data_zone: z,
+            generation,
+            offset: r.offset,
+        };
+        records::encode_summary(&place, &tags, &mut block);
+        let at = self.layout.data_zone_start(z) + r.offset;
+        match retry(|| self.dev.write(at, &block, None, fua)).await {
+            Ok(()) => {
+                self.map.lock().complete_summary(z, r.offset);
+                Ok(())
+            }
+            Err(e) => {
+                self.map.lock().write_failed(z);
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Flush: in summary mode first every open zone's pending summary, then the device.
+    pub(crate) async fn flush_all(&self) -> Result<(), FtlError> {
+        self.write_summaries(|_| true).await?;
+        retry(|| self.dev.flush()).await?;
+        Ok(())
+    }
+
+    /// Writes the pending summaries of the open zones of streams `which` selects.
+    pub(crate) async fn write_summaries(
+        &self,
+        which: impl Fn(Stream) -> bool,
+    ) -> Result<(), FtlError> {
+        if self.layout.summary_mode() {
+            for slot in self.slots.iter().filter(|s| which(s.stream)) {
+                let guard = slot.zone.lock().await;
+                if let Some((z, _)) = *guard {
+                    if !self.pending_tags.lock()[z as usize].is_empty() {
+                        self.write_summary(z, false).await?;
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Picks the slot a write of `stream` goes to: a free hot slot if one is idle.
@@ -89,15 +186,19 @@ impl FtlVolume {
 
     /// Makes sure `guard` holds an open zone with room, opening a new one (and writing its
     /// header) when needed. User streams wait for garbage collection when space is short.
-    pub(crate) async fn acquire_zone(
-        &self,
-        guard: &mut Option<(u32, u64)>,
+    ///
+    /// The slot is locked on return; it is never held while waiting for space, so a flush or a
+    /// collection can always take every slot.
+    pub(crate) async fn acquire_zone<'a>(
+        &'a self,
+        slot: &'a Slot,
         stream: Stream,
-    ) -> Result<u32, FtlError> {
+    ) -> Result<(SlotGuard<'a>, u32), FtlError> {
         loop {
             self.check_failed()?;
-            if let Some(z) = self.existing_zone(guard, stream) {
-                return Ok(z);
+            let mut guard = slot.zone.lock().await;
+            if let Some(z) = self.existing_zone(&mut guard, stream) {
+                return Ok((guard, z));
             }
             let waiting = self.space.notified();
             tokio::pin!(waiting);
@@ -135,12 +236,19 @@ impl FtlVolume {
                 Some((z, generation)) => {
                     self.write_header(z, generation).await?;
                     *guard = Some((z, generation));
-                    return Ok(z);
+                    return Ok((guard, z));
                 }
                 None if stream.is_gc() => return Err(FtlError::NoSpace),
                 None if hopeless => {
                     // All reclaimable space sits in open zones: seal the idle ones.
-                    let sealed = self.map.lock().seal_idle();
+                    // A zone whose blocks await their summary is not sealed: the summary
+                    // needs its last block.
+                    let sealed = {
+                        let pending = self.pending_tags.lock();
+                        self.map
+                            .lock()
+                            .seal_idle(|z| pending[z as usize].is_empty())
+                    };
                     if sealed.is_empty() {
                         return Err(FtlError::NoSpace);
                     }
@@ -152,7 +260,10 @@ impl FtlVolume {
                     }
                     self.maint_wake.notify_one();
                 }
-                None => waiting.await,
+                None => {
+                    drop(guard);
+                    waiting.await;
+                }
             }
         }
     }
@@ -170,7 +281,7 @@ impl FtlVolume {
         );
         let meta = self.meta_for(std::iter::once(Tag::Header { generation }), 1);
         let at = self.layout.data_zone_start(z);
-        let r = retry(|| self.dev.write(at, &block, Some(&meta), false)).await;
+        let r = retry(|| self.dev.write(at, &block, meta.as_deref(), false)).await;
         match r {
             Ok(()) => {
                 self.map.lock().header_written(z);
@@ -215,16 +326,24 @@ impl FtlVolume {
         let mut done = 0u64;
         while done < total {
             let slot = &self.slots[self.pick_slot(stream)];
-            let mut guard = slot.zone.lock().await;
-            let (mut guard, z) = match self.acquire_zone(&mut guard, stream).await {
-                Ok(z) => (guard, z),
+            let (mut guard, z) = match self.acquire_zone(slot, stream).await {
+                Ok(found) => found,
                 Err(FtlError::NoSpace) if !stream.is_gc() => {
-                    drop(guard);
                     self.borrow_user_zone().await.ok_or(FtlError::NoSpace)?
                 }
                 Err(e) => return Err(e),
             };
-            let r = self.map.lock().reserve(z, (total - done).min(limit));
+            let mut want = (total - done).min(limit);
+            if self.layout.summary_mode() {
+                let room = self.data_room(z);
+                if room == 0 {
+                    // The group is complete or only the summary's block is left.
+                    self.write_summary(z, false).await?;
+                    continue;
+                }
+                want = want.min(room);
+            }
+            let r = self.map.lock().reserve(z, want);
             if r.blocks == 0 {
                 *guard = None;
                 continue;
@@ -235,7 +354,19 @@ impl FtlVolume {
             }
             let result = self.put_piece(r, payload, done, fua, append).await;
             match result {
-                Ok(offset) => self.complete_piece(r.zone, offset, r.blocks, payload, done),
+                Ok(offset) => {
+                    self.complete_piece(r.zone, offset, r.blocks, payload, done);
+                    let tags: Vec<Tag> = match payload {
+                        Payload::Data { lba, seq, .. } => (0..r.blocks)
+                            .map(|i| Tag::Data {
+                                lba: lba + done + i,
+                                seq,
+                            })
+                            .collect(),
+                        Payload::Trim { record } => vec![Tag::Trim { seq: record.seq }],
+                    };
+                    self.note_tags(r.zone, tags.into_iter(), fua).await?;
+                }
                 Err(e) => {
                     self.map.lock().write_failed(r.zone);
                     self.seal(r.zone).await;
@@ -281,12 +412,12 @@ impl FtlVolume {
             }
         };
         if append {
-            let at = retry(|| self.dev.append(zone_start, bytes, Some(&meta), fua)).await?;
+            let at = retry(|| self.dev.append(zone_start, bytes, meta.as_deref(), fua)).await?;
             Ok(at - zone_start)
         } else {
             retry(|| {
                 self.dev
-                    .write(zone_start + r.offset, bytes, Some(&meta), fua)
+                    .write(zone_start + r.offset, bytes, meta.as_deref(), fua)
             })
             .await?;
             Ok(r.offset)

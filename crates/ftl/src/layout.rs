@@ -122,12 +122,7 @@ impl Layout {
         reserve_zones: u32,
     ) -> Result<Layout, LayoutError> {
         let fail = |m: String| Err(LayoutError(m));
-        if geometry.oob_size < OOB_BYTES {
-            return fail(format!(
-                "the device stores {} bytes of metadata per block; the FTL needs at least {OOB_BYTES}",
-                geometry.oob_size
-            ));
-        }
+
         if !(10..=900).contains(&op_permille) {
             return fail(format!(
                 "over-provisioning {op_permille} per mille is outside 10..=900"
@@ -190,6 +185,12 @@ impl Layout {
         }
         self.volume_blocks = blocks;
         Ok(self)
+    }
+
+    /// Whether block tags go into in-band summary blocks because the device stores fewer than
+    /// 16 bytes of metadata per block.
+    pub fn summary_mode(&self) -> bool {
+        self.geometry.oob_size < OOB_BYTES
     }
 
     /// Physical blocks in the data area.
@@ -267,15 +268,19 @@ mod tests {
 
     #[test]
     fn devices_that_cannot_hold_a_volume_are_refused() {
-        assert!(Layout::new(
+        let no_oob = Layout::new(
             Geometry {
-                oob_size: 8,
+                oob_size: 0,
                 ..geo(64, 192)
             },
             200,
-            3
+            3,
         )
-        .is_err());
+        .expect("summary mode");
+        assert!(no_oob.summary_mode());
+        assert!(!Layout::new(geo(64, 192), 200, 3)
+            .expect("layout")
+            .summary_mode());
         assert!(Layout::new(geo(6, 192), 200, 3).is_err());
         assert!(Layout::new(geo(64, 192), 5, 3).is_err());
         let big = Layout::new(geo(32, 275_712), 70, 3).expect("zn540-like");

@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use crate::layout::{Layout, VictimPolicy};
 use crate::prefix::Prefix;
+use crate::records::Tag;
 
 /// L2P value of a logical block with no data (reads as zeros).
 pub const UNMAPPED: u32 = u32::MAX;
@@ -67,6 +68,13 @@ pub struct DataZone {
     pub collecting: bool,
 }
 
+/// A live trim record: the snapshot count when it was written, and its sequence number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TrimLive {
+    pub mark: u64,
+    pub seq: u64,
+}
+
 /// Counters for write amplification and GC activity.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counters {
@@ -100,7 +108,7 @@ pub struct Mapping {
     pub(crate) next_seq: u64,
     /// Live trim records: pba -> the snapshot count when the record was written. A record
     /// is needed until a checkpoint snapshotted after it is durable.
-    pub(crate) trims: BTreeMap<u32, u64>,
+    pub(crate) trims: BTreeMap<u32, TrimLive>,
     /// Checkpoint snapshots taken.
     pub(crate) snapshots: u64,
     /// Sequence number at the last durable checkpoint's snapshot.
@@ -333,7 +341,13 @@ impl Mapping {
         }
         let pba = self.pba(z, offset);
         self.p2l[pba as usize] = P_TRIM;
-        self.trims.insert(pba, self.snapshots);
+        self.trims.insert(
+            pba,
+            TrimLive {
+                mark: self.snapshots,
+                seq,
+            },
+        );
         self.zones[z as usize].valid += 1;
         self.counters.meta_blocks += 1;
         self.end_write(z, Some((offset, 1)));
@@ -370,7 +384,7 @@ impl Mapping {
         for pba in start..start + self.layout.zone_blocks as u32 {
             match self.p2l[pba as usize] {
                 P_INVALID => {}
-                P_TRIM => trims.push((pba, self.trims.get(&pba).copied().unwrap_or(0))),
+                P_TRIM => trims.push((pba, self.trims.get(&pba).map_or(0, |t| t.mark))),
                 lba => {
                     if self.l2p[lba as usize] == pba {
                         data.push((pba, u64::from(lba)));
@@ -382,20 +396,21 @@ impl Mapping {
     }
 
     /// Garbage collection copied `src` to `offset` of GC zone `z`. The mapping moves only if
-    /// `src` is still the current location of its LBA.
-    pub fn complete_move(&mut self, src: u32, z: u32, offset: u64) -> bool {
+    /// `src` is still the current location of its LBA. Returns the tag the copy carries
+    /// (`Tag::Unknown` for a copy that lost to a newer write: it must never be recovered).
+    pub fn complete_move(&mut self, src: u32, z: u32, offset: u64) -> Tag {
         let dst = self.pba(z, offset);
-        let moved = match self.p2l[src as usize] {
-            P_INVALID => false,
+        let tag = match self.p2l[src as usize] {
+            P_INVALID => Tag::Unknown,
             P_TRIM => match self.trims.remove(&src) {
-                Some(mark) => {
+                Some(t) => {
                     self.invalidate(src);
-                    self.trims.insert(dst, mark);
+                    self.trims.insert(dst, t);
                     self.p2l[dst as usize] = P_TRIM;
                     self.zones[z as usize].valid += 1;
-                    true
+                    Tag::Trim { seq: t.seq }
                 }
-                None => false,
+                None => Tag::Unknown,
             },
             lba => {
                 if self.l2p[lba as usize] == src {
@@ -403,14 +418,23 @@ impl Mapping {
                     self.l2p[lba as usize] = dst;
                     self.p2l[dst as usize] = lba;
                     self.zones[z as usize].valid += 1;
-                    true
+                    Tag::Data {
+                        lba: u64::from(lba),
+                        seq: self.seq[lba as usize],
+                    }
                 } else {
-                    false
+                    Tag::Unknown
                 }
             }
         };
         self.counters.gc_blocks += 1;
-        moved
+        tag
+    }
+
+    /// An in-band summary block was written at `offset` of zone `z`.
+    pub fn complete_summary(&mut self, z: u32, offset: u64) {
+        self.counters.meta_blocks += 1;
+        self.end_write(z, Some((offset, 1)));
     }
 
     /// Ends a GC copy command of `blocks` blocks at `offset` of zone `z`.
@@ -445,7 +469,7 @@ impl Mapping {
         let dead: Vec<u32> = self
             .trims
             .iter()
-            .filter(|(_, m)| **m < mark)
+            .filter(|(_, t)| t.mark < mark)
             .map(|(p, _)| *p)
             .collect();
         for pba in dead {
@@ -469,7 +493,7 @@ impl Mapping {
     /// Seals every open zone that holds invalid blocks and has no write in flight, so garbage
     /// collection can reclaim them; returns the sealed zones (the caller finishes them on the
     /// device). Used when nothing else is reclaimable.
-    pub fn seal_idle(&mut self) -> Vec<u32> {
+    pub fn seal_idle(&mut self, may_seal: impl Fn(u32) -> bool) -> Vec<u32> {
         let cap = self.layout.zone_blocks;
         let idle: Vec<u32> = (0..self.layout.data_zones)
             .filter(|&z| {
@@ -477,6 +501,7 @@ impl Mapping {
                 matches!(zone.use_, ZoneUse::Open(_))
                     && zone.inflight == 0
                     && zone.valid + 1 < zone.reserved.min(cap)
+                    && may_seal(z)
             })
             .collect();
         for &z in &idle {

@@ -165,3 +165,130 @@ mod tests {
         assert_eq!(decode_trim(&[0u8; 10]), None);
     }
 }
+
+const SUMMARY_MAGIC: &[u8; 8] = b"ZSTKSUMM";
+const SUMMARY_HEAD: usize = 40;
+
+/// Where a summary block sits, which its contents must name: a block that merely resembles
+/// a summary elsewhere (user data, another volume's image) is not taken for one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SummaryPlace {
+    pub volume_id: u64,
+    pub data_zone: u32,
+    pub generation: u64,
+    /// Offset of the summary block in its zone.
+    pub offset: u64,
+}
+
+/// Tags a summary block of `block_size` bytes can hold.
+pub fn summary_capacity(block_size: usize) -> usize {
+    (block_size - SUMMARY_HEAD - 4) / 16
+}
+
+/// An in-band summary for devices without per-block metadata: the tags of the `tags.len()`
+/// blocks right before it in its zone.
+pub fn encode_summary(place: &SummaryPlace, tags: &[Tag], block: &mut [u8]) {
+    block.fill(0);
+    block[..8].copy_from_slice(SUMMARY_MAGIC);
+    block[8..16].copy_from_slice(&place.volume_id.to_le_bytes());
+    block[16..20].copy_from_slice(&place.data_zone.to_le_bytes());
+    block[20..24].copy_from_slice(&(tags.len() as u32).to_le_bytes());
+    block[24..32].copy_from_slice(&place.generation.to_le_bytes());
+    block[32..40].copy_from_slice(&place.offset.to_le_bytes());
+    for (i, t) in tags.iter().enumerate() {
+        encode_tag(*t, &mut block[SUMMARY_HEAD + 16 * i..]);
+    }
+    let end = SUMMARY_HEAD + 16 * tags.len();
+    crc_tail(block, end);
+}
+
+/// Decodes a summary block found at `place`; None if the block is not that summary.
+pub fn decode_summary(place: &SummaryPlace, block: &[u8]) -> Option<Vec<Tag>> {
+    if block.len() < SUMMARY_HEAD + 4 || &block[..8] != SUMMARY_MAGIC {
+        return None;
+    }
+    let count = u32::from_le_bytes(block[20..24].try_into().ok()?) as usize;
+    if count > summary_capacity(block.len()) || u64::try_from(count).ok()? > place.offset {
+        return None;
+    }
+    let end = SUMMARY_HEAD + 16 * count;
+    let expect = (
+        u64::from_le_bytes(block[8..16].try_into().ok()?),
+        u32::from_le_bytes(block[16..20].try_into().ok()?),
+        u64::from_le_bytes(block[24..32].try_into().ok()?),
+        u64::from_le_bytes(block[32..40].try_into().ok()?),
+    );
+    if expect
+        != (
+            place.volume_id,
+            place.data_zone,
+            place.generation,
+            place.offset,
+        )
+        || !crc_ok(block, end)
+    {
+        return None;
+    }
+    Some(
+        (0..count)
+            .map(|i| decode_tag(&block[SUMMARY_HEAD + 16 * i..SUMMARY_HEAD + 16 * (i + 1)]))
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod summary_tests {
+    use super::*;
+
+    #[test]
+    fn summaries_round_trip_only_at_their_own_place() {
+        let place = SummaryPlace {
+            volume_id: 3,
+            data_zone: 2,
+            generation: 5,
+            offset: 40,
+        };
+        let tags = vec![
+            Tag::Data { lba: 1, seq: 2 },
+            Tag::Trim { seq: 3 },
+            Tag::Data { lba: 9, seq: 4 },
+        ];
+        let mut b = vec![0u8; 512];
+        encode_summary(&place, &tags, &mut b);
+        assert_eq!(decode_summary(&place, &b), Some(tags));
+        assert_eq!(
+            decode_summary(
+                &SummaryPlace {
+                    offset: 41,
+                    ..place
+                },
+                &b
+            ),
+            None
+        );
+        assert_eq!(
+            decode_summary(
+                &SummaryPlace {
+                    generation: 6,
+                    ..place
+                },
+                &b
+            ),
+            None
+        );
+        assert_eq!(
+            decode_summary(
+                &SummaryPlace {
+                    volume_id: 4,
+                    ..place
+                },
+                &b
+            ),
+            None
+        );
+        b[50] ^= 1;
+        assert_eq!(decode_summary(&place, &b), None);
+        assert_eq!(summary_capacity(512), 29);
+        assert_eq!(summary_capacity(4096), 253);
+    }
+}

@@ -117,7 +117,11 @@ pub async fn recover(dev: &dyn ZonedDevice, layout: &Layout) -> Result<Recovered
     for (z, plan) in plans.iter().enumerate() {
         if let Some((from, to)) = plan.scan {
             scanned_zones += 1;
-            scanned_blocks += scan_zone(dev, &mut m, z as u32, from, to, &mut stale).await?;
+            scanned_blocks += if layout.summary_mode() {
+                scan_summaries(dev, &mut m, volume_id, z as u32, from, to, &mut stale).await?
+            } else {
+                scan_zone(dev, &mut m, z as u32, from, to, &mut stale).await?
+            };
         }
     }
     finish(&mut m, &stale)?;
@@ -130,6 +134,65 @@ pub async fn recover(dev: &dyn ZonedDevice, layout: &Layout) -> Result<Recovered
         scanned_zones,
         scanned_blocks,
     })
+}
+
+/// Summary mode: finds the summary blocks among `[from, to)` of data zone `z` and applies the
+/// tags they carry for the blocks before them; returns how many blocks it read. Blocks after
+/// the last summary were never flushed and are not recovered.
+async fn scan_summaries(
+    dev: &dyn ZonedDevice,
+    m: &mut Mapping,
+    volume_id: u64,
+    z: u32,
+    from: u64,
+    to: u64,
+    unresolved: &mut [bool],
+) -> Result<u64, FtlError> {
+    let g = dev.geometry();
+    let bs = g.block_size as usize;
+    let chunk = u64::from(g.mdts_blocks.min(256));
+    let mut data = vec![0u8; chunk as usize * bs];
+    let mut one = vec![0u8; bs];
+    let start = m.layout.data_zone_start(z);
+    let generation = m.zones[z as usize].generation;
+    let mut at = from;
+    while at < to {
+        let n = chunk.min(to - at);
+        let d = &mut data[..n as usize * bs];
+        dev.read(start + at, d, None).await?;
+        for i in 0..n as usize {
+            let offset = at + i as u64;
+            let place = records::SummaryPlace {
+                volume_id,
+                data_zone: z,
+                generation,
+                offset,
+            };
+            let Some(tags) = records::decode_summary(&place, &d[i * bs..(i + 1) * bs]) else {
+                continue;
+            };
+            let first = offset - tags.len() as u64;
+            for (k, tag) in tags.into_iter().enumerate() {
+                let pba = m.pba(z, first + k as u64);
+                match tag {
+                    Tag::Data { lba, seq } => apply_data(m, pba, lba, seq, unresolved)?,
+                    Tag::Trim { seq } => {
+                        dev.read(start + first + k as u64, &mut one, None).await?;
+                        let rec = records::decode_trim(&one).ok_or_else(|| {
+                            FtlError::Corrupt(format!(
+                                "trim record at data zone {z} block {} is damaged",
+                                first + k as u64
+                            ))
+                        })?;
+                        apply_trim(m, pba, rec, seq, unresolved)?;
+                    }
+                    Tag::Header { .. } | Tag::Unknown => {}
+                }
+            }
+        }
+        at += n;
+    }
+    Ok(to - from)
 }
 
 /// Applies the tags of blocks `[from, to)` of data zone `z`; returns how many it read.
@@ -230,7 +293,7 @@ fn apply_trim(
     }
     // Whether the checkpoint already covers this record is unknown, so it stays live until
     // the checkpoint the mount writes.
-    m.trims.insert(pba, 0);
+    m.trims.insert(pba, crate::map::TrimLive { mark: 0, seq });
     m.next_seq = m.next_seq.max(seq + 1);
     Ok(())
 }

@@ -46,6 +46,9 @@ pub struct FtlVolume {
     pub(crate) closed: AtomicBool,
     pub(crate) failure: Mutex<Option<String>>,
     pub(crate) checkpoints: std::sync::atomic::AtomicU64,
+    /// In summary mode (no per-block metadata), per data zone the tags of the blocks written
+    /// since its last summary block.
+    pub(crate) pending_tags: Mutex<Vec<Vec<crate::records::Tag>>>,
 }
 
 /// What a mount found and did.
@@ -149,6 +152,11 @@ impl FtlVolume {
             scanned_blocks: rec.scanned_blocks,
             finished_partial_zones: rec.partial_zones.len() as u32,
         };
+        let mut opts = opts;
+        if layout.summary_mode() {
+            // In-band summaries follow their blocks, which needs the host to place them.
+            opts.write_mode = crate::layout::WriteMode::ZoneWrite;
+        }
         let vol = Arc::new(FtlVolume::assemble(dev, layout, opts, rec));
         vol.checkpoint().await?;
         let task = tokio::spawn(Arc::clone(&vol).maintenance());
@@ -198,6 +206,7 @@ impl FtlVolume {
             closed: AtomicBool::new(false),
             failure: Mutex::new(None),
             checkpoints: Default::default(),
+            pending_tags: Mutex::new(vec![Vec::new(); layout.data_zones as usize]),
         }
     }
 
@@ -207,13 +216,20 @@ impl FtlVolume {
 
     /// Stops garbage collection, flushes, and writes a final checkpoint (a clean unmount).
     pub async fn unmount(&self) -> Result<(), FtlError> {
-        self.stop_maintenance().await;
-        self.dev.flush().await?;
+        // Let the maintenance task finish the collection or checkpoint it is in.
+        self.closed.store(true, Ordering::SeqCst);
+        self.maint_wake.notify_one();
+        let task = self.maint.lock().take();
+        if let Some(t) = task {
+            let _ = t.await;
+        }
+        self.flush_all().await?;
         self.checkpoint().await
     }
 
-    /// Stops garbage collection without writing anything (what a crash leaves behind).
-    pub async fn stop_maintenance(&self) {
+    /// Stops garbage collection wherever it is, without writing anything: what a crash leaves
+    /// behind. The volume must not be used afterwards; mount the device again.
+    pub async fn crash(&self) {
         self.closed.store(true, Ordering::SeqCst);
         self.maint_wake.notify_one();
         let task = self.maint.lock().take();
@@ -298,7 +314,7 @@ impl BlockDevice for FtlVolume {
 
     async fn flush(&self) -> BlockResult<()> {
         self.check_failed()?;
-        Ok(self.dev.flush().await?)
+        Ok(self.flush_all().await?)
     }
 
     async fn trim(&self, lba: Lba, blocks: u64) -> BlockResult<()> {

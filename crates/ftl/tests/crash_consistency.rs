@@ -119,10 +119,16 @@ struct Coverage {
     trims: u64,
 }
 
-async fn schedule(seed: u64, ops: usize) -> Coverage {
+async fn schedule(seed: u64, ops: usize, oob: u32) -> Coverage {
     let mut cov = Coverage::default();
     let mut rng = SimRng::new(seed);
-    let dev = common::device(geometry(), seed);
+    let dev = common::device(
+        zns::Geometry {
+            oob_size: oob,
+            ..geometry()
+        },
+        seed,
+    );
     // Random extra latency makes device commands pend, so the maintenance task and the
     // workload interleave at varying points, and power cuts land mid-collection.
     dev.set_faults(FaultPlan {
@@ -205,7 +211,7 @@ async fn schedule(seed: u64, ops: usize) -> Coverage {
                     tokio::time::sleep(Duration::from_micros(rng.range_inclusive(1, 60))).await;
                 }
                 dev.power_loss(rng.next_u64()).expect("power loss");
-                vol.stop_maintenance().await;
+                vol.crash().await;
                 account(&vol, &mut cov);
                 cov.crashes += 1;
                 opts = options(&mut rng);
@@ -240,7 +246,7 @@ async fn schedule(seed: u64, ops: usize) -> Coverage {
         }
     }
     dev.power_loss(rng.next_u64()).expect("power loss");
-    vol.stop_maintenance().await;
+    vol.crash().await;
     account(&vol, &mut cov);
     cov.crashes += 1;
     let vol = remount(&dev, opts, seed, &mut cov).await;
@@ -250,13 +256,13 @@ async fn schedule(seed: u64, ops: usize) -> Coverage {
     cov
 }
 
-fn run(seed: u64, ops: usize) -> Coverage {
+fn run(seed: u64, ops: usize, oob: u32) -> Coverage {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .start_paused(true)
         .build()
         .expect("runtime");
-    rt.block_on(schedule(seed, ops))
+    rt.block_on(schedule(seed, ops, oob))
 }
 
 #[test]
@@ -265,12 +271,16 @@ fn one_thousand_seeded_crash_schedules() {
         .ok()
         .and_then(|s| s.parse().ok())
     {
-        run(seed, 300);
+        let oob = std::env::var("FTL_CRASH_OOB")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(16);
+        run(seed, 300, oob);
         return;
     }
     let mut total = Coverage::default();
     for seed in 0..1000u64 {
-        let c = run(seed, 300);
+        let c = run(seed, 300, 16);
         total.crashes += c.crashes;
         total.gc_zones += c.gc_zones;
         total.scanned_blocks += c.scanned_blocks;
@@ -293,4 +303,29 @@ fn one_thousand_seeded_crash_schedules() {
         total.scanned_blocks
     );
     assert!(total.trims >= 5_000, "only {} trims", total.trims);
+}
+
+/// The same schedules on a device without per-block metadata, where the FTL keeps its block
+/// tags in in-band summary blocks (written when a group fills, on flush and with FUA).
+#[test]
+fn three_hundred_crash_schedules_with_in_band_summaries() {
+    let mut total = Coverage::default();
+    for seed in 5_000..5_300u64 {
+        let c = run(seed, 300, 0);
+        total.crashes += c.crashes;
+        total.gc_zones += c.gc_zones;
+        total.scanned_blocks += c.scanned_blocks;
+        total.trims += c.trims;
+    }
+    assert!(total.crashes >= 1_500, "only {} power cuts", total.crashes);
+    assert!(
+        total.gc_zones >= 3_000,
+        "only {} zones collected",
+        total.gc_zones
+    );
+    assert!(
+        total.scanned_blocks >= 30_000,
+        "only {} blocks scanned",
+        total.scanned_blocks
+    );
 }
