@@ -153,6 +153,21 @@ impl FtlVolume {
             finished_partial_zones: rec.partial_zones.len() as u32,
         };
         let mut opts = opts;
+        // Open zones the FTL keeps: the hot ones, cold, two for garbage collection, and one
+        // checkpoint zone while a checkpoint is written. They must fit the device's limits.
+        let g = layout.geometry;
+        let limit = [g.max_open, g.max_active]
+            .into_iter()
+            .filter(|l| *l != 0)
+            .min();
+        if let Some(limit) = limit {
+            if limit < 5 {
+                return Err(FtlError::Layout(crate::layout::LayoutError(format!(
+                    "the device allows {limit} open or active zones; the FTL needs at least 5"
+                ))));
+            }
+            opts.hot_zones = opts.hot_zones.clamp(1, limit - 4);
+        }
         if layout.summary_mode() {
             // In-band summaries follow their blocks, which needs the host to place them.
             opts.write_mode = crate::layout::WriteMode::ZoneWrite;

@@ -129,3 +129,45 @@ fn a_volume_can_export_an_exact_size_that_survives_remount() {
         assert!(ftl::format(dev.as_ref(), too_big, 9, true).await.is_err());
     });
 }
+
+#[test]
+fn the_open_zones_fit_the_devices_active_limit() {
+    runtime().block_on(async {
+        // Six active zones: the FTL must run with two hot zones and never exceed the limit.
+        let g = zns::Geometry {
+            max_open: 6,
+            max_active: 6,
+            ..geometry()
+        };
+        let dev = common::device(g, 4);
+        let opts = ftl::MountOptions {
+            hot_zones: 8,
+            ..small_opts()
+        };
+        let vol = fresh(&dev, 200, opts).await;
+        let bs = vol.block_size() as usize;
+        for pass in 0..4u64 {
+            for lba in 0..vol.size_blocks() {
+                vol.write(lba, &block(bs, pass * 10_000 + lba + 1), false)
+                    .await
+                    .expect("write within the active limit");
+            }
+        }
+        vol.unmount().await.expect("unmount");
+        let tight = zns::Geometry {
+            max_open: 4,
+            max_active: 4,
+            ..geometry()
+        };
+        let dev = common::device(tight, 5);
+        ftl::format(dev.as_ref(), ftl::FormatOptions::with_op(200), 1, false)
+            .await
+            .expect("format");
+        let err = FtlVolume::mount(dev.clone(), small_opts())
+            .await
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("at least 5"), "{err}");
+    });
+}
