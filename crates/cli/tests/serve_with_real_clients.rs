@@ -160,6 +160,8 @@ fn fio_random_writes_verify_with_crc32c() {
     let server = Server::start(&["--memory", "128M", "--listen", &sock(dir.path())]);
     let common = |rw: &str, verify_only: bool| {
         let mut c = Command::new("fio");
+        // fio leaves its verify state file in the working directory.
+        c.current_dir(dir.path());
         c.args([
             "--name=ftl",
             "--ioengine=nbd",
