@@ -11,7 +11,7 @@ use std::cell::RefCell;
 
 use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
-use zns::{Geometry, NvmeResult, SimRng, ZonedDevice};
+use zns::{Geometry, NvmeResult, SimRng, ZoneAction, ZonedDevice};
 
 /// What a job does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,6 +35,20 @@ pub struct Job {
     /// Reads stay within the first this-many bytes of each zone.
     pub read_extent_bytes: u64,
     pub seed: u64,
+    /// How a write or append job keeps going, and how fast.
+    pub limits: Limits,
+}
+
+/// Optional bounds on a job, as fio's `time_based`, `runtime` and `rate` set them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// When a write or append job has filled its last zone, it resets its first zone and
+    /// starts over (as fio does in zoned mode) instead of stopping.
+    pub wrap: bool,
+    /// The job issues nothing once this much time has passed since it started.
+    pub runtime_ns: Option<u64>,
+    /// The job issues no faster than this many bytes per second.
+    pub rate_bytes_per_sec: Option<u64>,
 }
 
 /// Throughput and latency of a run, after its ramp.
@@ -46,6 +60,9 @@ pub struct Report {
     pub mib_per_sec: f64,
     pub iops: f64,
     pub mean_latency_us: f64,
+    pub latency_p50_us: f64,
+    pub latency_p99_us: f64,
+    pub latency_p999_us: f64,
 }
 
 #[derive(Default)]
@@ -54,6 +71,8 @@ struct Meter {
     bytes: u64,
     ops: u64,
     latency_ns: u128,
+    /// Every completion's latency, in completion order, for percentiles.
+    latencies_ns: Vec<u64>,
     /// Completions counted until the ramp ends are left out of the figures.
     ramp_bytes: u64,
     ramp_end: Option<(Instant, u64, u64, u128)>,
@@ -66,6 +85,8 @@ impl Meter {
         self.bytes += bytes;
         self.ops += 1;
         self.latency_ns += latency_ns;
+        self.latencies_ns
+            .push(u64::try_from(latency_ns).unwrap_or(u64::MAX));
         self.last = Some(now);
         if self.ramp_bytes > 0 && self.ramp_end.is_none() && self.bytes >= self.ramp_bytes {
             self.ramp_end = Some((now, self.bytes, self.ops, self.latency_ns));
@@ -82,6 +103,13 @@ impl Meter {
         let end = self.last.unwrap_or(t0);
         let seconds = end.saturating_duration_since(t0).as_secs_f64();
         let (bytes, ops) = (self.bytes - b0, self.ops - o0);
+        let mut measured: Vec<u64> = self
+            .latencies_ns
+            .get(usize::try_from(o0).unwrap_or(usize::MAX)..)
+            .unwrap_or_default()
+            .to_vec();
+        measured.sort_unstable();
+        let pct = |p: f64| percentile_us(&measured, p);
         let per = |x: f64| if seconds > 0.0 { x / seconds } else { 0.0 };
         Report {
             bytes,
@@ -94,8 +122,22 @@ impl Meter {
             } else {
                 0.0
             },
+            latency_p50_us: pct(50.0),
+            latency_p99_us: pct(99.0),
+            latency_p999_us: pct(99.9),
         }
     }
+}
+
+/// The `p`th percentile of sorted latencies in microseconds: the smallest sample that at
+/// least `p` percent of the samples do not exceed (fio's definition), 0 with no samples.
+fn percentile_us(sorted_ns: &[u64], p: f64) -> f64 {
+    if sorted_ns.is_empty() {
+        return 0.0;
+    }
+    let rank = (p / 100.0 * sorted_ns.len() as f64).ceil() as usize;
+    let i = rank.clamp(1, sorted_ns.len()) - 1;
+    sorted_ns.get(i).map_or(0.0, |ns| *ns as f64 / 1000.0)
 }
 
 /// Where a job's next command goes.
@@ -105,6 +147,9 @@ struct Cursor {
     offset_blocks: u64,
     rng: SimRng,
     issued_bytes: u64,
+    started: Instant,
+    /// A wrapping job has filled all its zones at least once.
+    lapped: bool,
 }
 
 enum Cmd {
@@ -113,17 +158,37 @@ enum Cmd {
     Read(u64),
 }
 
-fn next_cmd(job: &Job, g: &Geometry, c: &mut Cursor) -> Option<Cmd> {
+/// A command, and the zone to reset first when a wrapping job starts over on it.
+struct Next {
+    cmd: Cmd,
+    reset_first: Option<u64>,
+}
+
+fn next_cmd(job: &Job, g: &Geometry, c: &mut Cursor) -> Option<Next> {
     if c.issued_bytes >= job.bytes || job.zones.is_empty() {
         return None;
     }
+    if let Some(ns) = job.limits.runtime_ns {
+        if c.started.elapsed().as_nanos() >= u128::from(ns) {
+            return None;
+        }
+    }
     let blocks = job.block_bytes / u64::from(g.block_size);
     let extent = (job.read_extent_bytes / u64::from(g.block_size)).min(g.zone_capacity);
+    let mut reset_first = None;
     let cmd = match job.pattern {
         Pattern::Write | Pattern::Append => {
             if c.offset_blocks + blocks > g.zone_capacity {
                 c.zone_index += 1;
                 c.offset_blocks = 0;
+                if c.zone_index == job.zones.len() && job.limits.wrap {
+                    c.zone_index = 0;
+                    c.lapped = true;
+                }
+                if c.lapped {
+                    // Past the first lap every zone was filled before: empty it again.
+                    reset_first = Some(g.zone_start(*job.zones.get(c.zone_index)?));
+                }
             }
             let start = g.zone_start(*job.zones.get(c.zone_index)?);
             let lba = start + c.offset_blocks;
@@ -149,17 +214,20 @@ fn next_cmd(job: &Job, g: &Geometry, c: &mut Cursor) -> Option<Cmd> {
         }
     };
     c.issued_bytes += job.block_bytes;
-    Some(cmd)
+    Some(Next { cmd, reset_first })
 }
 
 async fn one(
     dev: &dyn ZonedDevice,
-    cmd: Cmd,
+    next: Next,
     data: &[u8],
     meter: &RefCell<Meter>,
 ) -> NvmeResult<()> {
+    if let Some(zslba) = next.reset_first {
+        dev.zone_mgmt(ZoneAction::Reset, zslba, false).await?;
+    }
     let t = Instant::now();
-    match cmd {
+    match next.cmd {
         Cmd::Write(lba) => dev.write(lba, data, None, false).await?,
         Cmd::Append(zslba) => dev.append(zslba, data, None, false).await.map(|_| ())?,
         Cmd::Read(lba) => {
@@ -180,12 +248,27 @@ async fn run_job(dev: &dyn ZonedDevice, job: &Job, meter: &RefCell<Meter>) -> Nv
         offset_blocks: 0,
         rng: SimRng::new(job.seed),
         issued_bytes: 0,
+        started: Instant::now(),
+        lapped: false,
     };
     let mut inflight = FuturesUnordered::new();
     loop {
         while inflight.len() < job.queue_depth.max(1) as usize {
+            if let Some(rate) = job.limits.rate_bytes_per_sec {
+                // Issue the next command no earlier than the rate allows for what went before.
+                let due_ns = u128::from(cursor.issued_bytes) * 1_000_000_000 / u128::from(rate);
+                let due = cursor.started
+                    + std::time::Duration::from_nanos(u64::try_from(due_ns).unwrap_or(u64::MAX));
+                if due > Instant::now() {
+                    if inflight.is_empty() {
+                        emu::timing::wait_until(emu::ClockMode::Virtual, due).await;
+                    } else {
+                        break;
+                    }
+                }
+            }
             match next_cmd(job, &g, &mut cursor) {
-                Some(cmd) => inflight.push(one(dev, cmd, &data, meter)),
+                Some(next) => inflight.push(one(dev, next, &data, meter)),
                 None => break,
             }
         }
@@ -199,13 +282,32 @@ async fn run_job(dev: &dyn ZonedDevice, job: &Job, meter: &RefCell<Meter>) -> Nv
 /// Runs `jobs` concurrently to completion and reports the figures measured after the first
 /// `ramp_bytes` completed (so a write buffer's initial fill does not flatter a run).
 pub async fn run(dev: &dyn ZonedDevice, jobs: &[Job], ramp_bytes: u64) -> NvmeResult<Report> {
-    let meter = RefCell::new(Meter {
-        start: Some(Instant::now()),
-        ramp_bytes,
-        ..Meter::default()
-    });
-    let results = futures::future::join_all(jobs.iter().map(|j| run_job(dev, j, &meter))).await;
+    let reports = run_groups(dev, &[jobs], ramp_bytes).await?;
+    Ok(reports.into_iter().next().unwrap_or_default())
+}
+
+/// Runs every job of every group concurrently and reports each group's figures on its own:
+/// one report per group, in order. `ramp_bytes` applies to each group.
+pub async fn run_groups(
+    dev: &dyn ZonedDevice,
+    groups: &[&[Job]],
+    ramp_bytes: u64,
+) -> NvmeResult<Vec<Report>> {
+    let meters: Vec<RefCell<Meter>> = groups
+        .iter()
+        .map(|_| {
+            RefCell::new(Meter {
+                start: Some(Instant::now()),
+                ramp_bytes,
+                ..Meter::default()
+            })
+        })
+        .collect();
+    let all = groups
+        .iter()
+        .zip(&meters)
+        .flat_map(|(jobs, meter)| jobs.iter().map(move |j| run_job(dev, j, meter)));
+    let results = futures::future::join_all(all).await;
     results.into_iter().collect::<NvmeResult<Vec<()>>>()?;
-    let report = meter.borrow().report();
-    Ok(report)
+    Ok(meters.iter().map(|m| m.borrow().report()).collect())
 }
