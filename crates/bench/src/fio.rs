@@ -12,6 +12,7 @@
 use emu::timing::timing_profile;
 use emu::{ClockMode, EmuConfig, EmuDevice, SimRuntime};
 use serde_json::{json, Value};
+use tokio::time::Instant;
 use zns::{Geometry, ZonedDevice};
 
 use crate::jobfile::{Distribution, JobSpec, Rw};
@@ -34,6 +35,9 @@ pub struct JobResult {
     pub name: String,
     pub read: Report,
     pub write: Report,
+    pub block_bytes: u64,
+    /// When each command completed, in nanoseconds of virtual time since the run started.
+    pub done_ns: Vec<u64>,
 }
 
 const DEFAULT_ZONES: u32 = 40;
@@ -162,6 +166,7 @@ struct Group {
     name: String,
     jobs: Vec<Job>,
     writes: bool,
+    block_bytes: u64,
     /// Zones to fill, and how many bytes of each, before the reads start.
     prefill: Vec<(u32, u64)>,
 }
@@ -195,6 +200,7 @@ fn groups_of(s: &JobSpec, g: &Geometry, seed: u64) -> Result<Vec<Group>, String>
                 name: s.name.clone(),
                 jobs,
                 writes: s.rw.writes(),
+                block_bytes: s.block_bytes,
                 prefill,
             }),
         }
@@ -226,19 +232,29 @@ async fn prefill(dev: &EmuDevice, groups: &[Group]) -> Result<(), String> {
 }
 
 /// Runs one stonewall phase: its groups concurrently.
-async fn phase(dev: &EmuDevice, groups: Vec<Group>) -> Result<Vec<JobResult>, String> {
+async fn phase(
+    dev: &EmuDevice,
+    groups: Vec<Group>,
+    origin: Instant,
+) -> Result<Vec<JobResult>, String> {
     prefill(dev, &groups).await?;
     let slices: Vec<&[Job]> = groups.iter().map(|grp| grp.jobs.as_slice()).collect();
-    let reports = workload::run_groups(dev, &slices, 0)
+    let offset_ns = u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    let reports = workload::run_groups_traced(dev, &slices, 0)
         .await
         .map_err(|e| format!("a job failed: {e}"))?;
     Ok(groups
         .iter()
         .zip(reports)
-        .map(|(grp, r)| JobResult {
+        .map(|(grp, (r, done_ns))| JobResult {
             name: grp.name.clone(),
             read: if grp.writes { Report::default() } else { r },
             write: if grp.writes { r } else { Report::default() },
+            block_bytes: grp.block_bytes,
+            done_ns: done_ns
+                .iter()
+                .map(|t| t.saturating_add(offset_ns))
+                .collect(),
         })
         .collect())
 }
@@ -263,8 +279,9 @@ pub fn run(specs: &[JobSpec], t: &Target) -> Result<Vec<JobResult>, String> {
             }
         }
         let mut results = Vec::new();
+        let origin = Instant::now();
         for p in phases {
-            results.extend(phase(&dev, p).await?);
+            results.extend(phase(&dev, p, origin).await?);
         }
         Ok(results)
     })
@@ -326,4 +343,42 @@ pub fn to_text(results: &[JobResult]) -> String {
         }
     }
     s
+}
+
+/// Each job's throughput over time in MiB/s: `buckets` equal intervals from the start of the
+/// run to its last completion, as (interval end in seconds, MiB/s) points.
+pub fn throughput_series(results: &[JobResult], buckets: usize) -> Vec<(String, Vec<(f64, f64)>)> {
+    let end_ns = results
+        .iter()
+        .filter_map(|r| r.done_ns.iter().max())
+        .max()
+        .copied()
+        .unwrap_or(0)
+        .max(1);
+    let n = buckets.max(1);
+    let width_ns = end_ns.div_ceil(n as u64).max(1);
+    let width_s = width_ns as f64 / 1e9;
+    results
+        .iter()
+        .map(|r| {
+            let mut bytes = vec![0u64; n];
+            for t in &r.done_ns {
+                let i = usize::try_from(t / width_ns).unwrap_or(n - 1).min(n - 1);
+                if let Some(b) = bytes.get_mut(i) {
+                    *b += r.block_bytes;
+                }
+            }
+            let points = bytes
+                .iter()
+                .enumerate()
+                .map(|(i, b)| {
+                    (
+                        (i + 1) as f64 * width_s,
+                        *b as f64 / (1u64 << 20) as f64 / width_s,
+                    )
+                })
+                .collect();
+            (r.name.clone(), points)
+        })
+        .collect()
 }

@@ -73,6 +73,8 @@ struct Meter {
     latency_ns: u128,
     /// Every completion's latency, in completion order, for percentiles.
     latencies_ns: Vec<u64>,
+    /// When each command completed, in nanoseconds since the meter started.
+    done_ns: Vec<u64>,
     /// Completions counted until the ramp ends are left out of the figures.
     ramp_bytes: u64,
     ramp_end: Option<(Instant, u64, u64, u128)>,
@@ -87,6 +89,10 @@ impl Meter {
         self.latency_ns += latency_ns;
         self.latencies_ns
             .push(u64::try_from(latency_ns).unwrap_or(u64::MAX));
+        if let Some(start) = self.start {
+            let since = now.saturating_duration_since(start).as_nanos();
+            self.done_ns.push(u64::try_from(since).unwrap_or(u64::MAX));
+        }
         self.last = Some(now);
         if self.ramp_bytes > 0 && self.ramp_end.is_none() && self.bytes >= self.ramp_bytes {
             self.ramp_end = Some((now, self.bytes, self.ops, self.latency_ns));
@@ -293,6 +299,17 @@ pub async fn run_groups(
     groups: &[&[Job]],
     ramp_bytes: u64,
 ) -> NvmeResult<Vec<Report>> {
+    let traced = run_groups_traced(dev, groups, ramp_bytes).await?;
+    Ok(traced.into_iter().map(|(r, _)| r).collect())
+}
+
+/// `run_groups`, also returning when each of a group's commands completed, in nanoseconds
+/// since the groups started (ramp included), for throughput over time.
+pub async fn run_groups_traced(
+    dev: &dyn ZonedDevice,
+    groups: &[&[Job]],
+    ramp_bytes: u64,
+) -> NvmeResult<Vec<(Report, Vec<u64>)>> {
     let meters: Vec<RefCell<Meter>> = groups
         .iter()
         .map(|_| {
@@ -309,5 +326,11 @@ pub async fn run_groups(
         .flat_map(|(jobs, meter)| jobs.iter().map(move |j| run_job(dev, j, meter)));
     let results = futures::future::join_all(all).await;
     results.into_iter().collect::<NvmeResult<Vec<()>>>()?;
-    Ok(meters.iter().map(|m| m.borrow().report()).collect())
+    Ok(meters
+        .into_iter()
+        .map(|m| {
+            let m = m.into_inner();
+            (m.report(), m.done_ns)
+        })
+        .collect())
 }

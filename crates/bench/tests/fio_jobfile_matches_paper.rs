@@ -92,3 +92,20 @@ fn jobs_that_cannot_run_here_are_refused_clearly() {
     .unwrap_err();
     assert!(e.contains("randrw"), "{e}");
 }
+
+#[test]
+fn throughput_series_accounts_for_every_byte_and_tracks_the_rate() {
+    let text = "[w]\nzonemode=zbd\nrw=write\nbs=4k\nsize=32m\n";
+    let results = run(&parse(text).expect("parses"), &target()).expect("runs");
+    let series = bench::fio::throughput_series(&results, 10);
+    let (name, points) = &series[0];
+    assert_eq!((name.as_str(), points.len()), ("w", 10));
+    let width_s = points[0].0;
+    let mib: f64 = points.iter().map(|(_, y)| y * width_s).sum();
+    assert!((mib - 32.0).abs() < 1e-6, "{mib}");
+    let rate = results[0].write.mib_per_sec;
+    assert!(
+        (points[4].1 - rate).abs() / rate < 0.02,
+        "{points:?} vs {rate}"
+    );
+}
