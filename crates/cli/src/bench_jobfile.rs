@@ -32,6 +32,9 @@ pub struct BenchJobArgs {
     /// Seed of the device and the random offsets.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Also draw each job's throughput over virtual time into this PNG file.
+    #[arg(long, value_name = "FILE.png")]
+    pub plot: Option<PathBuf>,
 }
 
 /// Parses the words after `bench` and runs the job file they name.
@@ -82,6 +85,9 @@ pub fn run(a: &BenchJobArgs, out: &mut impl Write) -> CliResult {
         b.finish_and_clear();
     }
     let results = results?;
+    if let Some(path) = &a.plot {
+        crate::plot::throughput(path, &results)?;
+    }
     if json {
         let v = bench::fio::to_json(&results);
         let s = serde_json::to_string_pretty(&v).map_err(|e| CliError::Other(e.to_string()))?;

@@ -7,6 +7,7 @@ mod bench_jobfile;
 mod bench_paper;
 mod cmd_ftl;
 mod commands;
+mod plot;
 mod quickstart;
 mod serve;
 mod session;

@@ -81,3 +81,24 @@ fn text_report_names_the_job_and_its_bandwidth() {
     assert!(text.starts_with("seq:\n  write: IOPS="), "{text}");
     assert!(text.contains("MiB/s") && text.contains("p99.9="), "{text}");
 }
+
+#[test]
+fn plot_writes_a_png_or_names_the_missing_font_package() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = job_file(&dir, "[seq]\nzonemode=zbd\nrw=write\nsize=8m\n");
+    let png = dir.path().join("t.png");
+    let out = zonestack(&["bench", &path, "--plot", &png.to_string_lossy()]);
+    if std::path::Path::new("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf").exists() {
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let bytes = std::fs::read(&png).expect("the plot exists");
+        assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"));
+    } else {
+        assert_eq!(out.status.code(), Some(1));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("fonts-dejavu-core"));
+    }
+}
