@@ -109,3 +109,14 @@ fn throughput_series_accounts_for_every_byte_and_tracks_the_rate() {
         "{points:?} vs {rate}"
     );
 }
+
+/// A job larger than its zones used to stop (or fail with Zone Full) when the last zone
+/// filled; fio resets the zones and keeps writing, and so must the runner.
+#[test]
+fn jobs_larger_than_their_zones_reset_them_and_keep_writing() {
+    for kind in ["", "zone_append=1\niodepth=4\n"] {
+        let text = format!("[w]\nzonemode=zbd\nrw=write\nbs=128k\nsize=2g\n{kind}");
+        let results = run(&parse(&text).expect("parses"), &target()).expect("runs");
+        assert_eq!(results[0].write.bytes, 2 << 30, "{kind}");
+    }
+}
