@@ -13,7 +13,7 @@ use emu::timing::timing_profile;
 use emu::{ClockMode, EmuConfig, EmuDevice, SimRuntime};
 use serde_json::{json, Value};
 use tokio::time::Instant;
-use zns::{Geometry, ZonedDevice};
+use zns::{Geometry, ZoneAction, ZonedDevice};
 
 use crate::jobfile::{Distribution, JobSpec, Rw};
 use crate::workload::{self, Job, Limits, Pattern, Report};
@@ -227,6 +227,16 @@ async fn prefill(dev: &EmuDevice, groups: &[Group]) -> Result<(), String> {
         return Ok(());
     }
     let err = |e: zns::NvmeStatus| format!("filling the zones to read: {e}");
+    // An earlier phase may have written these zones; the reads only need written data, so
+    // start them over rather than track where each write pointer stands.
+    let g = dev.geometry();
+    for j in &fill {
+        for z in &j.zones {
+            dev.zone_mgmt(ZoneAction::Reset, g.zone_start(*z), false)
+                .await
+                .map_err(err)?;
+        }
+    }
     workload::run(dev, &fill, 0).await.map_err(err)?;
     dev.flush().await.map_err(err)
 }
@@ -259,6 +269,24 @@ async fn phase(
         .collect())
 }
 
+/// Jobs that run at the same time must not share zones: one's writes would move the other's
+/// write pointer, and the device would fail them with a status that names neither job.
+fn refuse_shared_zones(running: &[Group], new: &[Group]) -> Result<(), String> {
+    let zones = |g: &Group| -> Vec<u32> { g.jobs.iter().flat_map(|j| j.zones.clone()).collect() };
+    for n in new {
+        let mine = zones(n);
+        for r in running {
+            if let Some(z) = zones(r).iter().find(|z| mine.contains(z)) {
+                return Err(format!(
+                    "jobs '{}' and '{}' run at the same time on zone {z}; give them different offset= ranges or separate them with stonewall",
+                    r.name, n.name
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Runs the jobs on a fresh device in a fresh `SimRuntime`, phase by phase (a job with
 /// `stonewall` starts a new phase once the earlier jobs have finished).
 pub fn run(specs: &[JobSpec], t: &Target) -> Result<Vec<JobResult>, String> {
@@ -274,7 +302,10 @@ pub fn run(specs: &[JobSpec], t: &Target) -> Result<Vec<JobResult>, String> {
                 t.seed ^ (i as u64).wrapping_mul(0xA24B_AED4_963E_E407),
             )?;
             match phases.last_mut() {
-                Some(p) if !s.stonewall => p.extend(groups),
+                Some(p) if !s.stonewall => {
+                    refuse_shared_zones(p, &groups)?;
+                    p.extend(groups)
+                }
                 _ => phases.push(groups),
             }
         }

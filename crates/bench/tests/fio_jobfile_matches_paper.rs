@@ -72,7 +72,7 @@ fn two_runs_give_identical_json() {
 #[test]
 fn time_based_jobs_stop_at_their_runtime_and_rate_caps_bandwidth() {
     let text = "[global]\nzonemode=zbd\nbs=4k\ntime_based\nruntime=20ms\n\
-                [free]\nrw=write\n[capped]\nrw=write\noffset=2g\nrate=100m\n";
+                [free]\nrw=write\nsize=2g\n[capped]\nrw=write\noffset=2g\nrate=100m\n";
     let results = run(&parse(text).expect("parses"), &target()).expect("runs");
     let (free, capped) = (&results[0].write, &results[1].write);
     assert!(free.seconds <= 0.021 && free.seconds >= 0.019, "{free:?}");
@@ -91,6 +91,12 @@ fn jobs_that_cannot_run_here_are_refused_clearly() {
     )
     .unwrap_err();
     assert!(e.contains("randrw"), "{e}");
+    // Two concurrent jobs on the same zone used to fail with a bare "Zone Invalid Write".
+    let text = "[global]\nzonemode=zbd\nsize=64m\n[w]\nrw=write\n[r]\nrw=read\n";
+    let e = run(&parse(text).expect("parses"), &target()).unwrap_err();
+    assert!(e.contains("'w' and 'r'") && e.contains("zone 0"), "{e}");
+    let ok = format!("{text}stonewall\n");
+    assert!(run(&parse(&ok).expect("parses"), &target()).is_ok());
 }
 
 #[test]
