@@ -72,8 +72,13 @@ fn check(s: &JobSpec) -> Result<(), String> {
     if matches!(s.rw, Rw::ReadWrite | Rw::RandRw) {
         return refuse("mixed reads and writes (readwrite, randrw) are not supported yet");
     }
-    if s.percentage_random != 100 || s.distribution != Distribution::Random {
-        return refuse("percentage_random and zipf distributions are not supported yet");
+    if s.percentage_random != 100 {
+        return refuse("percentage_random below 100 is not supported yet");
+    }
+    if s.distribution != Distribution::Random && s.rw != Rw::RandRead {
+        return refuse(
+            "random_distribution=zipf needs rw=randread (zoned writes go to the write pointer)",
+        );
     }
     if s.time_based && s.runtime_ms.is_none() {
         return refuse("time_based needs a runtime");
@@ -149,6 +154,10 @@ fn clone_jobs(s: &JobSpec, g: &Geometry, zones: &[u32], seed: u64) -> (Vec<Job>,
                 bytes: my_bytes,
                 read_extent_bytes: extent,
                 seed: seed ^ (k as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                zipf_theta: match s.distribution {
+                    Distribution::Zipf(theta) => Some(theta),
+                    Distribution::Random => None,
+                },
                 limits: Limits {
                     wrap: my_bytes > cap_bytes * mine.len() as u64,
                     runtime_ns: s.runtime_ms.map(|ms| ms.saturating_mul(1_000_000)),
@@ -220,6 +229,7 @@ async fn prefill(dev: &EmuDevice, groups: &[Group]) -> Result<(), String> {
             bytes: *bytes,
             read_extent_bytes: 0,
             seed: 0,
+            zipf_theta: None,
             limits: Limits::default(),
         })
         .collect();

@@ -35,6 +35,9 @@ pub struct Job {
     /// Reads stay within the first this-many bytes of each zone.
     pub read_extent_bytes: u64,
     pub seed: u64,
+    /// Random reads pick blocks with a Zipf distribution of this exponent (hot blocks
+    /// scattered over the read area) instead of uniformly.
+    pub zipf_theta: Option<f64>,
     /// How a write or append job keeps going, and how fast.
     pub limits: Limits,
 }
@@ -214,13 +217,43 @@ fn next_cmd(job: &Job, g: &Geometry, c: &mut Cursor) -> Option<Next> {
             Cmd::Read(lba)
         }
         Pattern::RandRead => {
-            let zone = job.zones[c.rng.index(job.zones.len())];
             let slots = (extent / blocks).max(1);
-            Cmd::Read(g.zone_start(zone) + c.rng.below(slots) * blocks)
+            let (zone_index, slot) = match job.zipf_theta {
+                Some(theta) => {
+                    let items = slots * job.zones.len() as u64;
+                    let item = scatter(zipf_rank(unit(&mut c.rng), items, theta), items);
+                    (usize::try_from(item / slots).ok()?, item % slots)
+                }
+                None => (c.rng.index(job.zones.len()), c.rng.below(slots)),
+            };
+            Cmd::Read(g.zone_start(*job.zones.get(zone_index)?) + slot * blocks)
         }
     };
     c.issued_bytes += job.block_bytes;
     Some(Next { cmd, reset_first })
+}
+
+/// A uniform sample in [0, 1).
+fn unit(rng: &mut SimRng) -> f64 {
+    (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// A 0-based rank in `[0, n)` for the uniform sample `u`, by inverting the continuous
+/// power law `x^-theta` on `[1, n]` (theta > 0, not 1): rank 0 is the most popular.
+pub fn zipf_rank(u: f64, n: u64, theta: f64) -> u64 {
+    let a = 1.0 - theta;
+    let x = (((n as f64).powf(a) - 1.0) * u + 1.0).powf(1.0 / a);
+    (x.floor() as u64).clamp(1, n.max(1)) - 1
+}
+
+/// Spreads ranks over `[0, n)` one-to-one, so the popular blocks are not all adjacent (fio
+/// scrambles its Zipf ranks for the same reason): multiplication by a prime modulo `n`.
+pub fn scatter(rank: u64, n: u64) -> u64 {
+    const PRIME: u64 = 2_147_483_647;
+    if n <= 1 || n.is_multiple_of(PRIME) {
+        return rank;
+    }
+    ((u128::from(rank) * u128::from(PRIME)) % u128::from(n)) as u64
 }
 
 async fn one(
@@ -333,4 +366,36 @@ pub async fn run_groups_traced(
             (m.report(), m.done_ns)
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zipf_ranks_stay_in_range_and_favour_the_first() {
+        let mut rng = SimRng::new(7);
+        let n = 1_000_000;
+        let draws = 20_000;
+        let mut first = 0;
+        for _ in 0..draws {
+            let r = zipf_rank(unit(&mut rng), n, 1.2);
+            assert!(r < n);
+            first += u32::from(r == 0);
+        }
+        // The power law gives rank 0 about 13.8% of draws; uniform would give 0.0001%.
+        let share = f64::from(first) / f64::from(draws);
+        assert!((0.12..0.16).contains(&share), "{share}");
+        assert_eq!(zipf_rank(0.0, n, 0.8), 0);
+        assert!(zipf_rank(0.999_999_999, n, 0.8) >= n - 2);
+    }
+
+    #[test]
+    fn scatter_is_one_to_one() {
+        for n in [1u64, 2, 7, 96, 1000] {
+            let mut seen: Vec<u64> = (0..n).map(|r| scatter(r, n)).collect();
+            seen.sort_unstable();
+            assert_eq!(seen, (0..n).collect::<Vec<_>>(), "n={n}");
+        }
+    }
 }

@@ -126,3 +126,24 @@ fn jobs_larger_than_their_zones_reset_them_and_keep_writing() {
         assert_eq!(results[0].write.bytes, 2 << 30, "{kind}");
     }
 }
+
+#[test]
+fn zipf_random_reads_run_and_differ_from_uniform_ones() {
+    let job = |dist: &str| {
+        format!("[r]\nzonemode=zbd\nrw=randread\nbs=4k\niodepth=8\nsize=64m\nio_size=16m\n{dist}")
+    };
+    let uniform = run(&parse(&job("")).expect("parses"), &target()).expect("runs");
+    let zipf = run(
+        &parse(&job("random_distribution=zipf:1.2\n")).expect("parses"),
+        &target(),
+    )
+    .expect("runs");
+    assert_eq!(zipf[0].read.bytes, 16 << 20);
+    assert_ne!(zipf[0].done_ns, uniform[0].done_ns);
+    let e = run(
+        &parse("[w]\nzonemode=zbd\nrw=write\nrandom_distribution=zipf:1.2\n").expect("parses"),
+        &target(),
+    )
+    .unwrap_err();
+    assert!(e.contains("randread"), "{e}");
+}
