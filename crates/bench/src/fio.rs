@@ -89,6 +89,28 @@ fn check(s: &JobSpec) -> Result<(), String> {
     Ok(())
 }
 
+/// Commands in flight per job at most: a bound on the driver's queues and buffers.
+const IODEPTH_MAX: u32 = 4096;
+
+/// Why the job's block size or queue depth does not fit the device, if it does not.
+fn check_sizes(s: &JobSpec, g: &Geometry) -> Result<(), String> {
+    let block = u64::from(g.block_size);
+    let cap_bytes = g.zone_capacity * block;
+    if !s.block_bytes.is_multiple_of(block) || s.block_bytes > cap_bytes {
+        return Err(format!(
+            "job '{}' (line {}): bs={} is not a multiple of the {block}-byte block size up to the {cap_bytes}-byte zone capacity",
+            s.name, s.line, s.block_bytes
+        ));
+    }
+    if s.iodepth > IODEPTH_MAX {
+        return Err(format!(
+            "job '{}' (line {}): iodepth={} is above the limit of {IODEPTH_MAX}",
+            s.name, s.line, s.iodepth
+        ));
+    }
+    Ok(())
+}
+
 /// The zones of a job's region, `[offset, offset + size)` rounded out to whole zones.
 fn region(s: &JobSpec, g: &Geometry) -> Result<Vec<u32>, String> {
     let zone_bytes = g.zone_size * u64::from(g.block_size);
@@ -182,6 +204,7 @@ struct Group {
 
 fn groups_of(s: &JobSpec, g: &Geometry, seed: u64) -> Result<Vec<Group>, String> {
     check(s)?;
+    check_sizes(s, g)?;
     let zones = region(s, g)?;
     let clones = s.numjobs as usize;
     if clones > zones.len() {

@@ -91,6 +91,12 @@ fn jobs_that_cannot_run_here_are_refused_clearly() {
     )
     .unwrap_err();
     assert!(e.contains("randrw"), "{e}");
+    // A block size below the device's used to divide by zero in the read offsets.
+    for bad in ["bs=1000", "bs=2g", "iodepth=100000"] {
+        let text = format!("[r]\nzonemode=zbd\nrw=randread\nsize=8m\n{bad}\n");
+        let e = run(&parse(&text).expect("parses"), &target()).unwrap_err();
+        assert!(e.contains(bad.split('=').next().unwrap_or("")), "{e}");
+    }
     // Two concurrent jobs on the same zone used to fail with a bare "Zone Invalid Write".
     let text = "[global]\nzonemode=zbd\nsize=64m\n[w]\nrw=write\n[r]\nrw=read\n";
     let e = run(&parse(text).expect("parses"), &target()).unwrap_err();
