@@ -72,8 +72,8 @@ fn check(s: &JobSpec) -> Result<(), String> {
     if matches!(s.rw, Rw::ReadWrite | Rw::RandRw) {
         return refuse("mixed reads and writes (readwrite, randrw) are not supported yet");
     }
-    if s.percentage_random != 100 {
-        return refuse("percentage_random below 100 is not supported yet");
+    if s.percentage_random != 100 && s.rw != Rw::RandRead {
+        return refuse("percentage_random below 100 needs rw=randread");
     }
     if s.distribution != Distribution::Random && s.rw != Rw::RandRead {
         return refuse(
@@ -176,6 +176,7 @@ fn clone_jobs(s: &JobSpec, g: &Geometry, zones: &[u32], seed: u64) -> (Vec<Job>,
                 bytes: my_bytes,
                 read_extent_bytes: extent,
                 seed: seed ^ (k as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                random_percent: s.percentage_random,
                 zipf_theta: match s.distribution {
                     Distribution::Zipf(theta) => Some(theta),
                     Distribution::Random => None,
@@ -252,6 +253,7 @@ async fn prefill(dev: &EmuDevice, groups: &[Group]) -> Result<(), String> {
             bytes: *bytes,
             read_extent_bytes: 0,
             seed: 0,
+            random_percent: 100,
             zipf_theta: None,
             limits: Limits::default(),
         })

@@ -294,6 +294,7 @@ fn jobs_of(p: &Point, o: &Options, zone_count: u32) -> Vec<Job> {
             bytes: per_job,
             read_extent_bytes: prefill_bytes(o, p),
             seed: o.seed ^ u64::from(j).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            random_percent: 100,
             zipf_theta: None,
             limits: Limits::default(),
         })
@@ -322,6 +323,7 @@ async fn measure(p: &Point, o: &Options) -> Result<Report, String> {
                 bytes: prefill_bytes(o, p),
                 read_extent_bytes: 0,
                 seed: 0,
+                random_percent: 100,
                 zipf_theta: None,
                 limits: Limits::default(),
             })

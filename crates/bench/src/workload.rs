@@ -38,6 +38,9 @@ pub struct Job {
     /// Random reads pick blocks with a Zipf distribution of this exponent (hot blocks
     /// scattered over the read area) instead of uniformly.
     pub zipf_theta: Option<f64>,
+    /// Percent of a random read job's reads that are random; the rest continue sequentially
+    /// from the previous read (fio's `percentage_random`).
+    pub random_percent: u32,
     /// How a write or append job keeps going, and how fast.
     pub limits: Limits,
 }
@@ -216,6 +219,11 @@ fn next_cmd(job: &Job, g: &Geometry, c: &mut Cursor) -> Option<Next> {
             c.offset_blocks += blocks;
             Cmd::Read(lba)
         }
+        Pattern::RandRead if !c.rng.chance(f64::from(job.random_percent.min(100)) / 100.0) => {
+            let slots = (extent / blocks).max(1);
+            c.offset_blocks = (c.offset_blocks + blocks) % (slots * blocks);
+            Cmd::Read(g.zone_start(*job.zones.get(c.zone_index)?) + c.offset_blocks)
+        }
         Pattern::RandRead => {
             let slots = (extent / blocks).max(1);
             let (zone_index, slot) = match job.zipf_theta {
@@ -226,6 +234,7 @@ fn next_cmd(job: &Job, g: &Geometry, c: &mut Cursor) -> Option<Next> {
                 }
                 None => (c.rng.index(job.zones.len()), c.rng.below(slots)),
             };
+            (c.zone_index, c.offset_blocks) = (zone_index, slot * blocks);
             Cmd::Read(g.zone_start(*job.zones.get(zone_index)?) + slot * blocks)
         }
     };
@@ -388,6 +397,56 @@ mod tests {
         assert!((0.12..0.16).contains(&share), "{share}");
         assert_eq!(zipf_rank(0.0, n, 0.8), 0);
         assert!(zipf_rank(0.999_999_999, n, 0.8) >= n - 2);
+    }
+
+    /// The read addresses of a random read job over 4 zones of 64 blocks, 1 block each.
+    fn read_lbas(random_percent: u32) -> Vec<u64> {
+        let mut g = emu::profile("zn540").expect("zn540 geometry");
+        g.zone_count = 4;
+        let job = Job {
+            pattern: Pattern::RandRead,
+            zones: vec![0, 1, 2, 3],
+            block_bytes: u64::from(g.block_size),
+            queue_depth: 1,
+            bytes: 400 * u64::from(g.block_size),
+            read_extent_bytes: 64 * u64::from(g.block_size),
+            seed: 3,
+            random_percent,
+            zipf_theta: None,
+            limits: Limits::default(),
+        };
+        let mut c = Cursor {
+            zone_index: 0,
+            offset_blocks: 0,
+            rng: SimRng::new(job.seed),
+            issued_bytes: 0,
+            started: Instant::now(),
+            lapped: false,
+        };
+        std::iter::from_fn(|| match next_cmd(&job, &g, &mut c)?.cmd {
+            Cmd::Read(lba) => Some(lba),
+            _ => None,
+        })
+        .collect()
+    }
+
+    #[test]
+    fn percentage_random_mixes_sequential_and_random_reads() {
+        let sequential_share = |lbas: &[u64]| {
+            let next = lbas.windows(2).filter(|w| w[1] == w[0] + 1).count();
+            next as f64 / (lbas.len() - 1) as f64
+        };
+        let (all, half, none) = (read_lbas(100), read_lbas(50), read_lbas(0));
+        assert_eq!(none.len(), 400);
+        assert!(sequential_share(&all) < 0.05, "{}", sequential_share(&all));
+        let h = sequential_share(&half);
+        assert!((0.4..0.6).contains(&h), "{h}");
+        // Sequential reads wrap within the 64-block read area of the zone they are in.
+        assert!(
+            sequential_share(&none) > 0.95,
+            "{}",
+            sequential_share(&none)
+        );
     }
 
     #[test]

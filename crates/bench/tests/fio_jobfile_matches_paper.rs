@@ -153,3 +153,13 @@ fn zipf_random_reads_run_and_differ_from_uniform_ones() {
     .unwrap_err();
     assert!(e.contains("randread"), "{e}");
 }
+
+#[test]
+fn percentage_random_is_accepted_for_random_reads_only() {
+    let text = "[r]\nzonemode=zbd\nrw=randread\nsize=64m\nio_size=1m\npercentage_random=30\n";
+    let results = run(&parse(text).expect("parses"), &target()).expect("runs");
+    assert_eq!(results[0].read.bytes, 1 << 20);
+    let text = "[w]\nzonemode=zbd\nrw=write\npercentage_random=30\n";
+    let e = run(&parse(text).expect("parses"), &target()).unwrap_err();
+    assert!(e.contains("percentage_random"), "{e}");
+}

@@ -31,6 +31,7 @@ fn qd1_writes_run_at_one_per_modelled_latency() {
             bytes: 1 << 20,
             read_extent_bytes: 0,
             seed: 0,
+            random_percent: 100,
             zipf_theta: None,
             limits: Limits::default(),
         };
@@ -61,6 +62,7 @@ fn append_jobs_fill_their_own_zones_without_overflowing() {
                 bytes: cap + cap / 2,
                 read_extent_bytes: 0,
                 seed: 0,
+                random_percent: 100,
                 zipf_theta: None,
                 limits: Limits::default(),
             })
