@@ -9,7 +9,7 @@ use emu::{ClockMode, EmuConfig, EmuDevice, SimRuntime};
 use serde::Serialize;
 use zns::ZonedDevice;
 
-use crate::workload::{self, Job, Pattern, Report};
+use crate::workload::{self, Job, Limits, Pattern, Report};
 
 /// One figure: the paper's value, ours, and the difference in percent of the paper's.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -294,6 +294,9 @@ fn jobs_of(p: &Point, o: &Options, zone_count: u32) -> Vec<Job> {
             bytes: per_job,
             read_extent_bytes: prefill_bytes(o, p),
             seed: o.seed ^ u64::from(j).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            random_percent: 100,
+            zipf_theta: None,
+            limits: Limits::default(),
         })
         .collect()
 }
@@ -320,6 +323,9 @@ async fn measure(p: &Point, o: &Options) -> Result<Report, String> {
                 bytes: prefill_bytes(o, p),
                 read_extent_bytes: 0,
                 seed: 0,
+                random_percent: 100,
+                zipf_theta: None,
+                limits: Limits::default(),
             })
             .collect();
         workload::run(&dev, &fill, 0).await.map_err(err)?;

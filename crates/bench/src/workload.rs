@@ -11,7 +11,7 @@ use std::cell::RefCell;
 
 use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
-use zns::{Geometry, NvmeResult, SimRng, ZonedDevice};
+use zns::{Geometry, NvmeResult, SimRng, ZoneAction, ZonedDevice};
 
 /// What a job does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,6 +35,26 @@ pub struct Job {
     /// Reads stay within the first this-many bytes of each zone.
     pub read_extent_bytes: u64,
     pub seed: u64,
+    /// Random reads pick blocks with a Zipf distribution of this exponent (hot blocks
+    /// scattered over the read area) instead of uniformly.
+    pub zipf_theta: Option<f64>,
+    /// Percent of a random read job's reads that are random; the rest continue sequentially
+    /// from the previous read (fio's `percentage_random`).
+    pub random_percent: u32,
+    /// How a write or append job keeps going, and how fast.
+    pub limits: Limits,
+}
+
+/// Optional bounds on a job, as fio's `time_based`, `runtime` and `rate` set them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// When a write or append job has filled its last zone, it resets its first zone and
+    /// starts over (as fio does in zoned mode) instead of stopping.
+    pub wrap: bool,
+    /// The job issues nothing once this much time has passed since it started.
+    pub runtime_ns: Option<u64>,
+    /// The job issues no faster than this many bytes per second.
+    pub rate_bytes_per_sec: Option<u64>,
 }
 
 /// Throughput and latency of a run, after its ramp.
@@ -46,6 +66,9 @@ pub struct Report {
     pub mib_per_sec: f64,
     pub iops: f64,
     pub mean_latency_us: f64,
+    pub latency_p50_us: f64,
+    pub latency_p99_us: f64,
+    pub latency_p999_us: f64,
 }
 
 #[derive(Default)]
@@ -54,6 +77,10 @@ struct Meter {
     bytes: u64,
     ops: u64,
     latency_ns: u128,
+    /// Every completion's latency, in completion order, for percentiles.
+    latencies_ns: Vec<u64>,
+    /// When each command completed, in nanoseconds since the meter started.
+    done_ns: Vec<u64>,
     /// Completions counted until the ramp ends are left out of the figures.
     ramp_bytes: u64,
     ramp_end: Option<(Instant, u64, u64, u128)>,
@@ -66,6 +93,12 @@ impl Meter {
         self.bytes += bytes;
         self.ops += 1;
         self.latency_ns += latency_ns;
+        self.latencies_ns
+            .push(u64::try_from(latency_ns).unwrap_or(u64::MAX));
+        if let Some(start) = self.start {
+            let since = now.saturating_duration_since(start).as_nanos();
+            self.done_ns.push(u64::try_from(since).unwrap_or(u64::MAX));
+        }
         self.last = Some(now);
         if self.ramp_bytes > 0 && self.ramp_end.is_none() && self.bytes >= self.ramp_bytes {
             self.ramp_end = Some((now, self.bytes, self.ops, self.latency_ns));
@@ -82,6 +115,13 @@ impl Meter {
         let end = self.last.unwrap_or(t0);
         let seconds = end.saturating_duration_since(t0).as_secs_f64();
         let (bytes, ops) = (self.bytes - b0, self.ops - o0);
+        let mut measured: Vec<u64> = self
+            .latencies_ns
+            .get(usize::try_from(o0).unwrap_or(usize::MAX)..)
+            .unwrap_or_default()
+            .to_vec();
+        measured.sort_unstable();
+        let pct = |p: f64| percentile_us(&measured, p);
         let per = |x: f64| if seconds > 0.0 { x / seconds } else { 0.0 };
         Report {
             bytes,
@@ -94,8 +134,22 @@ impl Meter {
             } else {
                 0.0
             },
+            latency_p50_us: pct(50.0),
+            latency_p99_us: pct(99.0),
+            latency_p999_us: pct(99.9),
         }
     }
+}
+
+/// The `p`th percentile of sorted latencies in microseconds: the smallest sample that at
+/// least `p` percent of the samples do not exceed (fio's definition), 0 with no samples.
+fn percentile_us(sorted_ns: &[u64], p: f64) -> f64 {
+    if sorted_ns.is_empty() {
+        return 0.0;
+    }
+    let rank = (p / 100.0 * sorted_ns.len() as f64).ceil() as usize;
+    let i = rank.clamp(1, sorted_ns.len()) - 1;
+    sorted_ns.get(i).map_or(0.0, |ns| *ns as f64 / 1000.0)
 }
 
 /// Where a job's next command goes.
@@ -105,6 +159,9 @@ struct Cursor {
     offset_blocks: u64,
     rng: SimRng,
     issued_bytes: u64,
+    started: Instant,
+    /// A wrapping job has filled all its zones at least once.
+    lapped: bool,
 }
 
 enum Cmd {
@@ -113,17 +170,37 @@ enum Cmd {
     Read(u64),
 }
 
-fn next_cmd(job: &Job, g: &Geometry, c: &mut Cursor) -> Option<Cmd> {
+/// A command, and the zone to reset first when a wrapping job starts over on it.
+struct Next {
+    cmd: Cmd,
+    reset_first: Option<u64>,
+}
+
+fn next_cmd(job: &Job, g: &Geometry, c: &mut Cursor) -> Option<Next> {
     if c.issued_bytes >= job.bytes || job.zones.is_empty() {
         return None;
     }
+    if let Some(ns) = job.limits.runtime_ns {
+        if c.started.elapsed().as_nanos() >= u128::from(ns) {
+            return None;
+        }
+    }
     let blocks = job.block_bytes / u64::from(g.block_size);
     let extent = (job.read_extent_bytes / u64::from(g.block_size)).min(g.zone_capacity);
+    let mut reset_first = None;
     let cmd = match job.pattern {
         Pattern::Write | Pattern::Append => {
             if c.offset_blocks + blocks > g.zone_capacity {
                 c.zone_index += 1;
                 c.offset_blocks = 0;
+                if c.zone_index == job.zones.len() && job.limits.wrap {
+                    c.zone_index = 0;
+                    c.lapped = true;
+                }
+                if c.lapped {
+                    // Past the first lap every zone was filled before: empty it again.
+                    reset_first = Some(g.zone_start(*job.zones.get(c.zone_index)?));
+                }
             }
             let start = g.zone_start(*job.zones.get(c.zone_index)?);
             let lba = start + c.offset_blocks;
@@ -142,24 +219,63 @@ fn next_cmd(job: &Job, g: &Geometry, c: &mut Cursor) -> Option<Cmd> {
             c.offset_blocks += blocks;
             Cmd::Read(lba)
         }
-        Pattern::RandRead => {
-            let zone = job.zones[c.rng.index(job.zones.len())];
+        Pattern::RandRead if !c.rng.chance(f64::from(job.random_percent.min(100)) / 100.0) => {
             let slots = (extent / blocks).max(1);
-            Cmd::Read(g.zone_start(zone) + c.rng.below(slots) * blocks)
+            c.offset_blocks = (c.offset_blocks + blocks) % (slots * blocks);
+            Cmd::Read(g.zone_start(*job.zones.get(c.zone_index)?) + c.offset_blocks)
+        }
+        Pattern::RandRead => {
+            let slots = (extent / blocks).max(1);
+            let (zone_index, slot) = match job.zipf_theta {
+                Some(theta) => {
+                    let items = slots * job.zones.len() as u64;
+                    let item = scatter(zipf_rank(unit(&mut c.rng), items, theta), items);
+                    (usize::try_from(item / slots).ok()?, item % slots)
+                }
+                None => (c.rng.index(job.zones.len()), c.rng.below(slots)),
+            };
+            (c.zone_index, c.offset_blocks) = (zone_index, slot * blocks);
+            Cmd::Read(g.zone_start(*job.zones.get(zone_index)?) + slot * blocks)
         }
     };
     c.issued_bytes += job.block_bytes;
-    Some(cmd)
+    Some(Next { cmd, reset_first })
+}
+
+/// A uniform sample in [0, 1).
+fn unit(rng: &mut SimRng) -> f64 {
+    (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// A 0-based rank in `[0, n)` for the uniform sample `u`, by inverting the continuous
+/// power law `x^-theta` on `[1, n]` (theta > 0, not 1): rank 0 is the most popular.
+pub fn zipf_rank(u: f64, n: u64, theta: f64) -> u64 {
+    let a = 1.0 - theta;
+    let x = (((n as f64).powf(a) - 1.0) * u + 1.0).powf(1.0 / a);
+    (x.floor() as u64).clamp(1, n.max(1)) - 1
+}
+
+/// Spreads ranks over `[0, n)` one-to-one, so the popular blocks are not all adjacent (fio
+/// scrambles its Zipf ranks for the same reason): multiplication by a prime modulo `n`.
+pub fn scatter(rank: u64, n: u64) -> u64 {
+    const PRIME: u64 = 2_147_483_647;
+    if n <= 1 || n.is_multiple_of(PRIME) {
+        return rank;
+    }
+    ((u128::from(rank) * u128::from(PRIME)) % u128::from(n)) as u64
 }
 
 async fn one(
     dev: &dyn ZonedDevice,
-    cmd: Cmd,
+    next: Next,
     data: &[u8],
     meter: &RefCell<Meter>,
 ) -> NvmeResult<()> {
+    if let Some(zslba) = next.reset_first {
+        dev.zone_mgmt(ZoneAction::Reset, zslba, false).await?;
+    }
     let t = Instant::now();
-    match cmd {
+    match next.cmd {
         Cmd::Write(lba) => dev.write(lba, data, None, false).await?,
         Cmd::Append(zslba) => dev.append(zslba, data, None, false).await.map(|_| ())?,
         Cmd::Read(lba) => {
@@ -180,12 +296,27 @@ async fn run_job(dev: &dyn ZonedDevice, job: &Job, meter: &RefCell<Meter>) -> Nv
         offset_blocks: 0,
         rng: SimRng::new(job.seed),
         issued_bytes: 0,
+        started: Instant::now(),
+        lapped: false,
     };
     let mut inflight = FuturesUnordered::new();
     loop {
         while inflight.len() < job.queue_depth.max(1) as usize {
+            if let Some(rate) = job.limits.rate_bytes_per_sec {
+                // Issue the next command no earlier than the rate allows for what went before.
+                let due_ns = u128::from(cursor.issued_bytes) * 1_000_000_000 / u128::from(rate);
+                let due = cursor.started
+                    + std::time::Duration::from_nanos(u64::try_from(due_ns).unwrap_or(u64::MAX));
+                if due > Instant::now() {
+                    if inflight.is_empty() {
+                        emu::timing::wait_until(emu::ClockMode::Virtual, due).await;
+                    } else {
+                        break;
+                    }
+                }
+            }
             match next_cmd(job, &g, &mut cursor) {
-                Some(cmd) => inflight.push(one(dev, cmd, &data, meter)),
+                Some(next) => inflight.push(one(dev, next, &data, meter)),
                 None => break,
             }
         }
@@ -199,13 +330,131 @@ async fn run_job(dev: &dyn ZonedDevice, job: &Job, meter: &RefCell<Meter>) -> Nv
 /// Runs `jobs` concurrently to completion and reports the figures measured after the first
 /// `ramp_bytes` completed (so a write buffer's initial fill does not flatter a run).
 pub async fn run(dev: &dyn ZonedDevice, jobs: &[Job], ramp_bytes: u64) -> NvmeResult<Report> {
-    let meter = RefCell::new(Meter {
-        start: Some(Instant::now()),
-        ramp_bytes,
-        ..Meter::default()
-    });
-    let results = futures::future::join_all(jobs.iter().map(|j| run_job(dev, j, &meter))).await;
+    let reports = run_groups(dev, &[jobs], ramp_bytes).await?;
+    Ok(reports.into_iter().next().unwrap_or_default())
+}
+
+/// Runs every job of every group concurrently and reports each group's figures on its own:
+/// one report per group, in order. `ramp_bytes` applies to each group.
+pub async fn run_groups(
+    dev: &dyn ZonedDevice,
+    groups: &[&[Job]],
+    ramp_bytes: u64,
+) -> NvmeResult<Vec<Report>> {
+    let traced = run_groups_traced(dev, groups, ramp_bytes).await?;
+    Ok(traced.into_iter().map(|(r, _)| r).collect())
+}
+
+/// `run_groups`, also returning when each of a group's commands completed, in nanoseconds
+/// since the groups started (ramp included), for throughput over time.
+pub async fn run_groups_traced(
+    dev: &dyn ZonedDevice,
+    groups: &[&[Job]],
+    ramp_bytes: u64,
+) -> NvmeResult<Vec<(Report, Vec<u64>)>> {
+    let meters: Vec<RefCell<Meter>> = groups
+        .iter()
+        .map(|_| {
+            RefCell::new(Meter {
+                start: Some(Instant::now()),
+                ramp_bytes,
+                ..Meter::default()
+            })
+        })
+        .collect();
+    let all = groups
+        .iter()
+        .zip(&meters)
+        .flat_map(|(jobs, meter)| jobs.iter().map(move |j| run_job(dev, j, meter)));
+    let results = futures::future::join_all(all).await;
     results.into_iter().collect::<NvmeResult<Vec<()>>>()?;
-    let report = meter.borrow().report();
-    Ok(report)
+    Ok(meters
+        .into_iter()
+        .map(|m| {
+            let m = m.into_inner();
+            (m.report(), m.done_ns)
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zipf_ranks_stay_in_range_and_favour_the_first() {
+        let mut rng = SimRng::new(7);
+        let n = 1_000_000;
+        let draws = 20_000;
+        let mut first = 0;
+        for _ in 0..draws {
+            let r = zipf_rank(unit(&mut rng), n, 1.2);
+            assert!(r < n);
+            first += u32::from(r == 0);
+        }
+        // The power law gives rank 0 about 13.8% of draws; uniform would give 0.0001%.
+        let share = f64::from(first) / f64::from(draws);
+        assert!((0.12..0.16).contains(&share), "{share}");
+        assert_eq!(zipf_rank(0.0, n, 0.8), 0);
+        assert!(zipf_rank(0.999_999_999, n, 0.8) >= n - 2);
+    }
+
+    /// The read addresses of a random read job over 4 zones of 64 blocks, 1 block each.
+    fn read_lbas(random_percent: u32) -> Vec<u64> {
+        let mut g = emu::profile("zn540").expect("zn540 geometry");
+        g.zone_count = 4;
+        let job = Job {
+            pattern: Pattern::RandRead,
+            zones: vec![0, 1, 2, 3],
+            block_bytes: u64::from(g.block_size),
+            queue_depth: 1,
+            bytes: 400 * u64::from(g.block_size),
+            read_extent_bytes: 64 * u64::from(g.block_size),
+            seed: 3,
+            random_percent,
+            zipf_theta: None,
+            limits: Limits::default(),
+        };
+        let mut c = Cursor {
+            zone_index: 0,
+            offset_blocks: 0,
+            rng: SimRng::new(job.seed),
+            issued_bytes: 0,
+            started: Instant::now(),
+            lapped: false,
+        };
+        std::iter::from_fn(|| match next_cmd(&job, &g, &mut c)?.cmd {
+            Cmd::Read(lba) => Some(lba),
+            _ => None,
+        })
+        .collect()
+    }
+
+    #[test]
+    fn percentage_random_mixes_sequential_and_random_reads() {
+        let sequential_share = |lbas: &[u64]| {
+            let next = lbas.windows(2).filter(|w| w[1] == w[0] + 1).count();
+            next as f64 / (lbas.len() - 1) as f64
+        };
+        let (all, half, none) = (read_lbas(100), read_lbas(50), read_lbas(0));
+        assert_eq!(none.len(), 400);
+        assert!(sequential_share(&all) < 0.05, "{}", sequential_share(&all));
+        let h = sequential_share(&half);
+        assert!((0.4..0.6).contains(&h), "{h}");
+        // Sequential reads wrap within the 64-block read area of the zone they are in.
+        assert!(
+            sequential_share(&none) > 0.95,
+            "{}",
+            sequential_share(&none)
+        );
+    }
+
+    #[test]
+    fn scatter_is_one_to_one() {
+        for n in [1u64, 2, 7, 96, 1000] {
+            let mut seen: Vec<u64> = (0..n).map(|r| scatter(r, n)).collect();
+            seen.sort_unstable();
+            assert_eq!(seen, (0..n).collect::<Vec<_>>(), "n={n}");
+        }
+    }
 }

@@ -1,7 +1,7 @@
 //! The workload driver measures what the device's model says: one job of QD1 writes runs at
 //! exactly one write per modelled latency, and jobs keep their own zones.
 
-use bench::workload::{run, Job, Pattern};
+use bench::workload::{run, Job, Limits, Pattern};
 use emu::timing::resource::transfer_ns;
 use emu::timing::timing_profile;
 use emu::{ClockMode, EmuConfig, EmuDevice, SimRuntime};
@@ -31,6 +31,9 @@ fn qd1_writes_run_at_one_per_modelled_latency() {
             bytes: 1 << 20,
             read_extent_bytes: 0,
             seed: 0,
+            random_percent: 100,
+            zipf_theta: None,
+            limits: Limits::default(),
         };
         run(&dev, &[job], 0).await.expect("run")
     });
@@ -59,6 +62,9 @@ fn append_jobs_fill_their_own_zones_without_overflowing() {
                 bytes: cap + cap / 2,
                 read_extent_bytes: 0,
                 seed: 0,
+                random_percent: 100,
+                zipf_theta: None,
+                limits: Limits::default(),
             })
             .collect();
         let r = run(&dev, &jobs, 0).await.expect("run");

@@ -1,6 +1,7 @@
 //! The command-line grammar of `zonestack`. Session lines parse with the same grammar, so a
 //! line in `zonestack session` means exactly what the subcommand means.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
@@ -45,7 +46,8 @@ pub enum Cmd {
     /// The host FTL: a random-access block volume on a zoned device image.
     #[command(subcommand)]
     Ftl(crate::cmd_ftl::FtlCmd),
-    /// Benchmarks (they print figures; they are not tests).
+    /// Benchmarks (they print figures; they are not tests). `zonestack bench JOBFILE` runs
+    /// an fio job file on the emulator (`zonestack bench JOBFILE --help` for its options).
     #[command(subcommand)]
     Bench(BenchCmd),
     /// Session only: flush the volatile write cache.
@@ -275,4 +277,7 @@ pub enum BenchCmd {
     FtlMount(crate::bench_ftl::BenchMountArgs),
     /// Reproduce a paper's device figures on the zn540 timing profile, in virtual time.
     Paper(crate::bench_paper::BenchPaperArgs),
+    /// Any other word is an fio job file: `zonestack bench JOBFILE [OPTIONS]`.
+    #[command(external_subcommand)]
+    JobFile(Vec<OsString>),
 }

@@ -3,9 +3,11 @@
 mod args;
 mod bench_emu;
 mod bench_ftl;
+mod bench_jobfile;
 mod bench_paper;
 mod cmd_ftl;
 mod commands;
+mod plot;
 mod quickstart;
 mod serve;
 mod session;
@@ -55,6 +57,7 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         Cmd::Ftl(c) => cmd_ftl::run(&c, &mut out).await,
         Cmd::Serve(a) => serve::run(&a, &mut out).await,
         Cmd::Bench(args::BenchCmd::Paper(a)) => bench_paper::run(&a, &mut out).await,
+        Cmd::Bench(args::BenchCmd::JobFile(words)) => bench_jobfile::run_args(&words, &mut out),
         cmd => {
             let path = commands::path_of(&cmd).to_path_buf();
             let dev = commands::open(&path)?;

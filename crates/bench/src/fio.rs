@@ -1,0 +1,450 @@
+//! Runs parsed fio jobs (`jobfile::JobSpec`) on an emulated ZNS drive with the timing model
+//! in virtual time, through the same workload driver as the paper reproductions, and prints
+//! the results as fio does: a text report or fio's JSON shape.
+//!
+//! How a zoned job maps onto the driver: each of the `numjobs` clones takes every
+//! `numjobs`-th zone of the job's region. A Zone Write clone keeps `min(iodepth,
+//! max_open_zones)` zones in flight with one write each (the host keeps writes in order per
+//! zone); a Zone Append clone spreads `iodepth` appends over `max_open_zones` zones (default
+//! 1). A job that needs more room than its zones resets them and starts over, as fio does.
+//! Read jobs first fill the zones they read, so that every read hits written data.
+
+use emu::timing::timing_profile;
+use emu::{ClockMode, EmuConfig, EmuDevice, SimRuntime};
+use serde_json::{json, Value};
+use tokio::time::Instant;
+use zns::{Geometry, ZoneAction, ZonedDevice};
+
+use crate::jobfile::{Distribution, JobSpec, Rw};
+use crate::workload::{self, Job, Limits, Pattern, Report};
+
+/// The device the jobs run on.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// Geometry and timing profile name (`zn540`).
+    pub profile: String,
+    /// Device size in bytes, rounded up to whole zones; `None` for 40 zones, the paper
+    /// reproductions' device.
+    pub size_bytes: Option<u64>,
+    pub seed: u64,
+}
+
+/// One reported job: a job of the file, or one clone of it without `group_reporting`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobResult {
+    pub name: String,
+    pub read: Report,
+    pub write: Report,
+    pub block_bytes: u64,
+    /// When each command completed, in nanoseconds of virtual time since the run started.
+    pub done_ns: Vec<u64>,
+}
+
+const DEFAULT_ZONES: u32 = 40;
+const PREFILL_BLOCK_BYTES: u64 = 128 * 1024;
+
+fn device(t: &Target) -> Result<EmuDevice, String> {
+    let mut g = emu::profile(&t.profile)
+        .ok_or_else(|| format!("unknown device profile '{}'", t.profile))?;
+    let p = timing_profile(&t.profile)
+        .ok_or_else(|| format!("profile '{}' has no timing model", t.profile))?;
+    let zone_bytes = g.zone_capacity * u64::from(g.block_size);
+    g.zone_count = match t.size_bytes {
+        Some(b) => u32::try_from(b.div_ceil(zone_bytes).max(1))
+            .map_err(|_| format!("--size {b} needs too many zones"))?,
+        None => DEFAULT_ZONES,
+    };
+    let cfg = EmuConfig {
+        seed: t.seed,
+        ..EmuConfig::new(g)
+    };
+    EmuDevice::new_memory(cfg)
+        .and_then(|d| d.with_timing(p, ClockMode::Virtual))
+        .map_err(|e| e.to_string())
+}
+
+/// Why a job cannot run here, if it cannot.
+fn check(s: &JobSpec) -> Result<(), String> {
+    let refuse = |what: &str| Err(format!("job '{}' (line {}): {what}", s.name, s.line));
+    if !s.zoned {
+        return refuse("only zoned jobs run here; add zonemode=zbd");
+    }
+    if matches!(s.rw, Rw::ReadWrite | Rw::RandRw) {
+        return refuse("mixed reads and writes (readwrite, randrw) are not supported yet");
+    }
+    if s.percentage_random != 100 && s.rw != Rw::RandRead {
+        return refuse("percentage_random below 100 needs rw=randread");
+    }
+    if s.distribution != Distribution::Random && s.rw != Rw::RandRead {
+        return refuse(
+            "random_distribution=zipf needs rw=randread (zoned writes go to the write pointer)",
+        );
+    }
+    if s.time_based && s.runtime_ms.is_none() {
+        return refuse("time_based needs a runtime");
+    }
+    if s.zone_append && !s.rw.writes() {
+        return refuse("zone_append=1 needs a write job");
+    }
+    Ok(())
+}
+
+/// Commands in flight per job at most: a bound on the driver's queues and buffers.
+const IODEPTH_MAX: u32 = 4096;
+
+/// Why the job's block size or queue depth does not fit the device, if it does not.
+fn check_sizes(s: &JobSpec, g: &Geometry) -> Result<(), String> {
+    let block = u64::from(g.block_size);
+    let cap_bytes = g.zone_capacity * block;
+    if !s.block_bytes.is_multiple_of(block) || s.block_bytes > cap_bytes {
+        return Err(format!(
+            "job '{}' (line {}): bs={} is not a multiple of the {block}-byte block size up to the {cap_bytes}-byte zone capacity",
+            s.name, s.line, s.block_bytes
+        ));
+    }
+    if s.iodepth > IODEPTH_MAX {
+        return Err(format!(
+            "job '{}' (line {}): iodepth={} is above the limit of {IODEPTH_MAX}",
+            s.name, s.line, s.iodepth
+        ));
+    }
+    Ok(())
+}
+
+/// The zones of a job's region, `[offset, offset + size)` rounded out to whole zones.
+fn region(s: &JobSpec, g: &Geometry) -> Result<Vec<u32>, String> {
+    let zone_bytes = g.zone_size * u64::from(g.block_size);
+    let device_bytes = zone_bytes * u64::from(g.zone_count);
+    let end = s
+        .offset_bytes
+        .saturating_add(s.size_bytes.unwrap_or(device_bytes))
+        .min(device_bytes);
+    let first = s.offset_bytes / zone_bytes;
+    let last = end.div_ceil(zone_bytes);
+    if first >= last {
+        return Err(format!(
+            "job '{}': offset {} is past the end of the {device_bytes}-byte device",
+            s.name, s.offset_bytes
+        ));
+    }
+    Ok((first..last)
+        .filter_map(|z| u32::try_from(z).ok())
+        .collect())
+}
+
+/// Every `n`-th element of `v`, starting at `k`.
+fn stride(v: &[u32], k: usize, n: usize) -> Vec<u32> {
+    v.iter().skip(k).step_by(n.max(1)).copied().collect()
+}
+
+/// The driver jobs of one clone, and the bytes its reads need written first (per zone).
+fn clone_jobs(s: &JobSpec, g: &Geometry, zones: &[u32], seed: u64) -> (Vec<Job>, u64) {
+    let cap_bytes = g.zone_capacity * u64::from(g.block_size);
+    let capacity = cap_bytes * zones.len() as u64;
+    let io = s.io_size_bytes.or(s.size_bytes).unwrap_or(capacity);
+    let bytes = if s.time_based { u64::MAX } else { io };
+    let (pattern, subjobs, qd) = match (s.rw.writes(), s.zone_append) {
+        (true, false) => {
+            let open = s.max_open_zones.unwrap_or(s.iodepth).min(s.iodepth);
+            (Pattern::Write, open, 1)
+        }
+        (true, true) => {
+            let open = s.max_open_zones.unwrap_or(1);
+            (Pattern::Append, open, s.iodepth.div_ceil(open))
+        }
+        (false, _) if s.rw.random() => (Pattern::RandRead, 1, s.iodepth),
+        (false, _) => (Pattern::SeqRead, 1, s.iodepth),
+    };
+    let n = (subjobs as usize).clamp(1, zones.len().max(1));
+    let extent = if pattern == Pattern::Write || pattern == Pattern::Append {
+        0
+    } else {
+        (io / zones.len().max(1) as u64).clamp(s.block_bytes, cap_bytes)
+    };
+    let jobs = (0..n)
+        .map(|k| {
+            let mine = stride(zones, k, n);
+            let my_bytes = if bytes == u64::MAX {
+                bytes
+            } else {
+                bytes / n as u64
+            };
+            Job {
+                pattern,
+                block_bytes: s.block_bytes,
+                queue_depth: qd,
+                bytes: my_bytes,
+                read_extent_bytes: extent,
+                seed: seed ^ (k as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                random_percent: s.percentage_random,
+                zipf_theta: match s.distribution {
+                    Distribution::Zipf(theta) => Some(theta),
+                    Distribution::Random => None,
+                },
+                limits: Limits {
+                    wrap: my_bytes > cap_bytes * mine.len() as u64,
+                    runtime_ns: s.runtime_ms.map(|ms| ms.saturating_mul(1_000_000)),
+                    rate_bytes_per_sec: s.rate_bytes_per_sec.map(|r| (r / n as u64).max(1)),
+                },
+                zones: mine,
+            }
+        })
+        .collect();
+    (jobs, extent)
+}
+
+/// A report group: the reported name, its driver jobs, and whether it writes.
+struct Group {
+    name: String,
+    jobs: Vec<Job>,
+    writes: bool,
+    block_bytes: u64,
+    /// Zones to fill, and how many bytes of each, before the reads start.
+    prefill: Vec<(u32, u64)>,
+}
+
+fn groups_of(s: &JobSpec, g: &Geometry, seed: u64) -> Result<Vec<Group>, String> {
+    check(s)?;
+    check_sizes(s, g)?;
+    let zones = region(s, g)?;
+    let clones = s.numjobs as usize;
+    if clones > zones.len() {
+        return Err(format!(
+            "job '{}': numjobs={clones} needs at least as many zones, its region has {}",
+            s.name,
+            zones.len()
+        ));
+    }
+    let mut out: Vec<Group> = Vec::new();
+    for c in 0..clones {
+        let mine = stride(&zones, c, clones);
+        let (jobs, extent) = clone_jobs(s, g, &mine, seed ^ (c as u64) << 32);
+        let prefill = if extent > 0 {
+            mine.iter().map(|z| (*z, extent)).collect()
+        } else {
+            Vec::new()
+        };
+        match out.last_mut() {
+            Some(grp) if s.group_reporting => {
+                grp.jobs.extend(jobs);
+                grp.prefill.extend(prefill);
+            }
+            _ => out.push(Group {
+                name: s.name.clone(),
+                jobs,
+                writes: s.rw.writes(),
+                block_bytes: s.block_bytes,
+                prefill,
+            }),
+        }
+    }
+    Ok(out)
+}
+
+async fn prefill(dev: &EmuDevice, groups: &[Group]) -> Result<(), String> {
+    let fill: Vec<Job> = groups
+        .iter()
+        .flat_map(|grp| &grp.prefill)
+        .map(|(zone, bytes)| Job {
+            pattern: Pattern::Write,
+            zones: vec![*zone],
+            block_bytes: PREFILL_BLOCK_BYTES,
+            queue_depth: 1,
+            bytes: *bytes,
+            read_extent_bytes: 0,
+            seed: 0,
+            random_percent: 100,
+            zipf_theta: None,
+            limits: Limits::default(),
+        })
+        .collect();
+    if fill.is_empty() {
+        return Ok(());
+    }
+    let err = |e: zns::NvmeStatus| format!("filling the zones to read: {e}");
+    // An earlier phase may have written these zones; the reads only need written data, so
+    // start them over rather than track where each write pointer stands.
+    let g = dev.geometry();
+    for j in &fill {
+        for z in &j.zones {
+            dev.zone_mgmt(ZoneAction::Reset, g.zone_start(*z), false)
+                .await
+                .map_err(err)?;
+        }
+    }
+    workload::run(dev, &fill, 0).await.map_err(err)?;
+    dev.flush().await.map_err(err)
+}
+
+/// Runs one stonewall phase: its groups concurrently.
+async fn phase(
+    dev: &EmuDevice,
+    groups: Vec<Group>,
+    origin: Instant,
+) -> Result<Vec<JobResult>, String> {
+    prefill(dev, &groups).await?;
+    let slices: Vec<&[Job]> = groups.iter().map(|grp| grp.jobs.as_slice()).collect();
+    let offset_ns = u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    let reports = workload::run_groups_traced(dev, &slices, 0)
+        .await
+        .map_err(|e| format!("a job failed: {e}"))?;
+    Ok(groups
+        .iter()
+        .zip(reports)
+        .map(|(grp, (r, done_ns))| JobResult {
+            name: grp.name.clone(),
+            read: if grp.writes { Report::default() } else { r },
+            write: if grp.writes { r } else { Report::default() },
+            block_bytes: grp.block_bytes,
+            done_ns: done_ns
+                .iter()
+                .map(|t| t.saturating_add(offset_ns))
+                .collect(),
+        })
+        .collect())
+}
+
+/// Jobs that run at the same time must not share zones: one's writes would move the other's
+/// write pointer, and the device would fail them with a status that names neither job.
+fn refuse_shared_zones(running: &[Group], new: &[Group]) -> Result<(), String> {
+    let zones = |g: &Group| -> Vec<u32> { g.jobs.iter().flat_map(|j| j.zones.clone()).collect() };
+    for n in new {
+        let mine = zones(n);
+        for r in running {
+            if let Some(z) = zones(r).iter().find(|z| mine.contains(z)) {
+                return Err(format!(
+                    "jobs '{}' and '{}' run at the same time on zone {z}; give them different offset= ranges or separate them with stonewall",
+                    r.name, n.name
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs the jobs on a fresh device in a fresh `SimRuntime`, phase by phase (a job with
+/// `stonewall` starts a new phase once the earlier jobs have finished).
+pub fn run(specs: &[JobSpec], t: &Target) -> Result<Vec<JobResult>, String> {
+    let rt = SimRuntime::new().map_err(|e| format!("cannot start a runtime: {e}"))?;
+    rt.block_on(async {
+        let dev = device(t)?;
+        let g = dev.geometry();
+        let mut phases: Vec<Vec<Group>> = Vec::new();
+        for (i, s) in specs.iter().enumerate() {
+            let groups = groups_of(
+                s,
+                &g,
+                t.seed ^ (i as u64).wrapping_mul(0xA24B_AED4_963E_E407),
+            )?;
+            match phases.last_mut() {
+                Some(p) if !s.stonewall => {
+                    refuse_shared_zones(p, &groups)?;
+                    p.extend(groups)
+                }
+                _ => phases.push(groups),
+            }
+        }
+        let mut results = Vec::new();
+        let origin = Instant::now();
+        for p in phases {
+            results.extend(phase(&dev, p, origin).await?);
+        }
+        Ok(results)
+    })
+}
+
+fn direction_json(r: &Report) -> Value {
+    let ns = |us: f64| (us * 1000.0).round() as u64;
+    json!({
+        "io_bytes": r.bytes,
+        "bw": (r.mib_per_sec * 1024.0).round() as u64,
+        "iops": r.iops,
+        "runtime": (r.seconds * 1000.0).round() as u64,
+        "lat_ns": {
+            "mean": r.mean_latency_us * 1000.0,
+            "percentile": {
+                "50.000000": ns(r.latency_p50_us),
+                "99.000000": ns(r.latency_p99_us),
+                "99.900000": ns(r.latency_p999_us),
+            },
+        },
+    })
+}
+
+/// The results in fio's `--output-format=json` shape (the fields this runner measures).
+pub fn to_json(results: &[JobResult]) -> Value {
+    let jobs: Vec<Value> = results
+        .iter()
+        .map(|r| {
+            json!({
+                "jobname": r.name,
+                "read": direction_json(&r.read),
+                "write": direction_json(&r.write),
+            })
+        })
+        .collect();
+    json!({ "jobs": jobs })
+}
+
+/// The results as a text report in the manner of fio's.
+pub fn to_text(results: &[JobResult]) -> String {
+    let mut s = String::new();
+    for r in results {
+        s.push_str(&format!("{}:\n", r.name));
+        for (dir, rep) in [("read", &r.read), ("write", &r.write)] {
+            if rep.ops == 0 {
+                continue;
+            }
+            s.push_str(&format!(
+                "  {dir}: IOPS={:.0}, BW={:.1}MiB/s ({} MiB/{:.0}msec)\n",
+                rep.iops,
+                rep.mib_per_sec,
+                rep.bytes >> 20,
+                rep.seconds * 1000.0
+            ));
+            s.push_str(&format!(
+                "    lat (usec): avg={:.2}, p50={:.2}, p99={:.2}, p99.9={:.2}\n",
+                rep.mean_latency_us, rep.latency_p50_us, rep.latency_p99_us, rep.latency_p999_us
+            ));
+        }
+    }
+    s
+}
+
+/// Each job's throughput over time in MiB/s: `buckets` equal intervals from the start of the
+/// run to its last completion, as (interval end in seconds, MiB/s) points.
+pub fn throughput_series(results: &[JobResult], buckets: usize) -> Vec<(String, Vec<(f64, f64)>)> {
+    let end_ns = results
+        .iter()
+        .filter_map(|r| r.done_ns.iter().max())
+        .max()
+        .copied()
+        .unwrap_or(0)
+        .max(1);
+    let n = buckets.max(1);
+    let width_ns = end_ns.div_ceil(n as u64).max(1);
+    let width_s = width_ns as f64 / 1e9;
+    results
+        .iter()
+        .map(|r| {
+            let mut bytes = vec![0u64; n];
+            for t in &r.done_ns {
+                let i = usize::try_from(t / width_ns).unwrap_or(n - 1).min(n - 1);
+                if let Some(b) = bytes.get_mut(i) {
+                    *b += r.block_bytes;
+                }
+            }
+            let points = bytes
+                .iter()
+                .enumerate()
+                .map(|(i, b)| {
+                    (
+                        (i + 1) as f64 * width_s,
+                        *b as f64 / (1u64 << 20) as f64 / width_s,
+                    )
+                })
+                .collect();
+            (r.name.clone(), points)
+        })
+        .collect()
+}

@@ -1,0 +1,110 @@
+//! `zonestack bench JOBFILE`: runs an fio job file (the subset `bench::jobfile` parses) on
+//! an emulated ZNS drive with the timing model in virtual time, and prints fio's text report
+//! or, with `--output-format=json`, fio's JSON shape.
+
+use std::ffi::OsString;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+
+use clap::Parser;
+
+use crate::commands::{CliError, CliResult};
+use crate::units::parse_size;
+
+/// The arguments after `zonestack bench`, when the first one is a job file.
+#[derive(Parser, Debug)]
+#[command(
+    name = "zonestack bench",
+    about = "Run an fio job file on the emulator"
+)]
+pub struct BenchJobArgs {
+    /// The fio job file.
+    pub jobfile: PathBuf,
+    /// Device geometry and timing profile.
+    #[arg(long, default_value = "zn540")]
+    pub profile: String,
+    /// Device size (K/M/G/T suffixes), rounded up to whole zones; 40 zones by default.
+    #[arg(long, value_parser = parse_size)]
+    pub size: Option<u64>,
+    /// normal (fio's text report) or json (fio's JSON shape).
+    #[arg(long, default_value = "normal")]
+    pub output_format: String,
+    /// Seed of the device and the random offsets.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Also draw each job's throughput over virtual time into this PNG file.
+    #[arg(long, value_name = "FILE.png")]
+    pub plot: Option<PathBuf>,
+}
+
+/// Parses the words after `bench` and runs the job file they name.
+pub fn run_args(words: &[OsString], out: &mut impl Write) -> CliResult {
+    let argv = std::iter::once(OsString::from("zonestack bench")).chain(words.iter().cloned());
+    match BenchJobArgs::try_parse_from(argv) {
+        Ok(a) => run(&a, out),
+        Err(e) if !e.use_stderr() => {
+            write!(out, "{e}")?;
+            Ok(())
+        }
+        Err(e) => Err(CliError::Usage(
+            e.to_string()
+                .lines()
+                .next()
+                .unwrap_or("bad arguments")
+                .to_string(),
+        )),
+    }
+}
+
+pub fn run(a: &BenchJobArgs, out: &mut impl Write) -> CliResult {
+    let json = match a.output_format.as_str() {
+        "normal" => false,
+        "json" => true,
+        f => {
+            return Err(CliError::Usage(format!(
+                "--output-format {f} is not supported; use normal or json"
+            )))
+        }
+    };
+    let text = std::fs::read_to_string(&a.jobfile)
+        .map_err(|e| CliError::Usage(format!("cannot read {}: {e}", a.jobfile.display())))?;
+    let specs = bench::jobfile::parse(&text)
+        .map_err(|e| CliError::Usage(format!("{}: {e}", a.jobfile.display())))?;
+    let target = bench::fio::Target {
+        profile: a.profile.clone(),
+        size_bytes: a.size,
+        seed: a.seed,
+    };
+    let bar = spinner(specs.len());
+    // The jobs run on their own virtual-time runtime, which cannot nest inside this one.
+    let results = std::thread::spawn(move || bench::fio::run(&specs, &target))
+        .join()
+        .map_err(|_| CliError::Other("the benchmark thread panicked".into()))?
+        .map_err(CliError::Usage);
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let results = results?;
+    if let Some(path) = &a.plot {
+        crate::plot::throughput(path, &results)?;
+    }
+    if json {
+        let v = bench::fio::to_json(&results);
+        let s = serde_json::to_string_pretty(&v).map_err(|e| CliError::Other(e.to_string()))?;
+        writeln!(out, "{s}")?;
+    } else {
+        write!(out, "{}", bench::fio::to_text(&results))?;
+    }
+    Ok(())
+}
+
+/// A spinner on stderr while the jobs run, only when stderr is a terminal.
+fn spinner(jobs: usize) -> Option<indicatif::ProgressBar> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_message(format!("running {jobs} job(s) in virtual time"));
+    bar.enable_steady_tick(std::time::Duration::from_millis(100));
+    Some(bar)
+}

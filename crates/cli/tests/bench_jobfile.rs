@@ -1,0 +1,104 @@
+//! `zonestack bench JOBFILE`: an unsupported fio option fails with exit 2 and a message
+//! naming it and its line; a job file runs in virtual time and prints fio's JSON shape,
+//! identically on every run.
+
+use std::process::Command;
+
+fn zonestack(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_zonestack"))
+        .args(args)
+        .output()
+        .expect("runs zonestack")
+}
+
+fn job_file(dir: &tempfile::TempDir, text: &str) -> String {
+    let path = dir.path().join("job.fio");
+    std::fs::write(&path, text).expect("writes the job file");
+    path.to_string_lossy().into_owned()
+}
+
+#[test]
+fn unsupported_option_fails_with_exit_2_naming_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = job_file(
+        &dir,
+        "[global]\nzonemode=zbd\n\n[a]\nrw=write\n; ok\nfoo=1\n",
+    );
+    let out = zonestack(&["bench", &path]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("unsupported fio option 'foo' at line 7"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn missing_job_file_and_bad_format_are_usage_errors() {
+    let out = zonestack(&["bench", "/nonexistent/job.fio"]);
+    assert_eq!(out.status.code(), Some(2));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = job_file(&dir, "[a]\nzonemode=zbd\nrw=write\nsize=1m\n");
+    let out = zonestack(&["bench", &path, "--output-format=xml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--output-format"));
+}
+
+#[test]
+fn json_output_has_fios_shape_and_repeats_exactly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = job_file(
+        &dir,
+        "[global]\nzonemode=zbd\nbs=4k\niodepth=1\nmax_open_zones=1\n[w]\nrw=write\nsize=16m\n",
+    );
+    let run = || zonestack(&["bench", &path, "--output-format=json"]);
+    let (a, b) = (run(), run());
+    assert_eq!(
+        a.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&a.stderr)
+    );
+    assert_eq!(a.stdout, b.stdout);
+    let v: serde_json::Value = serde_json::from_slice(&a.stdout).expect("json");
+    let w = &v["jobs"][0]["write"];
+    assert_eq!(v["jobs"][0]["jobname"], "w");
+    assert_eq!(w["io_bytes"], 16u64 << 20);
+    assert!(w["bw"].as_u64().unwrap_or(0) > 0);
+    assert!(w["runtime"].as_u64().unwrap_or(0) > 0);
+    assert!(w["lat_ns"]["percentile"]["99.900000"].as_u64().unwrap_or(0) > 0);
+    assert_eq!(v["jobs"][0]["read"]["io_bytes"], 0);
+}
+
+#[test]
+fn text_report_names_the_job_and_its_bandwidth() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = job_file(&dir, "[seq]\nzonemode=zbd\nrw=write\nsize=8m\n");
+    let out = zonestack(&["bench", &path]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("seq:\n  write: IOPS="), "{text}");
+    assert!(text.contains("MiB/s") && text.contains("p99.9="), "{text}");
+}
+
+#[test]
+fn plot_writes_a_png_or_names_the_missing_font_package() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = job_file(&dir, "[seq]\nzonemode=zbd\nrw=write\nsize=8m\n");
+    let png = dir.path().join("t.png");
+    let out = zonestack(&["bench", &path, "--plot", &png.to_string_lossy()]);
+    if std::path::Path::new("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf").exists() {
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let bytes = std::fs::read(&png).expect("the plot exists");
+        assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"));
+    } else {
+        assert_eq!(out.status.code(), Some(1));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("fonts-dejavu-core"));
+    }
+}
