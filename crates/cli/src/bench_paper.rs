@@ -23,8 +23,8 @@ pub struct BenchPaperArgs {
     /// Seed of the devices and workloads.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Also write the rows as CSV to DIR/NAME.csv (and zns-fig1's throughput series to
-    /// DIR/zns-fig1-series.csv).
+    /// Also write the rows as CSV and a plot to DIR/NAME.csv and DIR/NAME.png (and
+    /// zns-fig1's throughput series to DIR/zns-fig1-series.csv and .png).
     #[arg(long, value_name = "DIR")]
     pub results: Option<PathBuf>,
 }
@@ -73,7 +73,21 @@ pub async fn run(a: &BenchPaperArgs, out: &mut impl Write) -> CliResult {
         for name in sets {
             if name == "zns-fig1" {
                 let f = bench::zns_fig1::run(&o)?;
-                series = Some(f.series_csv());
+                let names = ["ZNS (0% OP)", "block, 7% OP", "block, 28% OP"];
+                let points: Vec<(String, Vec<(f64, f64)>)> = names
+                    .iter()
+                    .zip(&f.series)
+                    .map(|(n, s)| {
+                        let pts = s
+                            .bytes
+                            .iter()
+                            .zip(&s.mib_per_sec)
+                            .map(|(b, r)| (*b as f64 / (1u64 << 30) as f64, *r))
+                            .collect();
+                        (n.to_string(), pts)
+                    })
+                    .collect();
+                series = Some((f.series_csv(), points));
                 rows.extend(f.rows);
             } else {
                 rows.extend(bench::paper::run(name, &o)?);
@@ -87,8 +101,39 @@ pub async fn run(a: &BenchPaperArgs, out: &mut impl Write) -> CliResult {
     if let Some(dir) = &a.results {
         std::fs::create_dir_all(dir)?;
         std::fs::write(dir.join(format!("{}.csv", a.name)), csv(&rows))?;
-        if let Some(series) = &series {
-            std::fs::write(dir.join("zns-fig1-series.csv"), series)?;
+        // Paper against measured, one point per figure row.
+        let paper: Vec<(f64, f64)> = rows
+            .iter()
+            .enumerate()
+            .map(|(i, r)| ((i + 1) as f64, r.paper))
+            .collect();
+        let measured: Vec<(f64, f64)> = rows
+            .iter()
+            .enumerate()
+            .map(|(i, r)| ((i + 1) as f64, r.measured))
+            .collect();
+        let caption = format!("{}: paper vs measured (rows of the table)", a.name);
+        let pts = vec![
+            ("paper".to_string(), paper),
+            ("measured".to_string(), measured),
+        ];
+        crate::plot::lines(
+            &dir.join(format!("{}.png", a.name)),
+            &caption,
+            "row",
+            "value",
+            pts,
+        )?;
+        if let Some((csv_text, points)) = series {
+            std::fs::write(dir.join("zns-fig1-series.csv"), csv_text)?;
+            let caption = "ZNS paper Fig. 1: throughput while overwriting the capacity";
+            crate::plot::lines(
+                &dir.join("zns-fig1-series.png"),
+                caption,
+                "GiB written",
+                "MiB/s",
+                points,
+            )?;
         }
     }
     if a.json {

@@ -31,8 +31,25 @@ fn load_font() -> Result<(), CliError> {
 
 /// Draws each job's MiB/s over seconds of virtual time into the PNG file `path`.
 pub fn throughput(path: &Path, results: &[bench::fio::JobResult]) -> Result<(), CliError> {
-    load_font()?;
     let series = bench::fio::throughput_series(results, BUCKETS);
+    lines(
+        path,
+        "throughput over virtual time",
+        "time (s)",
+        "MiB/s",
+        series,
+    )
+}
+
+/// A line chart of named series of (x, y) points into the PNG file `path`.
+pub fn lines(
+    path: &Path,
+    caption: &str,
+    x_desc: &str,
+    y_desc: &str,
+    series: Vec<(String, Vec<(f64, f64)>)>,
+) -> Result<(), CliError> {
+    load_font()?;
     let x_max = series
         .iter()
         .flat_map(|(_, p)| p.iter().map(|(x, _)| *x))
@@ -48,7 +65,7 @@ pub fn throughput(path: &Path, results: &[bench::fio::JobResult]) -> Result<(), 
     let root = BitMapBackend::new(path, (1000, 600)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
     let mut chart = ChartBuilder::on(&root)
-        .caption("throughput over virtual time", ("sans-serif", 24))
+        .caption(caption, ("sans-serif", 24))
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(70)
@@ -56,17 +73,27 @@ pub fn throughput(path: &Path, results: &[bench::fio::JobResult]) -> Result<(), 
         .map_err(|e| err(e.to_string()))?;
     chart
         .configure_mesh()
-        .x_desc("time (s)")
-        .y_desc("MiB/s")
+        .x_desc(x_desc)
+        .y_desc(y_desc)
         .draw()
         .map_err(|e| err(e.to_string()))?;
     for (i, (name, points)) in series.into_iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
+        let marks = points.len() <= 40;
         chart
-            .draw_series(LineSeries::new(points, color.stroke_width(2)))
+            .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
             .map_err(|e| err(e.to_string()))?
             .label(name)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+        if marks {
+            chart
+                .draw_series(
+                    points
+                        .into_iter()
+                        .map(|p| Circle::new(p, 4, color.filled())),
+                )
+                .map_err(|e| err(e.to_string()))?;
+        }
     }
     chart
         .configure_series_labels()

@@ -102,3 +102,23 @@ fn plot_writes_a_png_or_names_the_missing_font_package() {
         assert!(String::from_utf8_lossy(&out.stderr).contains("fonts-dejavu-core"));
     }
 }
+
+#[test]
+fn paper_results_directory_gets_csv_and_png() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let res = dir.path().join("results");
+    let o = zonestack(&[
+        "bench",
+        "paper",
+        "raizn-raw",
+        "--size",
+        "64M",
+        "--results",
+        res.to_str().expect("path"),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let csv = std::fs::read_to_string(res.join("raizn-raw.csv")).expect("csv written");
+    assert!(csv.lines().count() >= 3, "{csv}");
+    let png = std::fs::read(res.join("raizn-raw.png")).expect("png written");
+    assert!(png.len() > 1000 && png.starts_with(b"\x89PNG"), "not a PNG");
+}
