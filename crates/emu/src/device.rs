@@ -475,9 +475,8 @@ impl Drop for EmuDevice {
 }
 
 impl Core {
-    fn io_err(e: std::io::Error) -> NvmeStatus {
-        // A host I/O error on the backing store is a media failure from the device's view.
-        let _ = e;
+    /// A host I/O error on the backing store is a media failure from the device's view.
+    fn io_err(_: std::io::Error) -> NvmeStatus {
         NvmeStatus::InternalError
     }
 

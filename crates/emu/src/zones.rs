@@ -168,7 +168,9 @@ impl ZoneTable {
                 }
             }
             ZoneState::Closed => {}
-            _ => unreachable_state(state)?,
+            // Callers check writability first, so Full, Read Only and Offline never get here;
+            // if one did, the honest answer is a transition error rather than a panic.
+            _ => return Err(NvmeStatus::InvalidZoneStateTransition),
         }
         self.make_open_room()?;
         self.set_state(z, to);
@@ -465,11 +467,4 @@ fn selected_by_all(action: ZoneAction, state: ZoneState) -> bool {
         ZoneAction::Reset => state.is_active() || state == Full,
         ZoneAction::Offline => state == ReadOnly,
     }
-}
-
-fn unreachable_state(state: ZoneState) -> NvmeResult<()> {
-    // Callers check writability first; a Full/ReadOnly/Offline zone never gets here, but if it
-    // did the honest answer is a state-transition error rather than a panic.
-    let _ = state;
-    Err(NvmeStatus::InvalidZoneStateTransition)
 }

@@ -2,54 +2,17 @@
 //! commands complete, so every checklist item and the differential and power-loss properties
 //! must hold exactly as without it. Runs in virtual time (`SimRuntime`), for every profile.
 
-use async_trait::async_trait;
-use emu::timing::{sim_steps, timing_profiles, TimingProfile};
-use emu::{ClockMode, EmuConfig, EmuDevice, SimRuntime};
-use zns::conformance::{differential, power_loss_prefix, run_item, DeviceFactory};
-use zns::{Geometry, ZoneState};
+mod memory_factory;
 
-struct TimedFactory(TimingProfile);
-
-#[async_trait]
-impl DeviceFactory for TimedFactory {
-    type Device = EmuDevice;
-
-    async fn create(&self, geometry: &Geometry) -> EmuDevice {
-        let cfg = EmuConfig {
-            seed: 0x5eed,
-            ..EmuConfig::new(*geometry)
-        };
-        match EmuDevice::new_memory(cfg).and_then(|d| d.with_timing(self.0, ClockMode::Virtual)) {
-            Ok(d) => d,
-            Err(e) => panic!("the kit asked for a device timing refuses: {e}"),
-        }
-    }
-
-    async fn restart(&self, dev: EmuDevice) -> EmuDevice {
-        if let Err(e) = dev.restart() {
-            panic!("restart failed: {e}");
-        }
-        dev
-    }
-
-    async fn power_cycle(&self, dev: EmuDevice, seed: u64) -> EmuDevice {
-        if let Err(e) = dev.power_loss(seed) {
-            panic!("power loss failed: {e}");
-        }
-        dev
-    }
-
-    async fn set_zone_state(&self, dev: &EmuDevice, zone: u32, state: ZoneState) {
-        if let Err(e) = dev.set_zone_state(zone, state) {
-            panic!("fault injection failed: {e}");
-        }
-    }
-}
+use emu::timing::{sim_steps, timing_profiles};
+use emu::SimRuntime;
+use memory_factory::MemoryFactory;
+use zns::conformance::{differential, power_loss_prefix, run_item};
 
 #[test]
 fn every_item_and_property_holds_with_timing_on() {
     for p in timing_profiles() {
-        let f = TimedFactory(p);
+        let f = MemoryFactory { timing: Some(p) };
         let rt = SimRuntime::new().expect("runtime");
         let r = rt.block_on(async {
             for item in 1..=44 {
