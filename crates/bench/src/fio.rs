@@ -1,6 +1,12 @@
-//! Runs parsed fio jobs (`jobfile::JobSpec`) on an emulated ZNS drive with the timing model
-//! in virtual time, through the same workload driver as the paper reproductions, and prints
-//! the results as fio does: a text report or fio's JSON shape.
+//! Runs parsed fio jobs (`jobfile::JobSpec`) in virtual time on a volume of the timing model:
+//! the emulated ZNS drive itself (zoned jobs, through the same workload driver as the paper
+//! reproductions), a conventional SSD on the same flash, or the host FTL on the emulated ZNS
+//! drive (block jobs, through `blockload`), and prints the results as fio does: a text report
+//! or fio's JSON shape.
+//!
+//! A block job works as fio's on a block device: every clone of `numjobs` covers the job's
+//! whole `[offset, offset + size)` range. Jobs that read have their range written once before
+//! their phase starts (as fio lays out a file before reading it), so reads reach the flash.
 //!
 //! How a zoned job maps onto the driver: each of the `numjobs` clones takes every
 //! `numjobs`-th zone of the job's region. A Zone Write clone keeps `min(iodepth,
@@ -9,24 +15,43 @@
 //! 1). A job that needs more room than its zones resets them and starts over, as fio does.
 //! Read jobs first fill the zones they read, so that every read hits written data.
 
-use emu::timing::timing_profile;
-use emu::{ClockMode, EmuConfig, EmuDevice, SimRuntime};
+use std::sync::Arc;
+
+use emu::timing::{timing_profile, TimingProfile};
+use emu::{ClockMode, ConvSsd, EmuConfig, EmuDevice, SimRuntime};
+use ftl::{FormatOptions, FtlVolume, Layout, MountOptions};
 use serde_json::{json, Value};
 use tokio::time::Instant;
-use zns::{Geometry, ZoneAction, ZonedDevice};
+use zns::{BlockDevice, Geometry, ZoneAction, ZonedDevice};
 
+use crate::blockload::{self, BlockJob};
 use crate::jobfile::{Distribution, JobSpec, Rw};
-use crate::workload::{self, Job, Limits, Pattern, Report};
+use crate::workload::{self, Job, Limits, Pattern, Ramp, Report};
+
+/// What the jobs run on.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Volume {
+    /// The emulated ZNS drive: zoned jobs (`zonemode=zbd`).
+    Zns,
+    /// A conventional SSD on the profile's flash, with this much spare flash in percent of
+    /// its capacity and device-side garbage collection: block jobs.
+    Conv { op_percent: f64 },
+    /// The host FTL on the emulated ZNS drive, formatted with this over-provisioning in
+    /// percent: block jobs.
+    Ftl { op_percent: f64 },
+}
 
 /// The device the jobs run on.
 #[derive(Clone, Debug)]
 pub struct Target {
     /// Geometry and timing profile name (`zn540`).
     pub profile: String,
-    /// Device size in bytes, rounded up to whole zones; `None` for 40 zones, the paper
-    /// reproductions' device.
+    /// For `Volume::Zns` the device size in bytes, rounded up to whole zones (`None`: 40
+    /// zones, the paper reproductions' device); for the block volumes their size (`None`:
+    /// 4 GiB).
     pub size_bytes: Option<u64>,
     pub seed: u64,
+    pub volume: Volume,
 }
 
 /// One reported job: a job of the file, or one clone of it without `group_reporting`.
@@ -41,6 +66,7 @@ pub struct JobResult {
 }
 
 const DEFAULT_ZONES: u32 = 40;
+const DEFAULT_VOLUME_BYTES: u64 = 4 << 30;
 const PREFILL_BLOCK_BYTES: u64 = 128 * 1024;
 
 fn device(t: &Target) -> Result<EmuDevice, String> {
@@ -54,6 +80,9 @@ fn device(t: &Target) -> Result<EmuDevice, String> {
             .map_err(|_| format!("--size {b} needs too many zones"))?,
         None => DEFAULT_ZONES,
     };
+    // A small device cannot have more zones open or active than it has.
+    g.max_open = g.max_open.min(g.zone_count);
+    g.max_active = g.max_active.min(g.zone_count);
     let cfg = EmuConfig {
         seed: t.seed,
         ..EmuConfig::new(g)
@@ -67,10 +96,14 @@ fn device(t: &Target) -> Result<EmuDevice, String> {
 fn check(s: &JobSpec) -> Result<(), String> {
     let refuse = |what: &str| Err(format!("job '{}' (line {}): {what}", s.name, s.line));
     if !s.zoned {
-        return refuse("only zoned jobs run here; add zonemode=zbd");
+        return refuse(
+            "the ZNS drive takes zoned jobs only: add zonemode=zbd, or run block jobs on a volume (--target ftl or --target conv)",
+        );
     }
     if matches!(s.rw, Rw::ReadWrite | Rw::RandRw) {
-        return refuse("mixed reads and writes (readwrite, randrw) are not supported yet");
+        return refuse(
+            "readwrite and randrw are not supported on zones; run them on a volume (--target ftl or --target conv)",
+        );
     }
     if s.percentage_random != 100 && s.rw != Rw::RandRead {
         return refuse("percentage_random below 100 needs rw=randread");
@@ -183,7 +216,7 @@ fn clone_jobs(s: &JobSpec, g: &Geometry, zones: &[u32], seed: u64) -> (Vec<Job>,
                 },
                 limits: Limits {
                     wrap: my_bytes > cap_bytes * mine.len() as u64,
-                    runtime_ns: s.runtime_ms.map(|ms| ms.saturating_mul(1_000_000)),
+                    runtime_ns: runtime_ns(s),
                     rate_bytes_per_sec: s.rate_bytes_per_sec.map(|r| (r / n as u64).max(1)),
                 },
                 zones: mine,
@@ -193,10 +226,24 @@ fn clone_jobs(s: &JobSpec, g: &Geometry, zones: &[u32], seed: u64) -> (Vec<Job>,
     (jobs, extent)
 }
 
+/// How long a job issues commands: its ramp and its runtime, when it has a runtime.
+fn runtime_ns(s: &JobSpec) -> Option<u64> {
+    s.runtime_ms
+        .map(|ms| ms.saturating_add(s.ramp_ms).saturating_mul(1_000_000))
+}
+
+fn ramp_of(s: &JobSpec) -> Ramp {
+    Ramp {
+        bytes: 0,
+        ns: s.ramp_ms.saturating_mul(1_000_000),
+    }
+}
+
 /// A report group: the reported name, its driver jobs, and whether it writes.
 struct Group {
     name: String,
     jobs: Vec<Job>,
+    ramp: Ramp,
     writes: bool,
     block_bytes: u64,
     /// Zones to fill, and how many bytes of each, before the reads start.
@@ -232,6 +279,7 @@ fn groups_of(s: &JobSpec, g: &Geometry, seed: u64) -> Result<Vec<Group>, String>
             _ => out.push(Group {
                 name: s.name.clone(),
                 jobs,
+                ramp: ramp_of(s),
                 writes: s.rw.writes(),
                 block_bytes: s.block_bytes,
                 prefill,
@@ -284,8 +332,9 @@ async fn phase(
 ) -> Result<Vec<JobResult>, String> {
     prefill(dev, &groups).await?;
     let slices: Vec<&[Job]> = groups.iter().map(|grp| grp.jobs.as_slice()).collect();
+    let ramps: Vec<Ramp> = groups.iter().map(|grp| grp.ramp).collect();
     let offset_ns = u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX);
-    let reports = workload::run_groups_traced(dev, &slices, 0)
+    let reports = workload::run_groups_traced(dev, &slices, &ramps)
         .await
         .map_err(|e| format!("a job failed: {e}"))?;
     Ok(groups
@@ -326,31 +375,316 @@ fn refuse_shared_zones(running: &[Group], new: &[Group]) -> Result<(), String> {
 /// `stonewall` starts a new phase once the earlier jobs have finished).
 pub fn run(specs: &[JobSpec], t: &Target) -> Result<Vec<JobResult>, String> {
     let rt = SimRuntime::new().map_err(|e| format!("cannot start a runtime: {e}"))?;
-    rt.block_on(async {
-        let dev = device(t)?;
-        let g = dev.geometry();
-        let mut phases: Vec<Vec<Group>> = Vec::new();
-        for (i, s) in specs.iter().enumerate() {
-            let groups = groups_of(
-                s,
-                &g,
-                t.seed ^ (i as u64).wrapping_mul(0xA24B_AED4_963E_E407),
-            )?;
-            match phases.last_mut() {
-                Some(p) if !s.stonewall => {
-                    refuse_shared_zones(p, &groups)?;
-                    p.extend(groups)
-                }
-                _ => phases.push(groups),
+    match t.volume {
+        Volume::Zns => rt.block_on(run_zoned(specs, t)),
+        Volume::Conv { op_percent } => rt.block_on(async {
+            let dev = conv_device(t, op_percent)?;
+            run_block(specs, t, &dev).await
+        }),
+        Volume::Ftl { op_percent } => rt.block_on(async {
+            let vol = ftl_volume(t, op_percent).await?;
+            let results = run_block(specs, t, vol.as_ref()).await;
+            vol.unmount()
+                .await
+                .map_err(|e| format!("unmounting the volume: {e}"))?;
+            results
+        }),
+    }
+}
+
+async fn run_zoned(specs: &[JobSpec], t: &Target) -> Result<Vec<JobResult>, String> {
+    let dev = device(t)?;
+    let g = dev.geometry();
+    let mut phases: Vec<Vec<Group>> = Vec::new();
+    for (i, s) in specs.iter().enumerate() {
+        let groups = groups_of(s, &g, job_seed(t, i))?;
+        match phases.last_mut() {
+            Some(p) if !s.stonewall => {
+                refuse_shared_zones(p, &groups)?;
+                p.extend(groups)
             }
+            _ => phases.push(groups),
         }
-        let mut results = Vec::new();
-        let origin = Instant::now();
-        for p in phases {
-            results.extend(phase(&dev, p, origin).await?);
-        }
-        Ok(results)
+    }
+    let mut results = Vec::new();
+    let origin = Instant::now();
+    for p in phases {
+        results.extend(phase(&dev, p, origin).await?);
+    }
+    Ok(results)
+}
+
+fn job_seed(t: &Target, i: usize) -> u64 {
+    t.seed ^ (i as u64).wrapping_mul(0xA24B_AED4_963E_E407)
+}
+
+/// The profile's flash array resized to about `raw_bytes`: blocks of fewer pages (64 blocks
+/// per die, so a device-side collector has as many blocks to choose from as on a drive),
+/// erase time scaled with the block; more blocks per die once blocks are full size.
+pub fn scaled_array(p: TimingProfile, raw_bytes: u64) -> TimingProfile {
+    const BLOCKS_PER_DIE: u64 = 64;
+    let per_page_row = p.unit_bytes() * u64::from(p.dies());
+    let pages = raw_bytes
+        .div_ceil(per_page_row * BLOCKS_PER_DIE)
+        .clamp(2, u64::from(p.pages_per_block));
+    let blocks = raw_bytes.div_ceil(per_page_row * pages).max(BLOCKS_PER_DIE);
+    let pages = u32::try_from(pages).unwrap_or(p.pages_per_block);
+    TimingProfile {
+        pages_per_block: pages,
+        blocks_per_die: u32::try_from(blocks).unwrap_or(u32::MAX),
+        block_erase_ns: p.block_erase_ns * u64::from(pages) / u64::from(p.pages_per_block),
+        ..p
+    }
+}
+
+fn timing_of(t: &Target) -> Result<TimingProfile, String> {
+    timing_profile(&t.profile).ok_or_else(|| format!("profile '{}' has no timing model", t.profile))
+}
+
+/// A conventional SSD of `size_bytes` (default 4 GiB) with `op_percent` spare flash.
+fn conv_device(t: &Target, op_percent: f64) -> Result<ConvSsd, String> {
+    if !(op_percent.is_finite() && op_percent > 0.0 && op_percent <= 400.0) {
+        return Err(format!(
+            "--op {op_percent}: over-provisioning must be above 0 and at most 400 percent"
+        ));
+    }
+    let bytes = t.size_bytes.unwrap_or(DEFAULT_VOLUME_BYTES);
+    let blocks = bytes / 4096;
+    if blocks == 0 {
+        return Err(format!(
+            "--size {bytes}: a volume needs at least 4096 bytes"
+        ));
+    }
+    let raw = (bytes as f64 * (1.0 + op_percent / 100.0)).ceil() as u64;
+    let p = scaled_array(timing_of(t)?, raw);
+    ConvSsd::with_blocks(p, 4096, blocks, ClockMode::Virtual).map_err(|e| e.to_string())
+}
+
+/// The host FTL, formatted with `op_percent` over-provisioning and exporting `size_bytes`
+/// (default 4 GiB), on an emulated ZNS drive with as many zones of the profile as that needs.
+async fn ftl_volume(t: &Target, op_percent: f64) -> Result<Arc<FtlVolume>, String> {
+    let mut g = emu::profile(&t.profile)
+        .ok_or_else(|| format!("unknown device profile '{}'", t.profile))?;
+    let bytes = t.size_bytes.unwrap_or(DEFAULT_VOLUME_BYTES);
+    let blocks = bytes / u64::from(g.block_size);
+    let op_permille = (op_percent * 10.0).round();
+    if !(10.0..=900.0).contains(&op_permille) {
+        return Err(format!(
+            "--op {op_percent}: the FTL's over-provisioning must be 1 to 90 percent"
+        ));
+    }
+    let op_permille = op_permille as u32;
+    let timing = timing_of(t)?;
+    // A volume that would fill fewer than 64 of the profile's zones gets smaller zones (whole
+    // stripes over every die), so that its over-provisioning is spread over enough zones for
+    // garbage collection to choose among, as it is on a full-size drive.
+    let stripe_blocks =
+        (timing.unit_bytes() * u64::from(timing.dies()) / u64::from(g.block_size)).max(1);
+    let wanted = blocks.div_ceil(64).div_ceil(stripe_blocks) * stripe_blocks;
+    if wanted < g.zone_capacity {
+        g.zone_size = wanted.next_power_of_two();
+        g.zone_capacity = g.zone_size;
+    }
+    // The fewest zones whose layout holds the volume.
+    let least = 6.max(g.max_open).max(g.max_active);
+    let layout = (least..=u32::MAX)
+        .map(|zones| {
+            g.zone_count = zones;
+            Layout::new(g, op_permille, ftl::layout::RESERVE_ZONES_DEFAULT)
+        })
+        .find(|l| matches!(l, Ok(l) if l.volume_blocks >= blocks) || zones_exhausted(l))
+        .ok_or("no layout holds the volume")?
+        .map_err(|e| e.to_string())?;
+    g.zone_count = layout.geometry.zone_count;
+    let cfg = EmuConfig {
+        seed: t.seed,
+        ..EmuConfig::new(g)
+    };
+    let dev = EmuDevice::new_memory(cfg)
+        .and_then(|d| d.with_timing(timing, ClockMode::Virtual))
+        .map_err(|e| e.to_string())?;
+    let fmt = FormatOptions {
+        op_permille,
+        volume_blocks: Some(blocks.max(1)),
+    };
+    ftl::format(&dev, fmt, t.seed, false)
+        .await
+        .map_err(|e| format!("formatting the volume: {e}"))?;
+    let (vol, _) = FtlVolume::mount(Arc::new(dev), MountOptions::default())
+        .await
+        .map_err(|e| format!("mounting the volume: {e}"))?;
+    Ok(vol)
+}
+
+/// A layout error other than "too few zones" ends the search for a zone count.
+fn zones_exhausted(l: &Result<Layout, ftl::layout::LayoutError>) -> bool {
+    matches!(l, Err(e) if !e.0.contains("too few"))
+}
+
+/// One report group of block jobs, and the range its reads need written first.
+struct BlockGroup {
+    name: String,
+    jobs: Vec<BlockJob>,
+    ramp: Ramp,
+    block_bytes: u64,
+    fill: Option<(u64, u64)>,
+}
+
+/// Why a job cannot run on a block volume, if it cannot.
+fn check_block(s: &JobSpec, block_size: u32) -> Result<(), String> {
+    let refuse = |what: String| Err(format!("job '{}' (line {}): {what}", s.name, s.line));
+    if s.zoned || s.zone_append || s.max_open_zones.is_some() {
+        return refuse(
+            "zonemode=zbd, zone_append and max_open_zones need the ZNS drive (--target zns)".into(),
+        );
+    }
+    if s.time_based && s.runtime_ms.is_none() {
+        return refuse("time_based needs a runtime".into());
+    }
+    let bs = u64::from(block_size);
+    if !s.block_bytes.is_multiple_of(bs) || s.block_bytes > 64 << 20 {
+        return refuse(format!(
+            "bs={} is not a multiple of the {bs}-byte block size up to 64 MiB",
+            s.block_bytes
+        ));
+    }
+    if !s.offset_bytes.is_multiple_of(bs) {
+        return refuse(format!(
+            "offset={} is not a multiple of the {bs}-byte block size",
+            s.offset_bytes
+        ));
+    }
+    if s.iodepth > IODEPTH_MAX {
+        return refuse(format!(
+            "iodepth={} is above the limit of {IODEPTH_MAX}",
+            s.iodepth
+        ));
+    }
+    Ok(())
+}
+
+fn block_groups_of(
+    s: &JobSpec,
+    dev: &dyn BlockDevice,
+    seed: u64,
+) -> Result<Vec<BlockGroup>, String> {
+    check_block(s, dev.block_size())?;
+    let bs = u64::from(dev.block_size());
+    let device_bytes = dev.size_blocks() * bs;
+    let end = s
+        .offset_bytes
+        .saturating_add(s.size_bytes.unwrap_or(device_bytes))
+        .min(device_bytes);
+    let range_bytes = end.saturating_sub(s.offset_bytes) / s.block_bytes * s.block_bytes;
+    if range_bytes == 0 {
+        return Err(format!(
+            "job '{}' (line {}): offset {} and size leave no room for one bs={} command on the {device_bytes}-byte volume",
+            s.name, s.line, s.offset_bytes, s.block_bytes
+        ));
+    }
+    let (first_lba, blocks) = (s.offset_bytes / bs, range_bytes / bs);
+    let read_percent = match s.rw {
+        Rw::Read | Rw::RandRead => 100,
+        Rw::Write | Rw::RandWrite => 0,
+        Rw::ReadWrite | Rw::RandRw => s.rwmixread,
+    };
+    let job = |c: u64| BlockJob {
+        first_lba,
+        blocks,
+        block_bytes: s.block_bytes,
+        queue_depth: s.iodepth,
+        bytes: if s.time_based {
+            u64::MAX
+        } else {
+            s.io_size_bytes.or(s.size_bytes).unwrap_or(range_bytes)
+        },
+        read_percent,
+        random_percent: if s.rw.random() {
+            s.percentage_random
+        } else {
+            0
+        },
+        zipf_theta: match s.distribution {
+            Distribution::Zipf(theta) => Some(theta),
+            Distribution::Random => None,
+        },
+        seed: seed ^ c.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        runtime_ns: runtime_ns(s),
+        rate_bytes_per_sec: s.rate_bytes_per_sec,
+    };
+    let group = |jobs| BlockGroup {
+        name: s.name.clone(),
+        jobs,
+        ramp: ramp_of(s),
+        block_bytes: s.block_bytes,
+        fill: (read_percent > 0).then_some((first_lba, blocks)),
+    };
+    let clones = (0..u64::from(s.numjobs)).map(job);
+    Ok(if s.group_reporting {
+        vec![group(clones.collect())]
+    } else {
+        clones.map(|j| group(vec![j])).collect()
     })
+}
+
+/// Runs one stonewall phase of block jobs: their reads' ranges written first, then the
+/// groups concurrently.
+async fn block_phase(
+    dev: &dyn BlockDevice,
+    groups: Vec<BlockGroup>,
+    origin: Instant,
+) -> Result<Vec<JobResult>, String> {
+    let mut filled: Vec<(u64, u64)> = Vec::new();
+    for range in groups.iter().filter_map(|g| g.fill) {
+        if !filled.contains(&range) {
+            blockload::fill(dev, range.0, range.1, PREFILL_BLOCK_BYTES, 8)
+                .await
+                .map_err(|e| format!("writing the range to read: {e}"))?;
+            filled.push(range);
+        }
+    }
+    let slices: Vec<&[BlockJob]> = groups.iter().map(|g| g.jobs.as_slice()).collect();
+    let ramps: Vec<Ramp> = groups.iter().map(|g| g.ramp).collect();
+    let offset_ns = u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    let reports = blockload::run_groups(dev, &slices, &ramps)
+        .await
+        .map_err(|e| format!("a job failed: {e}"))?;
+    Ok(groups
+        .iter()
+        .zip(reports)
+        .map(|(grp, r)| JobResult {
+            name: grp.name.clone(),
+            read: r.read,
+            write: r.write,
+            block_bytes: grp.block_bytes,
+            done_ns: r
+                .done_ns
+                .iter()
+                .map(|t| t.saturating_add(offset_ns))
+                .collect(),
+        })
+        .collect())
+}
+
+async fn run_block(
+    specs: &[JobSpec],
+    t: &Target,
+    dev: &dyn BlockDevice,
+) -> Result<Vec<JobResult>, String> {
+    let mut phases: Vec<Vec<BlockGroup>> = Vec::new();
+    for (i, s) in specs.iter().enumerate() {
+        let groups = block_groups_of(s, dev, job_seed(t, i))?;
+        match phases.last_mut() {
+            Some(p) if !s.stonewall => p.extend(groups),
+            _ => phases.push(groups),
+        }
+    }
+    let mut results = Vec::new();
+    let origin = Instant::now();
+    for p in phases {
+        results.extend(block_phase(dev, p, origin).await?);
+    }
+    Ok(results)
 }
 
 fn direction_json(r: &Report) -> Value {

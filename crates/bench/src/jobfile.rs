@@ -66,6 +66,8 @@ pub struct JobSpec {
     pub size_bytes: Option<u64>,
     pub io_size_bytes: Option<u64>,
     pub runtime_ms: Option<u64>,
+    /// Time the job runs before its figures start counting (fio's `ramp_time`).
+    pub ramp_ms: u64,
     pub time_based: bool,
     pub offset_bytes: u64,
     pub zoned: bool,
@@ -93,6 +95,7 @@ impl JobSpec {
             size_bytes: None,
             io_size_bytes: None,
             runtime_ms: None,
+            ramp_ms: 0,
             time_based: false,
             offset_bytes: 0,
             zoned: false,
@@ -233,6 +236,7 @@ fn apply(s: &mut JobSpec, key: &str, value: Option<&str>, line: usize) -> Result
         "size" => s.size_bytes = Some(size(v).ok_or(bad("expected a size"))?),
         "io_size" | "io_limit" => s.io_size_bytes = Some(size(v).ok_or(bad("expected a size"))?),
         "runtime" => s.runtime_ms = Some(millis(v).ok_or(bad("expected a time"))?),
+        "ramp_time" => s.ramp_ms = millis(v).ok_or(bad("expected a time"))?,
         "time_based" => s.time_based = flag(value).ok_or(bad("expected 0 or 1"))?,
         "offset" => s.offset_bytes = size(v).ok_or(bad("expected a size"))?,
         "zonemode" => {

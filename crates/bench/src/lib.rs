@@ -2,6 +2,7 @@
 //! `ZonedDevice` and measures them on tokio's clock (virtual time under `emu::SimRuntime`),
 //! and the reproductions of the papers' device figures on the emulator's timing model.
 
+pub mod blockload;
 pub mod fio;
 pub mod jobfile;
 pub mod paper;

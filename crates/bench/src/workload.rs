@@ -71,8 +71,16 @@ pub struct Report {
     pub latency_p999_us: f64,
 }
 
+/// What a meter leaves out of its figures: the completions until `bytes` have completed, or
+/// until `ns` of time have passed since it started (fio's `ramp_time`), whichever is set.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ramp {
+    pub bytes: u64,
+    pub ns: u64,
+}
+
 #[derive(Default)]
-struct Meter {
+pub(crate) struct Meter {
     start: Option<Instant>,
     bytes: u64,
     ops: u64,
@@ -82,13 +90,27 @@ struct Meter {
     /// When each command completed, in nanoseconds since the meter started.
     done_ns: Vec<u64>,
     /// Completions counted until the ramp ends are left out of the figures.
-    ramp_bytes: u64,
+    ramp: Ramp,
+    /// When the ramp ended, and the bytes, operations and latency counted by then.
     ramp_end: Option<(Instant, u64, u64, u128)>,
     last: Option<Instant>,
 }
 
 impl Meter {
-    fn done(&mut self, bytes: u64, latency_ns: u128) {
+    /// A meter that starts now.
+    pub(crate) fn new(ramp: Ramp) -> Meter {
+        let start = Instant::now();
+        Meter {
+            start: Some(start),
+            ramp,
+            // A timed ramp ends at its deadline whatever completed before it.
+            ramp_end: (ramp.ns > 0)
+                .then(|| (start + std::time::Duration::from_nanos(ramp.ns), 0, 0, 0)),
+            ..Meter::default()
+        }
+    }
+
+    pub(crate) fn done(&mut self, bytes: u64, latency_ns: u128) {
         let now = Instant::now();
         self.bytes += bytes;
         self.ops += 1;
@@ -100,12 +122,23 @@ impl Meter {
             self.done_ns.push(u64::try_from(since).unwrap_or(u64::MAX));
         }
         self.last = Some(now);
-        if self.ramp_bytes > 0 && self.ramp_end.is_none() && self.bytes >= self.ramp_bytes {
-            self.ramp_end = Some((now, self.bytes, self.ops, self.latency_ns));
+        match self.ramp_end {
+            Some((end, ..)) if self.ramp.ns > 0 && now < end => {
+                self.ramp_end = Some((end, self.bytes, self.ops, self.latency_ns));
+            }
+            None if self.ramp.bytes > 0 && self.bytes >= self.ramp.bytes => {
+                self.ramp_end = Some((now, self.bytes, self.ops, self.latency_ns));
+            }
+            _ => {}
         }
     }
 
-    fn report(&self) -> Report {
+    /// When each command completed, in nanoseconds since the meter started.
+    pub(crate) fn into_done_ns(self) -> Vec<u64> {
+        self.done_ns
+    }
+
+    pub(crate) fn report(&self) -> Report {
         let start = self.start.unwrap_or_else(Instant::now);
         let (t0, b0, o0, l0) = match self.ramp_end {
             // A ramp that took the whole run would leave nothing to measure.
@@ -243,7 +276,7 @@ fn next_cmd(job: &Job, g: &Geometry, c: &mut Cursor) -> Option<Next> {
 }
 
 /// A uniform sample in [0, 1).
-fn unit(rng: &mut SimRng) -> f64 {
+pub(crate) fn unit(rng: &mut SimRng) -> f64 {
     (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
 }
 
@@ -341,26 +374,25 @@ pub async fn run_groups(
     groups: &[&[Job]],
     ramp_bytes: u64,
 ) -> NvmeResult<Vec<Report>> {
-    let traced = run_groups_traced(dev, groups, ramp_bytes).await?;
+    let ramp = Ramp {
+        bytes: ramp_bytes,
+        ns: 0,
+    };
+    let ramps = vec![ramp; groups.len()];
+    let traced = run_groups_traced(dev, groups, &ramps).await?;
     Ok(traced.into_iter().map(|(r, _)| r).collect())
 }
 
-/// `run_groups`, also returning when each of a group's commands completed, in nanoseconds
-/// since the groups started (ramp included), for throughput over time.
+/// `run_groups` with a ramp per group, also returning when each of a group's commands
+/// completed, in nanoseconds since the groups started (ramp included), for throughput over
+/// time.
 pub async fn run_groups_traced(
     dev: &dyn ZonedDevice,
     groups: &[&[Job]],
-    ramp_bytes: u64,
+    ramps: &[Ramp],
 ) -> NvmeResult<Vec<(Report, Vec<u64>)>> {
-    let meters: Vec<RefCell<Meter>> = groups
-        .iter()
-        .map(|_| {
-            RefCell::new(Meter {
-                start: Some(Instant::now()),
-                ramp_bytes,
-                ..Meter::default()
-            })
-        })
+    let meters: Vec<RefCell<Meter>> = (0..groups.len())
+        .map(|i| RefCell::new(Meter::new(ramps.get(i).copied().unwrap_or_default())))
         .collect();
     let all = groups
         .iter()
@@ -372,7 +404,7 @@ pub async fn run_groups_traced(
         .into_iter()
         .map(|m| {
             let m = m.into_inner();
-            (m.report(), m.done_ns)
+            (m.report(), m.into_done_ns())
         })
         .collect())
 }

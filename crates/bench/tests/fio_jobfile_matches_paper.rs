@@ -2,7 +2,7 @@
 //! zone) measures the same bandwidth as `bench paper zapraid-fig1` does for that setup, and
 //! two runs of a job file give identical results.
 
-use bench::fio::{run, to_json, Target};
+use bench::fio::{run, to_json, Target, Volume};
 use bench::jobfile::parse;
 
 const FIG1A: &str = "\
@@ -26,6 +26,7 @@ fn target() -> Target {
         profile: "zn540".into(),
         size_bytes: None,
         seed: 1,
+        volume: Volume::Zns,
     }
 }
 

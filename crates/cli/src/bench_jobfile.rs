@@ -1,6 +1,7 @@
-//! `zonestack bench JOBFILE`: runs an fio job file (the subset `bench::jobfile` parses) on
-//! an emulated ZNS drive with the timing model in virtual time, and prints fio's text report
-//! or, with `--output-format=json`, fio's JSON shape.
+//! `zonestack bench JOBFILE`: runs an fio job file (the subset `bench::jobfile` parses) in
+//! virtual time on the timing model: on the emulated ZNS drive (zoned jobs), a conventional
+//! SSD on the same flash, or the host FTL on the ZNS drive (block jobs); prints fio's text
+//! report or, with `--output-format=json`, fio's JSON shape.
 
 use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
@@ -23,7 +24,15 @@ pub struct BenchJobArgs {
     /// Device geometry and timing profile.
     #[arg(long, default_value = "zn540")]
     pub profile: String,
-    /// Device size (K/M/G/T suffixes), rounded up to whole zones; 40 zones by default.
+    /// What the jobs run on: zns (the emulated ZNS drive; zoned jobs), ftl (the host FTL on
+    /// it) or conv (a conventional SSD on the same flash); the last two take block jobs.
+    #[arg(long, default_value = "zns")]
+    pub target: String,
+    /// Over-provisioning in percent of the ftl or conv volume.
+    #[arg(long, default_value_t = 7.0)]
+    pub op: f64,
+    /// Size (K/M/G/T suffixes): of the zns drive, rounded up to whole zones (default 40
+    /// zones), or of the ftl or conv volume (default 4G).
     #[arg(long, value_parser = parse_size)]
     pub size: Option<u64>,
     /// normal (fio's text report) or json (fio's JSON shape).
@@ -70,10 +79,21 @@ pub fn run(a: &BenchJobArgs, out: &mut impl Write) -> CliResult {
         .map_err(|e| CliError::Usage(format!("cannot read {}: {e}", a.jobfile.display())))?;
     let specs = bench::jobfile::parse(&text)
         .map_err(|e| CliError::Usage(format!("{}: {e}", a.jobfile.display())))?;
+    let volume = match a.target.as_str() {
+        "zns" => bench::fio::Volume::Zns,
+        "ftl" => bench::fio::Volume::Ftl { op_percent: a.op },
+        "conv" => bench::fio::Volume::Conv { op_percent: a.op },
+        t => {
+            return Err(CliError::Usage(format!(
+                "--target {t} is not known; use zns, ftl or conv"
+            )))
+        }
+    };
     let target = bench::fio::Target {
         profile: a.profile.clone(),
         size_bytes: a.size,
         seed: a.seed,
+        volume,
     };
     let bar = spinner(specs.len());
     // The jobs run on their own virtual-time runtime, which cannot nest inside this one.

@@ -72,6 +72,45 @@ fn json_output_has_fios_shape_and_repeats_exactly() {
 }
 
 #[test]
+fn block_jobs_run_on_the_ftl_and_conv_targets_and_unknown_targets_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = job_file(
+        &dir,
+        "[mix]\nrw=randrw\nrwmixread=50\nbs=4k\niodepth=4\nsize=32m\nio_size=4m\n",
+    );
+    for target in ["ftl", "conv"] {
+        let out = zonestack(&[
+            "bench",
+            &path,
+            "--target",
+            target,
+            "--size",
+            "64M",
+            "--output-format=json",
+        ]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{target}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        let (r, w) = (&v["jobs"][0]["read"], &v["jobs"][0]["write"]);
+        let bytes = r["io_bytes"].as_u64().unwrap_or(0) + w["io_bytes"].as_u64().unwrap_or(0);
+        assert_eq!(bytes, 4 << 20, "{target}: {v}");
+        assert!(r["iops"].as_f64().unwrap_or(0.0) > 0.0, "{target}: {v}");
+        assert!(w["iops"].as_f64().unwrap_or(0.0) > 0.0, "{target}: {v}");
+    }
+    // The same job on the ZNS drive names the targets that take it.
+    let out = zonestack(&["bench", &path]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--target ftl"));
+    let out = zonestack(&["bench", &path, "--target", "nosuch"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("zns, ftl or conv"));
+}
+
+#[test]
 fn text_report_names_the_job_and_its_bandwidth() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = job_file(&dir, "[seq]\nzonemode=zbd\nrw=write\nsize=8m\n");
