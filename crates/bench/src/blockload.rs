@@ -228,11 +228,12 @@ pub async fn fill(
         while inflight.len() < queue_depth.max(1) as usize && next < end {
             let n = per.min(end - next);
             let buf = &data[..usize::try_from(n * bs).unwrap_or(0)];
-            inflight.push(dev.write(next, buf, false));
+            let lba = next;
+            inflight.push(async move { dev.write(lba, buf, false).await.map(|()| n * bs) });
             next += n;
         }
         match inflight.next().await {
-            Some(r) => r?,
+            Some(r) => crate::workload::progress(r?),
             None => break,
         }
     }

@@ -15,6 +15,7 @@
 //! 1). A job that needs more room than its zones resets them and starts over, as fio does.
 //! Read jobs first fill the zones they read, so that every read hits written data.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use emu::timing::{timing_profile, TimingProfile};
@@ -371,28 +372,59 @@ fn refuse_shared_zones(running: &[Group], new: &[Group]) -> Result<(), String> {
     Ok(())
 }
 
+/// How far a run has got, for a progress bar on another thread: the bytes its commands have
+/// completed (the writes that lay out what jobs read included), and the bytes it will move in
+/// all, once known (0 while unknown, and for runs with a time-based job).
+#[derive(Debug, Default)]
+pub struct Progress {
+    pub done: Arc<AtomicU64>,
+    pub total: AtomicU64,
+}
+
+/// The sum of planned byte counts, or 0 (unknown) if any is unbounded.
+fn planned(bytes: impl IntoIterator<Item = u64>) -> u64 {
+    bytes
+        .into_iter()
+        .try_fold(0u64, |sum, b| {
+            (b != u64::MAX).then(|| sum.saturating_add(b))
+        })
+        .unwrap_or(0)
+}
+
 /// Runs the jobs on a fresh device in a fresh `SimRuntime`, phase by phase (a job with
 /// `stonewall` starts a new phase once the earlier jobs have finished).
 pub fn run(specs: &[JobSpec], t: &Target) -> Result<Vec<JobResult>, String> {
+    run_with_progress(specs, t, &Progress::default())
+}
+
+/// `run`, counting its progress into `p`.
+pub fn run_with_progress(
+    specs: &[JobSpec],
+    t: &Target,
+    p: &Progress,
+) -> Result<Vec<JobResult>, String> {
     let rt = SimRuntime::new().map_err(|e| format!("cannot start a runtime: {e}"))?;
-    match t.volume {
-        Volume::Zns => rt.block_on(run_zoned(specs, t)),
+    workload::count_progress_into(Some(Arc::clone(&p.done)));
+    let results = match t.volume {
+        Volume::Zns => rt.block_on(run_zoned(specs, t, p)),
         Volume::Conv { op_percent } => rt.block_on(async {
             let dev = conv_device(t, op_percent)?;
-            run_block(specs, t, &dev).await
+            run_block(specs, t, &dev, p).await
         }),
         Volume::Ftl { op_percent } => rt.block_on(async {
             let vol = ftl_volume(t, op_percent).await?;
-            let results = run_block(specs, t, vol.as_ref()).await;
+            let results = run_block(specs, t, vol.as_ref(), p).await;
             vol.unmount()
                 .await
                 .map_err(|e| format!("unmounting the volume: {e}"))?;
             results
         }),
-    }
+    };
+    workload::count_progress_into(None);
+    results
 }
 
-async fn run_zoned(specs: &[JobSpec], t: &Target) -> Result<Vec<JobResult>, String> {
+async fn run_zoned(specs: &[JobSpec], t: &Target, p: &Progress) -> Result<Vec<JobResult>, String> {
     let dev = device(t)?;
     let g = dev.geometry();
     let mut phases: Vec<Vec<Group>> = Vec::new();
@@ -406,10 +438,18 @@ async fn run_zoned(specs: &[JobSpec], t: &Target) -> Result<Vec<JobResult>, Stri
             _ => phases.push(groups),
         }
     }
+    let groups = phases.iter().flatten();
+    p.total.store(
+        planned(groups.flat_map(|g| {
+            let fill = g.prefill.iter().map(|(_, b)| *b);
+            g.jobs.iter().map(|j| j.bytes).chain(fill)
+        })),
+        Ordering::Relaxed,
+    );
     let mut results = Vec::new();
     let origin = Instant::now();
-    for p in phases {
-        results.extend(phase(&dev, p, origin).await?);
+    for ph in phases {
+        results.extend(phase(&dev, ph, origin).await?);
     }
     Ok(results)
 }
@@ -627,6 +667,17 @@ fn block_groups_of(
     })
 }
 
+/// The ranges a phase's reading groups need written first, each once.
+fn distinct_fills(groups: &[BlockGroup]) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for range in groups.iter().filter_map(|g| g.fill) {
+        if !out.contains(&range) {
+            out.push(range);
+        }
+    }
+    out
+}
+
 /// Runs one stonewall phase of block jobs: their reads' ranges written first, then the
 /// groups concurrently.
 async fn block_phase(
@@ -634,14 +685,10 @@ async fn block_phase(
     groups: Vec<BlockGroup>,
     origin: Instant,
 ) -> Result<Vec<JobResult>, String> {
-    let mut filled: Vec<(u64, u64)> = Vec::new();
-    for range in groups.iter().filter_map(|g| g.fill) {
-        if !filled.contains(&range) {
-            blockload::fill(dev, range.0, range.1, PREFILL_BLOCK_BYTES, 8)
-                .await
-                .map_err(|e| format!("writing the range to read: {e}"))?;
-            filled.push(range);
-        }
+    for (first, blocks) in distinct_fills(&groups) {
+        blockload::fill(dev, first, blocks, PREFILL_BLOCK_BYTES, 8)
+            .await
+            .map_err(|e| format!("writing the range to read: {e}"))?;
     }
     let slices: Vec<&[BlockJob]> = groups.iter().map(|g| g.jobs.as_slice()).collect();
     let ramps: Vec<Ramp> = groups.iter().map(|g| g.ramp).collect();
@@ -670,19 +717,30 @@ async fn run_block(
     specs: &[JobSpec],
     t: &Target,
     dev: &dyn BlockDevice,
+    p: &Progress,
 ) -> Result<Vec<JobResult>, String> {
     let mut phases: Vec<Vec<BlockGroup>> = Vec::new();
     for (i, s) in specs.iter().enumerate() {
         let groups = block_groups_of(s, dev, job_seed(t, i))?;
         match phases.last_mut() {
-            Some(p) if !s.stonewall => p.extend(groups),
+            Some(ph) if !s.stonewall => ph.extend(groups),
             _ => phases.push(groups),
         }
     }
+    let bs = u64::from(dev.block_size());
+    let fills = phases
+        .iter()
+        .flat_map(|ph| distinct_fills(ph))
+        .map(|(_, n)| n * bs);
+    let jobs = phases
+        .iter()
+        .flatten()
+        .flat_map(|g| g.jobs.iter().map(|j| j.bytes));
+    p.total.store(planned(jobs.chain(fills)), Ordering::Relaxed);
     let mut results = Vec::new();
     let origin = Instant::now();
-    for p in phases {
-        results.extend(block_phase(dev, p, origin).await?);
+    for ph in phases {
+        results.extend(block_phase(dev, ph, origin).await?);
     }
     Ok(results)
 }

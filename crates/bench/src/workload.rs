@@ -8,6 +8,8 @@
 //! read the zones' first `read_extent_bytes` sequentially (wrapping) or at random.
 
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
@@ -71,6 +73,27 @@ pub struct Report {
     pub latency_p999_us: f64,
 }
 
+thread_local! {
+    /// Where this thread's drivers add the bytes their commands complete, for a progress bar
+    /// on another thread; a runtime's tasks all run on the thread that set it.
+    static PROGRESS: RefCell<Option<Arc<AtomicU64>>> = const { RefCell::new(None) };
+}
+
+/// Makes the drivers running on this thread add every completed command's bytes to `c`
+/// (or stop counting, with `None`).
+pub fn count_progress_into(c: Option<Arc<AtomicU64>>) {
+    PROGRESS.with(|p| *p.borrow_mut() = c);
+}
+
+/// Adds completed bytes to this thread's progress counter, if it has one.
+pub(crate) fn progress(bytes: u64) {
+    PROGRESS.with(|p| {
+        if let Some(c) = p.borrow().as_ref() {
+            c.fetch_add(bytes, Ordering::Relaxed);
+        }
+    });
+}
+
 /// What a meter leaves out of its figures: the completions until `bytes` have completed, or
 /// until `ns` of time have passed since it started (fio's `ramp_time`), whichever is set.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -111,6 +134,7 @@ impl Meter {
     }
 
     pub(crate) fn done(&mut self, bytes: u64, latency_ns: u128) {
+        progress(bytes);
         let now = Instant::now();
         self.bytes += bytes;
         self.ops += 1;

@@ -6,6 +6,7 @@
 use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 
 use clap::Parser;
 
@@ -95,15 +96,36 @@ pub fn run(a: &BenchJobArgs, out: &mut impl Write) -> CliResult {
         seed: a.seed,
         volume,
     };
-    let bar = spinner(specs.len());
+    let progress = std::sync::Arc::new(bench::fio::Progress::default());
+    let counted = std::sync::Arc::clone(&progress);
     // The jobs run on their own virtual-time runtime, which cannot nest inside this one.
-    let results = std::thread::spawn(move || bench::fio::run(&specs, &target))
+    let runner =
+        std::thread::spawn(move || bench::fio::run_with_progress(&specs, &target, &counted));
+    if let Some(bar) = spinner() {
+        let mut sized = false;
+        while !runner.is_finished() {
+            let total = progress.total.load(Ordering::Relaxed);
+            let done = progress.done.load(Ordering::Relaxed);
+            if total > 0 && !sized {
+                // The runner knows how much the jobs will move once it has laid them out.
+                bar.set_style(bar_style());
+                bar.set_length(total);
+                bar.set_message("");
+                sized = true;
+            }
+            if sized {
+                bar.set_position(done.min(total));
+            } else if done > 0 {
+                bar.set_message(format!("{} MiB done in virtual time", done >> 20));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        bar.finish_and_clear();
+    }
+    let results = runner
         .join()
         .map_err(|_| CliError::Other("the benchmark thread panicked".into()))?
         .map_err(CliError::Usage);
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
     let results = results?;
     if let Some(path) = &a.plot {
         crate::plot::throughput(path, &results)?;
@@ -118,13 +140,22 @@ pub fn run(a: &BenchJobArgs, out: &mut impl Write) -> CliResult {
     Ok(())
 }
 
-/// A spinner on stderr while the jobs run, only when stderr is a terminal.
-fn spinner(jobs: usize) -> Option<indicatif::ProgressBar> {
+/// A spinner on stderr while the jobs are laid out, only when stderr is a terminal; it
+/// becomes a bar of bytes done once the runner knows how many the jobs will move (it stays a
+/// spinner with a byte count for time-based jobs).
+fn spinner() -> Option<indicatif::ProgressBar> {
     if !std::io::stderr().is_terminal() {
         return None;
     }
     let bar = indicatif::ProgressBar::new_spinner();
-    bar.set_message(format!("running {jobs} job(s) in virtual time"));
+    bar.set_message("laying out the jobs");
     bar.enable_steady_tick(std::time::Duration::from_millis(100));
     Some(bar)
+}
+
+fn bar_style() -> indicatif::ProgressStyle {
+    indicatif::ProgressStyle::with_template(
+        "{bar:40} {percent:>3}% {bytes}/{total_bytes} in virtual time",
+    )
+    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
 }

@@ -161,3 +161,31 @@ fn paper_results_directory_gets_csv_and_png() {
     let png = std::fs::read(res.join("raizn-raw.png")).expect("png written");
     assert!(png.len() > 1000 && png.starts_with(b"\x89PNG"), "not a PNG");
 }
+
+#[test]
+fn progress_bar_shows_on_a_terminal_and_not_in_a_pipe() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = job_file(
+        &dir,
+        "[w]\nrw=randwrite\nbs=4k\niodepth=16\nsize=512m\nio_size=2g\n",
+    );
+    let bin = env!("CARGO_BIN_EXE_zonestack");
+    let cmd = format!("{bin} bench {path} --target conv --size 512M");
+    // script(1) gives the command a terminal; the bar is drawn every 100 ms while it runs.
+    let out = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .output()
+        .expect("runs script(1) from util-linux");
+    assert_eq!(out.status.code(), Some(0));
+    let tty = String::from_utf8_lossy(&out.stdout);
+    assert!(tty.contains("in virtual time"), "{tty}");
+    assert!(tty.contains("2.00 GiB"), "{tty}");
+    assert!(tty.contains("w:\r\n  write: IOPS="), "{tty}");
+    let piped = zonestack(&["bench", &path, "--target", "conv", "--size", "512M"]);
+    assert_eq!(piped.status.code(), Some(0));
+    assert!(
+        piped.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&piped.stderr)
+    );
+}
