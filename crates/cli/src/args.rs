@@ -40,6 +40,10 @@ pub enum Cmd {
     Session {
         /// Device image.
         path: PathBuf,
+        /// Delay completions in real time as this flash timing profile says (see `zonestack
+        /// device profiles`); off by default.
+        #[arg(long, value_name = "PROFILE")]
+        timing: Option<String>,
     },
     /// Export a host FTL volume over NBD (default: 1 GiB in memory on 127.0.0.1:10809).
     Serve(crate::serve::ServeArgs),

@@ -86,7 +86,7 @@ pub fn path_of(cmd: &Cmd) -> &Path {
             | IoCmd::Fill { path, .. } => path,
         },
         Cmd::Fault(FaultArgs { path, .. }) => path,
-        Cmd::Session { path } | Cmd::Flush { path } | Cmd::PowerLoss { path, .. } => path,
+        Cmd::Session { path, .. } | Cmd::Flush { path } | Cmd::PowerLoss { path, .. } => path,
         Cmd::Quickstart(_)
         | Cmd::Device(DeviceCmd::Profiles)
         | Cmd::Bench(_)
@@ -187,11 +187,14 @@ pub fn create(a: &CreateArgs, out: &mut impl Write) -> CliResult {
     Ok(())
 }
 
+/// The geometry profiles (`device create --profile`), one per line, then the timing profiles
+/// (`--timing` of `serve` and `session`) as a table after a blank line.
 pub fn list_profiles(out: &mut impl Write) -> CliResult {
     for p in emu::profiles() {
         writeln!(out, "{:<8} {}", p.name, p.description)?;
     }
-    Ok(())
+    writeln!(out)?;
+    crate::timing::list(out)
 }
 
 fn info(dev: &EmuDevice, json: bool, out: &mut impl Write) -> CliResult {

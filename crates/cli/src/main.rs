@@ -11,6 +11,7 @@ mod plot;
 mod quickstart;
 mod serve;
 mod session;
+mod timing;
 mod units;
 
 use std::process::ExitCode;
@@ -47,8 +48,13 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         Cmd::Quickstart(a) => quickstart::run(&a, &mut out).await,
         Cmd::Device(DeviceCmd::Create(a)) => commands::create(&a, &mut out),
         Cmd::Device(DeviceCmd::Profiles) => commands::list_profiles(&mut out),
-        Cmd::Session { path } => {
-            let dev = commands::open(&path)?;
+        Cmd::Session { path, timing } => {
+            // An unknown profile is refused before the image is opened.
+            let profile = timing.as_deref().map(timing::profile_named).transpose()?;
+            let mut dev = commands::open(&path)?;
+            if let Some(p) = profile {
+                dev = timing::enable(dev, p)?;
+            }
             session::run(&dev, std::io::stdin().lock(), &mut out).await
         }
         Cmd::Bench(args::BenchCmd::Emu(a)) => bench_emu::run(&a, &mut out).await,

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Args;
-use emu::{EmuConfig, EmuDevice};
+use emu::{EmuConfig, EmuDevice, TimingProfile};
 use ftl::{FormatOptions, FtlVolume};
 use nbd::{Listen, NbdServer, ServerConfig};
 use zns::{BlockDevice, Geometry, ZonedDevice};
@@ -34,6 +34,10 @@ pub struct ServeArgs {
     /// Export name.
     #[arg(long, default_value = "")]
     pub export: String,
+    /// Delay completions in real time as this flash timing profile says (see `zonestack
+    /// device profiles`); off by default.
+    #[arg(long, value_name = "PROFILE")]
+    pub timing: Option<String>,
     /// Over-provisioning in percent, when the volume is formatted here.
     #[arg(long, default_value_t = 7.0)]
     pub op: f64,
@@ -77,10 +81,22 @@ fn memory_geometry(bytes: u64, op_permille: u32) -> Geometry {
     g
 }
 
-async fn device_for(a: &ServeArgs, op_permille: u32) -> Result<(Arc<EmuDevice>, String), CliError> {
+/// Switches the timing model on when a profile was given.
+fn timed(dev: EmuDevice, timing: Option<TimingProfile>) -> Result<Arc<EmuDevice>, CliError> {
+    match timing {
+        Some(p) => Ok(Arc::new(crate::timing::enable(dev, p)?)),
+        None => Ok(Arc::new(dev)),
+    }
+}
+
+async fn device_for(
+    a: &ServeArgs,
+    op_permille: u32,
+    timing: Option<TimingProfile>,
+) -> Result<(Arc<EmuDevice>, String), CliError> {
     match &a.device {
         Some(path) => {
-            let dev = Arc::new(commands::open(path)?);
+            let dev = timed(commands::open(path)?, timing)?;
             if let Err(e) = ftl::probe(dev.as_ref()).await {
                 let empty = dev
                     .report_zones(0, zns::ReportFilter::State(zns::ZoneState::Empty), false, 0)
@@ -107,7 +123,10 @@ async fn device_for(a: &ServeArgs, op_permille: u32) -> Result<(Arc<EmuDevice>, 
                 )));
             }
             let g = memory_geometry(bytes, op_permille);
-            let dev = Arc::new(EmuDevice::new_memory(EmuConfig::new(g)).map_err(other)?);
+            let dev = timed(
+                EmuDevice::new_memory(EmuConfig::new(g)).map_err(other)?,
+                timing,
+            )?;
             let fmt = FormatOptions {
                 op_permille,
                 volume_blocks: Some(bytes / 4096),
@@ -152,8 +171,16 @@ pub async fn run(a: &ServeArgs, out: &mut impl Write) -> CliResult {
         )));
     }
     let listen = parse_listen(&a.listen)?;
+    let timing = a
+        .timing
+        .as_deref()
+        .map(crate::timing::profile_named)
+        .transpose()?;
     let op_permille = (a.op * 10.0).round() as u32;
-    let (dev, what) = device_for(a, op_permille).await?;
+    let (dev, mut what) = device_for(a, op_permille, timing).await?;
+    if let Some(p) = &timing {
+        what = format!("{what} with {}", crate::timing::describe(p));
+    }
     let zoned: Arc<dyn ZonedDevice> = dev.clone();
     let (vol, report) = FtlVolume::mount(zoned, a.mount.options())
         .await
@@ -188,4 +215,22 @@ pub async fn run(a: &ServeArgs, out: &mut impl Write) -> CliResult {
     unmounted.map_err(other)?;
     writeln!(out, "stopped: volume flushed and checkpointed")?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_timing_profile_accepts_the_memory_geometry() {
+        // `serve --memory SIZE --timing PROFILE` must start for every size and profile: the
+        // model refuses a geometry whose active zones its write buffer cannot serve.
+        for bytes in [1u64 << 20, 1 << 30, 16 << 30] {
+            let g = memory_geometry(bytes, 70);
+            for p in emu::timing::timing_profiles() {
+                let t = emu::timing::ZonedTiming::new(p, g, false).map(|_| ());
+                assert_eq!(t, Ok(()), "{} on {bytes} bytes", p.name);
+            }
+        }
+    }
 }

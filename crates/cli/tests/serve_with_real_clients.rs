@@ -25,6 +25,7 @@ fn require(tool: &str, package: &str) {
 /// A running `zonestack serve`, killed when dropped.
 struct Server {
     child: Child,
+    banner: String,
     uri: String,
 }
 
@@ -44,7 +45,7 @@ impl Server {
         assert!(uri.starts_with("nbd"), "no URI printed: {uri}");
         // Keep draining stdout so the server never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
-        Server { child, uri }
+        Server { child, banner, uri }
     }
 
     /// SIGTERM, and the exit status.
@@ -147,6 +148,48 @@ fn nbdinfo_reports_the_size_and_qemu_io_round_trips_patterns() {
             "read -P 0xcd 3M 64k",
             "-c",
             "read -P 0x17 1000 3000",
+        ])
+        .arg(&server.uri));
+    assert!(!q.contains("Pattern verification failed"), "{q}");
+    assert!(server.terminate().success());
+}
+
+#[test]
+fn a_volume_with_the_timing_model_on_serves_real_clients() {
+    require("nbdinfo", "libnbd-bin");
+    require("qemu-io", "qemu-utils");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(&[
+        "--memory",
+        "64M",
+        "--timing",
+        "zn540",
+        "--listen",
+        &sock(dir.path()),
+    ]);
+    assert!(
+        server.banner.contains("timing profile zn540 in real time"),
+        "the banner must say timing is on: {}",
+        server.banner
+    );
+    let info = run(Command::new("nbdinfo").arg("--size").arg(&server.uri));
+    assert_eq!(info.trim(), (64u64 << 20).to_string());
+    let q = run(Command::new("qemu-io")
+        .args([
+            "-f",
+            "raw",
+            "-c",
+            "write -P 0x5e 0 2M",
+            "-c",
+            "write -P 0x21 5M 12k",
+            "-c",
+            "flush",
+            "-c",
+            "read -P 0x5e 0 2M",
+            "-c",
+            "read -P 0x21 5M 12k",
+            "-c",
+            "read -P 0 6M 4k",
         ])
         .arg(&server.uri));
     assert!(!q.contains("Pattern verification failed"), "{q}");
