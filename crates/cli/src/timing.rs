@@ -25,18 +25,8 @@ pub fn profile_named(name: &str) -> Result<TimingProfile, CliError> {
 /// profile's write buffer can hold a partial unit for) is a usage error: the same image works
 /// without `--timing` or with another profile.
 pub fn enable(dev: EmuDevice, p: TimingProfile) -> Result<EmuDevice, CliError> {
-    let dev = dev
-        .with_timing(p, ClockMode::RealTime)
-        .map_err(|e| CliError::Usage(format!("{e}, or pick another timing profile")))?;
-    // The model starts with every zone empty, but an image may already hold data. A restart
-    // of a freshly opened device changes no zone (they came back in their restart form when
-    // the image was opened) and tells the model that the data up to each write pointer is on
-    // flash. Without it, the first write to a written zone books programs for every unit
-    // below its write pointer, whose buffer space was never taken, and the buffer's count
-    // underflows once those programs end.
-    dev.restart()
-        .map_err(|e| CliError::Other(format!("--timing {}: {e}", p.name)))?;
-    Ok(dev)
+    dev.with_timing(p, ClockMode::RealTime)
+        .map_err(|e| CliError::Usage(format!("{e}, or pick another timing profile")))
 }
 
 /// One line for a startup banner: the profile and its clock.

@@ -229,6 +229,11 @@ impl EmuDevice {
         mode: ClockMode,
     ) -> Result<EmuDevice, EmuError> {
         self.timing = Some(Timing::new(profile, self.geo, mode).map_err(EmuError::Config)?);
+        // The device may already hold data (an image opened from disk): the model must count
+        // it as on flash, or it would book programs for data whose buffer space it never took.
+        let core = self.core.lock();
+        self.resync_timing(&core);
+        drop(core);
         Ok(self)
     }
 

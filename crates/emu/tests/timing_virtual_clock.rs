@@ -196,3 +196,46 @@ fn real_time_mode_waits_at_least_the_modelled_latency() {
         );
     });
 }
+
+#[test]
+fn timing_switched_on_over_existing_data_counts_it_as_on_flash() {
+    // Zones hold data (a partial program unit in each) before the model is switched on, as
+    // in an image opened from disk; writes after it must cost a normal write and never book
+    // buffer space for data the model did not see arrive.
+    let cfg = EmuConfig::new(geometry());
+    let rt = SimRuntime::new().expect("runtime");
+    rt.block_on(async {
+        let dev = EmuDevice::new_memory(cfg).expect("device");
+        let buf = vec![3u8; 4096];
+        for z in 0..4u64 {
+            for i in 0..5 {
+                dev.write(z * 4096 + i, &buf, None, false)
+                    .await
+                    .expect("write");
+            }
+        }
+        let p = timing_profile("zn540").expect("zn540");
+        let dev = dev.with_timing(p, ClockMode::Virtual).expect("timed");
+        let t = Instant::now();
+        for z in 0..4u64 {
+            for i in 5..600 {
+                dev.write(z * 4096 + i, &buf, None, false)
+                    .await
+                    .expect("write");
+            }
+        }
+        dev.flush().await.expect("flush");
+        // Admissions after the programs ended release their space from the buffer's count.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        for z in 0..4u64 {
+            dev.write(z * 4096 + 600, &buf, None, false)
+                .await
+                .expect("write");
+        }
+        // 2,380 blocks of 4 KiB: at least the array's program time for them.
+        let program_floor = 2380.0 * 4096.0 / p.program_bytes_per_sec();
+        assert!(t.elapsed().as_secs_f64() >= program_floor * 0.9);
+        let counters = dev.timing_counters().expect("timing counters");
+        assert_eq!(counters.buffer_overcommits, 0, "{counters:?}");
+    });
+}

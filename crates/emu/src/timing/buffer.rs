@@ -46,8 +46,14 @@ impl WriteBuffer {
                 break;
             }
             self.releases.pop();
-            self.used_bytes -= bytes;
+            self.take_out(bytes);
         }
+    }
+
+    /// Bytes leave the buffer; more than it holds is a bookkeeping error of the caller.
+    fn take_out(&mut self, bytes: u64) {
+        debug_assert!(bytes <= self.used_bytes, "{bytes} > {}", self.used_bytes);
+        self.used_bytes = self.used_bytes.saturating_sub(bytes);
     }
 
     /// Admits `bytes` no earlier than `ready_ns`; returns when the space is granted.
@@ -58,7 +64,7 @@ impl WriteBuffer {
             match self.releases.pop() {
                 Some(Reverse((at, freed))) => {
                     t = t.max(at);
-                    self.used_bytes -= freed;
+                    self.take_out(freed);
                 }
                 None => {
                     self.overcommits += 1;
