@@ -3,26 +3,12 @@
 //! and no panics on bad input.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
-fn zonestack(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_zonestack"))
-        .args(args)
-        .output()
-        .expect("run zonestack")
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = zonestack(args);
-    assert!(
-        o.status.success(),
-        "zonestack {args:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
+mod common;
+use common::{ok, zonestack};
 
 /// Runs a command that must fail with `code`; returns its stderr.
 fn fails(args: &[&str], code: i32) -> String {

@@ -11,22 +11,8 @@ use std::time::{Duration, Instant};
 
 const TIMING_PROFILES: [&str; 4] = ["zn540", "femu-mlc", "femu-tlc", "znand"];
 
-fn zonestack(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_zonestack"))
-        .args(args)
-        .output()
-        .expect("run zonestack")
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = zonestack(args);
-    assert!(
-        o.status.success(),
-        "zonestack {args:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
+mod common;
+use common::{ok, zonestack};
 
 /// Checks the exit code, that nothing panicked, and returns stderr.
 fn check_failure(args: &[&str], o: &Output, code: i32) -> String {
