@@ -2,7 +2,8 @@
 //! the emulated ZNS drive itself (zoned jobs, through the same workload driver as the paper
 //! reproductions), a conventional SSD on the same flash, or the host FTL on the emulated ZNS
 //! drive (block jobs, through `blockload`), and prints the results as fio does: a text report
-//! or fio's JSON shape.
+//! or fio's JSON shape. `Target::image` runs the jobs on an existing device image instead
+//! (`fio/image.rs`).
 //!
 //! A block job works as fio's on a block device: every clone of `numjobs` covers the job's
 //! whole `[offset, offset + size)` range. Jobs that read have their range written once before
@@ -13,7 +14,9 @@
 //! max_open_zones)` zones in flight with one write each (the host keeps writes in order per
 //! zone); a Zone Append clone spreads `iodepth` appends over `max_open_zones` zones (default
 //! 1). A job that needs more room than its zones resets them and starts over, as fio does.
-//! Read jobs first fill the zones they read, so that every read hits written data.
+//! Read jobs first fill the zones they read, so that every read hits written data. Before a
+//! phase, the zones its write jobs will write are reset if they hold data (an image's, or an
+//! earlier phase's), as fio resets the zones of a zoned device it writes.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -23,11 +26,13 @@ use emu::{ClockMode, ConvSsd, EmuConfig, EmuDevice, SimRuntime};
 use ftl::{FormatOptions, FtlVolume, Layout, MountOptions};
 use serde_json::{json, Value};
 use tokio::time::Instant;
-use zns::{BlockDevice, Geometry, ZoneAction, ZonedDevice};
+use zns::{BlockDevice, Geometry, ReportFilter, ZoneAction, ZoneState, ZonedDevice};
 
 use crate::blockload::{self, BlockJob};
 use crate::jobfile::{Distribution, JobSpec, Rw};
 use crate::workload::{self, Job, Limits, Pattern, Ramp, Report};
+
+mod image;
 
 /// What the jobs run on.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -53,6 +58,11 @@ pub struct Target {
     pub size_bytes: Option<u64>,
     pub seed: u64,
     pub volume: Volume,
+    /// An existing emulated device image to run on instead of a fresh in-memory device: the
+    /// geometry is the image's, the profile gives only the timing, and the jobs overwrite the
+    /// image's data. With `Volume::Ftl` the image must hold a formatted volume; `size_bytes`
+    /// must be `None` and `Volume::Conv` is refused.
+    pub image: Option<std::path::PathBuf>,
 }
 
 /// One reported job: a job of the file, or one clone of it without `group_reporting`.
@@ -325,12 +335,39 @@ async fn prefill(dev: &EmuDevice, groups: &[Group]) -> Result<(), String> {
     dev.flush().await.map_err(err)
 }
 
+/// Resets the zones that the phase's writing jobs write and that already hold data (an
+/// image's, or an earlier phase's): the jobs write from the start of each zone, as fio
+/// resets the zones of a zoned device before writing them.
+async fn empty_written_zones(dev: &EmuDevice, groups: &[Group]) -> Result<(), String> {
+    let g = dev.geometry();
+    let err = |e: zns::NvmeStatus| format!("emptying the zones to write: {e}");
+    let zones = groups
+        .iter()
+        .filter(|grp| grp.writes)
+        .flat_map(|grp| grp.jobs.iter().flat_map(|j| j.zones.iter().copied()));
+    for z in zones {
+        let start = g.zone_start(z);
+        let report = dev
+            .report_zones(start, ReportFilter::All, true, 1)
+            .await
+            .map_err(err)?;
+        let state = report.zones.first().map(|d| d.state);
+        if state != Some(ZoneState::Empty) {
+            dev.zone_mgmt(ZoneAction::Reset, start, false)
+                .await
+                .map_err(err)?;
+        }
+    }
+    Ok(())
+}
+
 /// Runs one stonewall phase: its groups concurrently.
 async fn phase(
     dev: &EmuDevice,
     groups: Vec<Group>,
     origin: Instant,
 ) -> Result<Vec<JobResult>, String> {
+    empty_written_zones(dev, &groups).await?;
     prefill(dev, &groups).await?;
     let slices: Vec<&[Job]> = groups.iter().map(|grp| grp.jobs.as_slice()).collect();
     let ramps: Vec<Ramp> = groups.iter().map(|grp| grp.ramp).collect();
@@ -405,13 +442,14 @@ pub fn run_with_progress(
 ) -> Result<Vec<JobResult>, String> {
     let rt = SimRuntime::new().map_err(|e| format!("cannot start a runtime: {e}"))?;
     workload::count_progress_into(Some(Arc::clone(&p.done)));
-    let results = match t.volume {
-        Volume::Zns => rt.block_on(run_zoned(specs, t, p)),
-        Volume::Conv { op_percent } => rt.block_on(async {
+    let results = match (t.volume, &t.image) {
+        (Volume::Zns, None) => rt.block_on(async { run_zoned(specs, t, &device(t)?, p).await }),
+        (_, Some(path)) => rt.block_on(image::run(specs, t, path, p)),
+        (Volume::Conv { op_percent }, None) => rt.block_on(async {
             let dev = conv_device(t, op_percent)?;
             run_block(specs, t, &dev, p).await
         }),
-        Volume::Ftl { op_percent } => rt.block_on(async {
+        (Volume::Ftl { op_percent }, None) => rt.block_on(async {
             let vol = ftl_volume(t, op_percent).await?;
             let results = run_block(specs, t, vol.as_ref(), p).await;
             vol.unmount()
@@ -424,8 +462,12 @@ pub fn run_with_progress(
     results
 }
 
-async fn run_zoned(specs: &[JobSpec], t: &Target, p: &Progress) -> Result<Vec<JobResult>, String> {
-    let dev = device(t)?;
+async fn run_zoned(
+    specs: &[JobSpec],
+    t: &Target,
+    dev: &EmuDevice,
+    p: &Progress,
+) -> Result<Vec<JobResult>, String> {
     let g = dev.geometry();
     let mut phases: Vec<Vec<Group>> = Vec::new();
     for (i, s) in specs.iter().enumerate() {
@@ -449,7 +491,7 @@ async fn run_zoned(specs: &[JobSpec], t: &Target, p: &Progress) -> Result<Vec<Jo
     let mut results = Vec::new();
     let origin = Instant::now();
     for ph in phases {
-        results.extend(phase(&dev, ph, origin).await?);
+        results.extend(phase(dev, ph, origin).await?);
     }
     Ok(results)
 }

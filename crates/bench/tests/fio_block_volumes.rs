@@ -10,6 +10,7 @@ fn on(volume: Volume, size: u64) -> Target {
         size_bytes: Some(size),
         seed: 3,
         volume,
+        image: None,
     }
 }
 

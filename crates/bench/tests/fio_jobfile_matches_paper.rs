@@ -27,6 +27,7 @@ fn target() -> Target {
         size_bytes: None,
         seed: 1,
         volume: Volume::Zns,
+        image: None,
     }
 }
 

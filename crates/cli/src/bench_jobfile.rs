@@ -1,7 +1,8 @@
 //! `zonestack bench JOBFILE`: runs an fio job file (the subset `bench::jobfile` parses) in
 //! virtual time on the timing model: on the emulated ZNS drive (zoned jobs), a conventional
-//! SSD on the same flash, or the host FTL on the ZNS drive (block jobs); prints fio's text
-//! report or, with `--output-format=json`, fio's JSON shape.
+//! SSD on the same flash, or the host FTL on the ZNS drive (block jobs), or with `--device`
+//! on an existing device image; prints fio's text report or, with `--output-format=json`,
+//! fio's JSON shape.
 
 use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
@@ -29,13 +30,20 @@ pub struct BenchJobArgs {
     /// it) or conv (a conventional SSD on the same flash); the last two take block jobs.
     #[arg(long, default_value = "zns")]
     pub target: String,
-    /// Over-provisioning in percent of the ftl or conv volume.
+    /// Over-provisioning in percent of the ftl or conv volume the runner formats (a volume
+    /// on a --device image keeps the over-provisioning it was formatted with).
     #[arg(long, default_value_t = 7.0)]
     pub op: f64,
     /// Size (K/M/G/T suffixes): of the zns drive, rounded up to whole zones (default 40
-    /// zones), or of the ftl or conv volume (default 4G).
+    /// zones), or of the ftl or conv volume (default 4G). Not with --device.
     #[arg(long, value_parser = parse_size)]
     pub size: Option<u64>,
+    /// Run on this existing device image (`zonestack device create`) instead of a fresh
+    /// in-memory device: its zones with --target zns, or with --target ftl the volume
+    /// `zonestack ftl format` made on it. The image keeps its geometry; --profile gives the
+    /// timing. The jobs overwrite the image's data, as fio overwrites a device.
+    #[arg(long, value_name = "IMAGE")]
+    pub device: Option<PathBuf>,
     /// normal (fio's text report) or json (fio's JSON shape).
     #[arg(long, default_value = "normal")]
     pub output_format: String,
@@ -90,11 +98,13 @@ pub fn run(a: &BenchJobArgs, out: &mut impl Write) -> CliResult {
             )))
         }
     };
+    check_image(a, volume)?;
     let target = bench::fio::Target {
         profile: a.profile.clone(),
         size_bytes: a.size,
         seed: a.seed,
         volume,
+        image: a.device.clone(),
     };
     let progress = std::sync::Arc::new(bench::fio::Progress::default());
     let counted = std::sync::Arc::clone(&progress);
@@ -136,6 +146,32 @@ pub fn run(a: &BenchJobArgs, out: &mut impl Write) -> CliResult {
         writeln!(out, "{s}")?;
     } else {
         write!(out, "{}", bench::fio::to_text(&results))?;
+    }
+    Ok(())
+}
+
+/// Refuses what does not go with `--device`, before any job runs.
+fn check_image(a: &BenchJobArgs, volume: bench::fio::Volume) -> CliResult {
+    let Some(path) = &a.device else {
+        return Ok(());
+    };
+    if a.size.is_some() {
+        return Err(CliError::Usage(
+            "--size does not apply with --device: the image has its own size".into(),
+        ));
+    }
+    if matches!(volume, bench::fio::Volume::Conv { .. }) {
+        return Err(CliError::Usage(
+            "--target conv does not take --device: a conventional SSD is not an image; use zns or ftl"
+                .into(),
+        ));
+    }
+    if !path.exists() {
+        return Err(CliError::Other(format!(
+            "{} does not exist; create it with `zonestack device create {}`",
+            path.display(),
+            path.display()
+        )));
     }
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! `zonestack bench JOBFILE`: an unsupported fio option fails with exit 2 and a message
 //! naming it and its line; a job file runs in virtual time and prints fio's JSON shape,
-//! identically on every run.
+//! identically on every run; with `--device` the jobs run on an existing image and leave
+//! their data in it.
 
 use std::process::Command;
 
@@ -188,4 +189,156 @@ fn progress_bar_shows_on_a_terminal_and_not_in_a_pipe() {
         "{}",
         String::from_utf8_lossy(&piped.stderr)
     );
+}
+
+/// A device image of the `small` profile (its 12 active zones fit the zn540 write buffer).
+fn small_image(dir: &tempfile::TempDir, name: &str) -> String {
+    let path = dir.path().join(name).to_string_lossy().into_owned();
+    let out = zonestack(&["device", "create", &path, "--profile", "small", "--force"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    path
+}
+
+#[test]
+fn zoned_jobs_on_a_device_image_write_to_the_image() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let img = small_image(&dir, "dev.img");
+    // The region is the image's first two zones (1 MiB each, 768 KiB writable); 1 MiB of
+    // writes fills the first and a third of the second.
+    let path = job_file(
+        &dir,
+        "[w]\nzonemode=zbd\nrw=write\nbs=64k\niodepth=1\nmax_open_zones=1\nsize=2m\nio_size=1m\n",
+    );
+    // Twice: the second run finds the zones written by the first and starts them over.
+    for _ in 0..2 {
+        let out = zonestack(&["bench", &path, "--device", &img, "--output-format=json"]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        assert_eq!(v["jobs"][0]["write"]["io_bytes"], 1u64 << 20, "{v}");
+    }
+    let out = zonestack(&["zone", "report", &img]);
+    assert!(out.status.success());
+    let report = String::from_utf8_lossy(&out.stdout);
+    let zones: Vec<&str> = report.lines().filter(|l| l.contains("start:")).collect();
+    assert_eq!(zones.len(), 32, "{report}");
+    // 192 blocks fill the first zone, the other 64 of the 1 MiB went to the second (the
+    // report gives write pointers relative to the zone start).
+    assert!(
+        zones[0].contains("wptr 0x0000c0") && zones[0].contains("(fu)"),
+        "{report}"
+    );
+    assert!(
+        zones[1].contains("wptr 0x000040") && zones[1].contains("(cl)"),
+        "{report}"
+    );
+    assert!(zones[2].contains("zcond: 1(em)"), "{report}");
+}
+
+#[test]
+fn block_jobs_on_a_formatted_image_leave_a_volume_that_checks() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let img = small_image(&dir, "ftl.img");
+    let out = zonestack(&["ftl", "format", &img]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let path = job_file(
+        &dir,
+        "[mix]\nrw=randrw\nrwmixread=50\nbs=4k\niodepth=4\nsize=8m\nio_size=4m\n",
+    );
+    let out = zonestack(&[
+        "bench",
+        &path,
+        "--device",
+        &img,
+        "--target",
+        "ftl",
+        "--output-format=json",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let (r, w) = (&v["jobs"][0]["read"], &v["jobs"][0]["write"]);
+    let bytes = r["io_bytes"].as_u64().unwrap_or(0) + w["io_bytes"].as_u64().unwrap_or(0);
+    assert_eq!(bytes, 4 << 20, "{v}");
+    let out = zonestack(&["ftl", "check", &img]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The reads' 8 MiB range was written before they started: 2048 blocks are mapped.
+    assert!(text.contains("clean: 2048 of "), "{text}");
+}
+
+#[test]
+fn ftl_target_on_an_unformatted_image_names_ftl_format() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let img = small_image(&dir, "raw.img");
+    let path = job_file(&dir, "[w]\nrw=randwrite\nbs=4k\nsize=1m\n");
+    let out = zonestack(&["bench", &path, "--device", &img, "--target", "ftl"]);
+    assert_ne!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("zonestack ftl format"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn device_with_size_or_conv_target_is_a_usage_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let img = small_image(&dir, "dev.img");
+    let path = job_file(&dir, "[w]\nzonemode=zbd\nrw=write\nsize=1m\n");
+    let out = zonestack(&["bench", &path, "--device", &img, "--size", "4M"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--size"));
+    let out = zonestack(&["bench", &path, "--device", &img, "--target", "conv"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("conventional"));
+}
+
+#[test]
+fn an_image_the_timing_model_refuses_is_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let img = dir.path().join("wide.img").to_string_lossy().into_owned();
+    // 600 zones without an active limit: zn540's 8 MiB write buffer cannot hold a partial
+    // flash unit for each of them.
+    let out = zonestack(&[
+        "device",
+        "create",
+        &img,
+        "--zones",
+        "600",
+        "--zone-size",
+        "64K",
+        "--zone-cap",
+        "64K",
+        "--max-open",
+        "0",
+        "--max-active",
+        "0",
+        "--force",
+    ]);
+    assert!(out.status.success());
+    let path = job_file(&dir, "[w]\nzonemode=zbd\nrw=write\nsize=1m\n");
+    let out = zonestack(&["bench", &path, "--device", &img]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("timing model does not fit"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
 }
