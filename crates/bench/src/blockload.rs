@@ -170,6 +170,9 @@ pub struct GroupReport {
     pub read: Report,
     pub write: Report,
     pub done_ns: Vec<u64>,
+    /// Latencies of the reads and of the writes measured after the ramp, sorted.
+    pub read_latencies_ns: Vec<u64>,
+    pub write_latencies_ns: Vec<u64>,
 }
 
 /// Runs every job of every group concurrently; one report per group, each after its ramp.
@@ -198,12 +201,15 @@ pub async fn run_groups(
         .map(|m| {
             let (r, w) = (m.read.into_inner(), m.write.into_inner());
             let (read, write) = (r.report(), w.report());
-            let mut done_ns = r.into_done_ns();
-            done_ns.extend(w.into_done_ns());
+            let (mut done_ns, read_latencies_ns) = r.into_traces();
+            let (write_done, write_latencies_ns) = w.into_traces();
+            done_ns.extend(write_done);
             GroupReport {
                 read,
                 write,
                 done_ns,
+                read_latencies_ns,
+                write_latencies_ns,
             }
         })
         .collect())

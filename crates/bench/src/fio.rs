@@ -74,6 +74,9 @@ pub struct JobResult {
     pub block_bytes: u64,
     /// When each command completed, in nanoseconds of virtual time since the run started.
     pub done_ns: Vec<u64>,
+    /// Latencies of the reads and of the writes measured after the ramp, sorted (ns).
+    pub read_latencies_ns: Vec<u64>,
+    pub write_latencies_ns: Vec<u64>,
 }
 
 const DEFAULT_ZONES: u32 = 40;
@@ -378,15 +381,26 @@ async fn phase(
     Ok(groups
         .iter()
         .zip(reports)
-        .map(|(grp, (r, done_ns))| JobResult {
-            name: grp.name.clone(),
-            read: if grp.writes { Report::default() } else { r },
-            write: if grp.writes { r } else { Report::default() },
-            block_bytes: grp.block_bytes,
-            done_ns: done_ns
-                .iter()
-                .map(|t| t.saturating_add(offset_ns))
-                .collect(),
+        .map(|(grp, t)| {
+            let (r, lat) = (t.report, t.latencies_ns);
+            let (read, write, read_lat, write_lat) = if grp.writes {
+                (Report::default(), r, Vec::new(), lat)
+            } else {
+                (r, Report::default(), lat, Vec::new())
+            };
+            JobResult {
+                name: grp.name.clone(),
+                read,
+                write,
+                block_bytes: grp.block_bytes,
+                done_ns: t
+                    .done_ns
+                    .iter()
+                    .map(|t| t.saturating_add(offset_ns))
+                    .collect(),
+                read_latencies_ns: read_lat,
+                write_latencies_ns: write_lat,
+            }
         })
         .collect())
 }
@@ -751,6 +765,8 @@ async fn block_phase(
                 .iter()
                 .map(|t| t.saturating_add(offset_ns))
                 .collect(),
+            read_latencies_ns: r.read_latencies_ns,
+            write_latencies_ns: r.write_latencies_ns,
         })
         .collect())
 }
@@ -843,6 +859,33 @@ pub fn to_text(results: &[JobResult]) -> String {
         }
     }
     s
+}
+
+/// Each job's latency distribution per direction it measured: up to `points` + 1 points of
+/// (latency in microseconds, fraction of commands at most that slow), named "JOB read" or
+/// "JOB write".
+pub fn latency_cdfs(results: &[JobResult], points: usize) -> Vec<(String, Vec<(f64, f64)>)> {
+    let n = points.max(1);
+    let mut out = Vec::new();
+    for r in results {
+        for (dir, lat) in [
+            ("read", &r.read_latencies_ns),
+            ("write", &r.write_latencies_ns),
+        ] {
+            if lat.is_empty() {
+                continue;
+            }
+            let cdf = (0..=n)
+                .map(|q| {
+                    let i = q * (lat.len() - 1) / n;
+                    let us = lat.get(i).copied().unwrap_or(0) as f64 / 1000.0;
+                    (us, (i + 1) as f64 / lat.len() as f64)
+                })
+                .collect();
+            out.push((format!("{} {dir}", r.name), cdf));
+        }
+    }
+    out
 }
 
 /// Each job's throughput over time in MiB/s: `buckets` equal intervals from the start of the

@@ -157,27 +157,41 @@ impl Meter {
         }
     }
 
-    /// When each command completed, in nanoseconds since the meter started.
-    pub(crate) fn into_done_ns(self) -> Vec<u64> {
-        self.done_ns
+    /// When each command completed, in nanoseconds since the meter started, and the sorted
+    /// latencies of the commands measured after the ramp.
+    pub(crate) fn into_traces(self) -> (Vec<u64>, Vec<u64>) {
+        let lat = self.measured_latencies_ns();
+        (self.done_ns, lat)
     }
 
-    pub(crate) fn report(&self) -> Report {
+    /// The first operation counted after the ramp, its time, and the totals before it.
+    fn after_ramp(&self) -> (Instant, u64, u64, u128) {
         let start = self.start.unwrap_or_else(Instant::now);
-        let (t0, b0, o0, l0) = match self.ramp_end {
+        match self.ramp_end {
             // A ramp that took the whole run would leave nothing to measure.
             Some(r) if r.2 < self.ops => r,
             _ => (start, 0, 0, 0),
-        };
-        let end = self.last.unwrap_or(t0);
-        let seconds = end.saturating_duration_since(t0).as_secs_f64();
-        let (bytes, ops) = (self.bytes - b0, self.ops - o0);
+        }
+    }
+
+    /// Latencies of the commands measured after the ramp, sorted.
+    fn measured_latencies_ns(&self) -> Vec<u64> {
+        let o0 = self.after_ramp().2;
         let mut measured: Vec<u64> = self
             .latencies_ns
             .get(usize::try_from(o0).unwrap_or(usize::MAX)..)
             .unwrap_or_default()
             .to_vec();
         measured.sort_unstable();
+        measured
+    }
+
+    pub(crate) fn report(&self) -> Report {
+        let (t0, b0, o0, l0) = self.after_ramp();
+        let end = self.last.unwrap_or(t0);
+        let seconds = end.saturating_duration_since(t0).as_secs_f64();
+        let (bytes, ops) = (self.bytes - b0, self.ops - o0);
+        let measured = self.measured_latencies_ns();
         let pct = |p: f64| percentile_us(&measured, p);
         let per = |x: f64| if seconds > 0.0 { x / seconds } else { 0.0 };
         Report {
@@ -404,17 +418,26 @@ pub async fn run_groups(
     };
     let ramps = vec![ramp; groups.len()];
     let traced = run_groups_traced(dev, groups, &ramps).await?;
-    Ok(traced.into_iter().map(|(r, _)| r).collect())
+    Ok(traced.into_iter().map(|t| t.report).collect())
 }
 
-/// `run_groups` with a ramp per group, also returning when each of a group's commands
-/// completed, in nanoseconds since the groups started (ramp included), for throughput over
-/// time.
+/// A group's figures and the traces behind them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Traced {
+    pub report: Report,
+    /// When each command completed, in nanoseconds since the groups started (ramp included).
+    pub done_ns: Vec<u64>,
+    /// Latencies of the commands measured after the ramp, sorted.
+    pub latencies_ns: Vec<u64>,
+}
+
+/// `run_groups` with a ramp per group, also returning each group's traces (for throughput
+/// over time and latency distributions).
 pub async fn run_groups_traced(
     dev: &dyn ZonedDevice,
     groups: &[&[Job]],
     ramps: &[Ramp],
-) -> NvmeResult<Vec<(Report, Vec<u64>)>> {
+) -> NvmeResult<Vec<Traced>> {
     let meters: Vec<RefCell<Meter>> = (0..groups.len())
         .map(|i| RefCell::new(Meter::new(ramps.get(i).copied().unwrap_or_default())))
         .collect();
@@ -428,7 +451,13 @@ pub async fn run_groups_traced(
         .into_iter()
         .map(|m| {
             let m = m.into_inner();
-            (m.report(), m.into_done_ns())
+            let report = m.report();
+            let (done_ns, latencies_ns) = m.into_traces();
+            Traced {
+                report,
+                done_ns,
+                latencies_ns,
+            }
         })
         .collect())
 }

@@ -111,3 +111,25 @@ fn zoned_options_and_block_jobs_go_to_the_right_target() {
     let e = run_text("[b]\nrw=write\noffset=1000\n", &on(CONV, 64 << 20)).expect_err("refused");
     assert!(e.contains("offset=1000"), "{e}");
 }
+
+#[test]
+fn latency_cdfs_cover_every_measured_command_in_order() {
+    let text = "[mix]\nrw=randrw\nrwmixread=50\nbs=4k\niodepth=8\nio_size=8m\n";
+    let r = run_text(text, &on(CONV, 64 << 20)).expect("runs");
+    assert_eq!(r[0].read_latencies_ns.len() as u64, r[0].read.ops);
+    assert_eq!(r[0].write_latencies_ns.len() as u64, r[0].write.ops);
+    let cdfs = bench::fio::latency_cdfs(&r, 100);
+    let names: Vec<&str> = cdfs.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["mix read", "mix write"]);
+    for (name, pts) in &cdfs {
+        assert_eq!(pts.len(), 101, "{name}");
+        assert!(
+            pts.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1),
+            "{name}"
+        );
+        assert_eq!(pts.last().map(|p| p.1), Some(1.0), "{name}");
+    }
+    // The median point of the read CDF is the report's p50 (both nearest-rank).
+    let p50 = cdfs[0].1[50].0;
+    assert!((p50 - r[0].read.latency_p50_us).abs() / r[0].read.latency_p50_us < 0.02);
+}

@@ -138,7 +138,7 @@ pub fn run(a: &BenchJobArgs, out: &mut impl Write) -> CliResult {
         .map_err(CliError::Usage);
     let results = results?;
     if let Some(path) = &a.plot {
-        crate::plot::throughput(path, &results)?;
+        crate::plot::jobs(path, &results)?;
     }
     if json {
         let v = bench::fio::to_json(&results);

@@ -1,5 +1,5 @@
-//! `--plot FILE.png` of `zonestack bench JOBFILE`: each job's throughput over virtual time,
-//! drawn with plotters' bitmap backend. Text needs a TrueType font; DejaVu Sans (Debian's
+//! `--plot FILE.png` of `zonestack bench JOBFILE`: each job's throughput over virtual time
+//! and its latency distribution (CDF), drawn with plotters' bitmap backend. Text needs a TrueType font; DejaVu Sans (Debian's
 //! fonts-dejavu-core, installed by scripts/test) is loaded at run time, never bundled.
 
 use std::path::Path;
@@ -29,16 +29,48 @@ fn load_font() -> Result<(), CliError> {
         .map_err(CliError::Other)
 }
 
-/// Draws each job's MiB/s over seconds of virtual time into the PNG file `path`.
-pub fn throughput(path: &Path, results: &[bench::fio::JobResult]) -> Result<(), CliError> {
-    let series = bench::fio::throughput_series(results, BUCKETS);
-    lines(
-        path,
-        "throughput over virtual time",
-        "time (s)",
-        "MiB/s",
-        series,
-    )
+/// Draws each job's MiB/s over seconds of virtual time (top) and the distribution of its
+/// latencies per direction (bottom) into the PNG file `path`.
+pub fn jobs(path: &Path, results: &[bench::fio::JobResult]) -> Result<(), CliError> {
+    load_font()?;
+    let err = |e: String| CliError::Other(format!("drawing {}: {e}", path.display()));
+    let root = BitMapBackend::new(path, (1000, 1100)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
+    let (top, bottom) = root.split_vertically(540);
+    let panels = [
+        (
+            top,
+            "throughput over virtual time",
+            "time (s)",
+            "MiB/s",
+            bench::fio::throughput_series(results, BUCKETS),
+            1.1,
+            SeriesLabelPosition::UpperRight,
+        ),
+        (
+            bottom,
+            "latency distribution up to the slowest 99th percentile (after ramp)",
+            "latency (us)",
+            "fraction of commands",
+            up_to_p99(bench::fio::latency_cdfs(results, 200)),
+            1.0,
+            SeriesLabelPosition::LowerRight,
+        ),
+    ];
+    for (area, caption, x_desc, y_desc, series, headroom, legend) in panels {
+        draw_lines(&area, caption, x_desc, y_desc, series, headroom, legend).map_err(err)?;
+    }
+    root.present().map_err(|e| err(e.to_string()))
+}
+
+/// The CDFs cut at 1.2 times the largest 99th percentile among them, so a long tail does not
+/// squash every curve against the axis.
+fn up_to_p99(cdfs: Vec<(String, Vec<(f64, f64)>)>) -> Vec<(String, Vec<(f64, f64)>)> {
+    let p99 = |pts: &[(f64, f64)]| pts.iter().find(|(_, y)| *y >= 0.99).map_or(0.0, |p| p.0);
+    let cap = cdfs.iter().map(|(_, p)| p99(p)).fold(0.0, f64::max) * 1.2;
+    cdfs.into_iter()
+        .map(|(name, pts)| (name, pts.into_iter().filter(|(x, _)| *x <= cap).collect()))
+        .collect()
 }
 
 /// A line chart of named series of (x, y) points into the PNG file `path`.
@@ -50,6 +82,24 @@ pub fn lines(
     series: Vec<(String, Vec<(f64, f64)>)>,
 ) -> Result<(), CliError> {
     load_font()?;
+    let err = |e: String| CliError::Other(format!("drawing {}: {e}", path.display()));
+    let root = BitMapBackend::new(path, (1000, 600)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
+    let legend = SeriesLabelPosition::UpperRight;
+    draw_lines(&root, caption, x_desc, y_desc, series, 1.1, legend).map_err(err)?;
+    root.present().map_err(|e| err(e.to_string()))
+}
+
+/// Draws the series on `area`, the y axis up to `headroom` times the largest y.
+fn draw_lines<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    caption: &str,
+    x_desc: &str,
+    y_desc: &str,
+    series: Vec<(String, Vec<(f64, f64)>)>,
+    headroom: f64,
+    legend: SeriesLabelPosition,
+) -> Result<(), String> {
     let x_max = series
         .iter()
         .flat_map(|(_, p)| p.iter().map(|(x, _)| *x))
@@ -59,30 +109,27 @@ pub fn lines(
         .iter()
         .flat_map(|(_, p)| p.iter().map(|(_, y)| *y))
         .fold(0.0, f64::max)
-        .max(1.0)
-        * 1.1;
-    let err = |e: String| CliError::Other(format!("drawing {}: {e}", path.display()));
-    let root = BitMapBackend::new(path, (1000, 600)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
-    let mut chart = ChartBuilder::on(&root)
+        .max(if headroom > 1.0 { 1.0 } else { 1e-6 })
+        * headroom;
+    let mut chart = ChartBuilder::on(area)
         .caption(caption, ("sans-serif", 24))
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(70)
         .build_cartesian_2d(0.0..x_max, 0.0..y_max)
-        .map_err(|e| err(e.to_string()))?;
+        .map_err(|e| e.to_string())?;
     chart
         .configure_mesh()
         .x_desc(x_desc)
         .y_desc(y_desc)
         .draw()
-        .map_err(|e| err(e.to_string()))?;
+        .map_err(|e| e.to_string())?;
     for (i, (name, points)) in series.into_iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
         let marks = points.len() <= 40;
         chart
             .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
-            .map_err(|e| err(e.to_string()))?
+            .map_err(|e| e.to_string())?
             .label(name)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
         if marks {
@@ -92,14 +139,14 @@ pub fn lines(
                         .into_iter()
                         .map(|p| Circle::new(p, 4, color.filled())),
                 )
-                .map_err(|e| err(e.to_string()))?;
+                .map_err(|e| e.to_string())?;
         }
     }
     chart
         .configure_series_labels()
+        .position(legend)
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .draw()
-        .map_err(|e| err(e.to_string()))?;
-    root.present().map_err(|e| err(e.to_string()))
+        .map_err(|e| e.to_string())
 }
