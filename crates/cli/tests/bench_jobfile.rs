@@ -18,6 +18,26 @@ fn job_file(dir: &tempfile::TempDir, text: &str) -> String {
     path.to_string_lossy().into_owned()
 }
 
+/// Runs a job file that must succeed with `--output-format=json`; returns the parsed JSON.
+fn json_run(args: &[&str]) -> serde_json::Value {
+    let mut all = args.to_vec();
+    all.push("--output-format=json");
+    let out = zonestack(&all);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("json")
+}
+
+/// Bytes the first job read and wrote together.
+fn moved_bytes(v: &serde_json::Value) -> u64 {
+    let (r, w) = (&v["jobs"][0]["read"], &v["jobs"][0]["write"]);
+    r["io_bytes"].as_u64().unwrap_or(0) + w["io_bytes"].as_u64().unwrap_or(0)
+}
+
 #[test]
 fn unsupported_option_fails_with_exit_2_naming_it() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -80,25 +100,9 @@ fn block_jobs_run_on_the_ftl_and_conv_targets_and_unknown_targets_are_refused() 
         "[mix]\nrw=randrw\nrwmixread=50\nbs=4k\niodepth=4\nsize=32m\nio_size=4m\n",
     );
     for target in ["ftl", "conv"] {
-        let out = zonestack(&[
-            "bench",
-            &path,
-            "--target",
-            target,
-            "--size",
-            "64M",
-            "--output-format=json",
-        ]);
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{target}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        let v = json_run(&["bench", &path, "--target", target, "--size", "64M"]);
         let (r, w) = (&v["jobs"][0]["read"], &v["jobs"][0]["write"]);
-        let bytes = r["io_bytes"].as_u64().unwrap_or(0) + w["io_bytes"].as_u64().unwrap_or(0);
-        assert_eq!(bytes, 4 << 20, "{target}: {v}");
+        assert_eq!(moved_bytes(&v), 4 << 20, "{target}: {v}");
         assert!(r["iops"].as_f64().unwrap_or(0.0) > 0.0, "{target}: {v}");
         assert!(w["iops"].as_f64().unwrap_or(0.0) > 0.0, "{target}: {v}");
     }
@@ -257,25 +261,8 @@ fn block_jobs_on_a_formatted_image_leave_a_volume_that_checks() {
         &dir,
         "[mix]\nrw=randrw\nrwmixread=50\nbs=4k\niodepth=4\nsize=8m\nio_size=4m\n",
     );
-    let out = zonestack(&[
-        "bench",
-        &path,
-        "--device",
-        &img,
-        "--target",
-        "ftl",
-        "--output-format=json",
-    ]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    let (r, w) = (&v["jobs"][0]["read"], &v["jobs"][0]["write"]);
-    let bytes = r["io_bytes"].as_u64().unwrap_or(0) + w["io_bytes"].as_u64().unwrap_or(0);
-    assert_eq!(bytes, 4 << 20, "{v}");
+    let v = json_run(&["bench", &path, "--device", &img, "--target", "ftl"]);
+    assert_eq!(moved_bytes(&v), 4 << 20, "{v}");
     let out = zonestack(&["ftl", "check", &img]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
