@@ -581,16 +581,32 @@ async fn ftl_volume(t: &Target, op_percent: f64) -> Result<Arc<FtlVolume>, Strin
         g.zone_size = wanted.next_power_of_two();
         g.zone_capacity = g.zone_size;
     }
-    // The fewest zones whose layout holds the volume.
+    // The fewest zones whose layout holds the volume, searched up to twice the data zones
+    // the volume needs plus room for checkpoints and streams; past that, the last refusal.
     let least = 6.max(g.max_open).max(g.max_active);
-    let layout = (least..=u32::MAX)
-        .map(|zones| {
-            g.zone_count = zones;
-            Layout::new(g, op_permille, ftl::layout::RESERVE_ZONES_DEFAULT)
-        })
-        .find(|l| matches!(l, Ok(l) if l.volume_blocks >= blocks) || zones_exhausted(l))
-        .ok_or("no layout holds the volume")?
-        .map_err(|e| e.to_string())?;
+    let data_zones = blocks.div_ceil(g.zone_capacity.saturating_sub(1).max(1));
+    let most = u32::try_from(data_zones.saturating_mul(2))
+        .unwrap_or(u32::MAX)
+        .saturating_add(least)
+        .saturating_add(64);
+    let layout_with = |zones: u32| {
+        let geometry = Geometry {
+            zone_count: zones,
+            ..g
+        };
+        Layout::new(geometry, op_permille, ftl::layout::RESERVE_ZONES_DEFAULT)
+    };
+    let layout = match (least..most)
+        .find_map(|z| layout_with(z).ok().filter(|l| l.volume_blocks >= blocks))
+    {
+        Some(l) => l,
+        None => layout_with(most).map_err(|e| e.to_string())?,
+    };
+    if layout.volume_blocks < blocks {
+        return Err(format!(
+            "no layout of up to {most} zones holds a {bytes}-byte volume"
+        ));
+    }
     g.zone_count = layout.geometry.zone_count;
     let cfg = EmuConfig {
         seed: t.seed,
@@ -610,11 +626,6 @@ async fn ftl_volume(t: &Target, op_percent: f64) -> Result<Arc<FtlVolume>, Strin
         .await
         .map_err(|e| format!("mounting the volume: {e}"))?;
     Ok(vol)
-}
-
-/// A layout error other than "too few zones" ends the search for a zone count.
-fn zones_exhausted(l: &Result<Layout, ftl::layout::LayoutError>) -> bool {
-    matches!(l, Err(e) if !e.0.contains("too few"))
 }
 
 /// One report group of block jobs, and the range its reads need written first.
