@@ -35,11 +35,14 @@ pub enum FtlError {
 }
 
 impl From<FtlError> for zns::BlockError {
+    /// Keeps the cause: a device status stays a status, everything else that stops the volume
+    /// travels up as text naming it.
     fn from(e: FtlError) -> Self {
         match e {
             FtlError::Device(s) => zns::BlockError::Device(s),
             FtlError::NoSpace => zns::BlockError::NoSpace,
-            _ => zns::BlockError::Device(zns::NvmeStatus::InternalError),
+            FtlError::Failed(cause) => zns::BlockError::Failed(cause),
+            other => zns::BlockError::Failed(other.to_string()),
         }
     }
 }

@@ -61,7 +61,10 @@ pub trait ZonedDevice: Send + Sync {
 }
 
 /// Errors of a block volume, each with the errno an NBD server replies with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+///
+/// A volume that failed for good says why in `Failed`, so the cause reaches the client's log
+/// and the operator, not only an errno.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum BlockError {
     #[error("request beyond the end of the volume")]
     OutOfRange,
@@ -73,16 +76,24 @@ pub enum BlockError {
     ReadOnly,
     #[error("device error: {0}")]
     Device(NvmeStatus),
+    /// The volume stopped serving after an error it could not recover from; the text names
+    /// the cause. Every later command fails the same way until the volume is mounted again.
+    #[error("the volume has failed: {0}")]
+    Failed(String),
+    /// The data at these blocks is lost (for example its zone went offline); the rest of the
+    /// volume works.
+    #[error("data lost: {0}")]
+    DataLost(String),
 }
 
 impl BlockError {
     /// The errno value an NBD reply carries for this error.
-    pub fn errno(self) -> u32 {
+    pub fn errno(&self) -> u32 {
         match self {
             BlockError::OutOfRange | BlockError::Misaligned => 22, // EINVAL
             BlockError::NoSpace => 28,                             // ENOSPC
-            BlockError::ReadOnly => 1,                             // EPERM
-            BlockError::Device(_) => 5,                            // EIO
+            BlockError::ReadOnly => 1,                             // EPERM (NBD has no EROFS)
+            BlockError::Device(_) | BlockError::Failed(_) | BlockError::DataLost(_) => 5, // EIO
         }
     }
 }
