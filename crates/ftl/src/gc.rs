@@ -2,12 +2,15 @@
 //!
 //! Fault model: power can fail at any point of a collection. Copies keep their original
 //! sequence numbers and are flushed before the victim zone is reset, so at every instant
-//! each live block has a durable copy that recovery will find (docs/DESIGN.md).
+//! each live block has a durable copy that recovery will find (docs/DESIGN.md). A victim the
+//! device retired is not reused: a reset refused because the zone went Read Only or Offline
+//! retires it, and a victim that went Offline mid-collection keeps its remaining entries as
+//! lost data. Any other error, and a panic, fails the volume with its cause.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use zns::{CopyRange, ZoneAction};
+use zns::{CopyRange, NvmeStatus, ZoneAction};
 
 use crate::checkpoint;
 use crate::io::{read_retry, retry};
@@ -16,9 +19,26 @@ use crate::volume::FtlVolume;
 use crate::FtlError;
 
 impl FtlVolume {
+    /// Runs the maintenance loop; if it panics (a broken invariant), the volume fails with
+    /// the panic's message instead of silently losing garbage collection.
+    pub(crate) async fn maintenance(self: Arc<Self>) {
+        use futures::FutureExt;
+        let run = std::panic::AssertUnwindSafe(Arc::clone(&self).maintenance_loop());
+        if let Err(panic) = run.catch_unwind().await {
+            let what = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("a panic without a message");
+            self.fail(&FtlError::Failed(format!(
+                "garbage collection stopped: {what}"
+            )));
+        }
+    }
+
     /// The maintenance loop: collect while free zones are short, checkpoint when enough zones
     /// filled, otherwise sleep until woken.
-    pub(crate) async fn maintenance(self: Arc<Self>) {
+    async fn maintenance_loop(self: Arc<Self>) {
         while !self.closed.load(Ordering::SeqCst) {
             let (free, filled) = {
                 let m = self.map.lock();
@@ -53,8 +73,20 @@ impl FtlVolume {
         }
     }
 
-    fn fail(&self, e: &FtlError) {
-        *self.failure.lock() = Some(e.to_string());
+    /// Fails the volume: every later command returns the first cause, and writers waiting
+    /// for space wake to it.
+    pub(crate) fn fail(&self, e: &FtlError) {
+        {
+            let mut failure = self.failure.lock();
+            if failure.is_none() {
+                let cause = match e {
+                    FtlError::Failed(cause) => cause.clone(),
+                    other => other.to_string(),
+                };
+                tracing::error!(volume = self.volume_id, "the FTL volume failed: {cause}");
+                *failure = Some(cause);
+            }
+        }
         self.space.notify_waiters();
     }
 
@@ -84,15 +116,17 @@ impl FtlVolume {
         for (list, stream) in [(hot, Stream::Gc), (cold, Stream::GcCold)] {
             let mut i = 0;
             while i < list.len() {
-                i += self.move_batch(&list[i..], stream).await?;
+                match self.move_batch(&list[i..], stream).await {
+                    Ok(n) => i += n,
+                    Err(e) => return self.victim_failed(victim, e).await,
+                }
             }
         }
         // The copies must be durable before the only other copy goes away, and so must the
         // newer versions that made the victim's other blocks invalid: in summary mode that
         // takes every open zone's pending summary (no writer holds a slot while it waits for
         // space, so this cannot wait on a writer that waits for this collection).
-        self.write_summaries(|_| true).await?;
-        retry(|| self.dev.flush()).await?;
+        self.flush_all().await?;
         loop {
             let waiting = self.space.notified();
             tokio::pin!(waiting);
@@ -110,19 +144,57 @@ impl FtlVolume {
                     break;
                 }
             }
+            self.check_failed()?;
             waiting.await;
         }
-        retry(|| {
+        let reset = retry(|| {
             self.dev.zone_mgmt(
                 ZoneAction::Reset,
                 self.layout.data_zone_start(victim),
                 false,
             )
         })
-        .await?;
+        .await;
+        match reset {
+            Ok(()) => {}
+            // The device retired the zone: its data has moved out; it is never used again.
+            Err(
+                e @ (NvmeStatus::InvalidZoneStateTransition
+                | NvmeStatus::ZoneIsReadOnly
+                | NvmeStatus::ZoneIsOffline),
+            ) => {
+                tracing::warn!(zone = victim, "data zone retired: reset refused ({e})");
+                self.map.lock().retire(victim, false);
+                return Ok(true);
+            }
+            Err(e) => return Err(e.into()),
+        }
         self.map.lock().zone_reset(victim);
+        self.pending_tags.lock()[victim as usize].clear();
         self.space.notify_waiters();
         Ok(true)
+    }
+
+    /// A move out of `victim` failed: if the victim went Offline its remaining blocks are
+    /// lost (they stay mapped, so reads of them fail) and collection goes on elsewhere; any
+    /// other failure fails the volume.
+    async fn victim_failed(&self, victim: u32, e: FtlError) -> Result<bool, FtlError> {
+        let at = self.layout.data_zone_start(victim);
+        let state = self
+            .dev
+            .report_zones(at, zns::ReportFilter::All, true, 1)
+            .await
+            .ok()
+            .and_then(|r| r.zones.first().map(|d| d.state));
+        if state == Some(zns::ZoneState::Offline) {
+            tracing::error!(
+                zone = victim,
+                "data zone went offline; its remaining data is lost"
+            );
+            self.map.lock().retire(victim, true);
+            return Ok(true);
+        }
+        Err(e)
     }
 
     /// Moves a prefix of `srcs` (sorted physical blocks) into the GC zone; returns how many.
@@ -186,6 +258,8 @@ impl FtlVolume {
         };
         if let Err(e) = result {
             self.map.lock().write_failed(z);
+            *guard = None;
+            self.seal(z).await;
             return Err(e.into());
         }
         let tags: Vec<_> = {

@@ -2,7 +2,11 @@
 //!
 //! Fault model: a device command may fail transiently (retried, bounded) or for good; a zone
 //! whose write failed for good is sealed and never written again, the error goes to the
-//! caller, and nothing already acknowledged is affected.
+//! caller, and nothing already acknowledged is affected. A write that failed may still have
+//! reached the device, so its blocks read as old or new after a crash, as in any block layer.
+//! In summary mode a failed summary keeps its tags: the next flush writes a checkpoint (which
+//! maps those blocks) before it returns, so a flush never reports durable what a crash would
+//! lose. A read from an Offline zone fails with the LBA range it lost.
 
 use std::sync::atomic::Ordering;
 
@@ -76,7 +80,9 @@ impl FtlVolume {
 
     /// Writes zone `z`'s pending tags as a summary block at its write pointer.
     pub(crate) async fn write_summary(&self, z: u32, fua: bool) -> Result<(), FtlError> {
-        let tags = std::mem::take(&mut self.pending_tags.lock()[z as usize]);
+        // The tags stay pending until the summary is written: if it fails they are what the
+        // next flush must make durable another way (a checkpoint).
+        let tags = self.pending_tags.lock()[z as usize].clone();
         let (r, generation) = {
             let mut m = self.map.lock();
             let generation = m.zone(z).generation;
@@ -99,19 +105,42 @@ impl FtlVolume {
         match retry(|| self.dev.write(at, &block, None, fua)).await {
             Ok(()) => {
                 self.map.lock().complete_summary(z, r.offset);
+                // The caller holds the zone's slot, so no tag was added meanwhile.
+                self.pending_tags.lock()[z as usize].drain(..tags.len());
                 Ok(())
             }
             Err(e) => {
                 self.map.lock().write_failed(z);
+                self.seal(z).await;
                 Err(e.into())
             }
         }
     }
 
-    /// Flush: in summary mode first every open zone's pending summary, then the device.
+    /// Flush: in summary mode first every open zone's pending summary, then the device. Blocks
+    /// whose summary failed (their zone is sealed, their tags still pending) are made durable
+    /// by a checkpoint instead, and only then does the flush succeed.
     pub(crate) async fn flush_all(&self) -> Result<(), FtlError> {
         self.write_summaries(|_| true).await?;
-        retry(|| self.dev.flush()).await?;
+        let orphaned: Vec<u32> = {
+            let pending = self.pending_tags.lock();
+            let m = self.map.lock();
+            (0..pending.len() as u32)
+                .filter(|z| {
+                    !pending[*z as usize].is_empty() && !matches!(m.zone(*z).use_, ZoneUse::Open(_))
+                })
+                .collect()
+        };
+        if orphaned.is_empty() {
+            retry(|| self.dev.flush()).await?;
+            return Ok(());
+        }
+        // The checkpoint flushes the device before it is written, then maps those blocks.
+        self.checkpoint().await?;
+        let mut pending = self.pending_tags.lock();
+        for z in orphaned {
+            pending[z as usize].clear();
+        }
         Ok(())
     }
 
@@ -253,15 +282,14 @@ impl FtlVolume {
                         return Err(FtlError::NoSpace);
                     }
                     for z in sealed {
-                        let _ = self
-                            .dev
-                            .zone_mgmt(ZoneAction::Finish, self.layout.data_zone_start(z), false)
-                            .await;
+                        self.finish_on_device(z).await;
                     }
                     self.maint_wake.notify_one();
                 }
                 None => {
                     drop(guard);
+                    // A failure that came after the check above woke nobody yet.
+                    self.check_failed()?;
                     waiting.await;
                 }
             }
@@ -295,16 +323,23 @@ impl FtlVolume {
     }
 
     /// Seals a zone after a failed write: no more reservations, and the device releases it.
-    async fn seal(&self, z: u32) {
+    pub(crate) async fn seal(&self, z: u32) {
         {
             let mut m = self.map.lock();
             m.abandon(z);
         }
-        // Best effort: a zone left open only costs an open-zone resource until remount.
-        let _ = self
-            .dev
-            .zone_mgmt(ZoneAction::Finish, self.layout.data_zone_start(z), false)
-            .await;
+        self.finish_on_device(z).await;
+    }
+
+    /// Finishes zone `z` on the device so it stops holding an open-zone resource. A failure is
+    /// logged and otherwise harmless: the zone is never written again, a zone left open costs
+    /// a resource only until the next mount finishes it, and a Read Only or Offline zone (the
+    /// usual cause) holds none.
+    pub(crate) async fn finish_on_device(&self, z: u32) {
+        let at = self.layout.data_zone_start(z);
+        if let Err(e) = self.dev.zone_mgmt(ZoneAction::Finish, at, false).await {
+            tracing::warn!(zone = z, "finishing a sealed data zone failed: {e}");
+        }
     }
 
     /// Writes `payload` into `stream`, splitting it across zones as they fill.
@@ -531,9 +566,20 @@ impl FtlVolume {
         let mut result = Ok(());
         for (first, at, n, _) in &runs {
             let part = &mut buf[first * bs..(first + *n as usize) * bs];
-            if let Err(e) = read_retry(self.dev.as_ref(), *at, part, None).await {
-                result = Err(e.into());
-                break;
+            match read_retry(self.dev.as_ref(), *at, part, None).await {
+                Ok(()) => {}
+                Err(NvmeStatus::ZoneIsOffline) => {
+                    let from = lba + *first as u64;
+                    result = Err(FtlError::DataLost(format!(
+                        "LBAs {from}..{} sit in a data zone that went offline",
+                        from + n
+                    )));
+                    break;
+                }
+                Err(e) => {
+                    result = Err(e.into());
+                    break;
+                }
             }
         }
         {

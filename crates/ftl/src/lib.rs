@@ -32,6 +32,9 @@ pub enum FtlError {
     NoSpace,
     #[error("the volume has failed after an earlier error: {0}")]
     Failed(String),
+    /// Data the device lost (an Offline zone); the rest of the volume works.
+    #[error("data lost: {0}")]
+    DataLost(String),
 }
 
 impl From<FtlError> for zns::BlockError {
@@ -42,6 +45,7 @@ impl From<FtlError> for zns::BlockError {
             FtlError::Device(s) => zns::BlockError::Device(s),
             FtlError::NoSpace => zns::BlockError::NoSpace,
             FtlError::Failed(cause) => zns::BlockError::Failed(cause),
+            FtlError::DataLost(what) => zns::BlockError::DataLost(what),
             other => zns::BlockError::Failed(other.to_string()),
         }
     }

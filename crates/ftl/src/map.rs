@@ -66,6 +66,11 @@ pub struct DataZone {
     pub readers: u32,
     /// Garbage collection has picked this zone.
     pub collecting: bool,
+    /// The device retired the zone (Read Only or Offline): it is never written or reset again;
+    /// garbage collection may still move data out of a Read Only one.
+    pub retired: bool,
+    /// The zone is Offline: its blocks cannot be read, and entries into it are lost data.
+    pub lost: bool,
 }
 
 /// A live trim record: the snapshot count when it was written, and its sequence number.
@@ -356,10 +361,14 @@ impl Mapping {
     /// Picks a full zone to collect, by `policy`, among zones no reader or writer is using.
     pub fn pick_victim(&self, policy: VictimPolicy) -> Option<u32> {
         let cap = (self.layout.zone_blocks - 1) as f64;
-        let candidates =
-            self.zones.iter().enumerate().filter(|(_, z)| {
-                z.use_ == ZoneUse::Full && !z.collecting && (z.valid as f64) < cap
-            });
+        let candidates = self.zones.iter().enumerate().filter(|(_, z)| {
+            z.use_ == ZoneUse::Full
+                    && !z.collecting
+                    && (z.valid as f64) < cap
+                    // A retired zone is collected only to move its data out; a lost one not at all.
+                    && !(z.retired && z.valid == 0)
+                    && !z.lost
+        });
         match policy {
             VictimPolicy::Greedy => candidates
                 .min_by_key(|(_, z)| z.valid)
@@ -526,6 +535,35 @@ impl Mapping {
         }
     }
 
+    /// The device retired zone `z` (Read Only, or Offline when `lost`): it stays Full, is never
+    /// reset or reused, and a collection of it ends.
+    pub fn retire(&mut self, z: u32, lost: bool) {
+        let zone = &mut self.zones[z as usize];
+        zone.retired = true;
+        zone.lost |= lost;
+        zone.collecting = false;
+        if zone.use_ != ZoneUse::Full {
+            zone.use_ = ZoneUse::Full;
+            zone.reserved = self.layout.zone_blocks;
+            self.filled_since_ckpt += 1;
+        }
+    }
+
+    /// Logical block ranges (first, count) whose data sits in lost (Offline) zones.
+    pub fn lost_ranges(&self) -> Vec<(u64, u64)> {
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        for (lba, &pba) in self.l2p.iter().enumerate() {
+            if pba == UNMAPPED || !self.zones[self.zone_of(pba) as usize].lost {
+                continue;
+            }
+            match out.last_mut() {
+                Some((first, n)) if *first + *n == lba as u64 => *n += 1,
+                _ => out.push((lba as u64, 1)),
+            }
+        }
+        out
+    }
+
     /// Checks the invariants tying L2P, P2L and the valid counts together (tests, `check`).
     pub fn verify(&self) -> Result<(), String> {
         let mut valid = vec![0u64; self.zones.len()];
@@ -571,6 +609,8 @@ impl DataZone {
             last_seq: 0,
             readers: 0,
             collecting: false,
+            retired: false,
+            lost: false,
         }
     }
 }

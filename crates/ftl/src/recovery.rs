@@ -9,6 +9,14 @@
 //! entries into it are stale and must be superseded by a scanned copy (garbage collection
 //! flushes its copies before any reset, and copies keep the original sequence number).
 //! A stale entry nothing supersedes is reported as lost data, never silently dropped.
+//!
+//! Zone faults: a Read Only zone is scanned as usual and retired (its data stays readable and
+//! garbage collection moves it out); an Offline zone cannot be read, so its entries stay in the
+//! mapping as lost data (reads of them fail, `ftl check` lists them) and the rest mounts. Data
+//! written to an Offline zone after the checkpoint cannot be found: such an LBA reads its
+//! version from the checkpoint. A written zone whose first block is not a header of this
+//! volume never received its header (the write failed and the zone was sealed), so it holds
+//! nothing the volume acknowledged; it is mounted as an empty full zone for collection.
 
 use zns::{ReportFilter, ZoneState, ZonedDevice};
 
@@ -27,6 +35,10 @@ pub struct Recovered {
     pub checkpoint_number: u64,
     /// Data zones left partly written (open at the crash); the mount finishes them.
     pub partial_zones: Vec<u32>,
+    /// Data zones the device retired (Read Only or Offline).
+    pub retired_zones: u32,
+    /// Written data zones without a header of this volume (a header write that failed).
+    pub headerless_zones: u32,
     pub scanned_zones: u32,
     pub scanned_blocks: u64,
 }
@@ -58,6 +70,7 @@ pub async fn recover(dev: &dyn ZonedDevice, layout: &Layout) -> Result<Recovered
     let bs = dev.geometry().block_size as usize;
     let mut plans = Vec::with_capacity(layout.data_zones as usize);
     let mut partial_zones = Vec::new();
+    let (mut retired_zones, mut headerless_zones) = (0u32, 0u32);
     let mut block = vec![0u8; bs];
     for z in 0..layout.data_zones {
         let d = report
@@ -65,15 +78,37 @@ pub async fn recover(dev: &dyn ZonedDevice, layout: &Layout) -> Result<Recovered
             .get(z as usize)
             .ok_or(FtlError::Corrupt(format!("report lacks data zone {z}")))?;
         let ckz = ck.zones[z as usize];
+        let was_used = ckz.use_ != ZONE_FREE;
         let written = match d.state {
             ZoneState::Full => cap,
             ZoneState::Offline => {
-                return Err(FtlError::Corrupt(format!("data zone {z} is offline")))
+                // Unreadable: the checkpoint's entries into it are lost data, kept so that
+                // reads of them fail instead of returning zeros.
+                m.zones[z as usize] = DataZone::free(ckz.generation);
+                m.retire(z, true);
+                retired_zones += 1;
+                plans.push(ZonePlan {
+                    scan: None,
+                    stale: false,
+                });
+                continue;
             }
-            _ => d.wp - d.start,
+            _ => d.wp.saturating_sub(d.start).min(cap),
         };
-        let was_used = ckz.use_ != ZONE_FREE;
+        let read_only = d.state == ZoneState::ReadOnly;
+        if read_only {
+            retired_zones += 1;
+        }
         let zone = &mut m.zones[z as usize];
+        if written == 0 && read_only {
+            *zone = DataZone::free(ckz.generation);
+            m.retire(z, false);
+            plans.push(ZonePlan {
+                scan: None,
+                stale: was_used,
+            });
+            continue;
+        }
         if written == 0 {
             *zone = DataZone::free(ckz.generation);
             plans.push(ZonePlan {
@@ -83,20 +118,35 @@ pub async fn recover(dev: &dyn ZonedDevice, layout: &Layout) -> Result<Recovered
             continue;
         }
         dev.read(d.start, &mut block, None).await?;
-        let h = records::decode_header(&block)
-            .filter(|h| h.volume_id == volume_id && h.data_zone == z)
-            .ok_or_else(|| {
-                FtlError::Corrupt(format!(
-                    "data zone {z} is written but has no header of this volume"
-                ))
-            })?;
+        let Some(h) =
+            records::decode_header(&block).filter(|h| h.volume_id == volume_id && h.data_zone == z)
+        else {
+            // The header never reached the device; nothing after it was written.
+            headerless_zones += 1;
+            *zone = DataZone::free(ckz.generation);
+            zone.use_ = ZoneUse::Full;
+            zone.reserved = cap;
+            zone.prefix = Prefix::new(cap);
+            if read_only {
+                m.retire(z, false);
+            } else if d.state != ZoneState::Full {
+                partial_zones.push(z);
+            }
+            plans.push(ZonePlan {
+                scan: None,
+                stale: was_used,
+            });
+            continue;
+        };
         let same = was_used && h.generation == ckz.generation;
         let from = if same { ckz.scan_from.max(1) } else { 1 };
         *zone = DataZone::free(h.generation);
         zone.use_ = ZoneUse::Full;
         zone.reserved = cap;
         zone.prefix = Prefix::new(cap);
-        if d.state != ZoneState::Full {
+        if read_only {
+            m.retire(z, false);
+        } else if d.state != ZoneState::Full {
             partial_zones.push(z);
         }
         plans.push(ZonePlan {
@@ -131,6 +181,8 @@ pub async fn recover(dev: &dyn ZonedDevice, layout: &Layout) -> Result<Recovered
         checkpoint_slot: slot,
         checkpoint_number: ck.header.number,
         partial_zones,
+        retired_zones,
+        headerless_zones,
         scanned_zones,
         scanned_blocks,
     })

@@ -58,6 +58,12 @@ pub struct MountReport {
     pub scanned_zones: u32,
     pub scanned_blocks: u64,
     pub finished_partial_zones: u32,
+    /// Data zones the device retired (Read Only or Offline).
+    pub retired_zones: u32,
+    /// Written zones without a header of this volume (mounted empty, collected later).
+    pub headerless_zones: u32,
+    /// Logical ranges (first LBA, blocks) whose data sits in Offline zones: lost.
+    pub lost_ranges: Vec<(u64, u64)>,
 }
 
 /// Counters and sizes of a mounted volume.
@@ -151,7 +157,16 @@ impl FtlVolume {
             scanned_zones: rec.scanned_zones,
             scanned_blocks: rec.scanned_blocks,
             finished_partial_zones: rec.partial_zones.len() as u32,
+            retired_zones: rec.retired_zones,
+            headerless_zones: rec.headerless_zones,
+            lost_ranges: rec.mapping.lost_ranges(),
         };
+        if !report.lost_ranges.is_empty() {
+            tracing::error!(
+                "mounted with data lost in offline zones: {:?}",
+                report.lost_ranges
+            );
+        }
         let mut opts = opts;
         // Open zones the FTL keeps: the hot ones, cold, two for garbage collection, and one
         // checkpoint zone while a checkpoint is written. They must fit the device's limits.
@@ -236,8 +251,15 @@ impl FtlVolume {
         self.maint_wake.notify_one();
         let task = self.maint.lock().take();
         if let Some(t) = task {
-            let _ = t.await;
+            if let Err(e) = t.await {
+                self.fail(&FtlError::Failed(format!(
+                    "the maintenance task ended: {e}"
+                )));
+            }
         }
+        // A failed volume's state may be inconsistent: checkpointing it would make that
+        // durable, so unmount reports the cause instead.
+        self.check_failed()?;
         self.flush_all().await?;
         self.checkpoint().await
     }

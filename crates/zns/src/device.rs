@@ -60,6 +60,50 @@ pub trait ZonedDevice: Send + Sync {
     ) -> NvmeResult<ZoneReport>;
 }
 
+/// A shared device is a device: layers and wrappers hold their members as `Arc`s.
+#[async_trait]
+impl<T: ZonedDevice + ?Sized> ZonedDevice for std::sync::Arc<T> {
+    fn geometry(&self) -> Geometry {
+        (**self).geometry()
+    }
+    async fn read(&self, lba: Lba, buf: &mut [u8], meta: Option<&mut [u8]>) -> NvmeResult<()> {
+        (**self).read(lba, buf, meta).await
+    }
+    async fn write(&self, lba: Lba, data: &[u8], meta: Option<&[u8]>, fua: bool) -> NvmeResult<()> {
+        (**self).write(lba, data, meta, fua).await
+    }
+    async fn append(
+        &self,
+        zslba: Lba,
+        data: &[u8],
+        meta: Option<&[u8]>,
+        fua: bool,
+    ) -> NvmeResult<Lba> {
+        (**self).append(zslba, data, meta, fua).await
+    }
+    async fn write_zeroes(&self, lba: Lba, blocks: u64, fua: bool) -> NvmeResult<()> {
+        (**self).write_zeroes(lba, blocks, fua).await
+    }
+    async fn flush(&self) -> NvmeResult<()> {
+        (**self).flush().await
+    }
+    async fn copy(&self, sources: &[CopyRange], dest: Lba, fua: bool) -> NvmeResult<()> {
+        (**self).copy(sources, dest, fua).await
+    }
+    async fn zone_mgmt(&self, action: ZoneAction, zslba: Lba, select_all: bool) -> NvmeResult<()> {
+        (**self).zone_mgmt(action, zslba, select_all).await
+    }
+    async fn report_zones(
+        &self,
+        lba: Lba,
+        filter: ReportFilter,
+        partial: bool,
+        max_zones: usize,
+    ) -> NvmeResult<ZoneReport> {
+        (**self).report_zones(lba, filter, partial, max_zones).await
+    }
+}
+
 /// Errors of a block volume, each with the errno an NBD server replies with.
 ///
 /// A volume that failed for good says why in `Failed`, so the cause reaches the client's log

@@ -4,12 +4,14 @@
 
 pub mod conformance;
 pub mod device;
+pub mod faulty;
 pub mod model;
 pub mod rng;
 pub mod status;
 pub mod types;
 
 pub use device::{BlockDevice, BlockError, BlockResult, ZonedDevice};
+pub use faulty::{ErrorPlan, ErrorTiming, FaultCounters, FaultyZoned, OpKind, OpSet};
 pub use model::{ModelDevice, RefModel};
 pub use rng::SimRng;
 pub use status::{NvmeResult, NvmeStatus};
