@@ -249,31 +249,23 @@ pub fn check_layout(h: &CkptHeader, layout: &Layout) -> Result<(), CkptError> {
     Ok(())
 }
 
-/// Snapshots the mapping into a checkpoint body.
+/// Snapshots the mapping into an encoded checkpoint.
 pub fn snapshot(m: &Mapping, number: u64, volume_id: u64) -> Vec<u8> {
     let l = &m.layout;
-    let size = layout::checkpoint_body_bytes(l.volume_blocks, l.data_zones).unwrap_or(0);
-    let mut body = Vec::with_capacity(size as usize);
-    for p in &m.l2p {
-        body.extend_from_slice(&p.to_le_bytes());
-    }
-    for s in &m.seq {
-        body.extend_from_slice(&s.to_le_bytes());
-    }
-    for z in &m.zones {
+    let zones = m.zones.iter().map(|z| {
         let (use_, scan_from) = match z.use_ {
             ZoneUse::Free => (ZONE_FREE, 0),
             ZoneUse::Open(_) => (ZONE_OPEN, z.prefix.end()),
             ZoneUse::Full if z.inflight > 0 => (ZONE_OPEN, z.prefix.end()),
             ZoneUse::Full => (ZONE_FULL, l.zone_blocks),
         };
-        let mut e = [0u8; 32];
-        e[0] = use_;
-        e[8..16].copy_from_slice(&z.generation.to_le_bytes());
-        e[16..24].copy_from_slice(&scan_from.to_le_bytes());
-        e[24..32].copy_from_slice(&z.valid.to_le_bytes());
-        body.extend_from_slice(&e);
-    }
+        CkptZone {
+            use_,
+            generation: z.generation,
+            scan_from,
+            valid: z.valid,
+        }
+    });
     let header = CkptHeader {
         number,
         volume_id,
@@ -285,8 +277,44 @@ pub fn snapshot(m: &Mapping, number: u64, volume_id: u64) -> Vec<u8> {
         slot_zones: l.slot_zones,
         reserve_zones: l.reserve_zones,
         zone_blocks: l.zone_blocks,
+        body_bytes: 0,
+        body_crc: 0,
+    };
+    encode_parts(header, &m.l2p, &m.seq, zones)
+}
+
+/// Encodes a decoded checkpoint again (both checksums and the body length are recomputed).
+pub fn encode(ck: &Checkpoint) -> Vec<u8> {
+    encode_parts(ck.header, &ck.l2p, &ck.seq, ck.zones.iter().copied())
+}
+
+/// The one body encoder: header with `body_bytes` and `body_crc` filled in, then the body.
+fn encode_parts(
+    header: CkptHeader,
+    l2p: &[u32],
+    seq: &[u64],
+    zones: impl Iterator<Item = CkptZone>,
+) -> Vec<u8> {
+    let size = layout::checkpoint_body_bytes(header.volume_blocks, header.data_zones);
+    let mut body = Vec::with_capacity(size.unwrap_or(0) as usize);
+    for p in l2p {
+        body.extend_from_slice(&p.to_le_bytes());
+    }
+    for s in seq {
+        body.extend_from_slice(&s.to_le_bytes());
+    }
+    for z in zones {
+        let mut e = [0u8; 32];
+        e[0] = z.use_;
+        e[8..16].copy_from_slice(&z.generation.to_le_bytes());
+        e[16..24].copy_from_slice(&z.scan_from.to_le_bytes());
+        e[24..32].copy_from_slice(&z.valid.to_le_bytes());
+        body.extend_from_slice(&e);
+    }
+    let header = CkptHeader {
         body_bytes: body.len() as u64,
         body_crc: crc32c::crc32c(&body),
+        ..header
     };
     let mut out = encode_header(&header);
     out.extend_from_slice(&body);
