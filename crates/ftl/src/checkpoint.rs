@@ -138,6 +138,9 @@ pub fn decode_header(b: &[u8]) -> Result<CkptHeader, CkptError> {
     if v != VERSION {
         return Err(CkptError::Version(v));
     }
+    if u32_at(b, 12) != 0 || u32_at(b, 68) != 0 {
+        return corrupt("reserved header bytes 12..16 or 68..72 are not zero".into());
+    }
     let h = CkptHeader {
         number: u64_at(b, 16),
         volume_id: u64_at(b, 24),
