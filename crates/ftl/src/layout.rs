@@ -327,4 +327,22 @@ mod tests {
         let big = Layout::new(geo(32, 275_712), 70, 3).expect("zn540-like");
         assert_eq!(big.slot_zones, 1);
     }
+
+    // Regression: the 32-bit check counted `D * (C - 1)` physical blocks, but addresses run to
+    // `D * C - 1` (block 0 of each zone has one too), so a device with many small zones got
+    // a layout whose physical block addresses wrapped and aliased each other.
+    #[test]
+    fn every_physical_block_has_a_32_bit_address() {
+        let zones = 600_000_000;
+        assert!(u64::from(zones) * 7 < u64::from(u32::MAX));
+        match Layout::new(geo(zones, 8), 200, 2) {
+            Ok(l) => panic!(
+                "{} physical blocks accepted with 32-bit addresses",
+                l.physical_blocks()
+            ),
+            Err(e) => assert!(e.0.contains("32-bit"), "{e}"),
+        }
+        assert!(pba_space_fits(536_870_911, 8));
+        assert!(!pba_space_fits(536_870_912, 8));
+    }
 }
