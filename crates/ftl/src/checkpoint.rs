@@ -4,11 +4,20 @@
 //!
 //! Encoding is pure (`encode`/`decode`); `write_slot`/`read_slot` do the device I/O.
 //! docs/FORMAT.md has the byte layout.
+//!
+//! Fault model of the decoders: a slot holds anything a crash, a bug or the media left there.
+//! A checksum mismatch is a torn or damaged checkpoint, and the other slot's is used. A
+//! checkpoint whose checksums hold is trusted no further than its fields are consistent:
+//! every value used as an index, a size or a counter is checked against the header and the
+//! layout rules, and one out of range is `CkptError::Corrupt`, which refuses the mount (it
+//! means a bug or damage the checksum missed; the older slot may lack trims the newer one
+//! made durable, so falling back to it could bring trimmed data back).
 
 use zns::{NvmeStatus, ZoneAction, ZonedDevice};
 
-use crate::layout::{Layout, CKPT_HEADER_BYTES};
-use crate::map::{Mapping, ZoneUse};
+use crate::layout::{self, Layout, CKPT_HEADER_BYTES};
+use crate::map::{Mapping, ZoneUse, UNMAPPED};
+use crate::records::COUNTER_LIMIT;
 
 const MAGIC: &[u8; 8] = b"ZSTKFTLC";
 const VERSION: u32 = 1;
@@ -68,18 +77,29 @@ pub enum CkptError {
     BodyChecksum,
     #[error("checkpoint does not match this device: {0}")]
     Mismatch(String),
+    #[error("checkpoint is corrupt though its checksums match: {0}")]
+    Corrupt(String),
     #[error("device error reading or writing a checkpoint: {0}")]
     Device(#[from] NvmeStatus),
 }
 
+/// Reads a little-endian u32; zero past the end, which callers rule out by checking the
+/// length first (it is never a value they act on).
 fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+    b.get(at..at + 4)
+        .and_then(|s| s.try_into().ok())
+        .map_or(0, u32::from_le_bytes)
 }
 
+/// Reads a little-endian u64; zero past the end, as for `u32_at`.
 fn u64_at(b: &[u8], at: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(a)
+    b.get(at..at + 8)
+        .and_then(|s| s.try_into().ok())
+        .map_or(0, u64::from_le_bytes)
+}
+
+fn corrupt<T>(msg: String) -> Result<T, CkptError> {
+    Err(CkptError::Corrupt(msg))
 }
 
 pub fn encode_header(h: &CkptHeader) -> Vec<u8> {
@@ -103,18 +123,25 @@ pub fn encode_header(h: &CkptHeader) -> Vec<u8> {
     b
 }
 
+/// Decodes and validates a checkpoint header (`validate_header` has the rules).
 pub fn decode_header(b: &[u8]) -> Result<CkptHeader, CkptError> {
-    if b.len() < 96 || &b[..8] != MAGIC {
+    let (Some(magic), Some(covered)) = (b.get(..8), b.get(..92)) else {
+        return Err(CkptError::NoCheckpoint);
+    };
+    if magic != MAGIC || b.len() < 96 {
         return Err(CkptError::NoCheckpoint);
     }
-    if crc32c::crc32c(&b[..92]) != u32_at(b, 92) {
+    if crc32c::crc32c(covered) != u32_at(b, 92) {
         return Err(CkptError::HeaderChecksum);
     }
     let v = u32_at(b, 8);
     if v != VERSION {
         return Err(CkptError::Version(v));
     }
-    Ok(CkptHeader {
+    if u32_at(b, 12) != 0 || u32_at(b, 68) != 0 {
+        return corrupt("reserved header bytes 12..16 or 68..72 are not zero".into());
+    }
+    let h = CkptHeader {
         number: u64_at(b, 16),
         volume_id: u64_at(b, 24),
         seq: u64_at(b, 32),
@@ -127,7 +154,70 @@ pub fn decode_header(b: &[u8]) -> Result<CkptHeader, CkptError> {
         zone_blocks: u64_at(b, 72),
         body_bytes: u64_at(b, 80),
         body_crc: u32_at(b, 88),
-    })
+    };
+    validate_header(&h)?;
+    Ok(h)
+}
+
+/// Checks that a header describes a layout `Layout::new` could have made, so that its sizes
+/// can be multiplied and used to size and index the body: a corrupt but checksummed header
+/// is refused here rather than overflowing or indexing out of bounds later.
+pub fn validate_header(h: &CkptHeader) -> Result<(), CkptError> {
+    if h.number == 0 {
+        return corrupt("checkpoint number is 0 (numbers start at 1)".into());
+    }
+    if h.seq == 0 || h.seq >= COUNTER_LIMIT {
+        return corrupt(format!("next sequence number {} is outside 1..2^62", h.seq));
+    }
+    if h.slot_zones == 0 || h.slot_zones.checked_mul(2) != Some(h.first_data_zone) {
+        return corrupt(format!(
+            "first data zone {} is not twice the {} zones per slot",
+            h.first_data_zone, h.slot_zones
+        ));
+    }
+    if !layout::OP_PERMILLE_RANGE.contains(&h.op_permille) {
+        return corrupt(format!(
+            "over-provisioning {} per mille is outside {:?}",
+            h.op_permille,
+            layout::OP_PERMILLE_RANGE
+        ));
+    }
+    if h.zone_blocks < layout::ZONE_BLOCKS_MIN
+        || !layout::pba_space_fits(h.data_zones, h.zone_blocks)
+    {
+        return corrupt(format!(
+            "{} data zones of {} blocks cannot be addressed (zones need at least {} blocks, all of them 32-bit addresses)",
+            h.data_zones,
+            h.zone_blocks,
+            layout::ZONE_BLOCKS_MIN
+        ));
+    }
+    if h.reserve_zones
+        .checked_add(2)
+        .is_none_or(|n| n > h.data_zones)
+    {
+        return corrupt(format!(
+            "{} data zones leave no room for data beside {} reserve zones",
+            h.data_zones, h.reserve_zones
+        ));
+    }
+    let max =
+        layout::volume_blocks_max(h.data_zones, h.reserve_zones, h.zone_blocks, h.op_permille)
+            .unwrap_or(0);
+    if h.volume_blocks == 0 || h.volume_blocks > max {
+        return corrupt(format!(
+            "volume size {} blocks is outside 1..={max} for this layout",
+            h.volume_blocks
+        ));
+    }
+    let expected = layout::checkpoint_body_bytes(h.volume_blocks, h.data_zones);
+    if expected != Some(h.body_bytes) {
+        return corrupt(format!(
+            "body length {} is not 12 x {} blocks + 32 x {} zones",
+            h.body_bytes, h.volume_blocks, h.data_zones
+        ));
+    }
+    Ok(())
 }
 
 /// Checks that a checkpoint header describes `layout`.
@@ -162,34 +252,23 @@ pub fn check_layout(h: &CkptHeader, layout: &Layout) -> Result<(), CkptError> {
     Ok(())
 }
 
-fn body_bytes(volume_blocks: u64, zones: u64) -> u64 {
-    volume_blocks * 12 + zones * 32
-}
-
-/// Snapshots the mapping into a checkpoint body.
+/// Snapshots the mapping into an encoded checkpoint.
 pub fn snapshot(m: &Mapping, number: u64, volume_id: u64) -> Vec<u8> {
     let l = &m.layout;
-    let mut body = Vec::with_capacity(body_bytes(l.volume_blocks, l.data_zones.into()) as usize);
-    for p in &m.l2p {
-        body.extend_from_slice(&p.to_le_bytes());
-    }
-    for s in &m.seq {
-        body.extend_from_slice(&s.to_le_bytes());
-    }
-    for z in &m.zones {
+    let zones = m.zones.iter().map(|z| {
         let (use_, scan_from) = match z.use_ {
             ZoneUse::Free => (ZONE_FREE, 0),
             ZoneUse::Open(_) => (ZONE_OPEN, z.prefix.end()),
             ZoneUse::Full if z.inflight > 0 => (ZONE_OPEN, z.prefix.end()),
             ZoneUse::Full => (ZONE_FULL, l.zone_blocks),
         };
-        let mut e = [0u8; 32];
-        e[0] = use_;
-        e[8..16].copy_from_slice(&z.generation.to_le_bytes());
-        e[16..24].copy_from_slice(&scan_from.to_le_bytes());
-        e[24..32].copy_from_slice(&z.valid.to_le_bytes());
-        body.extend_from_slice(&e);
-    }
+        CkptZone {
+            use_,
+            generation: z.generation,
+            scan_from,
+            valid: z.valid,
+        }
+    });
     let header = CkptHeader {
         number,
         volume_id,
@@ -201,48 +280,153 @@ pub fn snapshot(m: &Mapping, number: u64, volume_id: u64) -> Vec<u8> {
         slot_zones: l.slot_zones,
         reserve_zones: l.reserve_zones,
         zone_blocks: l.zone_blocks,
+        body_bytes: 0,
+        body_crc: 0,
+    };
+    encode_parts(header, &m.l2p, &m.seq, zones)
+}
+
+/// Encodes a decoded checkpoint again (both checksums and the body length are recomputed).
+pub fn encode(ck: &Checkpoint) -> Vec<u8> {
+    encode_parts(ck.header, &ck.l2p, &ck.seq, ck.zones.iter().copied())
+}
+
+/// The one body encoder: header with `body_bytes` and `body_crc` filled in, then the body.
+fn encode_parts(
+    header: CkptHeader,
+    l2p: &[u32],
+    seq: &[u64],
+    zones: impl Iterator<Item = CkptZone>,
+) -> Vec<u8> {
+    let size = layout::checkpoint_body_bytes(header.volume_blocks, header.data_zones);
+    let mut body = Vec::with_capacity(size.unwrap_or(0) as usize);
+    for p in l2p {
+        body.extend_from_slice(&p.to_le_bytes());
+    }
+    for s in seq {
+        body.extend_from_slice(&s.to_le_bytes());
+    }
+    for z in zones {
+        let mut e = [0u8; 32];
+        e[0] = z.use_;
+        e[8..16].copy_from_slice(&z.generation.to_le_bytes());
+        e[16..24].copy_from_slice(&z.scan_from.to_le_bytes());
+        e[24..32].copy_from_slice(&z.valid.to_le_bytes());
+        body.extend_from_slice(&e);
+    }
+    let header = CkptHeader {
         body_bytes: body.len() as u64,
         body_crc: crc32c::crc32c(&body),
+        ..header
     };
     let mut out = encode_header(&header);
     out.extend_from_slice(&body);
     out
 }
 
-/// Decodes a checkpoint body against its header.
+/// Decodes a checkpoint body against its header and validates every entry: a checksum
+/// mismatch or a short body is `BodyChecksum` (torn); an impossible entry is `Corrupt`.
 pub fn decode_body(h: &CkptHeader, body: &[u8]) -> Result<Checkpoint, CkptError> {
-    let expected = body_bytes(h.volume_blocks, h.data_zones.into());
-    if h.body_bytes != expected || (body.len() as u64) < expected {
-        return Err(CkptError::BodyChecksum);
-    }
-    let body = &body[..expected as usize];
+    validate_header(h)?;
+    let body = usize::try_from(h.body_bytes)
+        .ok()
+        .and_then(|n| body.get(..n))
+        .ok_or(CkptError::BodyChecksum)?;
     if crc32c::crc32c(body) != h.body_crc {
         return Err(CkptError::BodyChecksum);
     }
+    // The header's sizes were checked against the body length, so these splits hold.
     let v = h.volume_blocks as usize;
-    let l2p = body[..v * 4]
-        .chunks_exact(4)
-        .map(|c| u32_at(c, 0))
-        .collect();
-    let seq = body[v * 4..v * 12]
-        .chunks_exact(8)
-        .map(|c| u64_at(c, 0))
-        .collect();
-    let zones = body[v * 12..]
+    let (l2p_bytes, rest) = body.split_at(v * 4);
+    let (seq_bytes, zone_bytes) = rest.split_at(v * 8);
+    let zones = zone_bytes
         .chunks_exact(32)
-        .map(|e| CkptZone {
-            use_: e[0],
-            generation: u64_at(e, 8),
-            scan_from: u64_at(e, 16),
-            valid: u64_at(e, 24),
-        })
-        .collect();
+        .enumerate()
+        .map(|(z, e)| decode_zone(h, z, e))
+        .collect::<Result<Vec<_>, _>>()?;
+    let l2p: Vec<u32> = l2p_bytes.chunks_exact(4).map(|c| u32_at(c, 0)).collect();
+    let seq: Vec<u64> = seq_bytes.chunks_exact(8).map(|c| u64_at(c, 0)).collect();
+    let mut mapped = vec![0u64; zones.len()];
+    for (lba, (&pba, &s)) in l2p.iter().zip(&seq).enumerate() {
+        if s >= h.seq {
+            return corrupt(format!(
+                "sequence number {s} of LBA {lba} is not below the header's next sequence number {}",
+                h.seq
+            ));
+        }
+        if pba == UNMAPPED {
+            continue;
+        }
+        let z = u64::from(pba) / h.zone_blocks;
+        let zone = zones.get(z as usize).ok_or_else(|| {
+            CkptError::Corrupt(format!(
+                "LBA {lba} maps to physical block {pba}, beyond the {} data zones of {} blocks",
+                h.data_zones, h.zone_blocks
+            ))
+        })?;
+        if u64::from(pba) % h.zone_blocks == 0 {
+            return corrupt(format!(
+                "LBA {lba} maps to physical block {pba}, the header block of data zone {z}"
+            ));
+        }
+        if zone.use_ == ZONE_FREE || s == 0 {
+            return corrupt(format!(
+                "LBA {lba} maps to physical block {pba} in data zone {z} (use {}) with sequence number {s}: a mapped block needs a used zone and a sequence number",
+                zone.use_
+            ));
+        }
+        mapped[z as usize] += 1;
+    }
+    for (z, (zone, n)) in zones.iter().zip(&mapped).enumerate() {
+        if zone.valid < *n {
+            return corrupt(format!(
+                "data zone {z} counts {} valid blocks, but {n} LBAs map into it",
+                zone.valid
+            ));
+        }
+    }
     Ok(Checkpoint {
         header: *h,
         l2p,
         seq,
         zones,
     })
+}
+
+/// Decodes and checks the 32-byte entry of data zone `z`.
+fn decode_zone(h: &CkptHeader, z: usize, e: &[u8]) -> Result<CkptZone, CkptError> {
+    let zone = CkptZone {
+        use_: e.first().copied().unwrap_or(u8::MAX),
+        generation: u64_at(e, 8),
+        scan_from: u64_at(e, 16),
+        valid: u64_at(e, 24),
+    };
+    let cap = h.zone_blocks;
+    let bad = |what: String| corrupt(format!("data zone {z}: {what}"));
+    if e.get(1..8).is_none_or(|pad| pad.iter().any(|b| *b != 0)) {
+        return bad("reserved bytes 1..8 are not zero".into());
+    }
+    // Free zones keep the generation they had (0 if never opened); used ones were opened.
+    let (scan_ok, gen_min) = match zone.use_ {
+        ZONE_FREE => (zone.scan_from == 0 && zone.valid == 0, 0),
+        ZONE_OPEN => (zone.scan_from <= cap, 1),
+        ZONE_FULL => (zone.scan_from == cap, 1),
+        u => return bad(format!("use {u} is not 0 (free), 1 (open) or 2 (full)")),
+    };
+    if zone.generation < gen_min || zone.generation >= COUNTER_LIMIT {
+        return bad(format!(
+            "generation {} is outside {gen_min}..2^62 for use {}",
+            zone.generation, zone.use_
+        ));
+    }
+    // Block 0 is the zone header, so at most `cap - 1` blocks hold data or trim records.
+    if !scan_ok || zone.valid >= cap {
+        return bad(format!(
+            "scan start {} or valid count {} do not fit use {} in a zone of {cap} blocks",
+            zone.scan_from, zone.valid, zone.use_
+        ));
+    }
+    Ok(zone)
 }
 
 /// Writes an encoded checkpoint into `slot`: resets the slot's zones, writes, flushes.
@@ -334,7 +518,11 @@ pub async fn read_slot(
     layout: &Layout,
     slot: u32,
 ) -> Result<Checkpoint, CkptError> {
-    let h = read_header(dev, layout, slot).await?;
+    let named = |e: CkptError| match e {
+        CkptError::Corrupt(m) => CkptError::Corrupt(format!("slot {slot}: {m}")),
+        other => other,
+    };
+    let h = read_header(dev, layout, slot).await.map_err(named)?;
     check_layout(&h, layout)?;
     let bs = u64::from(dev.geometry().block_size);
     let total = CKPT_HEADER_BYTES + h.body_bytes;
@@ -343,7 +531,8 @@ pub async fn read_slot(
     }
     let mut all = Vec::with_capacity(total as usize);
     read_bytes(dev, layout, slot, 0, total.div_ceil(bs), &mut all).await?;
-    decode_body(&h, &all[CKPT_HEADER_BYTES as usize..])
+    let body = all.get(CKPT_HEADER_BYTES as usize..).unwrap_or_default();
+    decode_body(&h, body).map_err(named)
 }
 
 /// Reads both slots and returns the newest valid checkpoint and its slot.
@@ -354,6 +543,8 @@ pub async fn read_latest(
     let a = read_slot(dev, layout, 0).await;
     let b = read_slot(dev, layout, 1).await;
     match (a, b) {
+        // Checksummed but impossible: never silently skipped for the other slot.
+        (Err(e @ CkptError::Corrupt(_)), _) | (_, Err(e @ CkptError::Corrupt(_))) => Err(e),
         (Ok(a), Ok(b)) if b.header.number > a.header.number => Ok((1, b)),
         (Ok(a), _) => Ok((0, a)),
         (Err(_), Ok(b)) => Ok((1, b)),

@@ -5,6 +5,8 @@
 //! collection copies and trim records fill the rest. Physical block addresses (PBAs) number
 //! the writable blocks of the data zones densely: `pba = data_zone * zone_capacity + offset`.
 
+use std::ops::RangeInclusive;
+
 use zns::Geometry;
 
 /// Bytes of per-block metadata the FTL needs: the block's LBA and its sequence number.
@@ -106,6 +108,34 @@ pub struct Layout {
     pub reserve_zones: u32,
 }
 
+/// Over-provisioning a volume may be formatted with, in per mille.
+pub const OP_PERMILLE_RANGE: RangeInclusive<u32> = 10..=900;
+
+/// Fewest writable blocks a zone must have to hold a volume's data.
+pub const ZONE_BLOCKS_MIN: u64 = 8;
+
+/// The most logical blocks a volume can export from `data_zones` zones of `zone_blocks`
+/// (block 0 of each is its header), keeping `reserve_zones` for garbage collection and
+/// `op_permille` of the rest as over-provisioning. None if the arguments are impossible.
+pub fn volume_blocks_max(
+    data_zones: u32,
+    reserve_zones: u32,
+    zone_blocks: u64,
+    op_permille: u32,
+) -> Option<u64> {
+    let usable = u64::from(data_zones.checked_sub(reserve_zones)?)
+        .checked_mul(zone_blocks.checked_sub(1)?)?;
+    Some(usable.checked_mul(u64::from(1000u32.checked_sub(op_permille)?))? / 1000)
+}
+
+/// Whether every physical block of `data_zones` zones of `zone_blocks` has a 32-bit address
+/// below the unmapped marker (`u32::MAX`): the last one is `data_zones * zone_blocks - 1`.
+pub fn pba_space_fits(data_zones: u32, zone_blocks: u64) -> bool {
+    u64::from(data_zones)
+        .checked_mul(zone_blocks)
+        .is_some_and(|p| p <= u64::from(u32::MAX))
+}
+
 /// Free zones garbage collection keeps for its own progress, by default.
 pub const RESERVE_ZONES_DEFAULT: u32 = 2;
 
@@ -113,6 +143,13 @@ pub const RESERVE_ZONES_DEFAULT: u32 = 2;
 pub const CKPT_BYTES_PER_LBA: u64 = 12;
 pub const CKPT_BYTES_PER_ZONE: u64 = 32;
 pub const CKPT_HEADER_BYTES: u64 = 4096;
+
+/// Bytes of a checkpoint body (after its header): None if that overflows.
+pub fn checkpoint_body_bytes(volume_blocks: u64, data_zones: u32) -> Option<u64> {
+    volume_blocks
+        .checked_mul(CKPT_BYTES_PER_LBA)?
+        .checked_add(u64::from(data_zones).checked_mul(CKPT_BYTES_PER_ZONE)?)
+}
 
 impl Layout {
     /// Lays a volume out on a device, or says why it does not fit.
@@ -123,13 +160,13 @@ impl Layout {
     ) -> Result<Layout, LayoutError> {
         let fail = |m: String| Err(LayoutError(m));
 
-        if !(10..=900).contains(&op_permille) {
+        if !OP_PERMILLE_RANGE.contains(&op_permille) {
             return fail(format!(
-                "over-provisioning {op_permille} per mille is outside 10..=900"
+                "over-provisioning {op_permille} per mille is outside {OP_PERMILLE_RANGE:?}"
             ));
         }
-        if geometry.zone_capacity < 8 {
-            return fail("zones must hold at least 8 blocks".into());
+        if geometry.zone_capacity < ZONE_BLOCKS_MIN {
+            return fail(format!("zones must hold at least {ZONE_BLOCKS_MIN} blocks"));
         }
         let zone_blocks = geometry.zone_capacity;
         let bs = u64::from(geometry.block_size);
@@ -138,25 +175,29 @@ impl Layout {
         let mut slot_zones = 1u32;
         loop {
             let first_data_zone = 2 * slot_zones;
-            if first_data_zone + reserve_zones + 2 > geometry.zone_count {
+            // Checked: `reserve_zones` may come from a checkpoint header read off the device.
+            let needed = first_data_zone
+                .checked_add(reserve_zones)
+                .and_then(|n| n.checked_add(2));
+            if needed.is_none_or(|n| n > geometry.zone_count) {
                 return fail(format!(
                     "{} zones are too few: checkpoints need {first_data_zone}, garbage collection {reserve_zones} more, and data at least 2",
                     geometry.zone_count
                 ));
             }
             let data_zones = geometry.zone_count - first_data_zone;
-            let physical = u64::from(data_zones) * (zone_blocks - 1);
-            let usable = u64::from(data_zones - reserve_zones) * (zone_blocks - 1);
-            let volume_blocks = usable * u64::from(1000 - op_permille) / 1000;
-            if physical > u64::from(u32::MAX) - 1 || volume_blocks > u64::from(u32::MAX) - 1 {
+            let volume_blocks =
+                volume_blocks_max(data_zones, reserve_zones, zone_blocks, op_permille);
+            let Some(volume_blocks) = volume_blocks
+                .filter(|v| pba_space_fits(data_zones, zone_blocks) && *v < u64::from(u32::MAX))
+            else {
                 return fail(
                     "the device has more blocks than a 32-bit mapping entry can address".into(),
                 );
-            }
-            let ckpt_bytes = CKPT_HEADER_BYTES
-                + volume_blocks * CKPT_BYTES_PER_LBA
-                + u64::from(data_zones) * CKPT_BYTES_PER_ZONE;
-            if ckpt_bytes <= u64::from(slot_zones) * zone_bytes {
+            };
+            let body = checkpoint_body_bytes(volume_blocks, data_zones);
+            let ckpt_bytes = body.and_then(|b| b.checked_add(CKPT_HEADER_BYTES));
+            if ckpt_bytes.is_some_and(|c| c <= u64::from(slot_zones) * zone_bytes) {
                 if volume_blocks == 0 {
                     return fail("the volume would have no blocks".into());
                 }
@@ -285,5 +326,23 @@ mod tests {
         assert!(Layout::new(geo(64, 192), 5, 3).is_err());
         let big = Layout::new(geo(32, 275_712), 70, 3).expect("zn540-like");
         assert_eq!(big.slot_zones, 1);
+    }
+
+    // Regression: the 32-bit check counted `D * (C - 1)` physical blocks, but addresses run to
+    // `D * C - 1` (block 0 of each zone has one too), so a device with many small zones got
+    // a layout whose physical block addresses wrapped and aliased each other.
+    #[test]
+    fn every_physical_block_has_a_32_bit_address() {
+        let zones = 600_000_000;
+        assert!(u64::from(zones) * 7 < u64::from(u32::MAX));
+        match Layout::new(geo(zones, 8), 200, 2) {
+            Ok(l) => panic!(
+                "{} physical blocks accepted with 32-bit addresses",
+                l.physical_blocks()
+            ),
+            Err(e) => assert!(e.0.contains("32-bit"), "{e}"),
+        }
+        assert!(pba_space_fits(536_870_911, 8));
+        assert!(!pba_space_fits(536_870_912, 8));
     }
 }

@@ -1,6 +1,50 @@
 //! What the FTL writes beside and inside blocks so that a mount can rebuild the mapping:
 //! the per-block metadata tag (OOB), the zone header block, and the trim record block.
 //! Pure encoders and validating decoders; docs/FORMAT.md has the byte tables.
+//!
+//! Fault model of the decoders: their input is whatever the device returns, which may be
+//! torn, stale, another volume's, or damaged in a way its checksum does not catch. They
+//! never panic; they say whether the bytes are not this record at all (`Absent`: wrong
+//! magic, length, place or checksum), or are this record with an impossible field
+//! (`Invalid`, naming the field and its value), so recovery can tell "nothing here" from
+//! corruption.
+
+/// Sequence numbers and zone generations are counters from 1 that grow by one per write or
+/// per zone opening; a value at or above this limit (2^62, about 146 years at a billion
+/// writes a second) is corruption. The limit also keeps every `+ 1` on them from overflowing.
+pub const COUNTER_LIMIT: u64 = 1 << 62;
+
+/// Why bytes did not decode as a record.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    /// Not this record: wrong length, magic or place, or a checksum mismatch (also what a
+    /// torn write leaves).
+    #[error("no {0} here (length, magic, place or checksum do not match)")]
+    Absent(&'static str),
+    /// The record is there and its checksum holds, but a field is impossible.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+fn invalid<T>(msg: String) -> Result<T, RecordError> {
+    Err(RecordError::Invalid(msg))
+}
+
+/// Checks a sequence number or generation read from the device.
+fn counter(what: &str, v: u64) -> Result<u64, RecordError> {
+    if v == 0 || v >= COUNTER_LIMIT {
+        return invalid(format!("{what} is {v}, outside 1..2^62"));
+    }
+    Ok(v)
+}
+
+fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
+}
+
+fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
+}
 
 /// What a physical block holds, as its metadata tag says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,19 +75,28 @@ pub fn encode_tag(tag: Tag, out: &mut [u8]) {
 }
 
 /// Decodes a block's metadata tag. Sequence numbers start at 1, so all-zero metadata (a block
-/// the FTL never wrote) decodes as `Unknown`.
-pub fn decode_tag(meta: &[u8]) -> Tag {
-    if meta.len() < 16 {
-        return Tag::Unknown;
-    }
-    let a = u64::from_le_bytes(meta[..8].try_into().unwrap_or([0; 8]));
-    let b = u64::from_le_bytes(meta[8..16].try_into().unwrap_or([0; 8]));
-    match (a, b) {
-        (_, 0) => Tag::Unknown,
-        (KIND_HEADER, g) => Tag::Header { generation: g },
-        (KIND_TRIM, s) => Tag::Trim { seq: s },
-        (lba, seq) if lba < KIND_TRIM => Tag::Data { lba, seq },
-        _ => Tag::Unknown,
+/// the FTL never wrote, or a summary entry not to recover) decodes as `Unknown`; any other
+/// tag must name a known kind with its counter in `1..COUNTER_LIMIT`.
+pub fn decode_tag(meta: &[u8]) -> Result<Tag, RecordError> {
+    let (Some(a), Some(b)) = (u64_at(meta, 0), u64_at(meta, 8)) else {
+        return invalid(format!(
+            "block metadata of {} bytes is too short for a 16-byte tag",
+            meta.len()
+        ));
+    };
+    match a {
+        0 if b == 0 => Ok(Tag::Unknown),
+        KIND_HEADER => Ok(Tag::Header {
+            generation: counter("zone header tag generation", b)?,
+        }),
+        KIND_TRIM => Ok(Tag::Trim {
+            seq: counter("trim tag sequence number", b)?,
+        }),
+        kind if kind > KIND_TRIM => invalid(format!("tag kind {kind:#x} is reserved")),
+        lba => Ok(Tag::Data {
+            lba,
+            seq: counter(&format!("sequence number of the tag of LBA {lba}"), b)?,
+        }),
     }
 }
 
@@ -64,13 +117,10 @@ fn crc_tail(block: &mut [u8], body: usize) {
 }
 
 fn crc_ok(block: &[u8], body: usize) -> bool {
-    block.len() >= body + 4
-        && u32::from_le_bytes([
-            block[body],
-            block[body + 1],
-            block[body + 2],
-            block[body + 3],
-        ]) == crc32c::crc32c(&block[..body])
+    match (block.get(..body), u32_at(block, body)) {
+        (Some(covered), Some(crc)) => crc == crc32c::crc32c(covered),
+        _ => false,
+    }
 }
 
 pub fn encode_header(h: &ZoneHeader, block: &mut [u8]) {
@@ -82,14 +132,23 @@ pub fn encode_header(h: &ZoneHeader, block: &mut [u8]) {
     crc_tail(block, 28);
 }
 
-pub fn decode_header(block: &[u8]) -> Option<ZoneHeader> {
-    if block.len() < 32 || &block[..8] != HEADER_MAGIC || !crc_ok(block, 28) {
-        return None;
+/// Decodes a zone header block: `Absent` unless magic and checksum hold; the generation must
+/// be in `1..COUNTER_LIMIT` (a zone is opened at least once before its header is written).
+/// Volume id and zone index are the caller's to compare with where the block lies.
+pub fn decode_header(block: &[u8]) -> Result<ZoneHeader, RecordError> {
+    let absent = RecordError::Absent("zone header");
+    if block.get(..8) != Some(HEADER_MAGIC.as_slice()) || !crc_ok(block, 28) {
+        return Err(absent);
     }
-    Some(ZoneHeader {
-        volume_id: u64::from_le_bytes(block[8..16].try_into().ok()?),
-        data_zone: u32::from_le_bytes(block[16..20].try_into().ok()?),
-        generation: u64::from_le_bytes(block[20..28].try_into().ok()?),
+    let (Some(volume_id), Some(data_zone), Some(generation)) =
+        (u64_at(block, 8), u32_at(block, 16), u64_at(block, 20))
+    else {
+        return Err(absent);
+    };
+    Ok(ZoneHeader {
+        volume_id,
+        data_zone,
+        generation: counter("zone header generation", generation)?,
     })
 }
 
@@ -110,14 +169,28 @@ pub fn encode_trim(t: &TrimRecord, block: &mut [u8]) {
     crc_tail(block, 32);
 }
 
-pub fn decode_trim(block: &[u8]) -> Option<TrimRecord> {
-    if block.len() < 36 || &block[..8] != TRIM_MAGIC || !crc_ok(block, 32) {
-        return None;
+/// Decodes a trim record block: `Absent` unless magic and checksum hold; the range must be
+/// non-empty and not wrap, the sequence number in `1..COUNTER_LIMIT`. Whether the range lies
+/// inside the volume is the caller's check (it knows the volume size).
+pub fn decode_trim(block: &[u8]) -> Result<TrimRecord, RecordError> {
+    let absent = RecordError::Absent("trim record");
+    if block.get(..8) != Some(TRIM_MAGIC.as_slice()) || !crc_ok(block, 32) {
+        return Err(absent);
     }
-    Some(TrimRecord {
-        lba: u64::from_le_bytes(block[8..16].try_into().ok()?),
-        blocks: u64::from_le_bytes(block[16..24].try_into().ok()?),
-        seq: u64::from_le_bytes(block[24..32].try_into().ok()?),
+    let (Some(lba), Some(blocks), Some(seq)) =
+        (u64_at(block, 8), u64_at(block, 16), u64_at(block, 24))
+    else {
+        return Err(absent);
+    };
+    if blocks == 0 || lba.checked_add(blocks).is_none() {
+        return invalid(format!(
+            "trim record range of {blocks} blocks from LBA {lba} is empty or wraps"
+        ));
+    }
+    Ok(TrimRecord {
+        lba,
+        blocks,
+        seq: counter("trim record sequence number", seq)?,
     })
 }
 
@@ -134,10 +207,23 @@ mod tests {
             Tag::Trim { seq: 11 },
         ] {
             encode_tag(t, &mut m);
-            assert_eq!(decode_tag(&m), t);
+            assert_eq!(decode_tag(&m), Ok(t));
         }
-        assert_eq!(decode_tag(&[0u8; 16]), Tag::Unknown);
-        assert_eq!(decode_tag(&[1u8; 4]), Tag::Unknown);
+        assert_eq!(decode_tag(&[0u8; 16]), Ok(Tag::Unknown));
+        assert!(matches!(
+            decode_tag(&[1u8; 4]),
+            Err(RecordError::Invalid(_))
+        ));
+        // A sequence number of 0 with a non-zero LBA, a reserved kind and a counter at the
+        // limit are corruption, not "never written".
+        for (a, b) in [(5, 0), (u64::MAX, 1), (3, COUNTER_LIMIT)] {
+            m[..8].copy_from_slice(&u64::to_le_bytes(a));
+            m[8..].copy_from_slice(&u64::to_le_bytes(b));
+            assert!(
+                matches!(decode_tag(&m), Err(RecordError::Invalid(_))),
+                "{a} {b}"
+            );
+        }
     }
 
     #[test]
@@ -149,20 +235,20 @@ mod tests {
             generation: 77,
         };
         encode_header(&h, &mut b);
-        assert_eq!(decode_header(&b), Some(h));
+        assert_eq!(decode_header(&b), Ok(h));
         b[21] ^= 1;
-        assert_eq!(decode_header(&b), None);
+        assert_eq!(decode_header(&b), Err(RecordError::Absent("zone header")));
         let t = TrimRecord {
             lba: 100,
             blocks: 50,
             seq: 9,
         };
         encode_trim(&t, &mut b);
-        assert_eq!(decode_trim(&b), Some(t));
-        assert_eq!(decode_header(&b), None);
+        assert_eq!(decode_trim(&b), Ok(t));
+        assert!(decode_header(&b).is_err());
         b[30] ^= 4;
-        assert_eq!(decode_trim(&b), None);
-        assert_eq!(decode_trim(&[0u8; 10]), None);
+        assert_eq!(decode_trim(&b), Err(RecordError::Absent("trim record")));
+        assert!(decode_trim(&[0u8; 10]).is_err());
     }
 }
 
@@ -182,7 +268,7 @@ pub struct SummaryPlace {
 
 /// Tags a summary block of `block_size` bytes can hold.
 pub fn summary_capacity(block_size: usize) -> usize {
-    (block_size - SUMMARY_HEAD - 4) / 16
+    block_size.saturating_sub(SUMMARY_HEAD + 4) / 16
 }
 
 /// An in-band summary for devices without per-block metadata: the tags of the `tags.len()`
@@ -202,38 +288,64 @@ pub fn encode_summary(place: &SummaryPlace, tags: &[Tag], block: &mut [u8]) {
     crc_tail(block, end);
 }
 
-/// Decodes a summary block found at `place`; None if the block is not that summary.
-pub fn decode_summary(place: &SummaryPlace, block: &[u8]) -> Option<Vec<Tag>> {
-    if block.len() < SUMMARY_HEAD + 4 || &block[..8] != SUMMARY_MAGIC {
-        return None;
+/// Decodes a summary block found at `place`. `Absent` if the block is not that summary (magic,
+/// the place it names, a count it cannot hold, or the checksum); `Invalid` if it is, but it
+/// claims more tags than data blocks precede it (block 0 is the zone header) or a tag is
+/// malformed or a zone header's.
+pub fn decode_summary(place: &SummaryPlace, block: &[u8]) -> Result<Vec<Tag>, RecordError> {
+    let absent = RecordError::Absent("summary block");
+    if block.get(..8) != Some(SUMMARY_MAGIC.as_slice()) {
+        return Err(absent);
     }
-    let count = u32::from_le_bytes(block[20..24].try_into().ok()?) as usize;
-    if count > summary_capacity(block.len()) || u64::try_from(count).ok()? > place.offset {
-        return None;
-    }
-    let end = SUMMARY_HEAD + 16 * count;
-    let expect = (
-        u64::from_le_bytes(block[8..16].try_into().ok()?),
-        u32::from_le_bytes(block[16..20].try_into().ok()?),
-        u64::from_le_bytes(block[24..32].try_into().ok()?),
-        u64::from_le_bytes(block[32..40].try_into().ok()?),
-    );
-    if expect
+    let (Some(volume_id), Some(data_zone), Some(count), Some(generation), Some(offset)) = (
+        u64_at(block, 8),
+        u32_at(block, 16),
+        u32_at(block, 20),
+        u64_at(block, 24),
+        u64_at(block, 32),
+    ) else {
+        return Err(absent);
+    };
+    let count = count as usize;
+    let named = (volume_id, data_zone, generation, offset);
+    if named
         != (
             place.volume_id,
             place.data_zone,
             place.generation,
             place.offset,
         )
-        || !crc_ok(block, end)
+        || count > summary_capacity(block.len())
+        || !crc_ok(block, SUMMARY_HEAD + 16 * count)
     {
-        return None;
+        return Err(absent);
     }
-    Some(
-        (0..count)
-            .map(|i| decode_tag(&block[SUMMARY_HEAD + 16 * i..SUMMARY_HEAD + 16 * (i + 1)]))
-            .collect(),
-    )
+    if count as u64 >= place.offset {
+        return invalid(format!(
+            "summary at offset {} of data zone {} claims {count} tags, but only {} data blocks precede it",
+            place.offset,
+            place.data_zone,
+            place.offset.saturating_sub(1)
+        ));
+    }
+    let mut tags = Vec::with_capacity(count);
+    for i in 0..count {
+        let at = SUMMARY_HEAD + 16 * i;
+        let tag = decode_tag(block.get(at..at + 16).unwrap_or_default()).map_err(|e| {
+            RecordError::Invalid(format!(
+                "summary at offset {} of data zone {}, tag {i}: {e}",
+                place.offset, place.data_zone
+            ))
+        })?;
+        if let Tag::Header { .. } = tag {
+            return invalid(format!(
+                "summary at offset {} of data zone {}, tag {i}: a zone header tag, but block 0 is never summarised",
+                place.offset, place.data_zone
+            ));
+        }
+        tags.push(tag);
+    }
+    Ok(tags)
 }
 
 #[cfg(test)]
@@ -255,7 +367,7 @@ mod summary_tests {
         ];
         let mut b = vec![0u8; 512];
         encode_summary(&place, &tags, &mut b);
-        assert_eq!(decode_summary(&place, &b), Some(tags));
+        assert_eq!(decode_summary(&place, &b), Ok(tags));
         assert_eq!(
             decode_summary(
                 &SummaryPlace {
@@ -264,7 +376,7 @@ mod summary_tests {
                 },
                 &b
             ),
-            None
+            Err(RecordError::Absent("summary block"))
         );
         assert_eq!(
             decode_summary(
@@ -274,7 +386,7 @@ mod summary_tests {
                 },
                 &b
             ),
-            None
+            Err(RecordError::Absent("summary block"))
         );
         assert_eq!(
             decode_summary(
@@ -284,10 +396,10 @@ mod summary_tests {
                 },
                 &b
             ),
-            None
+            Err(RecordError::Absent("summary block"))
         );
         b[50] ^= 1;
-        assert_eq!(decode_summary(&place, &b), None);
+        assert!(decode_summary(&place, &b).is_err());
         assert_eq!(summary_capacity(512), 29);
         assert_eq!(summary_capacity(4096), 253);
     }

@@ -24,7 +24,7 @@ use crate::checkpoint::{self, ZONE_FREE};
 use crate::layout::Layout;
 use crate::map::{DataZone, Mapping, ZoneUse, P_TRIM, UNMAPPED};
 use crate::prefix::Prefix;
-use crate::records::{self, Tag};
+use crate::records::{self, RecordError, Tag};
 use crate::FtlError;
 
 /// The result of recovery, before the mount makes any change to the device.
@@ -77,7 +77,10 @@ pub async fn recover(dev: &dyn ZonedDevice, layout: &Layout) -> Result<Recovered
             .zones
             .get(z as usize)
             .ok_or(FtlError::Corrupt(format!("report lacks data zone {z}")))?;
-        let ckz = ck.zones[z as usize];
+        let ckz = *ck
+            .zones
+            .get(z as usize)
+            .ok_or(FtlError::Corrupt(format!("checkpoint lacks data zone {z}")))?;
         let was_used = ckz.use_ != ZONE_FREE;
         let written = match d.state {
             ZoneState::Full => cap,
@@ -93,7 +96,16 @@ pub async fn recover(dev: &dyn ZonedDevice, layout: &Layout) -> Result<Recovered
                 });
                 continue;
             }
-            _ => d.wp.saturating_sub(d.start).min(cap),
+            // A write pointer outside the zone's capacity would make the scan address blocks
+            // of the next zone.
+            _ => {
+                d.wp.checked_sub(d.start)
+                    .filter(|w| *w <= cap)
+                    .ok_or(FtlError::Corrupt(format!(
+                        "data zone {z} reports write pointer {} outside its capacity",
+                        d.wp
+                    )))?
+            }
         };
         let read_only = d.state == ZoneState::ReadOnly;
         if read_only {
@@ -118,9 +130,12 @@ pub async fn recover(dev: &dyn ZonedDevice, layout: &Layout) -> Result<Recovered
             continue;
         }
         dev.read(d.start, &mut block, None).await?;
-        let Some(h) =
-            records::decode_header(&block).filter(|h| h.volume_id == volume_id && h.data_zone == z)
-        else {
+        let header = match records::decode_header(&block) {
+            Ok(h) if h.volume_id == volume_id && h.data_zone == z => Some(h),
+            Ok(_) | Err(RecordError::Absent(_)) => None,
+            Err(e) => return Err(FtlError::Corrupt(format!("data zone {z} header: {e}"))),
+        };
+        let Some(h) = header else {
             // The header never reached the device; nothing after it was written.
             headerless_zones += 1;
             *zone = DataZone::free(ckz.generation);
@@ -156,12 +171,10 @@ pub async fn recover(dev: &dyn ZonedDevice, layout: &Layout) -> Result<Recovered
     }
     // Checkpoint entries into zones reset since are unresolved until a scan supersedes them;
     // entries set by the scan itself are current wherever they point.
-    let unresolved: Vec<bool> = m
-        .l2p
-        .iter()
-        .map(|&p| p != UNMAPPED && plans[zone_of(&m, p)].stale)
-        .collect();
-    let mut stale = unresolved;
+    let mut stale = Vec::with_capacity(m.l2p.len());
+    for &p in &m.l2p {
+        stale.push(p != UNMAPPED && plans[zone_of(&m, p)?].stale);
+    }
     let mut scanned_zones = 0;
     let mut scanned_blocks = 0;
     for (z, plan) in plans.iter().enumerate() {
@@ -220,19 +233,25 @@ async fn scan_summaries(
                 generation,
                 offset,
             };
-            let Some(tags) = records::decode_summary(&place, &d[i * bs..(i + 1) * bs]) else {
-                continue;
+            let tags = match records::decode_summary(&place, &d[i * bs..(i + 1) * bs]) {
+                Ok(tags) => tags,
+                Err(RecordError::Absent(_)) => continue,
+                Err(e) => return Err(FtlError::Corrupt(e.to_string())),
             };
-            let first = offset - tags.len() as u64;
+            let first = offset.checked_sub(tags.len() as u64).ok_or_else(|| {
+                FtlError::Corrupt(format!(
+                    "summary at offset {offset} of data zone {z} covers blocks before the zone"
+                ))
+            })?;
             for (k, tag) in tags.into_iter().enumerate() {
                 let pba = m.pba(z, first + k as u64);
                 match tag {
                     Tag::Data { lba, seq } => apply_data(m, pba, lba, seq, unresolved)?,
                     Tag::Trim { seq } => {
                         dev.read(start + first + k as u64, &mut one, None).await?;
-                        let rec = records::decode_trim(&one).ok_or_else(|| {
+                        let rec = records::decode_trim(&one).map_err(|e| {
                             FtlError::Corrupt(format!(
-                                "trim record at data zone {z} block {} is damaged",
+                                "trim record at data zone {z} block {} is damaged: {e}",
                                 first + k as u64
                             ))
                         })?;
@@ -270,12 +289,15 @@ async fn scan_zone(
         dev.read(start + at, d, Some(md)).await?;
         for i in 0..n as usize {
             let pba = m.pba(z, at + i as u64);
-            match records::decode_tag(&md[i * oob..(i + 1) * oob]) {
+            let tag = records::decode_tag(&md[i * oob..(i + 1) * oob]).map_err(|e| {
+                FtlError::Corrupt(format!("data zone {z} block {}: {e}", at + i as u64))
+            })?;
+            match tag {
                 Tag::Data { lba, seq } => apply_data(m, pba, lba, seq, unresolved)?,
                 Tag::Trim { seq } => {
-                    let rec = records::decode_trim(&d[i * bs..(i + 1) * bs]).ok_or_else(|| {
+                    let rec = records::decode_trim(&d[i * bs..(i + 1) * bs]).map_err(|e| {
                         FtlError::Corrupt(format!(
-                            "trim record at data zone {z} block {} is damaged",
+                            "trim record at data zone {z} block {} is damaged: {e}",
                             at + i as u64
                         ))
                     })?;
@@ -291,8 +313,23 @@ async fn scan_zone(
     Ok(to - from)
 }
 
-fn zone_of(m: &Mapping, pba: u32) -> usize {
-    (u64::from(pba) / m.layout.zone_blocks) as usize
+/// The data zone of `pba`, which came from the device: refused if it lies past the data area.
+fn zone_of(m: &Mapping, pba: u32) -> Result<usize, FtlError> {
+    let z = u64::from(pba) / m.layout.zone_blocks;
+    if z >= u64::from(m.layout.data_zones) {
+        return Err(FtlError::Corrupt(format!(
+            "physical block {pba} lies beyond the {} data zones",
+            m.layout.data_zones
+        )));
+    }
+    Ok(z as usize)
+}
+
+/// The sequence number after `seq`, which came from the device.
+fn after(seq: u64) -> Result<u64, FtlError> {
+    seq.checked_add(1).ok_or(FtlError::Corrupt(format!(
+        "sequence number {seq} cannot grow"
+    )))
 }
 
 fn apply_data(
@@ -315,7 +352,7 @@ fn apply_data(
         m.seq[l] = seq;
         unresolved[l] = false;
     }
-    m.next_seq = m.next_seq.max(seq + 1);
+    m.next_seq = m.next_seq.max(after(seq)?);
     Ok(())
 }
 
@@ -346,7 +383,7 @@ fn apply_trim(
     // Whether the checkpoint already covers this record is unknown, so it stays live until
     // the checkpoint the mount writes.
     m.trims.insert(pba, crate::map::TrimLive { mark: 0, seq });
-    m.next_seq = m.next_seq.max(seq + 1);
+    m.next_seq = m.next_seq.max(after(seq)?);
     Ok(())
 }
 
@@ -356,7 +393,7 @@ fn finish(m: &mut Mapping, unresolved: &[bool]) -> Result<(), FtlError> {
         if pba == UNMAPPED {
             continue;
         }
-        let z = zone_of(m, pba);
+        let z = zone_of(m, pba)?;
         if unresolved[lba] || m.zones[z].use_ == ZoneUse::Free {
             return Err(FtlError::Corrupt(format!(
                 "LBA {lba} was in data zone {z}, which was reset since the checkpoint, and no newer copy was found"
@@ -368,7 +405,7 @@ fn finish(m: &mut Mapping, unresolved: &[bool]) -> Result<(), FtlError> {
     }
     let trims: Vec<u32> = m.trims.keys().copied().collect();
     for pba in trims {
-        let z = zone_of(m, pba);
+        let z = zone_of(m, pba)?;
         m.p2l[pba as usize] = P_TRIM;
         m.zones[z].valid += 1;
     }
