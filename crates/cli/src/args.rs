@@ -4,9 +4,10 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+use bench::jobfile::parse_size;
 use clap::{Args, Parser, Subcommand};
 
-use crate::units::{parse_byte, parse_size, parse_u64};
+use crate::units::{parse_blocks, parse_byte, parse_u64};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -211,7 +212,7 @@ pub enum IoCmd {
         path: PathBuf,
         #[arg(long, value_parser = parse_u64)]
         lba: u64,
-        #[arg(long, value_parser = parse_u64)]
+        #[arg(long, value_parser = parse_blocks)]
         blocks: Option<u64>,
         #[command(flatten)]
         source: DataSource,
@@ -224,7 +225,7 @@ pub enum IoCmd {
         path: PathBuf,
         #[arg(long)]
         zone: u32,
-        #[arg(long, value_parser = parse_u64)]
+        #[arg(long, value_parser = parse_blocks)]
         blocks: Option<u64>,
         #[command(flatten)]
         source: DataSource,
@@ -236,7 +237,7 @@ pub enum IoCmd {
         path: PathBuf,
         #[arg(long, value_parser = parse_u64)]
         lba: u64,
-        #[arg(long, value_parser = parse_u64)]
+        #[arg(long, value_parser = parse_blocks)]
         blocks: u64,
         #[arg(long)]
         out: Option<PathBuf>,
@@ -246,7 +247,7 @@ pub enum IoCmd {
         path: PathBuf,
         #[arg(long, value_parser = parse_u64)]
         lba: u64,
-        #[arg(long, value_parser = parse_u64)]
+        #[arg(long, value_parser = parse_blocks)]
         blocks: u64,
         #[arg(long)]
         fua: bool,

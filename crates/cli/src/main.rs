@@ -7,6 +7,8 @@ mod bench_jobfile;
 mod bench_paper;
 mod cmd_ftl;
 mod commands;
+mod error;
+mod lines;
 mod plot;
 mod quickstart;
 mod serve;
@@ -19,7 +21,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use crate::args::{Cli, Cmd, DeviceCmd};
-use crate::commands::CliError;
+use crate::error::CliError;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();

@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use bench::jobfile::parse_size;
 use clap::Args;
 use emu::{EmuConfig, EmuDevice, TimingProfile};
 use ftl::{FormatOptions, FtlVolume};
@@ -14,8 +15,9 @@ use nbd::{Listen, NbdServer, ServerConfig};
 use zns::{BlockDevice, Geometry, ZonedDevice};
 
 use crate::cmd_ftl::MountArgs;
-use crate::commands::{self, CliError, CliResult};
-use crate::units::parse_size;
+use crate::commands;
+use crate::error::{CliError, CliResult};
+use crate::units::format_size;
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -51,6 +53,12 @@ fn other(e: impl std::fmt::Display) -> CliError {
 
 fn parse_listen(text: &str) -> Result<Listen, CliError> {
     if let Some(p) = text.strip_prefix("unix:") {
+        // An empty path would bind an unnamed (abstract) socket that no client can name.
+        if p.is_empty() {
+            return Err(CliError::Usage(format!(
+                "--listen '{text}' has no socket path; give one, e.g. unix:/tmp/zonestack.sock"
+            )));
+        }
         return Ok(Listen::Unix(PathBuf::from(p)));
     }
     if let Some(a) = text.strip_prefix("tcp:") {
@@ -137,9 +145,9 @@ async fn device_for(
             Ok((
                 dev,
                 format!(
-                    "memory ({} zones of {} MiB)",
+                    "memory ({} zones of {})",
                     g.zone_count,
-                    (g.zone_size * 4096) >> 20
+                    format_size(g.zone_size * u64::from(g.block_size))
                 ),
             ))
         }
@@ -202,8 +210,8 @@ pub async fn run(a: &ServeArgs, out: &mut impl Write) -> CliResult {
     };
     writeln!(
         out,
-        "serving {} MiB FTL volume on {what} (recovery scanned {} blocks)\n{}",
-        (vol.size_blocks() * u64::from(vol.block_size())) >> 20,
+        "serving {} FTL volume on {what} (recovery scanned {} blocks)\n{}",
+        format_size(vol.size_blocks() * u64::from(vol.block_size())),
         report.scanned_blocks,
         server.local_uri()
     )?;
