@@ -17,6 +17,9 @@ use crate::units::{parse_blocks, parse_byte, parse_u64};
     propagate_version = true
 )]
 pub struct Cli {
+    /// Log to stderr at this level and above (RUST_LOG, when set, wins) [default: warn].
+    #[arg(long, global = true, value_enum, value_name = "LEVEL")]
+    pub log_level: Option<crate::logging::LogLevel>,
     #[command(subcommand)]
     pub cmd: Cmd,
 }

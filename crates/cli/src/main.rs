@@ -9,6 +9,7 @@ mod cmd_ftl;
 mod commands;
 mod error;
 mod lines;
+mod logging;
 mod plot;
 mod quickstart;
 mod serve;
@@ -25,6 +26,10 @@ use crate::error::CliError;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Err(e) = logging::init(cli.log_level) {
+        eprintln!("zonestack: {}", e.message());
+        return ExitCode::from(e.exit_code());
+    }
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -54,6 +54,11 @@ async fn run_line(dev: &EmuDevice, line: &str, out: &mut impl Write) -> CliResul
                 .to_string(),
         )
     })?;
+    if cli.log_level.is_some() {
+        return Err(CliError::Usage(
+            "--log-level applies to the whole session: give it before `session`".into(),
+        ));
+    }
     commands::execute(dev, &cli.cmd, out).await
 }
 
