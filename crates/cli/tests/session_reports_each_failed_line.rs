@@ -91,3 +91,17 @@ fn invalid_utf8_and_overlong_lines_fail_alone() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("2 of 5 command lines failed"), "{err}");
 }
+
+#[test]
+fn a_log_level_inside_a_session_line_is_refused() {
+    // The global option parses on every line but could only be ignored there.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = image(dir.path());
+    let o = session(&p, b"zone report --count 1 --log-level debug\n");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.starts_with("error: line 1: --log-level applies to the whole session"),
+        "{out}"
+    );
+}
