@@ -230,15 +230,22 @@ fn apply(s: &mut JobSpec, key: &str, value: Option<&str>, line: usize) -> Result
                 "use read, write, randread, randwrite, readwrite or randrw",
             ))?
         }
-        "bs" => s.block_bytes = size(v).filter(|b| *b > 0).ok_or(bad("expected a size"))?,
+        "bs" => {
+            s.block_bytes = parse_size(v)
+                .ok()
+                .filter(|b| *b > 0)
+                .ok_or(bad("expected a size"))?
+        }
         "iodepth" => s.iodepth = count(v).ok_or(bad("expected a count of at least 1"))?,
         "numjobs" => s.numjobs = count(v).ok_or(bad("expected a count of at least 1"))?,
-        "size" => s.size_bytes = Some(size(v).ok_or(bad("expected a size"))?),
-        "io_size" | "io_limit" => s.io_size_bytes = Some(size(v).ok_or(bad("expected a size"))?),
+        "size" => s.size_bytes = Some(parse_size(v).ok().ok_or(bad("expected a size"))?),
+        "io_size" | "io_limit" => {
+            s.io_size_bytes = Some(parse_size(v).ok().ok_or(bad("expected a size"))?)
+        }
         "runtime" => s.runtime_ms = Some(millis(v).ok_or(bad("expected a time"))?),
         "ramp_time" => s.ramp_ms = millis(v).ok_or(bad("expected a time"))?,
         "time_based" => s.time_based = flag(value).ok_or(bad("expected 0 or 1"))?,
-        "offset" => s.offset_bytes = size(v).ok_or(bad("expected a size"))?,
+        "offset" => s.offset_bytes = parse_size(v).ok().ok_or(bad("expected a size"))?,
         "zonemode" => {
             s.zoned = match v {
                 "zbd" => true,
@@ -251,7 +258,12 @@ fn apply(s: &mut JobSpec, key: &str, value: Option<&str>, line: usize) -> Result
             s.max_open_zones = Some(count(v).ok_or(bad("expected a count of at least 1"))?)
         }
         "rate" => {
-            s.rate_bytes_per_sec = Some(size(v).filter(|r| *r > 0).ok_or(bad("expected a size"))?)
+            s.rate_bytes_per_sec = Some(
+                parse_size(v)
+                    .ok()
+                    .filter(|r| *r > 0)
+                    .ok_or(bad("expected a size"))?,
+            )
         }
         "rwmixread" => s.rwmixread = percent(v).ok_or(bad("expected 0 to 100"))?,
         "rwmixwrite" => s.rwmixread = 100 - percent(v).ok_or(bad("expected 0 to 100"))?,
@@ -276,21 +288,73 @@ fn apply(s: &mut JobSpec, key: &str, value: Option<&str>, line: usize) -> Result
     Ok(())
 }
 
-/// A size with fio's default base-1024 suffixes (`4k`, `1m`, `2g`, `4KiB`).
-pub fn size(v: &str) -> Option<u64> {
-    let v = v.trim().to_ascii_lowercase();
-    let digits = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
-    let (n, unit) = v.split_at(digits);
-    let n: u64 = n.parse().ok()?;
-    let shift = match unit.trim_end_matches("ib").trim_end_matches('b') {
-        "" => 0,
+/// Why a size was refused by [`parse_size`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SizeError {
+    /// No digits at all (`""`, `"k"`).
+    NoNumber,
+    /// The digits are not a decimal or 0x-prefixed hexadecimal number.
+    NotANumber,
+    /// A suffix other than K, M, G or T (optionally followed by `iB` or `B`), or `B`.
+    UnknownSuffix(String),
+    /// The size does not fit in 64 bits.
+    TooLarge,
+}
+
+impl fmt::Display for SizeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SizeError::NoNumber => write!(f, "expected a size such as 4096, 4K, 1MiB or 0x1000"),
+            SizeError::NotANumber => write!(f, "not a decimal or 0x-prefixed number"),
+            SizeError::UnknownSuffix(s) => write!(
+                f,
+                "unknown size suffix '{s}' (use K, M, G or T, optionally followed by iB or B)"
+            ),
+            SizeError::TooLarge => write!(f, "the size does not fit in 64 bits"),
+        }
+    }
+}
+
+impl std::error::Error for SizeError {}
+
+/// The project's one parser of byte sizes, for fio job files and every command-line option:
+/// a decimal number with an optional case-insensitive suffix `K`, `M`, `G` or `T` (powers of
+/// 1024, as fio's default `kb_base=1024` reads them), which may be followed by `iB` or `B`
+/// (`4k`, `4K`, `4KiB`, `4kb`); a plain `B` suffix (`512B`); or a 0x-prefixed hexadecimal
+/// byte count without a suffix (`0x1000`, because `b` is a hexadecimal digit). Surrounding
+/// whitespace is ignored.
+pub fn parse_size(text: &str) -> Result<u64, SizeError> {
+    let t = text.trim();
+    if let Some(hex) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        if hex.is_empty() {
+            return Err(SizeError::NoNumber);
+        }
+        return u64::from_str_radix(hex, 16).map_err(|e| match e.kind() {
+            std::num::IntErrorKind::PosOverflow => SizeError::TooLarge,
+            _ => SizeError::NotANumber,
+        });
+    }
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (number, suffix) = t.split_at(digits);
+    if number.is_empty() {
+        return Err(SizeError::NoNumber);
+    }
+    let lower = suffix.to_ascii_lowercase();
+    let unit = lower
+        .strip_suffix("ib")
+        .filter(|u| !u.is_empty())
+        .or_else(|| lower.strip_suffix('b').filter(|u| !u.is_empty()))
+        .unwrap_or(&lower);
+    let shift = match unit {
+        "" | "b" => 0,
         "k" => 10,
         "m" => 20,
         "g" => 30,
         "t" => 40,
-        _ => return None,
+        _ => return Err(SizeError::UnknownSuffix(suffix.to_string())),
     };
-    n.checked_mul(1u64 << shift)
+    let n: u64 = number.parse().map_err(|_| SizeError::TooLarge)?;
+    n.checked_mul(1u64 << shift).ok_or(SizeError::TooLarge)
 }
 
 fn count(v: &str) -> Option<u32> {
@@ -423,13 +487,46 @@ mod tests {
 
     #[test]
     fn sizes_use_base_1024_suffixes() {
-        assert_eq!(size("4k"), Some(4096));
-        assert_eq!(size("4KiB"), Some(4096));
-        assert_eq!(size("1M"), Some(1 << 20));
-        assert_eq!(size("3g"), Some(3 << 30));
-        assert_eq!(size("512"), Some(512));
-        assert_eq!(size("k"), None);
-        assert_eq!(size("4x"), None);
+        // One parser serves job files and the command line, so it accepts what both did:
+        // fio's suffixes with optional iB/B, a bare B, and 0x hexadecimal.
+        for (text, bytes) in [
+            ("4k", 4096),
+            ("4K", 4096),
+            ("4KiB", 4096),
+            ("4kb", 4096),
+            ("1M", 1 << 20),
+            ("1m", 1 << 20),
+            ("3g", 3 << 30),
+            ("2G", 2 << 30),
+            ("1T", 1 << 40),
+            ("512", 512),
+            ("512B", 512),
+            ("4096", 4096),
+            (" 8K ", 8192),
+            ("0x1000", 4096),
+            ("0X1b", 27),
+        ] {
+            assert_eq!(parse_size(text), Ok(bytes), "{text:?}");
+        }
+        assert_eq!(parse_size("k"), Err(SizeError::NoNumber));
+        assert_eq!(parse_size(""), Err(SizeError::NoNumber));
+        assert_eq!(parse_size("0x"), Err(SizeError::NoNumber));
+        assert_eq!(parse_size("4x"), Err(SizeError::UnknownSuffix("x".into())));
+        assert_eq!(parse_size("12Q"), Err(SizeError::UnknownSuffix("Q".into())));
+        // "ib" alone is not a unit; an earlier parser read "4ib" as 4 bytes.
+        assert_eq!(
+            parse_size("4ib"),
+            Err(SizeError::UnknownSuffix("ib".into()))
+        );
+        assert_eq!(
+            parse_size("4kk"),
+            Err(SizeError::UnknownSuffix("kk".into()))
+        );
+        assert_eq!(parse_size("-4k"), Err(SizeError::NoNumber));
+        assert_eq!(parse_size("0x1G"), Err(SizeError::NotANumber));
+        assert_eq!(parse_size("99999999999T"), Err(SizeError::TooLarge));
+        assert_eq!(parse_size("0x10000000000000000"), Err(SizeError::TooLarge));
+        assert_eq!(parse_size("99999999999999999999"), Err(SizeError::TooLarge));
         assert_eq!(millis("250ms"), Some(250));
         assert_eq!(millis("2m"), Some(120_000));
     }

@@ -4,9 +4,10 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+use bench::jobfile::parse_size;
 use clap::{Args, Parser, Subcommand};
 
-use crate::units::{parse_byte, parse_size, parse_u64};
+use crate::units::{parse_blocks, parse_byte, parse_u64};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -16,6 +17,9 @@ use crate::units::{parse_byte, parse_size, parse_u64};
     propagate_version = true
 )]
 pub struct Cli {
+    /// Log to stderr at this level and above (RUST_LOG, when set, wins) [default: warn].
+    #[arg(long, global = true, value_enum, value_name = "LEVEL")]
+    pub log_level: Option<crate::logging::LogLevel>,
     #[command(subcommand)]
     pub cmd: Cmd,
 }
@@ -211,7 +215,7 @@ pub enum IoCmd {
         path: PathBuf,
         #[arg(long, value_parser = parse_u64)]
         lba: u64,
-        #[arg(long, value_parser = parse_u64)]
+        #[arg(long, value_parser = parse_blocks)]
         blocks: Option<u64>,
         #[command(flatten)]
         source: DataSource,
@@ -224,7 +228,7 @@ pub enum IoCmd {
         path: PathBuf,
         #[arg(long)]
         zone: u32,
-        #[arg(long, value_parser = parse_u64)]
+        #[arg(long, value_parser = parse_blocks)]
         blocks: Option<u64>,
         #[command(flatten)]
         source: DataSource,
@@ -236,7 +240,7 @@ pub enum IoCmd {
         path: PathBuf,
         #[arg(long, value_parser = parse_u64)]
         lba: u64,
-        #[arg(long, value_parser = parse_u64)]
+        #[arg(long, value_parser = parse_blocks)]
         blocks: u64,
         #[arg(long)]
         out: Option<PathBuf>,
@@ -246,7 +250,7 @@ pub enum IoCmd {
         path: PathBuf,
         #[arg(long, value_parser = parse_u64)]
         lba: u64,
-        #[arg(long, value_parser = parse_u64)]
+        #[arg(long, value_parser = parse_blocks)]
         blocks: u64,
         #[arg(long)]
         fua: bool,

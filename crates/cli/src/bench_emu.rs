@@ -10,13 +10,13 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
+use bench::jobfile::parse_size;
 use clap::Args;
 use emu::{EmuConfig, EmuDevice};
 use serde_json::json;
 use zns::{Geometry, ZoneAction, ZonedDevice};
 
-use crate::commands::{CliError, CliResult};
-use crate::units::parse_size;
+use crate::error::{CliError, CliResult};
 
 #[derive(Args, Debug)]
 pub struct BenchEmuArgs {

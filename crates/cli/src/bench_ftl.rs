@@ -12,7 +12,7 @@ use ftl::{FormatOptions, FtlVolume, MountOptions, VictimPolicy};
 use serde_json::json;
 use zns::{BlockDevice, Geometry, SimRng};
 
-use crate::commands::{CliError, CliResult};
+use crate::error::{CliError, CliResult};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum Workload {

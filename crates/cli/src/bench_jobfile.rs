@@ -9,10 +9,10 @@ use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
+use bench::jobfile::parse_size;
 use clap::Parser;
 
-use crate::commands::{CliError, CliResult};
-use crate::units::parse_size;
+use crate::error::{CliError, CliResult};
 
 /// The arguments after `zonestack bench`, when the first one is a job file.
 #[derive(Parser, Debug)]

@@ -5,10 +5,10 @@
 use std::io::Write;
 use std::path::PathBuf;
 
+use bench::jobfile::parse_size;
 use clap::Args;
 
-use crate::commands::{CliError, CliResult};
-use crate::units::parse_size;
+use crate::error::{CliError, CliResult};
 
 #[derive(Args, Debug)]
 pub struct BenchPaperArgs {

@@ -10,7 +10,8 @@ use ftl::{FormatOptions, FtlVolume, MountOptions, VictimPolicy, WriteMode};
 use serde_json::json;
 use zns::ZonedDevice;
 
-use crate::commands::{self, CliError, CliResult};
+use crate::commands;
+use crate::error::{CliError, CliResult};
 
 #[derive(Subcommand, Debug)]
 pub enum FtlCmd {
@@ -121,16 +122,24 @@ pub async fn run(cmd: &FtlCmd, out: &mut impl Write) -> CliResult {
             let force = *force;
             let op_permille = (op * 10.0).round() as u32;
             let text = with_device(path, |dev| async move {
-                let layout = ftl::format(dev.as_ref(), FormatOptions::with_op(op_permille), id, force).await.map_err(|e| match e {
-                    ftl::FtlError::NotEmpty => CliError::Other(format!("{} already holds data; pass --force to overwrite it", path.display())),
-                    e => other(e),
-                })?;
+                let layout =
+                    ftl::format(dev.as_ref(), FormatOptions::with_op(op_permille), id, force)
+                        .await
+                        .map_err(|e| match e {
+                            ftl::FtlError::NotEmpty => CliError::Other(format!(
+                                "{} already holds data; pass --force to overwrite it",
+                                path.display()
+                            )),
+                            e => other(e),
+                        })?;
                 Ok(format!(
-                    "formatted {}: {} blocks of {} bytes ({} MiB), {} data zones, {} checkpoint zones",
+                    "formatted {}: {} blocks of {} bytes ({}), {} data zones, {} checkpoint zones",
                     path.display(),
                     layout.volume_blocks,
                     layout.geometry.block_size,
-                    (layout.volume_blocks * u64::from(layout.geometry.block_size)) >> 20,
+                    crate::units::format_size(
+                        layout.volume_blocks * u64::from(layout.geometry.block_size)
+                    ),
                     layout.data_zones,
                     2 * layout.slot_zones
                 ))

@@ -6,51 +6,11 @@ use std::path::Path;
 
 use emu::{EmuConfig, EmuDevice, Op};
 use serde_json::json;
-use zns::{Geometry, NvmeStatus, ReportFilter, ZoneAction, ZoneState, ZonedDevice};
+use zns::{Geometry, ReportFilter, ZoneAction, ZoneState, ZonedDevice};
 
 use crate::args::{Cmd, CreateArgs, DataSource, DeviceCmd, FaultArgs, IoCmd, ZoneCmd, ZoneSelect};
-use crate::units::hexdump;
-
-/// Why a command failed, and how the process exits for it.
-#[derive(Debug)]
-pub enum CliError {
-    /// A device command completed with an NVMe error status (exit 1).
-    Device(NvmeStatus),
-    /// The request itself was malformed (exit 2).
-    Usage(String),
-    /// Anything else: a missing or corrupt image, host I/O (exit 1).
-    Other(String),
-}
-
-impl CliError {
-    pub fn message(&self) -> String {
-        match self {
-            CliError::Device(s) => format!("{s} (status {:#05x})", s.code()),
-            CliError::Usage(m) | CliError::Other(m) => m.clone(),
-        }
-    }
-
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            CliError::Usage(_) => 2,
-            _ => 1,
-        }
-    }
-}
-
-impl From<NvmeStatus> for CliError {
-    fn from(s: NvmeStatus) -> Self {
-        CliError::Device(s)
-    }
-}
-
-impl From<std::io::Error> for CliError {
-    fn from(e: std::io::Error) -> Self {
-        CliError::Other(e.to_string())
-    }
-}
-
-pub type CliResult = Result<(), CliError>;
+use crate::error::{CliError, CliResult};
+use crate::units::{format_size, hexdump};
 
 /// Opens an existing image with a message that says what to do when it cannot.
 pub fn open(path: &Path) -> Result<EmuDevice, CliError> {
@@ -160,6 +120,20 @@ pub fn geometry_for(a: &CreateArgs) -> Result<Geometry, CliError> {
         g.max_open = g.max_open.min(g.zone_count);
     }
     g.validate().map_err(|e| CliError::Usage(e.to_string()))?;
+    if let Some(z) = a.zasl {
+        // A Zone Append lands inside one zone, so a limit above the writable capacity of a
+        // zone advertises appends the device can never complete.
+        if u64::from(g.zasl_blocks) > g.zone_capacity {
+            return Err(CliError::Usage(format!(
+                "--zasl {} ({} blocks) exceeds the zone capacity of {} ({} blocks); \
+                 a Zone Append cannot be larger than a zone",
+                format_size(z),
+                g.zasl_blocks,
+                format_size(g.zone_capacity * bs),
+                g.zone_capacity,
+            )));
+        }
+    }
     Ok(g)
 }
 
@@ -175,14 +149,14 @@ pub fn create(a: &CreateArgs, out: &mut impl Write) -> CliResult {
     dev.shutdown().map_err(|e| CliError::Other(e.to_string()))?;
     writeln!(
         out,
-        "created {}: {} zones of {} blocks ({} writable), {}-byte blocks, {} B metadata, {} MiB writable",
+        "created {}: {} zones of {} blocks ({} writable), {}-byte blocks, {} B metadata, {} writable",
         a.path.display(),
         g.zone_count,
         g.zone_size,
         g.zone_capacity,
         g.block_size,
         g.oob_size,
-        g.capacity_bytes() >> 20
+        format_size(g.capacity_bytes())
     )?;
     Ok(())
 }
@@ -221,15 +195,15 @@ fn info(dev: &EmuDevice, json: bool, out: &mut impl Write) -> CliResult {
     writeln!(out, "zones:            {}", g.zone_count)?;
     writeln!(
         out,
-        "zone size:        {} blocks ({} MiB)",
+        "zone size:        {} blocks ({})",
         g.zone_size,
-        (g.zone_size * u64::from(g.block_size)) >> 20
+        format_size(g.zone_size * u64::from(g.block_size))
     )?;
     writeln!(
         out,
-        "zone capacity:    {} blocks ({} MiB)",
+        "zone capacity:    {} blocks ({})",
         g.zone_capacity,
-        (g.zone_capacity * u64::from(g.block_size)) >> 20
+        format_size(g.zone_capacity * u64::from(g.block_size))
     )?;
     writeln!(out, "block size:       {} bytes", g.block_size)?;
     writeln!(out, "metadata (oob):   {} bytes per block", g.oob_size)?;

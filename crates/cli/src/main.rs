@@ -7,6 +7,9 @@ mod bench_jobfile;
 mod bench_paper;
 mod cmd_ftl;
 mod commands;
+mod error;
+mod lines;
+mod logging;
 mod plot;
 mod quickstart;
 mod serve;
@@ -19,10 +22,14 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use crate::args::{Cli, Cmd, DeviceCmd};
-use crate::commands::CliError;
+use crate::error::CliError;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Err(e) = logging::init(cli.log_level) {
+        eprintln!("zonestack: {}", e.message());
+        return ExitCode::from(e.exit_code());
+    }
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -7,7 +7,7 @@ use std::path::Path;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
 
-use crate::commands::CliError;
+use crate::error::CliError;
 
 const FONT_PATH: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
 const BUCKETS: usize = 100;

@@ -10,7 +10,8 @@ use futures::future::join_all;
 use zns::{CopyRange, ReportFilter, SimRng, ZoneAction, ZonedDevice};
 
 use crate::args::{Cmd, QuickstartArgs, ZoneCmd};
-use crate::commands::{self, CliError, CliResult};
+use crate::commands;
+use crate::error::{CliError, CliResult};
 
 fn pattern(lba: u64, bs: usize) -> Vec<u8> {
     (0..bs).map(|i| (lba as usize * 31 + i) as u8).collect()

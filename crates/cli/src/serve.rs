@@ -1,21 +1,27 @@
 //! `zonestack serve`: a host FTL volume exported over NBD, on an emulated device image or an
-//! in-memory emulated device. Shuts down cleanly on SIGINT or SIGTERM: in-flight requests
-//! finish, the volume is flushed and checkpointed, and the image is closed.
+//! in-memory emulated device. Shuts down on SIGINT or SIGTERM: in-flight requests finish,
+//! the volume is flushed and checkpointed, and the image is closed; a step that fails is
+//! reported with its cause and makes the exit status 1, and only a shutdown where every
+//! step worked says "volume flushed and checkpointed". Logs its start and each shutdown
+//! step at info level.
 
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use bench::jobfile::parse_size;
 use clap::Args;
 use emu::{EmuConfig, EmuDevice, TimingProfile};
 use ftl::{FormatOptions, FtlVolume};
 use nbd::{Listen, NbdServer, ServerConfig};
+use tracing::info;
 use zns::{BlockDevice, Geometry, ZonedDevice};
 
 use crate::cmd_ftl::MountArgs;
-use crate::commands::{self, CliError, CliResult};
-use crate::units::parse_size;
+use crate::commands;
+use crate::error::{CliError, CliResult};
+use crate::units::format_size;
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -51,6 +57,12 @@ fn other(e: impl std::fmt::Display) -> CliError {
 
 fn parse_listen(text: &str) -> Result<Listen, CliError> {
     if let Some(p) = text.strip_prefix("unix:") {
+        // An empty path would bind an unnamed (abstract) socket that no client can name.
+        if p.is_empty() {
+            return Err(CliError::Usage(format!(
+                "--listen '{text}' has no socket path; give one, e.g. unix:/tmp/zonestack.sock"
+            )));
+        }
         return Ok(Listen::Unix(PathBuf::from(p)));
     }
     if let Some(a) = text.strip_prefix("tcp:") {
@@ -137,9 +149,9 @@ async fn device_for(
             Ok((
                 dev,
                 format!(
-                    "memory ({} zones of {} MiB)",
+                    "memory ({} zones of {})",
                     g.zone_count,
-                    (g.zone_size * 4096) >> 20
+                    format_size(g.zone_size * u64::from(g.block_size))
                 ),
             ))
         }
@@ -153,14 +165,45 @@ async fn signalled() {
         signal(SignalKind::terminate()),
     ) {
         (Ok(mut i), Ok(mut t)) => {
-            tokio::select! {
-                _ = i.recv() => {}
-                _ = t.recv() => {}
-            }
+            let name = tokio::select! {
+                _ = i.recv() => "SIGINT",
+                _ = t.recv() => "SIGTERM",
+            };
+            info!("{name} received: stopping the NBD server");
         }
         // Without signal handlers the server runs until killed.
         _ => std::future::pending::<()>().await,
     }
+}
+
+/// The last two steps of a shutdown: flushing and checkpointing the volume, then closing the
+/// device image. Both run even when the first fails, so the image is closed either way.
+async fn close(vol: &FtlVolume, dev: &EmuDevice) -> Vec<String> {
+    let mut problems = Vec::new();
+    match vol.unmount().await {
+        Ok(()) => info!("volume flushed and checkpointed"),
+        Err(e) => problems.push(format!(
+            "the volume could not be flushed and checkpointed: {e}"
+        )),
+    }
+    match dev.shutdown() {
+        Ok(()) => info!("device closed"),
+        Err(e) => problems.push(format!("the device image could not be closed: {e}")),
+    }
+    problems
+}
+
+/// The outcome of a stopped server: a clean stop is claimed only when every step worked;
+/// otherwise the error names each step that failed, with its cause.
+fn outcome(problems: Vec<String>, out: &mut impl Write) -> CliResult {
+    if problems.is_empty() {
+        writeln!(out, "stopped: volume flushed and checkpointed")?;
+        return Ok(());
+    }
+    Err(CliError::Other(format!(
+        "stopped with errors: {}",
+        problems.join("; ")
+    )))
 }
 
 pub async fn run(a: &ServeArgs, out: &mut impl Write) -> CliResult {
@@ -182,9 +225,19 @@ pub async fn run(a: &ServeArgs, out: &mut impl Write) -> CliResult {
         what = format!("{what} with {}", crate::timing::describe(p));
     }
     let zoned: Arc<dyn ZonedDevice> = dev.clone();
-    let (vol, report) = FtlVolume::mount(zoned, a.mount.options())
-        .await
-        .map_err(other)?;
+    let (vol, report) = match FtlVolume::mount(zoned, a.mount.options()).await {
+        Ok(m) => m,
+        Err(e) => {
+            let closed = dev
+                .shutdown()
+                .err()
+                .map(|c| format!("; closing the device: {c}"));
+            return Err(CliError::Other(format!(
+                "{e}{}",
+                closed.unwrap_or_default()
+            )));
+        }
+    };
     let config = ServerConfig {
         export_name: a.export.clone(),
         listen,
@@ -196,30 +249,75 @@ pub async fn run(a: &ServeArgs, out: &mut impl Write) -> CliResult {
     let server = match NbdServer::bind(config, blockdev) {
         Ok(s) => s,
         Err(e) => {
-            vol.unmount().await.map_err(other)?;
-            return Err(other(e));
+            let mut problems = vec![e.to_string()];
+            problems.extend(close(&vol, &dev).await);
+            return Err(CliError::Other(problems.join("; ")));
         }
     };
+    let size = format_size(vol.size_blocks() * u64::from(vol.block_size()));
+    let g = dev.geometry();
+    info!(
+        "serving a {size} FTL volume at {} on {what}: {} zones of {} blocks ({} writable), \
+         {}-byte blocks, {} open / {} active",
+        server.local_uri(),
+        g.zone_count,
+        g.zone_size,
+        g.zone_capacity,
+        g.block_size,
+        g.max_open,
+        g.max_active
+    );
     writeln!(
         out,
-        "serving {} MiB FTL volume on {what} (recovery scanned {} blocks)\n{}",
-        (vol.size_blocks() * u64::from(vol.block_size())) >> 20,
+        "serving {size} FTL volume on {what} (recovery scanned {} blocks)\n{}",
         report.scanned_blocks,
         server.local_uri()
     )?;
     out.flush()?;
     let served = server.serve_until(signalled()).await;
-    let unmounted = vol.unmount().await;
-    dev.shutdown().map_err(other)?;
-    served.map_err(other)?;
-    unmounted.map_err(other)?;
-    writeln!(out, "stopped: volume flushed and checkpointed")?;
-    Ok(())
+    info!("NBD server stopped: flushing and checkpointing the volume");
+    let mut problems = Vec::new();
+    if let Err(e) = served {
+        problems.push(format!("the NBD server failed: {e}"));
+    }
+    problems.extend(close(&vol, &dev).await);
+    outcome(problems, out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_clean_stop_is_claimed_only_when_every_step_worked() {
+        // `serve` must not print "flushed and checkpointed" when a step of its shutdown
+        // failed, and its error must name every failed step with its cause.
+        let mut out = Vec::new();
+        assert!(outcome(Vec::new(), &mut out).is_ok());
+        assert_eq!(out, b"stopped: volume flushed and checkpointed\n");
+        let mut out = Vec::new();
+        let problems = vec![
+            "checkpoint: Zone Is Read Only".to_string(),
+            "close: EIO".to_string(),
+        ];
+        let e = outcome(problems, &mut out)
+            .err()
+            .map(|e| (e.exit_code(), e.message()));
+        assert_eq!(
+            e,
+            Some((
+                1,
+                "stopped with errors: checkpoint: Zone Is Read Only; close: EIO".to_string()
+            ))
+        );
+        assert!(out.is_empty(), "{}", String::from_utf8_lossy(&out));
+    }
+
+    #[test]
+    fn an_empty_unix_path_is_a_usage_error() {
+        assert!(matches!(parse_listen("unix:"), Err(CliError::Usage(_))));
+        assert!(matches!(parse_listen("unix:/tmp/s"), Ok(Listen::Unix(_))));
+    }
 
     #[test]
     fn every_timing_profile_accepts_the_memory_geometry() {

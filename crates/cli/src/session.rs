@@ -1,6 +1,8 @@
 //! `zonestack session PATH`: one open device, commands from stdin one per line. Each line
 //! is a subcommand without `zonestack` and PATH; open zones stay open between lines because
-//! the device stays open. Errors are printed in line and the session goes on.
+//! the device stays open. A failed line prints `error: line N: ...` in line and the session
+//! goes on; a line that is not UTF-8 or longer than `MAX_LINE_BYTES` fails the same way. The
+//! session exits 1 when any line failed.
 
 use std::io::{BufRead, Write};
 
@@ -8,7 +10,9 @@ use clap::Parser;
 use emu::EmuDevice;
 
 use crate::args::Cli;
-use crate::commands::{self, CliError, CliResult};
+use crate::commands;
+use crate::error::{CliError, CliResult};
+use crate::lines::{BoundedLines, Line, MAX_LINE_BYTES};
 
 /// Subcommands followed by a second word before the PATH position.
 const TWO_WORD: [&str; 3] = ["zone", "io", "device"];
@@ -50,32 +54,123 @@ async fn run_line(dev: &EmuDevice, line: &str, out: &mut impl Write) -> CliResul
                 .to_string(),
         )
     })?;
+    if cli.log_level.is_some() {
+        return Err(CliError::Usage(
+            "--log-level applies to the whole session: give it before `session`".into(),
+        ));
+    }
     commands::execute(dev, &cli.cmd, out).await
 }
 
-/// Runs every line of `input`; returns after end of input or `quit`.
-pub async fn run(dev: &EmuDevice, input: impl BufRead, out: &mut impl Write) -> CliResult {
-    for line in input.lines() {
-        let line = line?;
+/// What a session did with its lines.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Tally {
+    /// Lines that held a command (not blank, not a comment).
+    commands: u64,
+    failed: u64,
+    first_failed: Option<u64>,
+}
+
+impl Tally {
+    fn fail(&mut self, number: u64) {
+        self.failed += 1;
+        self.first_failed.get_or_insert(number);
+    }
+}
+
+/// Prints a failed line's error in line, naming the line.
+fn report(out: &mut impl Write, tally: &mut Tally, number: u64, message: &str) -> CliResult {
+    tally.fail(number);
+    writeln!(out, "error: line {number}: {message}")?;
+    Ok(())
+}
+
+/// Runs the lines until the end of input or `quit`. An error here is an error of the output
+/// or of reading the input, which ends the session; a failed line does not.
+async fn run_lines(
+    dev: &EmuDevice,
+    input: impl BufRead,
+    out: &mut impl Write,
+    tally: &mut Tally,
+) -> CliResult {
+    let mut lines = BoundedLines::new(input, MAX_LINE_BYTES);
+    loop {
+        let (number, line) = match lines.next_line() {
+            Ok(Some(l)) => l,
+            Ok(None) => return Ok(()),
+            Err(e) => {
+                let at = lines.lines_read() + 1;
+                return Err(CliError::Other(format!("reading line {at}: {e}")));
+            }
+        };
+        let line = match line {
+            Line::Text(t) => t,
+            Line::TooLong { bytes } => {
+                tally.commands += 1;
+                let m = format!(
+                    "the line is {bytes} bytes, over the limit of {MAX_LINE_BYTES}; skipped"
+                );
+                report(out, tally, number, &m)?;
+                out.flush()?;
+                continue;
+            }
+            Line::NotUtf8 { at } => {
+                tally.commands += 1;
+                let m = format!(
+                    "the line is not UTF-8 (invalid byte at column {}); skipped",
+                    at + 1
+                );
+                report(out, tally, number, &m)?;
+                out.flush()?;
+                continue;
+            }
+        };
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
         if line == "quit" || line == "exit" {
-            break;
+            return Ok(());
         }
+        tally.commands += 1;
         let mut buf = Vec::new();
         match run_line(dev, line, &mut buf).await {
             Ok(()) if buf.is_empty() => writeln!(out, "ok")?,
             Ok(()) => out.write_all(&buf)?,
             Err(e) => {
                 out.write_all(&buf)?;
-                writeln!(out, "error: {}", e.message())?;
+                report(out, tally, number, &e.message())?;
             }
         }
         out.flush()?;
     }
-    dev.shutdown().map_err(|e| CliError::Other(e.to_string()))
+}
+
+/// Runs every line of `input`, then closes the device. Fails (exit 1) when any line failed,
+/// when the input could not be read, or when the device could not be closed; each failed
+/// line has already printed its error, naming its line number.
+pub async fn run(dev: &EmuDevice, input: impl BufRead, out: &mut impl Write) -> CliResult {
+    let mut tally = Tally::default();
+    let ran = run_lines(dev, input, out, &mut tally).await;
+    let closed = dev.shutdown();
+    let mut problems = Vec::new();
+    if let Err(e) = ran {
+        problems.push(e.message());
+    }
+    if let Some(first) = tally.first_failed {
+        problems.push(format!(
+            "{} of {} command lines failed (the first at line {first})",
+            tally.failed, tally.commands
+        ));
+    }
+    if let Err(e) = closed {
+        problems.push(format!("closing the device: {e}"));
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(CliError::Other(problems.join("; ")))
+    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,8 @@ use std::io::Write;
 use emu::timing::{timing_profile, timing_profiles, TimingProfile};
 use emu::{ClockMode, EmuDevice};
 
-use crate::commands::{CliError, CliResult};
+use crate::error::{CliError, CliResult};
+use crate::units::format_size;
 
 /// Looks `name` up, or refuses it as a usage error naming every valid profile. Called before
 /// any device is opened, so a typo never touches an image or binds a socket.
@@ -43,15 +44,6 @@ fn latency(ns: u64) -> String {
     }
 }
 
-/// Bytes in KiB below one MiB, else in MiB.
-fn size(bytes: u64) -> String {
-    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
-        format!("{} MiB", bytes >> 20)
-    } else {
-        format!("{} KiB", bytes >> 10)
-    }
-}
-
 /// The timing profiles as a table: flash layout, latencies, host link and write buffer.
 pub fn list(out: &mut impl Write) -> CliResult {
     writeln!(
@@ -66,12 +58,12 @@ pub fn list(out: &mut impl Write) -> CliResult {
             p.name,
             format!("{} x {}", p.channels, p.dies_per_channel),
             p.planes,
-            size(u64::from(p.page_bytes)),
+            format_size(u64::from(p.page_bytes)),
             latency(p.page_read_ns),
             latency(p.page_program_ns),
             latency(p.block_erase_ns),
             (p.host_bytes_per_sec as f64 / 1e6).round() as u64,
-            size(p.write_buffer_bytes)
+            format_size(p.write_buffer_bytes)
         )?;
     }
     Ok(())
@@ -98,7 +90,7 @@ mod tests {
     fn units_are_readable() {
         assert_eq!(latency(74_043), "74.0 us");
         assert_eq!(latency(3_500_000), "3.5 ms");
-        assert_eq!(size(16 << 10), "16 KiB");
-        assert_eq!(size(8 << 20), "8 MiB");
+        assert_eq!(format_size(16 << 10), "16 KiB");
+        assert_eq!(format_size(8 << 20), "8 MiB");
     }
 }

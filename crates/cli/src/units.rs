@@ -1,31 +1,6 @@
-//! Parsing of sizes and numbers as storage tools write them (4K, 1M, 2G, 0x1000), and a
-//! `hexdump -C` style formatter.
-
-/// Parses a byte count with an optional K/M/G/T suffix (powers of 1024) or a 0x prefix.
-pub fn parse_size(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let (digits, mult) = match t.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() && !t.starts_with("0x") => {
-            let m = match c.to_ascii_uppercase() {
-                'K' => 1u64 << 10,
-                'M' => 1 << 20,
-                'G' => 1 << 30,
-                'T' => 1 << 40,
-                'B' => 1,
-                _ => {
-                    return Err(format!(
-                        "unknown size suffix in '{text}' (use K, M, G or T)"
-                    ))
-                }
-            };
-            (&t[..i], m)
-        }
-        _ => (t, 1),
-    };
-    let n = parse_u64(digits)?;
-    n.checked_mul(mult)
-        .ok_or_else(|| format!("size '{text}' is too large"))
-}
+//! Parsing of numbers as storage tools write them (17, 0x1000), and a `hexdump -C` style
+//! formatter. Sizes with suffixes (4K, 1MiB) parse with `bench::jobfile::parse_size`, the
+//! project's one size parser.
 
 /// Parses a decimal or 0x-prefixed hexadecimal number.
 pub fn parse_u64(text: &str) -> Result<u64, String> {
@@ -35,6 +10,44 @@ pub fn parse_u64(text: &str) -> Result<u64, String> {
         None => t.parse::<u64>(),
     };
     r.map_err(|_| format!("'{text}' is not a number"))
+}
+
+/// Parses a count of blocks: a number of at least 1, because a command on zero blocks is a
+/// malformed request, not something to send to the device.
+pub fn parse_blocks(text: &str) -> Result<u64, String> {
+    match parse_u64(text)? {
+        0 => Err("a command needs at least 1 block".to_string()),
+        n => Ok(n),
+    }
+}
+
+/// Formats a byte count for people, exactly when that reads well: in the largest binary unit
+/// (B, KiB, MiB, GiB, TiB, PiB) in which the count is exact to at most two decimals and below
+/// 10,000 (`768 KiB`, `1.5 GiB`, `1077 MiB`); otherwise rounded to two decimals in the largest
+/// unit it reaches (`19.43 MiB`). A size is never rounded down to zero, as an earlier `>> 20`
+/// printed a 768 KiB zone as `0 MiB`.
+pub fn format_size(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let unit_bytes = |i: usize| 1u64 << (10 * i);
+    let exact = (0..UNITS.len()).rev().find(|&i| {
+        let u = unit_bytes(i);
+        // `bytes % u` is below 2^50, so multiplying by 100 cannot overflow.
+        (bytes >= u || i == 0) && ((bytes % u) * 100).is_multiple_of(u) && bytes / u < 10_000
+    });
+    if let Some(i) = exact {
+        let u = unit_bytes(i);
+        let hundredths = (bytes % u) * 100 / u;
+        let text = format!("{}.{hundredths:02}", bytes / u);
+        let text = text.trim_end_matches('0').trim_end_matches('.');
+        return format!("{text} {}", UNITS[i]);
+    }
+    let i = (0..UNITS.len())
+        .rev()
+        .find(|&i| bytes >= unit_bytes(i))
+        .unwrap_or(0);
+    let text = format!("{:.2}", bytes as f64 / unit_bytes(i) as f64);
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    format!("{text} {}", UNITS[i])
 }
 
 /// Parses a byte value for a fill pattern (0xab, 171).
@@ -89,17 +102,41 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sizes_parse_like_storage_tools() {
-        assert_eq!(parse_size("4096"), Ok(4096));
-        assert_eq!(parse_size("4K"), Ok(4096));
-        assert_eq!(parse_size("1m"), Ok(1 << 20));
-        assert_eq!(parse_size("2G"), Ok(2 << 30));
-        assert_eq!(parse_size("0x1000"), Ok(4096));
-        assert!(parse_size("12Q").is_err());
-        assert!(parse_size("").is_err());
-        assert!(parse_size("99999999999T").is_err());
+    fn numbers_parse_like_storage_tools() {
+        assert_eq!(parse_u64("0x1000"), Ok(4096));
+        assert_eq!(parse_u64("17"), Ok(17));
+        assert!(parse_u64("4K").is_err());
         assert_eq!(parse_byte("0xab"), Ok(0xab));
         assert!(parse_byte("256").is_err());
+    }
+
+    #[test]
+    fn block_counts_start_at_one() {
+        assert_eq!(parse_blocks("1"), Ok(1));
+        assert_eq!(parse_blocks("0x10"), Ok(16));
+        assert!(parse_blocks("0").is_err());
+        assert!(parse_blocks("0x0").is_err());
+    }
+
+    #[test]
+    fn sizes_print_exactly_or_to_two_decimals() {
+        // `device info` printed the small profile's 768 KiB zone capacity as "0 MiB".
+        assert_eq!(format_size(768 << 10), "768 KiB");
+        assert_eq!(format_size(0), "0 B");
+        assert_eq!(format_size(512), "512 B");
+        assert_eq!(format_size(4096), "4 KiB");
+        assert_eq!(format_size(1 << 20), "1 MiB");
+        assert_eq!(format_size(1077 << 20), "1077 MiB");
+        assert_eq!(format_size(3 << 29), "1.5 GiB");
+        assert_eq!(format_size(5 << 28), "1.25 GiB");
+        assert_eq!(format_size(2 << 30), "2 GiB");
+        assert_eq!(format_size(16 << 40), "16 TiB");
+        assert_eq!(format_size(4973 * 4096), "19.43 MiB");
+        assert_eq!(format_size((1 << 30) + (1 << 29) + 4096), "1.5 GiB");
+        assert_eq!(format_size(20 << 30), "20 GiB");
+        assert_eq!(format_size(10_000 << 20), "9.77 GiB");
+        assert_eq!(format_size(10_000), "9.77 KiB");
+        assert_eq!(format_size(u64::MAX), "16384 PiB");
     }
 
     #[test]

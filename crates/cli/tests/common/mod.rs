@@ -2,7 +2,8 @@
 
 #![allow(dead_code)]
 
-use std::process::{Command, Output};
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
 
 /// Runs `zonestack` with `args` and returns what it did.
 pub fn zonestack(args: &[&str]) -> Output {
@@ -21,4 +22,40 @@ pub fn ok(args: &[&str]) -> String {
         String::from_utf8_lossy(&o.stderr)
     );
     String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Runs a command that must fail with `code`, without a panic; returns its stderr.
+pub fn fails(args: &[&str], code: i32) -> String {
+    let o = zonestack(args);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(code), "zonestack {args:?}: {err}");
+    assert!(
+        !err.contains("panicked"),
+        "zonestack {args:?} panicked: {err}"
+    );
+    err
+}
+
+/// Runs `zonestack session PATH` with `script` on stdin and returns what it did.
+pub fn session(path: &str, script: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_zonestack"))
+        .args(["session", path])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn zonestack session");
+    let mut stdin = child.stdin.take().expect("stdin");
+    // Write from a thread: a script larger than the pipe buffer would otherwise block while
+    // the session blocks writing its replies to a stdout nobody reads yet.
+    let script = script.to_vec();
+    let writer = std::thread::spawn(move || stdin.write_all(&script));
+    let o = child
+        .wait_with_output()
+        .expect("wait for zonestack session");
+    writer
+        .join()
+        .expect("writer thread")
+        .expect("write the script");
+    o
 }
