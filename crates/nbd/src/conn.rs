@@ -20,7 +20,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use zns::{BlockDevice, BlockResult};
 
-use crate::io::{self as bio, BlockLocks};
+use crate::io as bio;
+use crate::locks::BlockLocks;
 use crate::negotiate::{self, ExportInfo, Next};
 use crate::proto::{self, ProtoError, Request, SimpleReply};
 use crate::request::{self, Limits, Op, Payload};
@@ -315,9 +316,10 @@ async fn execute(shared: &Shared, op: Op, payload: Vec<u8>) -> (BlockResult<()>,
             Vec::new(),
         ),
         Op::Flush => (dev.flush().await, Vec::new()),
-        Op::Trim { offset, len, fua } => {
-            (bio::trim(dev, offset, len as usize, fua).await, Vec::new())
-        }
+        Op::Trim { offset, len, fua } => (
+            bio::trim(dev, locks, offset, len as usize, fua).await,
+            Vec::new(),
+        ),
         Op::WriteZeroes { offset, len, fua } => (
             bio::write_zeroes(dev, locks, offset, len as usize, fua).await,
             Vec::new(),

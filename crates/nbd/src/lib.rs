@@ -19,6 +19,7 @@ mod config;
 mod conn;
 mod error;
 mod io;
+mod locks;
 pub mod memdisk;
 pub mod negotiate;
 pub mod proto;

@@ -22,7 +22,7 @@ use zns::BlockDevice;
 use crate::config::{tcp_uri, unix_uri, Listen, ServerConfig};
 use crate::conn::{self, stopped, Shared};
 use crate::error::ServerError;
-use crate::io::BlockLocks;
+use crate::locks::BlockLocks;
 use crate::negotiate::ExportInfo;
 use crate::proto;
 use crate::request::Limits;
