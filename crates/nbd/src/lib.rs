@@ -15,6 +15,7 @@
 //! # }
 //! ```
 
+mod budget;
 mod config;
 mod conn;
 mod error;
