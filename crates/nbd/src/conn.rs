@@ -4,7 +4,8 @@
 //! Shape: a reader parses requests and spawns one task per request (bounded by a count and a
 //! byte budget); a writer, polled in the same task as the reader, sends each reply when its
 //! request finishes. The connection ends when the reader has stopped and every request task
-//! has handed back its reply, so a connection that is gone has nothing left running.
+//! has finished (handed back its reply, or been dropped because the client left), so a
+//! connection that is gone has nothing left running.
 //!
 //! Fault model: the client is untrusted and may send anything, stall, or vanish at any byte.
 //! Bad requests get an errno; bytes we cannot stay in step with (bad magic, a payload too
@@ -14,17 +15,17 @@
 //! fails, or a reply cannot be written) must not keep the server busy with work nobody will
 //! read: requests it sent that have not started on the volume are dropped unstarted, reads in
 //! progress are abandoned (they change nothing), and commands that change the volume and have
-//! started run to completion, so none is torn by the client leaving. Only a `DISC` or a
-//! server shutdown lets every request already read finish and be answered. A connection's
-//! own budget and the server-wide one (`budget.rs`) bound what any number of clients can make
-//! the server hold or run at once.
+//! started run to completion, so none is torn by the client leaving. A `DISC`, a protocol
+//! violation or a server shutdown instead let every request already read finish and be
+//! answered while the socket still takes replies. A connection's own budget and the
+//! server-wide one (`budget.rs`) bound what any number of clients can make the server hold or
+//! run at once.
 
+use std::future::Future;
 use std::io;
 use std::sync::Arc;
 
-use std::future::Future;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
-
 use tokio::sync::{mpsc, watch};
 use zns::{BlockDevice, BlockResult};
 
