@@ -11,6 +11,11 @@ use crate::proto::MAX_STRING_LEN;
 /// The port IANA reserved for NBD.
 pub const DEFAULT_PORT: u16 = 10809;
 
+/// Largest `server_max_in_flight` accepted.
+const MAX_SERVER_IN_FLIGHT: usize = 1 << 16;
+/// Largest byte budget accepted (a budget is a semaphore, whose permits are limited).
+const MAX_IN_FLIGHT_BYTES: usize = 1 << 40;
+
 /// Where a server listens.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Listen {
@@ -22,9 +27,18 @@ pub enum Listen {
 
 /// Everything an `NbdServer` needs besides the volume.
 ///
-/// Memory bound: each connection holds at most `max_in_flight_bytes` of request and reply
-/// data, so the server holds at most `max_connections * max_in_flight_bytes` plus one block
-/// per read-modify-write in flight.
+/// Work and memory bounds. Each connection holds at most `max_in_flight` requests and
+/// `max_in_flight_bytes` of write payloads and read data, counted from when a request is read
+/// until its reply is sent. On top of that, every request must take a share of one
+/// server-wide budget (`server_max_in_flight` requests, `server_max_in_flight_bytes` of data)
+/// before it starts on the volume, and keeps it until its reply is sent or dropped. So the
+/// volume never has more than `server_max_in_flight` requests of the server in progress,
+/// read buffers never exceed `server_max_in_flight_bytes` in total, and the server holds at
+/// most `max_connections * max_in_flight_bytes` of data (write payloads waiting for the server
+/// budget are bounded only by their connection's budget) plus one block per read-modify-write
+/// in flight. Requests of a client that vanished are dropped before they start (see
+/// `conn.rs`), so a burst of disconnecting clients leaves at most the server budget's worth
+/// of work behind.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServerConfig {
     /// The single export's name; clients asking for another name are refused.
@@ -42,6 +56,11 @@ pub struct ServerConfig {
     pub max_in_flight: usize,
     /// Bytes of write payloads and read data held per connection.
     pub max_in_flight_bytes: usize,
+    /// Requests of all connections together that may be running on the volume or waiting
+    /// for their reply to be sent.
+    pub server_max_in_flight: usize,
+    /// Bytes of write payloads and read data of all connections' started requests together.
+    pub server_max_in_flight_bytes: usize,
     /// Largest READ or WRITE served (advertised as the maximum block size).
     pub max_request_bytes: u32,
     /// Connections served at once; further clients wait in the listen backlog.
@@ -62,6 +81,8 @@ impl Default for ServerConfig {
             multi_conn: false,
             max_in_flight: 64,
             max_in_flight_bytes: 128 << 20,
+            server_max_in_flight: 256,
+            server_max_in_flight_bytes: 256 << 20,
             max_request_bytes: 32 << 20,
             max_connections: 32,
             handshake_timeout: Duration::from_secs(30),
@@ -103,9 +124,26 @@ impl ServerConfig {
             let n = self.max_request_bytes;
             return bad(format!("max_request_bytes is {n}; use 512 to 1 GiB"));
         }
-        if self.max_in_flight_bytes < self.max_request_bytes as usize {
-            // Otherwise a request of the maximum size could never get its memory.
-            return bad("max_in_flight_bytes must be at least max_request_bytes".into());
+        if !(1..=MAX_SERVER_IN_FLIGHT).contains(&self.server_max_in_flight) {
+            let n = self.server_max_in_flight;
+            return bad(format!(
+                "server_max_in_flight is {n}; use 1 to {MAX_SERVER_IN_FLIGHT}"
+            ));
+        }
+        let max = self.max_request_bytes as usize;
+        for (name, n) in [
+            ("max_in_flight_bytes", self.max_in_flight_bytes),
+            (
+                "server_max_in_flight_bytes",
+                self.server_max_in_flight_bytes,
+            ),
+        ] {
+            // Below the maximum request, a request of that size could never get its memory.
+            if !(max..=MAX_IN_FLIGHT_BYTES).contains(&n) {
+                return bad(format!(
+                    "{name} is {n}; use max_request_bytes ({max}) to 1 TiB"
+                ));
+            }
         }
         if self.max_connections == 0 {
             return bad("max_connections must be at least 1".into());
@@ -195,6 +233,24 @@ mod tests {
         .is_err());
         assert!(ServerConfig {
             max_in_flight_bytes: 1,
+            ..d.clone()
+        }
+        .validate()
+        .is_err());
+        assert!(ServerConfig {
+            server_max_in_flight: 0,
+            ..d.clone()
+        }
+        .validate()
+        .is_err());
+        assert!(ServerConfig {
+            server_max_in_flight_bytes: (32 << 20) - 1,
+            ..d.clone()
+        }
+        .validate()
+        .is_err());
+        assert!(ServerConfig {
+            max_in_flight_bytes: usize::MAX,
             ..d.clone()
         }
         .validate()

@@ -4,23 +4,34 @@
 //! Shape: a reader parses requests and spawns one task per request (bounded by a count and a
 //! byte budget); a writer, polled in the same task as the reader, sends each reply when its
 //! request finishes. The connection ends when the reader has stopped and every request task
-//! has handed back its reply, so a connection that is gone has nothing left running.
+//! has finished (handed back its reply, or been dropped because the client left), so a
+//! connection that is gone has nothing left running.
 //!
 //! Fault model: the client is untrusted and may send anything, stall, or vanish at any byte.
 //! Bad requests get an errno; bytes we cannot stay in step with (bad magic, a payload too
 //! large to skip, a protocol violation in the handshake) end the connection. A reply is sent
 //! only after the volume completed the request, so an acknowledged write is on the volume
-//! whatever the client does next; requests in flight when the client vanishes still run to
-//! completion, and only their replies are lost.
+//! whatever the client does next. A client that vanishes (its socket reads end of file or
+//! fails, or a reply cannot be written) must not keep the server busy with work nobody will
+//! read: requests it sent that have not started on the volume are dropped unstarted, reads in
+//! progress are abandoned (they change nothing), and commands that change the volume and have
+//! started run to completion, so none is torn by the client leaving. A `DISC`, a protocol
+//! violation or a server shutdown instead let every request already read finish and be
+//! answered while the socket still takes replies. A connection's own budget and the
+//! server-wide one (`budget.rs`) bound what any number of clients can make the server hold or
+//! run at once.
 
+use std::future::Future;
 use std::io;
 use std::sync::Arc;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
-use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, watch};
 use zns::{BlockDevice, BlockResult};
 
-use crate::io::{self as bio, BlockLocks};
+use crate::budget::{Budget, Closed, Held};
+use crate::io as bio;
+use crate::locks::BlockLocks;
 use crate::negotiate::{self, ExportInfo, Next};
 use crate::proto::{self, ProtoError, Request, SimpleReply};
 use crate::request::{self, Limits, Op, Payload};
@@ -40,6 +51,8 @@ pub(crate) struct Shared {
     pub locks: BlockLocks,
     pub max_in_flight: usize,
     pub max_in_flight_bytes: usize,
+    /// The budget every connection's requests draw on before they start on the volume.
+    pub server_budget: Budget,
     pub handshake_timeout: std::time::Duration,
 }
 
@@ -86,7 +99,13 @@ where
         return Ok(());
     }
     let (tx, rx) = mpsc::channel(shared.max_in_flight);
-    let (read, write) = tokio::join!(read_requests(r, tx, &shared, stop), write_replies(w, rx));
+    // Set once the client's socket is closed: by the reader at end of file or a read error,
+    // by the writer at a write error.
+    let gone = watch::channel(false).0;
+    let (read, write) = tokio::join!(
+        read_requests(r, tx, &shared, stop, &gone),
+        write_replies(w, rx, &gone)
+    );
     read?;
     write?;
     Ok(())
@@ -130,8 +149,7 @@ struct Reply {
     handle: u64,
     error: u32,
     data: Vec<u8>,
-    _count: OwnedSemaphorePermit,
-    _bytes: Option<OwnedSemaphorePermit>,
+    _held: Held,
 }
 
 /// Reads a request header; `Ok(false)` when the client closed cleanly between requests.
@@ -156,113 +174,191 @@ async fn drain<R: AsyncRead + Unpin>(r: &mut R, n: u32) -> io::Result<()> {
     Ok(())
 }
 
-/// A connection's in-flight budget: a count of requests and a count of data bytes.
-struct Budget {
-    requests: Arc<Semaphore>,
-    bytes: Arc<Semaphore>,
-}
-
-impl Budget {
-    async fn request(&self) -> Result<OwnedSemaphorePermit, ConnError> {
-        self.requests.clone().acquire_owned().await.map_err(closed)
-    }
-
-    async fn bytes(&self, n: u32) -> Result<OwnedSemaphorePermit, ConnError> {
-        self.bytes
-            .clone()
-            .acquire_many_owned(n)
-            .await
-            .map_err(closed)
-    }
-}
-
-fn closed(_: tokio::sync::AcquireError) -> ConnError {
-    // The semaphores belong to the reader and are never closed.
+fn closed(_: Closed) -> ConnError {
+    // The semaphores live as long as the server and are never closed.
     ConnError::Violation("in-flight budget closed")
 }
 
-/// Reads (or skips) what follows a request header; returns a WRITE's data and the bytes
-/// budget it holds.
+/// Reads (or skips) what follows a request header; returns a WRITE's data, after taking the
+/// connection's budget for its bytes.
 async fn read_payload<R: AsyncRead + Unpin>(
     r: &mut R,
     req: &Request,
     shared: &Shared,
     budget: &Budget,
-) -> Result<(Vec<u8>, Option<OwnedSemaphorePermit>), ConnError> {
+    held: &mut Held,
+) -> Result<Vec<u8>, ConnError> {
     match request::payload(req, &shared.limits) {
-        Payload::None => Ok((Vec::new(), None)),
+        Payload::None => Ok(Vec::new()),
         Payload::Data(n) => {
-            let permit = budget.bytes(n).await?;
+            held.add(budget.bytes(n).await.map_err(closed)?);
             let mut data = vec![0u8; n as usize];
             r.read_exact(&mut data).await?;
-            Ok((data, Some(permit)))
+            Ok(data)
         }
         Payload::Drain(n) => {
             drain(r, n).await?;
-            Ok((Vec::new(), None))
+            Ok(Vec::new())
         }
         Payload::Disconnect => Err(ConnError::Violation("write payload too large to skip")),
     }
 }
 
+/// Why the reader stopped reading requests.
+#[derive(Debug, PartialEq, Eq)]
+enum End {
+    /// The client's socket closed or broke.
+    Gone,
+    /// `NBD_CMD_DISC`: finish and answer everything read so far, then close.
+    Disc,
+    /// The server is shutting down: the same.
+    Stop,
+}
+
+/// The two signals that end a reader's wait.
+struct Ends {
+    stop: watch::Receiver<bool>,
+    gone: watch::Receiver<bool>,
+}
+
+impl Ends {
+    /// Runs `f` unless the server stops or the client is gone first.
+    async fn unless_ended<F: Future>(&mut self, f: F) -> Result<F::Output, End> {
+        tokio::select! {
+            biased;
+            _ = stopped(&mut self.gone) => Err(End::Gone),
+            _ = stopped(&mut self.stop) => Err(End::Stop),
+            out = f => Ok(out),
+        }
+    }
+
+    /// Runs `f` unless the client is gone first. A request already begun is not cut short by
+    /// a shutdown, which lets requests already sent finish.
+    async fn unless_gone<F: Future>(&mut self, f: F) -> Result<F::Output, End> {
+        tokio::select! {
+            biased;
+            _ = stopped(&mut self.gone) => Err(End::Gone),
+            out = f => Ok(out),
+        }
+    }
+}
+
 /// The reader: parses requests until the client disconnects or the server stops, and starts
-/// each valid one as its own task.
+/// each valid one as its own task. Marks the client gone when its socket closes.
 async fn read_requests<R>(
-    mut r: R,
+    r: R,
     tx: mpsc::Sender<Reply>,
     shared: &Arc<Shared>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
+    gone: &watch::Sender<bool>,
 ) -> Result<(), ConnError>
 where
     R: AsyncRead + Unpin,
 {
-    let budget = Budget {
-        requests: Arc::new(Semaphore::new(shared.max_in_flight)),
-        bytes: Arc::new(Semaphore::new(shared.max_in_flight_bytes)),
+    let mut ends = Ends {
+        stop,
+        gone: gone.subscribe(),
     };
+    let result = read_loop(r, tx, shared, &mut ends).await;
+    if matches!(result, Ok(End::Gone) | Err(ConnError::Io(_))) {
+        gone.send_replace(true);
+    }
+    result.map(drop)
+}
+
+/// Reads one request after another; see `read_requests`.
+async fn read_loop<R>(
+    mut r: R,
+    tx: mpsc::Sender<Reply>,
+    shared: &Arc<Shared>,
+    ends: &mut Ends,
+) -> Result<End, ConnError>
+where
+    R: AsyncRead + Unpin,
+{
+    let budget = Budget::new(shared.max_in_flight, shared.max_in_flight_bytes);
     loop {
         let mut header = [0u8; proto::REQUEST_LEN];
-        let more = tokio::select! {
-            biased;
-            _ = stopped(&mut stop) => return Ok(()),
-            more = read_header(&mut r, &mut header) => more?,
+        let more = match ends.unless_ended(read_header(&mut r, &mut header)).await {
+            Ok(more) => more?,
+            Err(end) => return Ok(end),
         };
         if !more {
-            return Ok(());
+            return Ok(End::Gone);
         }
         let req = proto::decode_request(&header)?;
-        let count = budget.request().await?;
-        let (payload, mut bytes) = read_payload(&mut r, &req, shared, &budget).await?;
+        let mut held = Held::default();
+        match ends.unless_gone(budget.request()).await {
+            Ok(permit) => held.add(permit.map_err(closed)?),
+            Err(end) => return Ok(end),
+        }
+        let read = read_payload(&mut r, &req, shared, &budget, &mut held);
+        let payload = match ends.unless_gone(read).await {
+            Ok(payload) => payload?,
+            Err(end) => return Ok(end),
+        };
         let op = match request::check(&req, &shared.limits) {
-            Ok(Op::Disconnect) => return Ok(()),
+            Ok(Op::Disconnect) => return Ok(End::Disc),
             Ok(op) => op,
             Err(error) => {
                 let (handle, data) = (req.handle, Vec::new());
-                let reply = Reply {
-                    handle,
-                    error,
-                    data,
-                    _count: count,
-                    _bytes: bytes,
-                };
+                let _held = held;
                 // The writer receives until every sender is gone, so this cannot fail.
-                let _ = tx.send(reply).await;
+                let _ = tx
+                    .send(Reply {
+                        handle,
+                        error,
+                        data,
+                        _held,
+                    })
+                    .await;
                 continue;
             }
         };
-        if let Op::Read { len, .. } = op {
-            bytes = Some(budget.bytes(len).await?);
+        if let Err(end) = take_budgets(shared, &budget, op, &mut held, ends).await? {
+            return Ok(end);
         }
-        let (shared, tx) = (shared.clone(), tx.clone());
+        let (shared, tx, gone) = (shared.clone(), tx.clone(), ends.gone.clone());
         let task = Task {
             shared,
             req,
             op,
             payload,
             tx,
+            gone,
+            held,
         };
-        tokio::spawn(task.run(count, bytes));
+        tokio::spawn(task.run());
     }
+}
+
+/// Takes the rest of a checked request's budget: the connection's bytes for a read's data,
+/// then the server's request and bytes. Taken last, so that a request holds the server's
+/// budget only once it can start at once, and a client that stalls mid-payload holds none.
+async fn take_budgets(
+    shared: &Shared,
+    budget: &Budget,
+    op: Op,
+    held: &mut Held,
+    ends: &mut Ends,
+) -> Result<Result<(), End>, ConnError> {
+    let data_len = match op {
+        Op::Read { len, .. } => {
+            match ends.unless_gone(budget.bytes(len)).await {
+                Ok(permit) => held.add(permit.map_err(closed)?),
+                Err(end) => return Ok(Err(end)),
+            }
+            len
+        }
+        Op::Write { len, .. } => len,
+        _ => 0,
+    };
+    let server = shared.server_budget.request_with_bytes(data_len, held);
+    match ends.unless_gone(server).await {
+        Ok(taken) => taken.map_err(closed)?,
+        Err(end) => return Ok(Err(end)),
+    }
+    Ok(Ok(()))
 }
 
 /// One request executing on the volume.
@@ -272,28 +368,57 @@ struct Task {
     op: Op,
     payload: Vec<u8>,
     tx: mpsc::Sender<Reply>,
+    gone: watch::Receiver<bool>,
+    held: Held,
 }
 
 impl Task {
-    async fn run(self, count: OwnedSemaphorePermit, bytes: Option<OwnedSemaphorePermit>) {
+    async fn run(self) {
         let Task {
             shared,
             req,
             op,
             payload,
             tx,
+            mut gone,
+            held,
         } = self;
-        let (result, data) = execute(&shared, op, payload).await;
+        if *gone.borrow() {
+            // The client left before the request started: nobody will read its reply.
+            return;
+        }
+        let (result, data) = if let Op::Read { .. } = op {
+            // A read changes nothing, so one whose client has gone is abandoned midway.
+            tokio::select! {
+                biased;
+                _ = stopped(&mut gone) => return,
+                out = execute(&shared, op, payload) => out,
+            }
+        } else {
+            // A command that changes the volume runs to completion once started, whatever the
+            // client does, so that none is left torn.
+            execute(&shared, op, payload).await
+        };
         let (error, data) = match result {
             Ok(()) => (0, data),
-            Err(e) => (e.errno(), Vec::new()),
+            Err(e) => {
+                let (offset, length) = op.range();
+                tracing::warn!(
+                    handle = req.handle,
+                    command = op.name(),
+                    offset,
+                    length,
+                    errno = e.errno(),
+                    "NBD request failed: {e}"
+                );
+                (e.errno(), Vec::new())
+            }
         };
         let reply = Reply {
             handle: req.handle,
             error,
             data,
-            _count: count,
-            _bytes: bytes,
+            _held: held,
         };
         // If the client is gone the writer drops the reply; the work itself is done.
         let _ = tx.send(reply).await;
@@ -315,9 +440,10 @@ async fn execute(shared: &Shared, op: Op, payload: Vec<u8>) -> (BlockResult<()>,
             Vec::new(),
         ),
         Op::Flush => (dev.flush().await, Vec::new()),
-        Op::Trim { offset, len, fua } => {
-            (bio::trim(dev, offset, len as usize, fua).await, Vec::new())
-        }
+        Op::Trim { offset, len, fua } => (
+            bio::trim(dev, locks, offset, len as usize, fua).await,
+            Vec::new(),
+        ),
         Op::WriteZeroes { offset, len, fua } => (
             bio::write_zeroes(dev, locks, offset, len as usize, fua).await,
             Vec::new(),
@@ -328,9 +454,14 @@ async fn execute(shared: &Shared, op: Op, payload: Vec<u8>) -> (BlockResult<()>,
 }
 
 /// The writer: sends replies in completion order until every sender is gone. After a socket
-/// error it keeps receiving (and dropping) replies so that request tasks finish and release
-/// their budget; the error is reported at the end.
-async fn write_replies<W>(w: W, mut rx: mpsc::Receiver<Reply>) -> Result<(), ConnError>
+/// error it marks the client gone (so requests not started are dropped and reads abandoned)
+/// and keeps receiving, and dropping, replies so that request tasks finish and release their
+/// budget; the error is reported at the end.
+async fn write_replies<W>(
+    w: W,
+    mut rx: mpsc::Receiver<Reply>,
+    gone: &watch::Sender<bool>,
+) -> Result<(), ConnError>
 where
     W: AsyncWrite + Unpin,
 {
@@ -354,6 +485,9 @@ where
             sent = w.flush().await;
         }
         failed = sent.err();
+        if failed.is_some() {
+            gone.send_replace(true);
+        }
     }
     match failed {
         Some(e) => Err(e.into()),

@@ -15,10 +15,12 @@
 //! # }
 //! ```
 
+mod budget;
 mod config;
 mod conn;
 mod error;
 mod io;
+mod locks;
 pub mod memdisk;
 pub mod negotiate;
 pub mod proto;

@@ -42,6 +42,31 @@ pub enum Op {
     Disconnect,
 }
 
+impl Op {
+    /// The NBD command's name, for logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Read { .. } => "READ",
+            Op::Write { .. } => "WRITE",
+            Op::Flush => "FLUSH",
+            Op::Trim { .. } => "TRIM",
+            Op::WriteZeroes { .. } => "WRITE_ZEROES",
+            Op::Disconnect => "DISC",
+        }
+    }
+
+    /// The byte range addressed: (offset, length), zeros for commands without one.
+    pub fn range(&self) -> (u64, u32) {
+        match *self {
+            Op::Read { offset, len }
+            | Op::Write { offset, len, .. }
+            | Op::Trim { offset, len, .. }
+            | Op::WriteZeroes { offset, len, .. } => (offset, len),
+            Op::Flush | Op::Disconnect => (0, 0),
+        }
+    }
+}
+
 /// Decides what follows the header. Only WRITE carries data; for an unknown command we cannot
 /// know, so we assume nothing follows (a wrong guess shows up as bad magic next, and ends the
 /// connection cleanly).

@@ -19,10 +19,11 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use zns::BlockDevice;
 
+use crate::budget::Budget;
 use crate::config::{tcp_uri, unix_uri, Listen, ServerConfig};
 use crate::conn::{self, stopped, Shared};
 use crate::error::ServerError;
-use crate::io::BlockLocks;
+use crate::locks::BlockLocks;
 use crate::negotiate::ExportInfo;
 use crate::proto;
 use crate::request::Limits;
@@ -222,6 +223,10 @@ impl NbdServer {
             locks: BlockLocks::default(),
             max_in_flight: config.max_in_flight,
             max_in_flight_bytes: config.max_in_flight_bytes,
+            server_budget: Budget::new(
+                config.server_max_in_flight,
+                config.server_max_in_flight_bytes,
+            ),
             handshake_timeout: config.handshake_timeout,
         };
         let inner = HandleInner {

@@ -1,12 +1,13 @@
 //! Requests the server refuses get the errno the protocol asks for, and the connection stays
 //! usable: ranges past the end, flags a command does not take, unknown commands, requests
 //! larger than the advertised maximum (their payload skipped), and volume errors mapped
-//! through `BlockError::errno`.
+//! through `BlockError::errno`, their text logged.
 
 mod common;
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use common::{pattern, Client, TestServer};
@@ -113,6 +114,9 @@ struct FailingDisk(MemDisk);
 
 const BAD_READ_LBA: Lba = 3;
 const FULL_LBA: Lba = 5;
+/// Write zeroes here fails the way a volume that stopped for good does.
+const FAILED_LBA: Lba = 7;
+const FAILED_CAUSE: &str = "zone 12 went offline while garbage collection moved its blocks";
 
 #[async_trait]
 impl BlockDevice for FailingDisk {
@@ -142,6 +146,9 @@ impl BlockDevice for FailingDisk {
         Err(BlockError::ReadOnly)
     }
     async fn write_zeroes(&self, lba: Lba, blocks: u64, fua: bool) -> BlockResult<()> {
+        if lba == FAILED_LBA {
+            return Err(BlockError::Failed(FAILED_CAUSE.into()));
+        }
         self.0.write_zeroes(lba, blocks, fua).await
     }
 }
@@ -163,4 +170,65 @@ fn volume_errors_reply_with_their_errno() {
     drop(c);
     let err = s.stop().expect_err("flush error reported");
     assert!(err.to_string().contains("Internal Error"), "{err}");
+}
+
+/// Every event logged in this test process, as its fields and message.
+static LOGGED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// A `tracing` subscriber that keeps events in `LOGGED` (the server only emits events; the
+/// binary installs a real subscriber).
+struct Capture;
+
+struct Fields(String);
+
+impl tracing::field::Visit for Fields {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        let _ = write!(self.0, "{}={value:?} ", field.name());
+    }
+}
+
+impl tracing::Subscriber for Capture {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut f = Fields(format!("{} ", event.metadata().level()));
+        event.record(&mut f);
+        LOGGED.lock().expect("log").push(f.0);
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+#[test]
+fn a_failed_volume_replies_eio_and_its_cause_is_logged() {
+    tracing::subscriber::set_global_default(Capture).expect("the only subscriber");
+    let disk = Arc::new(FailingDisk(MemDisk::new(4096, 64).expect("memdisk")));
+    let s = TestServer::unix(disk, |_| {});
+    let mut c = s.connect();
+    let at = FAILED_LBA * 4096;
+    let h = c.send(Command::WriteZeroes, 0, at, 4096, &[]);
+    assert_eq!(c.recv(&HashMap::new()), (h, EIO, Vec::new()));
+    // The connection goes on.
+    assert_eq!(c.write(0, b"after"), Ok(()));
+    let logged = LOGGED.lock().expect("log").clone();
+    let line = logged
+        .iter()
+        .find(|l| l.contains(FAILED_CAUSE))
+        .unwrap_or_else(|| panic!("the cause is logged: {logged:?}"));
+    for part in [
+        "WARN",
+        &format!("handle={h}"),
+        "command=\"WRITE_ZEROES\"",
+        &format!("offset={at}"),
+        "length=4096",
+        "errno=5",
+    ] {
+        assert!(line.contains(part), "{part} in {line}");
+    }
 }

@@ -8,11 +8,10 @@ mod common;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use common::{pattern, Client, TestServer};
+use common::{pattern, Client, TestServer, Yielding};
 use nbd::proto::{self, Command};
 use nbd::MemDisk;
-use zns::{BlockDevice, BlockResult, Lba, SimRng};
+use zns::SimRng;
 
 const BS: u32 = 4096;
 const SIZE: u64 = 64 * 4096;
@@ -63,44 +62,6 @@ fn random_unaligned_operations_match_a_byte_model() {
         let all = c.read(0, SIZE as u32).expect("read all");
         assert!(all == model, "seed {seed}: final contents differ");
         c.write_zeroes(0, SIZE as u32, 0).expect("reset");
-    }
-}
-
-/// MemDisk that yields to the scheduler between the steps of each command, so concurrent
-/// read-modify-writes interleave as they would on a real, slower volume.
-struct Yielding(MemDisk);
-
-async fn yield_a_few() {
-    for _ in 0..3 {
-        tokio::task::yield_now().await;
-    }
-}
-
-#[async_trait]
-impl BlockDevice for Yielding {
-    fn block_size(&self) -> u32 {
-        self.0.block_size()
-    }
-    fn size_blocks(&self) -> u64 {
-        self.0.size_blocks()
-    }
-    async fn read(&self, lba: Lba, buf: &mut [u8]) -> BlockResult<()> {
-        yield_a_few().await;
-        self.0.read(lba, buf).await
-    }
-    async fn write(&self, lba: Lba, data: &[u8], fua: bool) -> BlockResult<()> {
-        yield_a_few().await;
-        self.0.write(lba, data, fua).await
-    }
-    async fn flush(&self) -> BlockResult<()> {
-        self.0.flush().await
-    }
-    async fn trim(&self, lba: Lba, blocks: u64) -> BlockResult<()> {
-        self.0.trim(lba, blocks).await
-    }
-    async fn write_zeroes(&self, lba: Lba, blocks: u64, fua: bool) -> BlockResult<()> {
-        yield_a_few().await;
-        self.0.write_zeroes(lba, blocks, fua).await
     }
 }
 

@@ -603,3 +603,41 @@ pub fn run_tool(program: &Path, args: &[&str]) -> Output {
     }
     out
 }
+
+/// MemDisk that yields to the scheduler between the steps of each command, so concurrent
+/// read-modify-writes interleave as they would on a real, slower volume.
+pub struct Yielding(pub MemDisk);
+
+async fn yield_a_few() {
+    for _ in 0..3 {
+        tokio::task::yield_now().await;
+    }
+}
+
+#[async_trait]
+impl BlockDevice for Yielding {
+    fn block_size(&self) -> u32 {
+        self.0.block_size()
+    }
+    fn size_blocks(&self) -> u64 {
+        self.0.size_blocks()
+    }
+    async fn read(&self, lba: Lba, buf: &mut [u8]) -> BlockResult<()> {
+        yield_a_few().await;
+        self.0.read(lba, buf).await
+    }
+    async fn write(&self, lba: Lba, data: &[u8], fua: bool) -> BlockResult<()> {
+        yield_a_few().await;
+        self.0.write(lba, data, fua).await
+    }
+    async fn flush(&self) -> BlockResult<()> {
+        self.0.flush().await
+    }
+    async fn trim(&self, lba: Lba, blocks: u64) -> BlockResult<()> {
+        self.0.trim(lba, blocks).await
+    }
+    async fn write_zeroes(&self, lba: Lba, blocks: u64, fua: bool) -> BlockResult<()> {
+        yield_a_few().await;
+        self.0.write_zeroes(lba, blocks, fua).await
+    }
+}
