@@ -3,10 +3,34 @@
 //! of (read blocks, store blocks, persist a zone). The async shell in `commands.rs` only
 //! validates, takes the lock and calls these.
 //!
+//! Fault model of the host: every pread/pwrite/fdatasync on an image can fail (host file
+//! system full, host disk failing). Such an error is never retryable, is logged with
+//! `tracing::error!` naming the image, the operation and the cause, and the first one is kept
+//! for `EmuDevice::host_error`. What it does to the device depends on when it strikes:
+//! - a failed read (of data or metadata) fails that command with Unrecovered Read Error;
+//!   nothing changed, and the device goes on;
+//! - a failed write of a command's data or metadata fails that command with Write Fault
+//!   before its write pointer moves, so the zone still says exactly what the image holds
+//!   (bytes that did land above the write pointer are never read back); the device goes on,
+//!   and a later write to the same place may succeed once the host has room again;
+//! - a failed write of the zone table or superblock, or a failed fdatasync, strikes after the
+//!   device's state moved on, when what the image holds is no longer known (after a failed
+//!   fdatasync the host may drop the unwritten pages). The command fails with Write Fault and
+//!   the device fails: every later command returns Namespace Not Ready and nothing more is
+//!   written, not even at shutdown. The image is then as after a process kill at that
+//!   instant: its zone table records only write pointers whose data was written before them,
+//!   so reopening it (after the host is fixed) gives a consistent device, which may or may
+//!   not hold the failed command's data, as NVMe allows for a failed write.
+//!
+//! Read-only devices (an image opened O_RDONLY) refuse every command that would change the
+//! medium with Namespace is Write Protected; Flush has nothing to do and succeeds.
+//!
 //! Ownership: only this file and `append.rs` (the append queue) change `Core`'s fields; the
 //! lifecycle (`lifecycle.rs`) and the commands go through its methods. There is one lock, the
 //! device's `Mutex<Core>`; nothing else is locked while it is held except the timing model's
 //! own lock, which is taken after it and never the other way round.
+
+use std::path::PathBuf;
 
 use zns::{
     CopyRange, Geometry, Lba, NvmeResult, NvmeStatus, ReportFilter, SimRng, ZoneAction, ZoneReport,
@@ -43,6 +67,45 @@ pub(super) struct Core {
     zero: Vec<u8>,
     /// Set once the device is shut down or killed; commands then fail.
     closed: bool,
+    /// The image file, to name in host errors.
+    image: Option<PathBuf>,
+    /// Opened read-only: commands that change the medium are refused.
+    read_only: bool,
+    /// The first host I/O error, in words.
+    host_error: Option<String>,
+    /// A host I/O error left the image in an unknown state: the device has failed.
+    host_failed: bool,
+}
+
+/// What the device was doing on the host when an I/O error struck.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum HostOp {
+    ReadData,
+    ReadMeta,
+    WriteData,
+    WriteMeta,
+    ZoneTable,
+    Superblock,
+    Sync,
+}
+
+impl HostOp {
+    fn name(self) -> &'static str {
+        match self {
+            HostOp::ReadData => "reading block data",
+            HostOp::ReadMeta => "reading block metadata",
+            HostOp::WriteData => "writing block data",
+            HostOp::WriteMeta => "writing block metadata",
+            HostOp::ZoneTable => "writing the zone table",
+            HostOp::Superblock => "writing the superblock",
+            HostOp::Sync => "syncing (fdatasync)",
+        }
+    }
+
+    /// Whether the device's state may already be ahead of the image when this fails.
+    fn fails_device(self) -> bool {
+        matches!(self, HostOp::ZoneTable | HostOp::Superblock | HostOp::Sync)
+    }
 }
 
 /// The restart form of a zone: what the image records, and what power loss leaves.
@@ -66,7 +129,13 @@ pub(super) fn restart_form(geo: &Geometry, index: u32, z: &Zone) -> Zone {
 }
 
 impl Core {
-    pub(super) fn new(cfg: EmuConfig, store: Box<dyn Store>, zones: ZoneTable) -> Core {
+    pub(super) fn new(
+        cfg: EmuConfig,
+        store: Box<dyn Store>,
+        zones: ZoneTable,
+        image: Option<PathBuf>,
+        read_only: bool,
+    ) -> Core {
         let g = cfg.geometry;
         let persisted = (0..g.zone_count)
             .map(|i| restart_form(&g, i, zones.zone(i)))
@@ -83,6 +152,10 @@ impl Core {
             persisted,
             zero: Vec::new(),
             closed: false,
+            image,
+            read_only,
+            host_error: None,
+            host_failed: false,
         }
     }
 
@@ -103,9 +176,13 @@ impl Core {
     /// the extra delay to apply, if any.
     pub(super) fn admit(&mut self, op: Op) -> NvmeResult<Option<std::time::Duration>> {
         self.stats.command(op);
-        if self.closed {
+        if self.closed || self.host_failed {
             self.stats.error(op);
             return Err(NvmeStatus::NamespaceNotReady);
+        }
+        if self.read_only && op.mutates() {
+            self.stats.error(op);
+            return Err(NvmeStatus::NamespaceWriteProtected);
         }
         match self.faults.admit() {
             Verdict::Proceed => Ok(None),
@@ -121,60 +198,137 @@ impl Core {
         self.stats.error(op);
     }
 
-    /// A host I/O error on the backing store is a media failure from the device's view.
-    pub(super) fn io_err(_: std::io::Error) -> NvmeStatus {
-        NvmeStatus::InternalError
+    /// Handles a host I/O error: logs it, keeps the first, fails the device when the image
+    /// may now be behind the device's state, and returns the command status (never
+    /// retryable).
+    pub(super) fn host_fault(&mut self, op: HostOp, e: std::io::Error) -> NvmeStatus {
+        let image = self.image.as_ref().map_or_else(
+            || "the memory backend".to_string(),
+            |p| p.display().to_string(),
+        );
+        let text = format!(
+            "{} of {image} failed: {}",
+            op.name(),
+            crate::store::describe_io_error(&e)
+        );
+        tracing::error!(image = %image, operation = op.name(), error = %e, "{text}");
+        if op.fails_device() && !self.host_failed {
+            self.host_failed = true;
+            tracing::error!(image = %image, "the device has failed: it writes nothing more to its image");
+        }
+        self.host_error.get_or_insert(text);
+        match op {
+            HostOp::ReadData | HostOp::ReadMeta => NvmeStatus::UnrecoveredReadError,
+            _ => NvmeStatus::WriteFault,
+        }
+    }
+
+    /// The first host I/O error, in words.
+    pub(super) fn host_error(&self) -> Option<String> {
+        self.host_error.clone()
+    }
+
+    pub(super) fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// The lifecycle error for a failed command-core step.
+    fn lifecycle_err(&self, s: NvmeStatus) -> EmuError {
+        match &self.host_error {
+            Some(text) => EmuError::Host(text.clone()),
+            None => EmuError::Config(format!("the device failed: {s}")),
+        }
+    }
+
+    fn refuse_if_read_only(&self, what: &'static str) -> Result<(), EmuError> {
+        if self.read_only {
+            let image = self
+                .image
+                .as_ref()
+                .map_or_else(|| "the device".to_string(), |p| p.display().to_string());
+            return Err(EmuError::ReadOnly(image, what));
+        }
+        Ok(())
     }
 
     /// Writes a zone's restart form to the backend if it changed.
-    pub(super) fn persist(&mut self, z: u32) -> std::io::Result<()> {
+    pub(super) fn persist(&mut self, z: u32) -> NvmeResult<()> {
         let form = restart_form(&self.geo, z, self.zones.zone(z));
         if self.persisted[z as usize] != form {
-            self.store.persist_zone(z, &form)?;
+            let r = self.store.persist_zone(z, &form);
+            r.map_err(|e| self.host_fault(HostOp::ZoneTable, e))?;
             self.persisted[z as usize] = form;
         }
         Ok(())
     }
 
-    pub(super) fn persist_all(&mut self) -> std::io::Result<()> {
+    pub(super) fn persist_all(&mut self) -> NvmeResult<()> {
         for z in 0..self.geo.zone_count {
             self.persist(z)?;
         }
-        self.store.sync()
+        self.sync()
+    }
+
+    fn sync(&mut self) -> NvmeResult<()> {
+        let r = self.store.sync();
+        r.map_err(|e| self.host_fault(HostOp::Sync, e))
     }
 
     /// Flush: every zone's data becomes durable and the backend records it.
     pub(super) fn flush(&mut self) -> NvmeResult<()> {
+        if self.read_only {
+            return Ok(());
+        }
         self.drain_appends();
         self.zones.flush();
-        self.persist_all().map_err(Core::io_err)
+        self.persist_all()
     }
 
     /// Power loss: appends in flight are aborted, each zone keeps a random prefix drawn from
     /// `seed` at least up to its durable point, and the backend records the result.
-    pub(super) fn power_cut(&mut self, seed: u64) -> std::io::Result<Vec<(u32, Lba, Lba)>> {
+    pub(super) fn power_cut(&mut self, seed: u64) -> Result<Vec<(u32, Lba, Lba)>, EmuError> {
+        self.refuse_if_read_only("a power loss")?;
+        self.refuse_if_failed()?;
         self.appends.abort_all();
         let cut = self.zones.power_cut(&mut SimRng::new(seed));
         self.stats.power_losses += 1;
-        self.persist_all()?;
+        self.persist_all().map_err(|s| self.lifecycle_err(s))?;
         Ok(cut)
     }
 
     /// Clean controller restart: flush, then the restart rule (item 37), persisted.
-    pub(super) fn restart(&mut self) -> std::io::Result<()> {
+    pub(super) fn restart(&mut self) -> Result<(), EmuError> {
+        self.refuse_if_read_only("a restart")?;
+        self.refuse_if_failed()?;
         self.drain_appends();
         self.zones.flush();
         self.zones.restart();
-        self.persist_all()
+        self.persist_all().map_err(|s| self.lifecycle_err(s))
+    }
+
+    /// A device that failed on a host error refuses to write its image again.
+    fn refuse_if_failed(&self) -> Result<(), EmuError> {
+        if self.host_failed {
+            return Err(self.lifecycle_err(NvmeStatus::WriteFault));
+        }
+        Ok(())
     }
 
     /// Clean shutdown: restart form persisted, image marked clean, device closed. Idempotent.
-    pub(super) fn shutdown(&mut self) -> std::io::Result<()> {
+    /// A read-only device writes nothing; one that failed on a host error writes nothing and
+    /// says why (its image is then as after a process kill).
+    pub(super) fn shutdown(&mut self) -> Result<(), EmuError> {
         if self.closed {
             return Ok(());
         }
+        if self.read_only || self.host_failed {
+            self.closed = true;
+            return self.refuse_if_failed();
+        }
         self.restart()?;
-        self.store.set_clean(true)?;
+        let r = self.store.set_clean(true);
+        r.map_err(|e| self.host_fault(HostOp::Superblock, e))
+            .map_err(|s| self.lifecycle_err(s))?;
         self.closed = true;
         Ok(())
     }
@@ -186,11 +340,13 @@ impl Core {
 
     /// Device-side fault: moves `zone` to Read Only or Offline and persists it.
     pub(super) fn force_zone_state(&mut self, zone: u32, state: ZoneState) -> Result<(), EmuError> {
+        self.refuse_if_read_only("a zone fault")?;
+        self.refuse_if_failed()?;
         self.drain_appends();
         self.zones
             .force_state(zone, state)
             .map_err(|e| EmuError::Config(format!("zone {zone} cannot become {state}: {e}")))?;
-        Ok(self.persist(zone)?)
+        self.persist(zone).map_err(|s| self.lifecycle_err(s))
     }
 
     /// Reads `buf.len()` bytes of blocks at `lba` (already validated), zeroing what lies above
@@ -213,15 +369,17 @@ impl Core {
             let n = (zone_end - at).min(blocks - done);
             let valid = self.zones.zone(z).data_end.saturating_sub(at).min(n);
             let (b0, b1, b2) = (done * bs, (done + valid) * bs, (done + n) * bs);
-            self.store
-                .read_data(at * bs, &mut buf[b0 as usize..b1 as usize])
-                .map_err(Self::io_err)?;
+            let r = self
+                .store
+                .read_data(at * bs, &mut buf[b0 as usize..b1 as usize]);
+            r.map_err(|e| self.host_fault(HostOp::ReadData, e))?;
             buf[b1 as usize..b2 as usize].fill(0);
             if let Some(m) = meta.as_deref_mut() {
                 let (m0, m1, m2) = (done * oob, (done + valid) * oob, (done + n) * oob);
-                self.store
-                    .read_meta(at * oob, &mut m[m0 as usize..m1 as usize])
-                    .map_err(Self::io_err)?;
+                let r = self
+                    .store
+                    .read_meta(at * oob, &mut m[m0 as usize..m1 as usize]);
+                r.map_err(|e| self.host_fault(HostOp::ReadMeta, e))?;
                 m[m1 as usize..m2 as usize].fill(0);
             }
             done += n;
@@ -258,7 +416,8 @@ impl Core {
                 self.store.write_data(lba * bs, &self.zero[..len])
             }
         };
-        r.map_err(Self::io_err)?;
+        // The write pointer has not moved: a failure here leaves the zone as the image has it.
+        r.map_err(|e| self.host_fault(HostOp::WriteData, e))?;
         if oob > 0 {
             let r = match meta {
                 Some(m) => self.store.write_meta(lba * oob, m),
@@ -268,15 +427,16 @@ impl Core {
                     self.store.write_meta(lba * oob, &self.zero[..len])
                 }
             };
-            r.map_err(Self::io_err)?;
+            r.map_err(|e| self.host_fault(HostOp::WriteMeta, e))?;
         }
         let durable = fua || !self.cfg.volatile_cache;
         self.zones.finish_write(z, blocks, durable);
         self.stats.blocks_written += blocks;
         self.stats.zone_writes[z as usize] += 1;
-        self.persist(z).map_err(Self::io_err)?;
+        // From here on a host failure fails the device (see the fault model above).
+        self.persist(z)?;
         if durable {
-            self.store.sync().map_err(Self::io_err)?;
+            self.sync()?;
         }
         Ok(())
     }
@@ -336,7 +496,7 @@ impl Core {
     /// the data of reset zones.
     fn persist_managed(&mut self, changed: &[(u32, ZoneState)], reset: &[u32]) -> NvmeResult<()> {
         for z in changed.iter().map(|c| c.0).chain(reset.iter().copied()) {
-            self.persist(z).map_err(Core::io_err)?;
+            self.persist(z)?;
         }
         let g = self.geo;
         for &z in reset {
@@ -350,7 +510,8 @@ impl Core {
                 start * u64::from(g.oob_size),
                 g.zone_size * u64::from(g.oob_size),
             );
-            self.store.discard(data, meta).map_err(Core::io_err)?;
+            let r = self.store.discard(data, meta);
+            r.map_err(|e| self.host_fault(HostOp::WriteData, e))?;
         }
         Ok(())
     }

@@ -31,27 +31,26 @@ impl EmuDevice {
             None,
             Box::new(store),
             ZoneTable::new(g),
+            false,
         ))
     }
 
     /// Creates a file image at `path`. An existing file is refused unless `force`.
     pub fn create_file(path: &Path, cfg: EmuConfig, force: bool) -> Result<EmuDevice, EmuError> {
         cfg.geometry.validate()?;
-        if !force && path.exists() {
-            return Err(EmuError::Exists(path.display().to_string()));
-        }
         let sb = crate::image::Superblock {
             geometry: cfg.geometry,
             volatile_cache: cfg.volatile_cache,
             clean: false,
             seed: cfg.seed,
         };
-        let store = FileStore::create(path, sb, cfg.host_sync)?;
+        let store = FileStore::create(path, sb, cfg.host_sync, force)?;
         Ok(Self::assemble(
             cfg,
             Some(path.to_path_buf()),
             Box::new(store),
             ZoneTable::new(cfg.geometry),
+            false,
         ))
     }
 
@@ -72,6 +71,31 @@ impl EmuDevice {
             Some(path.to_path_buf()),
             Box::new(store),
             ZoneTable::from_zones(sb.geometry, zones),
+            false,
+        ))
+    }
+
+    /// Opens an existing image read-only: O_RDONLY with a shared lock, so it works on a
+    /// read-only file or mount and beside other readers (never beside a writer). Reads,
+    /// Report Zones and Flush work; every command that would change the medium fails with
+    /// Namespace is Write Protected, and power loss, restart and zone faults are refused.
+    /// Nothing is ever written to the image, not even at shutdown.
+    pub fn open_file_read_only(path: &Path) -> Result<EmuDevice, EmuError> {
+        let (store, zones) = FileStore::open_read_only(path)?;
+        let sb = store.superblock();
+        let cfg = EmuConfig {
+            geometry: sb.geometry,
+            volatile_cache: sb.volatile_cache,
+            seed: sb.seed,
+            reorder_appends: true,
+            host_sync: false,
+        };
+        Ok(Self::assemble(
+            cfg,
+            Some(path.to_path_buf()),
+            Box::new(store),
+            ZoneTable::from_zones(sb.geometry, zones),
+            true,
         ))
     }
 
@@ -83,7 +107,7 @@ impl EmuDevice {
         expected: &Geometry,
         host_sync: bool,
     ) -> Result<EmuDevice, EmuError> {
-        let (store, _) = FileStore::open(path, false)?;
+        let (store, _) = FileStore::open_read_only(path)?;
         let found = store.superblock().geometry;
         drop(store);
         if let Some(field) = first_difference(expected, &found) {
@@ -97,7 +121,7 @@ impl EmuDevice {
 
     /// Whether the image at `path` was shut down cleanly, without opening it for writing.
     pub fn image_was_clean(path: &Path) -> Result<bool, EmuError> {
-        let (store, _) = FileStore::open(path, false)?;
+        let (store, _) = FileStore::open_read_only(path)?;
         Ok(store.superblock().clean)
     }
 
@@ -106,12 +130,13 @@ impl EmuDevice {
         path: Option<std::path::PathBuf>,
         store: Box<dyn Store>,
         zones: ZoneTable,
+        read_only: bool,
     ) -> EmuDevice {
         EmuDevice {
             geo: cfg.geometry,
             cfg,
+            core: Mutex::new(Core::new(cfg, store, zones, path.clone(), read_only)),
             path,
-            core: Mutex::new(Core::new(cfg, store, zones)),
             timing: None,
         }
     }
@@ -152,9 +177,11 @@ impl EmuDevice {
     }
 
     /// Clean shutdown: flush, persist every zone, mark the image clean. Idempotent; also run
-    /// when the device is dropped.
+    /// when the device is dropped. A read-only device writes nothing. A device that failed
+    /// on a host I/O error writes nothing either, and returns that error (its image is then
+    /// as after a process kill at the failure).
     pub fn shutdown(&self) -> Result<(), EmuError> {
-        Ok(self.core.lock().shutdown()?)
+        self.core.lock().shutdown()
     }
 
     /// Process kill: the device goes away without a shutdown. An image keeps what was

@@ -100,6 +100,19 @@ impl EmuDevice {
         self.path.as_deref()
     }
 
+    /// The first host I/O error on the image (a full host file system, a failing host disk),
+    /// in one line naming the operation, the image and the cause; `None` while there was
+    /// none. The first is kept because later ones are usually its consequences. Commands
+    /// report such errors as Write Fault or Unrecovered Read Error, which name no cause.
+    pub fn host_error(&self) -> Option<String> {
+        self.core.lock().host_error()
+    }
+
+    /// Whether the device was opened read-only (`open_file_read_only`).
+    pub fn is_read_only(&self) -> bool {
+        self.core.lock().is_read_only()
+    }
+
     /// A snapshot of the counters.
     pub fn stats(&self) -> Stats {
         self.core.lock().stats.clone()
