@@ -213,10 +213,13 @@ pub async fn run_mount(a: &BenchMountArgs, out: &mut impl Write) -> CliResult {
         })
         .collect::<Result<_, _>>()?;
     let mut g = emu::profile("zn540").ok_or_else(|| other("profile zn540 is missing"))?;
-    let zone_bytes = g.zone_capacity * u64::from(g.block_size);
-    let data_zones = (a.volume_gib << 30).div_ceil(zone_bytes * 93 / 100) as u32
-        + ftl::layout::RESERVE_ZONES_DEFAULT;
-    g.zone_count = data_zones + 2;
+    g.zone_count = ftl::Layout::zones_for_volume(
+        g,
+        a.volume_gib << 30,
+        70,
+        ftl::layout::RESERVE_ZONES_DEFAULT,
+    )
+    .map_err(|e| CliError::Usage(format!("--volume-gib {}: {e}", a.volume_gib)))?;
     g.max_open = g.max_open.min(g.zone_count);
     g.max_active = g.max_active.min(g.zone_count);
     let mut rows = Vec::new();

@@ -104,7 +104,24 @@ where
     F: FnOnce(Arc<EmuDevice>) -> Fut,
     Fut: std::future::Future<Output = Result<T, CliError>>,
 {
-    let dev = Arc::new(commands::open(path)?);
+    with_device_mode(path, false, f).await
+}
+
+/// `with_device`, opening the image read-only when `read_only` (check, stats).
+async fn with_device_mode<T, F, Fut>(
+    path: &std::path::Path,
+    read_only: bool,
+    f: F,
+) -> Result<T, CliError>
+where
+    F: FnOnce(Arc<EmuDevice>) -> Fut,
+    Fut: std::future::Future<Output = Result<T, CliError>>,
+{
+    let dev = Arc::new(if read_only {
+        commands::open_read_only(path)?
+    } else {
+        commands::open(path)?
+    });
     let r = f(dev.clone()).await;
     dev.shutdown().map_err(other)?;
     r
@@ -166,7 +183,7 @@ pub async fn run(cmd: &FtlCmd, out: &mut impl Write) -> CliResult {
         FtlCmd::Check { path } | FtlCmd::Stats { path, .. } => {
             let json_out = matches!(cmd, FtlCmd::Stats { json: true, .. });
             let check = matches!(cmd, FtlCmd::Check { .. });
-            let text = with_device(path, |dev| async move {
+            let text = with_device_mode(path, true, |dev| async move {
                 let layout = ftl::probe(dev.as_ref()).await.map_err(other)?;
                 let rec = ftl::recovery::recover(dev.as_ref(), &layout).await.map_err(|e| CliError::Other(format!("{}: {e}", path.display())))?;
                 let m = &rec.mapping;

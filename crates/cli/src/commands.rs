@@ -14,6 +14,37 @@ use crate::units::{format_size, hexdump};
 
 /// Opens an existing image with a message that says what to do when it cannot.
 pub fn open(path: &Path) -> Result<EmuDevice, CliError> {
+    open_mode(path, false)
+}
+
+/// Opens an existing image read-only (O_RDONLY, shared lock): for commands that only read,
+/// so that they work on a read-only file or mount and beside other readers.
+pub fn open_read_only(path: &Path) -> Result<EmuDevice, CliError> {
+    open_mode(path, true)
+}
+
+/// Whether a device subcommand only reads the image (and so opens it read-only).
+pub fn is_read_only(cmd: &Cmd) -> bool {
+    matches!(
+        cmd,
+        Cmd::Device(DeviceCmd::Info { .. })
+            | Cmd::Zone(ZoneCmd::Report { .. })
+            | Cmd::Io(IoCmd::Read { .. })
+    )
+}
+
+/// A failed command's error, with the host I/O error behind it when there was one (a Write
+/// Fault alone does not say that the host file system is full).
+pub fn with_host_error(dev: &EmuDevice, e: CliError) -> CliError {
+    match (e, dev.host_error()) {
+        (CliError::Device(s), Some(host)) => {
+            CliError::Other(format!("{s} (status {:#05x}): {host}", s.code()))
+        }
+        (e, _) => e,
+    }
+}
+
+fn open_mode(path: &Path, read_only: bool) -> Result<EmuDevice, CliError> {
     if !path.exists() {
         return Err(CliError::Other(format!(
             "{} does not exist; create it with `zonestack device create {}`",
@@ -21,8 +52,12 @@ pub fn open(path: &Path) -> Result<EmuDevice, CliError> {
             path.display()
         )));
     }
-    EmuDevice::open_file(path, false)
-        .map_err(|e| CliError::Other(format!("cannot open {}: {e}", path.display())))
+    let dev = if read_only {
+        EmuDevice::open_file_read_only(path)
+    } else {
+        EmuDevice::open_file(path, false)
+    };
+    dev.map_err(|e| CliError::Other(format!("cannot open {}: {e}", path.display())))
 }
 
 /// The image path a device subcommand names.

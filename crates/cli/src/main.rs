@@ -73,8 +73,14 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         Cmd::Bench(args::BenchCmd::JobFile(words)) => bench_jobfile::run_args(&words, &mut out),
         cmd => {
             let path = commands::path_of(&cmd).to_path_buf();
-            let dev = commands::open(&path)?;
-            let r = commands::execute(&dev, &cmd, &mut out).await;
+            let dev = if commands::is_read_only(&cmd) {
+                commands::open_read_only(&path)?
+            } else {
+                commands::open(&path)?
+            };
+            let r = commands::execute(&dev, &cmd, &mut out)
+                .await
+                .map_err(|e| commands::with_host_error(&dev, e));
             dev.shutdown()
                 .map_err(|e| CliError::Other(format!("closing {}: {e}", path.display())))?;
             r

@@ -79,18 +79,19 @@ fn parse_listen(text: &str) -> Result<Listen, CliError> {
 }
 
 /// An in-memory device big enough for a `bytes` volume with `op_permille` spare.
-fn memory_geometry(bytes: u64, op_permille: u32) -> Geometry {
+fn memory_geometry(bytes: u64, op_permille: u32) -> Result<Geometry, CliError> {
     let mut g = emu::profile("small").unwrap_or_else(|| unreachable!("built-in profile"));
     let zone_blocks: u64 = if bytes >= 8 << 30 { 65_536 } else { 16_384 };
     g.zone_size = zone_blocks;
     g.zone_capacity = zone_blocks;
-    let usable_per_zone = (zone_blocks - 1) as f64 * f64::from(1000 - op_permille) / 1000.0;
-    let data = ((bytes / 4096) as f64 / usable_per_zone).ceil() as u32;
-    // Checkpoint slots, garbage collection's reserve and the open stream zones.
-    g.zone_count = (data + ftl::layout::RESERVE_ZONES_DEFAULT + 8).max(16);
+    let zones =
+        ftl::Layout::zones_for_volume(g, bytes, op_permille, ftl::layout::RESERVE_ZONES_DEFAULT)
+            .map_err(|e| CliError::Usage(format!("--memory {bytes}: {e}")))?;
+    // Room for the open stream zones on top of what the layout needs.
+    g.zone_count = zones.saturating_add(8).max(16);
     g.max_open = 14.min(g.zone_count);
     g.max_active = 14.min(g.zone_count);
-    g
+    Ok(g)
 }
 
 /// Switches the timing model on when a profile was given.
@@ -134,7 +135,7 @@ async fn device_for(
                     "--memory {bytes}: give at least 1M, a multiple of 4K"
                 )));
             }
-            let g = memory_geometry(bytes, op_permille);
+            let g = memory_geometry(bytes, op_permille)?;
             let dev = timed(
                 EmuDevice::new_memory(EmuConfig::new(g)).map_err(other)?,
                 timing,
@@ -324,7 +325,7 @@ mod tests {
         // `serve --memory SIZE --timing PROFILE` must start for every size and profile: the
         // model refuses a geometry whose active zones its write buffer cannot serve.
         for bytes in [1u64 << 20, 1 << 30, 16 << 30] {
-            let g = memory_geometry(bytes, 70);
+            let g = memory_geometry(bytes, 70).expect("a memory geometry");
             for p in emu::timing::timing_profiles() {
                 let t = emu::timing::ZonedTiming::new(p, g, false).map(|_| ());
                 assert_eq!(t, Ok(()), "{} on {bytes} bytes", p.name);

@@ -5,6 +5,8 @@
 pub mod config;
 pub mod conv;
 pub mod device;
+#[cfg(feature = "failpoints")]
+pub mod failpoint;
 pub mod fault;
 pub mod image;
 pub mod stats;
@@ -35,4 +37,14 @@ pub enum EmuError {
     Config(String),
     #[error("geometry mismatch: {0}")]
     Mismatch(String),
+    /// Creating an image failed; the text says what is left at its path.
+    #[error("{0}")]
+    Create(String),
+    /// A change was asked of a device opened read-only.
+    #[error("{0} is open read-only; {1} needs it opened for writing")]
+    ReadOnly(String, &'static str),
+    /// The host failed an I/O on the image (see `EmuDevice::host_error`); the device has
+    /// stopped writing it.
+    #[error("{0}")]
+    Host(String),
 }

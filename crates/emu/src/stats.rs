@@ -25,6 +25,14 @@ impl Op {
         Op::Report,
     ];
 
+    /// Whether the command changes the medium (refused on a device opened read-only).
+    pub fn mutates(self) -> bool {
+        matches!(
+            self,
+            Op::Write | Op::Append | Op::WriteZeroes | Op::Copy | Op::ZoneMgmt
+        )
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Op::Read => "read",

@@ -266,6 +266,50 @@ impl Layout {
     pub fn slot_zone_start(&self, slot: u32, i: u32) -> zns::Lba {
         self.geometry.zone_start(slot * self.slot_zones + i)
     }
+
+    /// The fewest zones a device with `geometry`'s zones (its zone count is ignored) needs
+    /// to export a volume of `volume_bytes` (rounded up to whole blocks) with `op_permille`
+    /// over-provisioning and `reserve_zones` kept for garbage collection: the one place that
+    /// knows how much checkpoint, reserve and spare space a volume costs, for callers that
+    /// size a device for a volume.
+    pub fn zones_for_volume(
+        geometry: Geometry,
+        volume_bytes: u64,
+        op_permille: u32,
+        reserve_zones: u32,
+    ) -> Result<u32, LayoutError> {
+        let blocks = volume_bytes
+            .div_ceil(u64::from(geometry.block_size.max(1)))
+            .max(1);
+        let per_zone = geometry.zone_capacity.saturating_sub(1).max(1);
+        let spare = u64::from(1000u32.saturating_sub(op_permille).max(1));
+        // A lower bound: the data zones the volume needs with its spare and reserve, plus
+        // one zone per checkpoint slot. Checkpoints may need more; the search adds them.
+        let data = (blocks * 1000).div_ceil(spare).div_ceil(per_zone) + u64::from(reserve_zones);
+        let least = (data + 2).max(u64::from(reserve_zones) + 4);
+        let too_many = |n: u64| {
+            LayoutError(format!(
+                "a volume of {volume_bytes} bytes needs more than {n} zones"
+            ))
+        };
+        let least = u32::try_from(least).map_err(|_| too_many(u64::from(u32::MAX)))?;
+        // Each checkpoint slot zone holds the checkpoint of thousands of blocks, so the
+        // search ends long before this bound unless the volume cannot be laid out at all.
+        let most = least.saturating_mul(2).saturating_add(64);
+        let mut last = None;
+        for zones in least..=most {
+            let g = Geometry {
+                zone_count: zones,
+                ..geometry
+            };
+            match Layout::new(g, op_permille, reserve_zones) {
+                Ok(l) if l.volume_blocks >= blocks => return Ok(zones),
+                Ok(_) => {}
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| too_many(u64::from(most))))
+    }
 }
 
 #[cfg(test)]
@@ -305,6 +349,43 @@ mod tests {
         // Between capacity and zone size there is no physical block.
         assert_eq!(l.lba_to_pba(l.data_zone_start(0) + 200), None);
         assert_eq!(l.lba_to_pba(0), None);
+    }
+
+    #[test]
+    fn zones_for_volume_is_the_fewest_zones_that_hold_the_volume() {
+        for (cap, bytes, op) in [
+            (192u64, 1u64 << 20, 70u32),
+            (192, 100 << 20, 200),
+            (4096, 1 << 30, 70),
+            (65_536, 16 << 30, 70),
+            (16_384, 4096, 900),
+        ] {
+            let g = geo(1, cap);
+            let blocks = bytes.div_ceil(4096);
+            let z = Layout::zones_for_volume(g, bytes, op, RESERVE_ZONES_DEFAULT).expect("fits");
+            let with = |zones: u32| {
+                Layout::new(
+                    Geometry {
+                        zone_count: zones,
+                        ..g
+                    },
+                    op,
+                    RESERVE_ZONES_DEFAULT,
+                )
+            };
+            let l = with(z).expect("the zone count lays out");
+            assert!(
+                l.volume_blocks >= blocks,
+                "{cap} {bytes} {op}: {z} zones too few"
+            );
+            assert!(
+                with(z - 1).map_or(true, |l| l.volume_blocks < blocks),
+                "{cap} {bytes} {op}: {z} zones is not the fewest"
+            );
+        }
+        // Beyond what a 32-bit mapping addresses: an error, not a search without end.
+        assert!(Layout::zones_for_volume(geo(1, 65_536), 1 << 50, 70, 2).is_err());
+        assert!(Layout::zones_for_volume(geo(1, 192), 1 << 20, 5, 2).is_err());
     }
 
     #[test]

@@ -25,6 +25,10 @@ pub enum NvmeStatus {
     /// SCT 0h / SC 82h: the namespace is gone (whole-device failure); not retryable.
     #[error("Namespace Not Ready")]
     NamespaceNotReady,
+    /// SCT 0h / SC 20h: the namespace is write protected (an image opened read-only); not
+    /// retryable.
+    #[error("Namespace is Write Protected")]
+    NamespaceWriteProtected,
     /// SCT 0h / SC 01h: the device does not implement the command.
     #[error("Invalid Command Opcode")]
     InvalidOpcode,
@@ -58,11 +62,15 @@ pub enum NvmeStatus {
     /// SCT 2h / SC 81h: media error on read.
     #[error("Unrecovered Read Error")]
     UnrecoveredReadError,
+    /// SCT 2h / SC 80h: media error on write (for an emulated device, the host could not
+    /// write its image); not retryable.
+    #[error("Write Fault")]
+    WriteFault,
 }
 
 impl NvmeStatus {
     /// Every status, for tables and round-trip tests.
-    pub const ALL: [NvmeStatus; 17] = [
+    pub const ALL: [NvmeStatus; 19] = [
         NvmeStatus::InvalidField,
         NvmeStatus::DataTransferError,
         NvmeStatus::AbortedPowerLoss,
@@ -80,6 +88,8 @@ impl NvmeStatus {
         NvmeStatus::TooManyOpenZones,
         NvmeStatus::InvalidZoneStateTransition,
         NvmeStatus::UnrecoveredReadError,
+        NvmeStatus::NamespaceWriteProtected,
+        NvmeStatus::WriteFault,
     ];
 
     /// Status Code Type.
@@ -91,8 +101,9 @@ impl NvmeStatus {
             | NvmeStatus::InternalError
             | NvmeStatus::LbaOutOfRange
             | NvmeStatus::NamespaceNotReady
+            | NvmeStatus::NamespaceWriteProtected
             | NvmeStatus::InvalidOpcode => 0,
-            NvmeStatus::UnrecoveredReadError => 2,
+            NvmeStatus::UnrecoveredReadError | NvmeStatus::WriteFault => 2,
             _ => 1,
         }
     }
@@ -105,6 +116,8 @@ impl NvmeStatus {
             NvmeStatus::DataTransferError => 0x04,
             NvmeStatus::AbortedPowerLoss => 0x05,
             NvmeStatus::InternalError => 0x06,
+            NvmeStatus::NamespaceWriteProtected => 0x20,
+            NvmeStatus::WriteFault => 0x80,
             NvmeStatus::LbaOutOfRange => 0x80,
             NvmeStatus::NamespaceNotReady => 0x82,
             NvmeStatus::CommandSizeLimitExceeded => 0x83,
@@ -160,5 +173,26 @@ mod tests {
         }
         assert_eq!(NvmeStatus::from_code(0x7FF), None);
         assert_eq!(NvmeStatus::ZoneIsFull.to_string(), "Zone Is Full");
+        assert_eq!(NvmeStatus::WriteFault.code(), 0x280);
+        assert_eq!(NvmeStatus::NamespaceWriteProtected.code(), 0x020);
+    }
+
+    #[test]
+    fn only_transfer_internal_and_power_loss_errors_are_retryable() {
+        // A host I/O error on an emulated device's image (Write Fault) and a write to a
+        // read-only image (Namespace is Write Protected) must not be retried: the same
+        // command fails the same way again.
+        let transient: Vec<NvmeStatus> = NvmeStatus::ALL
+            .into_iter()
+            .filter(|s| s.is_transient())
+            .collect();
+        assert_eq!(
+            transient,
+            [
+                NvmeStatus::DataTransferError,
+                NvmeStatus::AbortedPowerLoss,
+                NvmeStatus::InternalError
+            ]
+        );
     }
 }

@@ -6,12 +6,12 @@
 //! zone's write pointer are zeroed by the device, not the backend), so stale bytes left above
 //! a write pointer after a reset or power loss are never returned.
 
-use std::fs::File;
-use std::io;
-use std::os::unix::fs::FileExt;
-use std::path::Path;
+mod file;
 
-use crate::image::{self, Layout, Superblock};
+use std::io;
+
+pub use file::{describe_io_error, FileStore};
+
 use crate::zones::Zone;
 
 /// Where a device keeps its bytes.
@@ -169,152 +169,6 @@ impl Store for MemStore {
     }
     fn footprint_bytes(&self) -> u64 {
         self.data.allocated_bytes() + self.meta.allocated_bytes()
-    }
-}
-
-/// Takes the image's advisory lock so two processes never drive one image at once.
-fn lock(file: &File, path: &Path) -> io::Result<()> {
-    match file.try_lock() {
-        Ok(()) => Ok(()),
-        Err(std::fs::TryLockError::WouldBlock) => Err(io::Error::new(
-            io::ErrorKind::WouldBlock,
-            format!("{} is in use by another process", path.display()),
-        )),
-        Err(std::fs::TryLockError::Error(e)) => Err(e),
-    }
-}
-
-/// An image file: superblock, zone table, metadata region, data region.
-pub struct FileStore {
-    file: File,
-    layout: Layout,
-    superblock: Superblock,
-    /// Whether `sync` calls fdatasync (host-crash durability, slow) or only orders writes.
-    host_sync: bool,
-}
-
-impl FileStore {
-    /// Creates a new image. The caller has checked that it may overwrite `path`.
-    pub fn create(path: &Path, sb: Superblock, host_sync: bool) -> io::Result<FileStore> {
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)?;
-        lock(&file, path)?;
-        file.set_len(0)?;
-        let layout = Layout::for_geometry(&sb.geometry);
-        file.set_len(layout.total_bytes)?;
-        let mut store = FileStore {
-            file,
-            layout,
-            superblock: sb,
-            host_sync,
-        };
-        let g = sb.geometry;
-        let mut table = Vec::with_capacity(g.zone_count as usize * image::ZONE_ENTRY_BYTES);
-        for (i, z) in crate::zones::ZoneTable::new(g).zones().iter().enumerate() {
-            table.extend_from_slice(&image::encode_zone(i as u32, z));
-        }
-        store.file.write_all_at(&table, layout.table_offset)?;
-        store.write_superblock()?;
-        store.file.sync_all()?;
-        Ok(store)
-    }
-
-    /// Opens an existing image and reads its zone table.
-    pub fn open(path: &Path, host_sync: bool) -> Result<(FileStore, Vec<Zone>), crate::EmuError> {
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)?;
-        lock(&file, path)?;
-        let mut sb_bytes = vec![0u8; image::SUPERBLOCK_BYTES as usize];
-        let len = file.metadata()?.len();
-        if len < image::SUPERBLOCK_BYTES {
-            return Err(image::ImageError::Truncated(format!("file is {len} bytes")).into());
-        }
-        file.read_exact_at(&mut sb_bytes, 0)?;
-        let sb = image::decode_superblock(&sb_bytes)?;
-        let g = sb.geometry;
-        let layout = Layout::for_geometry(&g);
-        if len < layout.total_bytes {
-            return Err(image::ImageError::Truncated(format!(
-                "file is {len} bytes, the geometry needs {}",
-                layout.total_bytes
-            ))
-            .into());
-        }
-        let mut table = vec![0u8; g.zone_count as usize * image::ZONE_ENTRY_BYTES];
-        file.read_exact_at(&mut table, layout.table_offset)?;
-        let zones = table
-            .chunks_exact(image::ZONE_ENTRY_BYTES)
-            .enumerate()
-            .map(|(i, b)| image::decode_zone(&g, i as u32, b))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok((
-            FileStore {
-                file,
-                layout,
-                superblock: sb,
-                host_sync,
-            },
-            zones,
-        ))
-    }
-
-    pub fn superblock(&self) -> Superblock {
-        self.superblock
-    }
-
-    fn write_superblock(&mut self) -> io::Result<()> {
-        self.file
-            .write_all_at(&image::encode_superblock(&self.superblock), 0)
-    }
-}
-
-impl Store for FileStore {
-    fn read_data(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        self.file
-            .read_exact_at(buf, self.layout.data_offset + offset)
-    }
-    fn write_data(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
-        self.file
-            .write_all_at(data, self.layout.data_offset + offset)
-    }
-    fn read_meta(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        self.file
-            .read_exact_at(buf, self.layout.meta_offset + offset)
-    }
-    fn write_meta(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
-        self.file
-            .write_all_at(data, self.layout.meta_offset + offset)
-    }
-    fn discard(&mut self, _data: (u64, u64), _meta: (u64, u64)) -> io::Result<()> {
-        // Stale bytes above the write pointer are never read back, so nothing needs erasing.
-        Ok(())
-    }
-    fn persist_zone(&mut self, index: u32, zone: &Zone) -> io::Result<()> {
-        let at = self.layout.table_offset + u64::from(index) * image::ZONE_ENTRY_BYTES as u64;
-        self.file.write_all_at(&image::encode_zone(index, zone), at)
-    }
-    fn set_clean(&mut self, clean: bool) -> io::Result<()> {
-        self.superblock.clean = clean;
-        self.write_superblock()?;
-        if clean {
-            self.file.sync_all()?;
-        }
-        Ok(())
-    }
-    fn sync(&mut self) -> io::Result<()> {
-        if self.host_sync {
-            self.file.sync_data()?;
-        }
-        Ok(())
-    }
-    fn footprint_bytes(&self) -> u64 {
-        self.layout.total_bytes
     }
 }
 

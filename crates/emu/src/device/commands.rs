@@ -1,0 +1,228 @@
+//! The NVMe commands of the emulated device: the `ZonedDevice` implementation. Each command
+//! passes admission (`EmuDevice::enter`: counters and injected faults), is validated, runs
+//! under the device lock in the command core (`core.rs`), and is then timed by the
+//! performance model when it is on.
+
+use async_trait::async_trait;
+use zns::{
+    CopyRange, Geometry, Lba, NvmeResult, NvmeStatus, ReportFilter, ZoneAction, ZoneReport,
+    ZoneState, ZonedDevice,
+};
+
+use super::core::Payload;
+use super::EmuDevice;
+use crate::stats::Op;
+use crate::timing::TimedCmd;
+
+#[async_trait]
+impl ZonedDevice for EmuDevice {
+    fn geometry(&self) -> Geometry {
+        self.geo
+    }
+
+    async fn read(&self, lba: Lba, buf: &mut [u8], meta: Option<&mut [u8]>) -> NvmeResult<()> {
+        self.enter(Op::Read).await?;
+        let r = (|| {
+            let blocks = self.blocks_of(lba, buf.len(), meta.as_ref().map(|m| m.len()))?;
+            let mut c = self.core.lock();
+            c.drain_appends();
+            c.zones.check_read(lba, blocks)?;
+            self.mdts_check(blocks)?;
+            c.read_blocks(lba, buf, meta)
+        })();
+        self.record(Op::Read, &r);
+        if let Some(t) = &self.timing {
+            let blocks = (buf.len() / self.geo.block_size as usize) as u64;
+            t.complete(TimedCmd::Read { lba, blocks }, r.is_ok()).await;
+        }
+        r
+    }
+
+    async fn write(&self, lba: Lba, data: &[u8], meta: Option<&[u8]>, fua: bool) -> NvmeResult<()> {
+        self.enter(Op::Write).await?;
+        let r = (|| {
+            let blocks = self.blocks_of(lba, data.len(), meta.map(|m| m.len()))?;
+            self.mdts_check(blocks)?;
+            let mut c = self.core.lock();
+            c.drain_appends();
+            c.zoned_write(
+                lba,
+                blocks,
+                Payload {
+                    data: Some(data),
+                    meta,
+                },
+                fua,
+            )
+        })();
+        self.record(Op::Write, &r);
+        if let Some(t) = &self.timing {
+            let blocks = (data.len() / self.geo.block_size as usize) as u64;
+            let cmd = TimedCmd::Write {
+                lba,
+                blocks,
+                fua,
+                host_data: true,
+            };
+            t.complete(cmd, r.is_ok()).await;
+        }
+        r
+    }
+
+    async fn append(
+        &self,
+        zslba: Lba,
+        data: &[u8],
+        meta: Option<&[u8]>,
+        fua: bool,
+    ) -> NvmeResult<Lba> {
+        self.enter(Op::Append).await?;
+        let blocks = match self.blocks_of(zslba, data.len(), meta.map(|m| m.len())) {
+            Ok(b) => b,
+            Err(e) => {
+                self.record(Op::Append, &Err::<(), _>(e));
+                return Err(e);
+            }
+        };
+        if !self.cfg.reorder_appends {
+            let r = (|| {
+                self.mdts_check(blocks)?;
+                self.core.lock().append_now(
+                    zslba,
+                    Payload {
+                        data: Some(data),
+                        meta,
+                    },
+                    fua,
+                )
+            })();
+            self.record(Op::Append, &r);
+            self.time_append(&r, blocks, fua).await;
+            return r;
+        }
+        let r = self.queued_append(zslba, data, meta, fua).await;
+        self.record(Op::Append, &r);
+        self.time_append(&r, blocks, fua).await;
+        r
+    }
+
+    async fn write_zeroes(&self, lba: Lba, blocks: u64, fua: bool) -> NvmeResult<()> {
+        self.enter(Op::WriteZeroes).await?;
+        let r = (|| {
+            zns::check_range(&self.geo, lba, blocks)?;
+            if blocks == 0 {
+                return Err(NvmeStatus::InvalidField);
+            }
+            self.mdts_check(blocks)?;
+            let mut c = self.core.lock();
+            c.drain_appends();
+            c.zoned_write(
+                lba,
+                blocks,
+                Payload {
+                    data: None,
+                    meta: None,
+                },
+                fua,
+            )
+        })();
+        self.record(Op::WriteZeroes, &r);
+        if let Some(t) = &self.timing {
+            let cmd = TimedCmd::Write {
+                lba,
+                blocks,
+                fua,
+                host_data: false,
+            };
+            t.complete(cmd, r.is_ok()).await;
+        }
+        r
+    }
+
+    async fn flush(&self) -> NvmeResult<()> {
+        self.enter(Op::Flush).await?;
+        let r = self.core.lock().flush();
+        self.record(Op::Flush, &r);
+        if let Some(t) = &self.timing {
+            t.complete(TimedCmd::Flush, r.is_ok()).await;
+        }
+        r
+    }
+
+    async fn copy(&self, sources: &[CopyRange], dest: Lba, fua: bool) -> NvmeResult<()> {
+        self.enter(Op::Copy).await?;
+        let r = self.copy_now(sources, dest, fua);
+        self.record(Op::Copy, &r);
+        if let Some(t) = &self.timing {
+            let cmd = TimedCmd::Copy { sources, dest, fua };
+            t.complete(cmd, r.is_ok()).await;
+        }
+        r
+    }
+
+    async fn zone_mgmt(&self, action: ZoneAction, zslba: Lba, select_all: bool) -> NvmeResult<()> {
+        self.enter(Op::ZoneMgmt).await?;
+        // `changed`: zones whose state changed, for the timing model (erase, last program).
+        let (r, changed) = self.core.lock().manage(action, zslba, select_all);
+        self.record(Op::ZoneMgmt, &r);
+        if let Some(t) = &self.timing {
+            let pick = |s: ZoneState| -> Vec<u32> {
+                changed.iter().filter(|c| c.1 == s).map(|c| c.0).collect()
+            };
+            let (reset, finished) = (pick(ZoneState::Empty), pick(ZoneState::Full));
+            let cmd = match action {
+                ZoneAction::Reset => TimedCmd::Reset { zones: &reset },
+                ZoneAction::Finish => TimedCmd::Finish { zones: &finished },
+                _ => TimedCmd::Admin,
+            };
+            // Select All may fail after changing zones; those changes still cost their time.
+            t.complete(cmd, r.is_ok() || !changed.is_empty()).await;
+        }
+        r
+    }
+
+    async fn report_zones(
+        &self,
+        lba: Lba,
+        filter: ReportFilter,
+        partial: bool,
+        max_zones: usize,
+    ) -> NvmeResult<ZoneReport> {
+        self.enter(Op::Report).await?;
+        let r = self.core.lock().report(lba, filter, partial, max_zones);
+        self.record(Op::Report, &r);
+        if let Some(t) = &self.timing {
+            t.complete(TimedCmd::Admin, r.is_ok()).await;
+        }
+        r
+    }
+}
+
+impl EmuDevice {
+    /// Books a finished Zone Append with the timing model, at the LBA it landed at.
+    async fn time_append(&self, r: &NvmeResult<Lba>, blocks: u64, fua: bool) {
+        if let Some(t) = &self.timing {
+            let lba = *r.as_ref().unwrap_or(&0);
+            t.complete(TimedCmd::Append { lba, blocks, fua }, r.is_ok())
+                .await;
+        }
+    }
+
+    fn copy_now(&self, sources: &[CopyRange], dest: Lba, fua: bool) -> NvmeResult<()> {
+        let g = &self.geo;
+        if sources.is_empty() || sources.len() > g.copy_max_ranges as usize {
+            return Err(NvmeStatus::CommandSizeLimitExceeded);
+        }
+        let mut total = 0u64;
+        for s in sources {
+            if s.blocks == 0 || s.blocks > u64::from(g.copy_max_range_blocks) {
+                return Err(NvmeStatus::CommandSizeLimitExceeded);
+            }
+            total += s.blocks;
+        }
+        if total > u64::from(g.copy_max_blocks) {
+            return Err(NvmeStatus::CommandSizeLimitExceeded);
+        }
+        self.core.lock().copy(sources, total, dest, fua)
+    }
+}

@@ -1,0 +1,568 @@
+//! The command core of the emulated device: the state behind the device's one lock (zone
+//! table, backend, counters, append queue) and the synchronous steps every command is made
+//! of (read blocks, store blocks, persist a zone). The async shell in `commands.rs` only
+//! validates, takes the lock and calls these.
+//!
+//! Fault model of the host: every pread/pwrite/fdatasync on an image can fail (host file
+//! system full, host disk failing). Such an error is never retryable, is logged with
+//! `tracing::error!` naming the image, the operation and the cause, and the first one is kept
+//! for `EmuDevice::host_error`. What it does to the device depends on when it strikes:
+//! - a failed read (of data or metadata) fails that command with Unrecovered Read Error;
+//!   nothing changed, and the device goes on;
+//! - a failed write of a command's data or metadata fails that command with Write Fault
+//!   before its write pointer moves, so the zone still says exactly what the image holds
+//!   (bytes that did land above the write pointer are never read back); the device goes on,
+//!   and a later write to the same place may succeed once the host has room again;
+//! - a failed write of the zone table or superblock, or a failed fdatasync, strikes after the
+//!   device's state moved on, when what the image holds is no longer known (after a failed
+//!   fdatasync the host may drop the unwritten pages). The command fails with Write Fault and
+//!   the device fails: every later command returns Namespace Not Ready and nothing more is
+//!   written, not even at shutdown. The image is then as after a process kill at that
+//!   instant: its zone table records only write pointers whose data was written before them,
+//!   so reopening it (after the host is fixed) gives a consistent device, which may or may
+//!   not hold the failed command's data, as NVMe allows for a failed write.
+//!
+//! Read-only devices (an image opened O_RDONLY) refuse every command that would change the
+//! medium with Namespace is Write Protected; Flush has nothing to do and succeeds.
+//!
+//! Ownership: only this file and `append.rs` (the append queue) change `Core`'s fields; the
+//! lifecycle (`lifecycle.rs`) and the commands go through its methods. There is one lock, the
+//! device's `Mutex<Core>`; nothing else is locked while it is held except the timing model's
+//! own lock, which is taken after it and never the other way round.
+
+use std::path::PathBuf;
+
+use zns::{
+    CopyRange, Geometry, Lba, NvmeResult, NvmeStatus, ReportFilter, SimRng, ZoneAction, ZoneReport,
+    ZoneState,
+};
+
+use super::append::AppendQueue;
+use crate::fault::{FaultPlan, FaultState, Verdict};
+use crate::stats::{Op, Stats};
+use crate::store::Store;
+use crate::zones::{Zone, ZoneTable};
+use crate::{EmuConfig, EmuError};
+
+/// The bytes of a write: data (zeros when absent, for Write Zeroes) and per-block metadata
+/// (zeros when absent).
+#[derive(Clone, Copy)]
+pub(super) struct Payload<'a> {
+    pub(super) data: Option<&'a [u8]>,
+    pub(super) meta: Option<&'a [u8]>,
+}
+
+/// Everything behind the device's lock.
+pub(super) struct Core {
+    pub(super) geo: Geometry,
+    pub(super) cfg: EmuConfig,
+    pub(super) zones: ZoneTable,
+    pub(super) store: Box<dyn Store>,
+    pub(super) rng: SimRng,
+    pub(super) faults: FaultState,
+    pub(super) stats: Stats,
+    pub(super) appends: AppendQueue,
+    /// The restart form of each zone last written to the backend.
+    persisted: Vec<Zone>,
+    zero: Vec<u8>,
+    /// Set once the device is shut down or killed; commands then fail.
+    closed: bool,
+    /// The image file, to name in host errors.
+    image: Option<PathBuf>,
+    /// Opened read-only: commands that change the medium are refused.
+    read_only: bool,
+    /// The first host I/O error, in words.
+    host_error: Option<String>,
+    /// A host I/O error left the image in an unknown state: the device has failed.
+    host_failed: bool,
+}
+
+/// What the device was doing on the host when an I/O error struck.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum HostOp {
+    ReadData,
+    ReadMeta,
+    WriteData,
+    WriteMeta,
+    ZoneTable,
+    Superblock,
+    Sync,
+}
+
+impl HostOp {
+    fn name(self) -> &'static str {
+        match self {
+            HostOp::ReadData => "reading block data",
+            HostOp::ReadMeta => "reading block metadata",
+            HostOp::WriteData => "writing block data",
+            HostOp::WriteMeta => "writing block metadata",
+            HostOp::ZoneTable => "writing the zone table",
+            HostOp::Superblock => "writing the superblock",
+            HostOp::Sync => "syncing (fdatasync)",
+        }
+    }
+
+    /// Whether the device's state may already be ahead of the image when this fails.
+    fn fails_device(self) -> bool {
+        matches!(self, HostOp::ZoneTable | HostOp::Superblock | HostOp::Sync)
+    }
+}
+
+/// The restart form of a zone: what the image records, and what power loss leaves.
+pub(super) fn restart_form(geo: &Geometry, index: u32, z: &Zone) -> Zone {
+    let start = geo.zone_start(index);
+    let mut p = Zone {
+        wp: z.durable_wp,
+        data_end: z.data_end.min(z.durable_wp),
+        durable_wp: z.durable_wp,
+        opened_seq: 0,
+        ..*z
+    };
+    if z.state.is_open() {
+        p.state = if p.wp == start {
+            ZoneState::Empty
+        } else {
+            ZoneState::Closed
+        };
+    }
+    p
+}
+
+impl Core {
+    pub(super) fn new(
+        cfg: EmuConfig,
+        store: Box<dyn Store>,
+        zones: ZoneTable,
+        image: Option<PathBuf>,
+        read_only: bool,
+    ) -> Core {
+        let g = cfg.geometry;
+        let persisted = (0..g.zone_count)
+            .map(|i| restart_form(&g, i, zones.zone(i)))
+            .collect();
+        Core {
+            geo: g,
+            cfg,
+            zones,
+            store,
+            rng: SimRng::new(cfg.seed),
+            faults: FaultState::new(FaultPlan::default()),
+            stats: Stats::new(g.zone_count),
+            appends: AppendQueue::default(),
+            persisted,
+            zero: Vec::new(),
+            closed: false,
+            image,
+            read_only,
+            host_error: None,
+            host_failed: false,
+        }
+    }
+
+    /// Installs a fault plan; a device that has failed stays failed.
+    pub(super) fn set_faults(&mut self, plan: FaultPlan) {
+        let failed = self.faults.device_failed();
+        self.faults = FaultState::new(plan);
+        if failed {
+            self.faults.fail_device();
+        }
+    }
+
+    pub(super) fn fail_device(&mut self) {
+        self.faults.fail_device();
+    }
+
+    /// Admission of a command: counters, then a closed device or an injected fault. Returns
+    /// the extra delay to apply, if any.
+    pub(super) fn admit(&mut self, op: Op) -> NvmeResult<Option<std::time::Duration>> {
+        self.stats.command(op);
+        if self.closed || self.host_failed {
+            self.stats.error(op);
+            return Err(NvmeStatus::NamespaceNotReady);
+        }
+        if self.read_only && op.mutates() {
+            self.stats.error(op);
+            return Err(NvmeStatus::NamespaceWriteProtected);
+        }
+        match self.faults.admit() {
+            Verdict::Proceed => Ok(None),
+            Verdict::Delay(d) => Ok(Some(d)),
+            Verdict::Fail(s) => {
+                self.stats.error(op);
+                Err(s)
+            }
+        }
+    }
+
+    pub(super) fn record_error(&mut self, op: Op) {
+        self.stats.error(op);
+    }
+
+    /// Handles a host I/O error: logs it, keeps the first, fails the device when the image
+    /// may now be behind the device's state, and returns the command status (never
+    /// retryable).
+    pub(super) fn host_fault(&mut self, op: HostOp, e: std::io::Error) -> NvmeStatus {
+        let image = self.image.as_ref().map_or_else(
+            || "the memory backend".to_string(),
+            |p| p.display().to_string(),
+        );
+        let text = format!(
+            "{} of {image} failed: {}",
+            op.name(),
+            crate::store::describe_io_error(&e)
+        );
+        tracing::error!(image = %image, operation = op.name(), error = %e, "{text}");
+        if op.fails_device() && !self.host_failed {
+            self.host_failed = true;
+            tracing::error!(image = %image, "the device has failed: it writes nothing more to its image");
+        }
+        self.host_error.get_or_insert(text);
+        match op {
+            HostOp::ReadData | HostOp::ReadMeta => NvmeStatus::UnrecoveredReadError,
+            _ => NvmeStatus::WriteFault,
+        }
+    }
+
+    /// The first host I/O error, in words.
+    pub(super) fn host_error(&self) -> Option<String> {
+        self.host_error.clone()
+    }
+
+    pub(super) fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// The lifecycle error for a failed command-core step.
+    fn lifecycle_err(&self, s: NvmeStatus) -> EmuError {
+        match &self.host_error {
+            Some(text) => EmuError::Host(text.clone()),
+            None => EmuError::Config(format!("the device failed: {s}")),
+        }
+    }
+
+    fn refuse_if_read_only(&self, what: &'static str) -> Result<(), EmuError> {
+        if self.read_only {
+            let image = self
+                .image
+                .as_ref()
+                .map_or_else(|| "the device".to_string(), |p| p.display().to_string());
+            return Err(EmuError::ReadOnly(image, what));
+        }
+        Ok(())
+    }
+
+    /// Writes a zone's restart form to the backend if it changed.
+    pub(super) fn persist(&mut self, z: u32) -> NvmeResult<()> {
+        let form = restart_form(&self.geo, z, self.zones.zone(z));
+        if self.persisted[z as usize] != form {
+            let r = self.store.persist_zone(z, &form);
+            r.map_err(|e| self.host_fault(HostOp::ZoneTable, e))?;
+            self.persisted[z as usize] = form;
+        }
+        Ok(())
+    }
+
+    pub(super) fn persist_all(&mut self) -> NvmeResult<()> {
+        for z in 0..self.geo.zone_count {
+            self.persist(z)?;
+        }
+        self.sync()
+    }
+
+    fn sync(&mut self) -> NvmeResult<()> {
+        let r = self.store.sync();
+        r.map_err(|e| self.host_fault(HostOp::Sync, e))
+    }
+
+    /// Flush: every zone's data becomes durable and the backend records it.
+    pub(super) fn flush(&mut self) -> NvmeResult<()> {
+        if self.read_only {
+            return Ok(());
+        }
+        self.drain_appends();
+        self.zones.flush();
+        self.persist_all()
+    }
+
+    /// Power loss: appends in flight are aborted, each zone keeps a random prefix drawn from
+    /// `seed` at least up to its durable point, and the backend records the result.
+    pub(super) fn power_cut(&mut self, seed: u64) -> Result<Vec<(u32, Lba, Lba)>, EmuError> {
+        self.refuse_if_read_only("a power loss")?;
+        self.refuse_if_failed()?;
+        self.appends.abort_all();
+        let cut = self.zones.power_cut(&mut SimRng::new(seed));
+        self.stats.power_losses += 1;
+        self.persist_all().map_err(|s| self.lifecycle_err(s))?;
+        Ok(cut)
+    }
+
+    /// Clean controller restart: flush, then the restart rule (item 37), persisted.
+    pub(super) fn restart(&mut self) -> Result<(), EmuError> {
+        self.refuse_if_read_only("a restart")?;
+        self.refuse_if_failed()?;
+        self.drain_appends();
+        self.zones.flush();
+        self.zones.restart();
+        self.persist_all().map_err(|s| self.lifecycle_err(s))
+    }
+
+    /// A device that failed on a host error refuses to write its image again.
+    fn refuse_if_failed(&self) -> Result<(), EmuError> {
+        if self.host_failed {
+            return Err(self.lifecycle_err(NvmeStatus::WriteFault));
+        }
+        Ok(())
+    }
+
+    /// Clean shutdown: restart form persisted, image marked clean, device closed. Idempotent.
+    /// A read-only device writes nothing; one that failed on a host error writes nothing and
+    /// says why (its image is then as after a process kill).
+    pub(super) fn shutdown(&mut self) -> Result<(), EmuError> {
+        if self.closed {
+            return Ok(());
+        }
+        if self.read_only || self.host_failed {
+            self.closed = true;
+            return self.refuse_if_failed();
+        }
+        self.restart()?;
+        let r = self.store.set_clean(true);
+        r.map_err(|e| self.host_fault(HostOp::Superblock, e))
+            .map_err(|s| self.lifecycle_err(s))?;
+        self.closed = true;
+        Ok(())
+    }
+
+    /// Process kill: nothing more is written; commands fail from now on.
+    pub(super) fn kill(&mut self) {
+        self.closed = true;
+    }
+
+    /// Device-side fault: moves `zone` to Read Only or Offline and persists it.
+    pub(super) fn force_zone_state(&mut self, zone: u32, state: ZoneState) -> Result<(), EmuError> {
+        self.refuse_if_read_only("a zone fault")?;
+        self.refuse_if_failed()?;
+        self.drain_appends();
+        self.zones
+            .force_state(zone, state)
+            .map_err(|e| EmuError::Config(format!("zone {zone} cannot become {state}: {e}")))?;
+        self.persist(zone).map_err(|s| self.lifecycle_err(s))
+    }
+
+    /// Reads `buf.len()` bytes of blocks at `lba` (already validated), zeroing what lies above
+    /// each zone's write pointer.
+    pub(super) fn read_blocks(
+        &mut self,
+        lba: Lba,
+        buf: &mut [u8],
+        mut meta: Option<&mut [u8]>,
+    ) -> NvmeResult<()> {
+        let geo = self.geo;
+        let bs = u64::from(geo.block_size);
+        let oob = u64::from(geo.oob_size);
+        let blocks = buf.len() as u64 / bs;
+        let mut done = 0u64;
+        while done < blocks {
+            let at = lba + done;
+            let z = geo.zone_of(at).ok_or(NvmeStatus::LbaOutOfRange)?;
+            let zone_end = geo.zone_start(z) + geo.zone_size;
+            let n = (zone_end - at).min(blocks - done);
+            let valid = self.zones.zone(z).data_end.saturating_sub(at).min(n);
+            let (b0, b1, b2) = (done * bs, (done + valid) * bs, (done + n) * bs);
+            let r = self
+                .store
+                .read_data(at * bs, &mut buf[b0 as usize..b1 as usize]);
+            r.map_err(|e| self.host_fault(HostOp::ReadData, e))?;
+            buf[b1 as usize..b2 as usize].fill(0);
+            if let Some(m) = meta.as_deref_mut() {
+                let (m0, m1, m2) = (done * oob, (done + valid) * oob, (done + n) * oob);
+                let r = self
+                    .store
+                    .read_meta(at * oob, &mut m[m0 as usize..m1 as usize]);
+                r.map_err(|e| self.host_fault(HostOp::ReadMeta, e))?;
+                m[m1 as usize..m2 as usize].fill(0);
+            }
+            done += n;
+        }
+        self.stats.blocks_read += blocks;
+        Ok(())
+    }
+
+    /// Grows the zero buffer (the payload of Write Zeroes) to at least `len` bytes.
+    fn grow_zeros(&mut self, len: usize) {
+        if self.zero.len() < len {
+            self.zero.resize(len, 0);
+        }
+    }
+
+    /// Stores data (and metadata, zeros when absent) for blocks at `lba` in zone `z`, whose
+    /// write was begun, then completes the write in the state machine.
+    pub(super) fn store_blocks(
+        &mut self,
+        z: u32,
+        lba: Lba,
+        blocks: u64,
+        payload: Payload<'_>,
+        fua: bool,
+    ) -> NvmeResult<()> {
+        let bs = u64::from(self.geo.block_size);
+        let oob = u64::from(self.geo.oob_size);
+        let Payload { data, meta } = payload;
+        let r = match data {
+            Some(d) => self.store.write_data(lba * bs, d),
+            None => {
+                let len = (blocks * bs) as usize;
+                self.grow_zeros(len);
+                self.store.write_data(lba * bs, &self.zero[..len])
+            }
+        };
+        // The write pointer has not moved: a failure here leaves the zone as the image has it.
+        r.map_err(|e| self.host_fault(HostOp::WriteData, e))?;
+        if oob > 0 {
+            let r = match meta {
+                Some(m) => self.store.write_meta(lba * oob, m),
+                None => {
+                    let len = (blocks * oob) as usize;
+                    self.grow_zeros(len);
+                    self.store.write_meta(lba * oob, &self.zero[..len])
+                }
+            };
+            r.map_err(|e| self.host_fault(HostOp::WriteMeta, e))?;
+        }
+        let durable = fua || !self.cfg.volatile_cache;
+        self.zones.finish_write(z, blocks, durable);
+        self.stats.blocks_written += blocks;
+        self.stats.zone_writes[z as usize] += 1;
+        // From here on a host failure fails the device (see the fault model above).
+        self.persist(z)?;
+        if durable {
+            self.sync()?;
+        }
+        Ok(())
+    }
+
+    /// A zoned write at `lba` (Zone Write, Write Zeroes, Copy destination): validates it
+    /// against the zone, stores it and completes it.
+    pub(super) fn zoned_write(
+        &mut self,
+        lba: Lba,
+        blocks: u64,
+        payload: Payload<'_>,
+        fua: bool,
+    ) -> NvmeResult<()> {
+        let z = self.zones.begin_write(lba, blocks)?;
+        self.store_blocks(z, lba, blocks, payload, fua)
+    }
+
+    /// A Zone Append, now: the device picks the LBA (the zone's write pointer).
+    pub(super) fn append_now(
+        &mut self,
+        zslba: Lba,
+        payload: Payload<'_>,
+        fua: bool,
+    ) -> NvmeResult<Lba> {
+        let len = payload.data.map_or(0, <[u8]>::len);
+        let blocks = len as u64 / u64::from(self.geo.block_size);
+        let (z, lba) = self.zones.begin_append(zslba, blocks)?;
+        self.store_blocks(z, lba, blocks, payload, fua)?;
+        Ok(lba)
+    }
+}
+
+impl Core {
+    /// Zone Management Send. Returns the outcome and every zone whose state changed (Select
+    /// All may change zones and then fail; those changes stand, and are persisted).
+    pub(super) fn manage(
+        &mut self,
+        action: ZoneAction,
+        zslba: Lba,
+        select_all: bool,
+    ) -> (NvmeResult<()>, Vec<(u32, ZoneState)>) {
+        self.drain_appends();
+        let before: Vec<ZoneState> = self.zones.zones().iter().map(|z| z.state).collect();
+        let outcome = self.zones.manage(action, zslba, select_all);
+        let changed: Vec<(u32, ZoneState)> = (0..self.geo.zone_count)
+            .map(|z| (z, self.zones.zone(z).state))
+            .filter(|&(z, s)| s != before[z as usize])
+            .collect();
+        let reset = outcome.as_ref().map(Vec::as_slice).unwrap_or(&[]).to_vec();
+        let r = self
+            .persist_managed(&changed, &reset)
+            .and(outcome.map(|_| ()));
+        (r, changed)
+    }
+
+    /// Persists the zones a management command changed or reset, and lets the backend drop
+    /// the data of reset zones.
+    fn persist_managed(&mut self, changed: &[(u32, ZoneState)], reset: &[u32]) -> NvmeResult<()> {
+        for z in changed.iter().map(|c| c.0).chain(reset.iter().copied()) {
+            self.persist(z)?;
+        }
+        let g = self.geo;
+        for &z in reset {
+            self.stats.zone_resets[z as usize] += 1;
+            let start = g.zone_start(z);
+            let data = (
+                start * u64::from(g.block_size),
+                g.zone_size * u64::from(g.block_size),
+            );
+            let meta = (
+                start * u64::from(g.oob_size),
+                g.zone_size * u64::from(g.oob_size),
+            );
+            let r = self.store.discard(data, meta);
+            r.map_err(|e| self.host_fault(HostOp::WriteData, e))?;
+        }
+        Ok(())
+    }
+
+    /// Zone Management Receive (Report Zones).
+    pub(super) fn report(
+        &mut self,
+        lba: Lba,
+        filter: ReportFilter,
+        partial: bool,
+        max_zones: usize,
+    ) -> NvmeResult<ZoneReport> {
+        self.drain_appends();
+        self.zones.report(lba, filter, partial, max_zones)
+    }
+
+    /// Copy of `total` blocks from `sources` (sizes already validated) to `dest`.
+    pub(super) fn copy(
+        &mut self,
+        sources: &[CopyRange],
+        total: u64,
+        dest: Lba,
+        fua: bool,
+    ) -> NvmeResult<()> {
+        self.drain_appends();
+        for s in sources {
+            self.zones.check_read(s.lba, s.blocks)?;
+        }
+        let bs = self.geo.block_size as usize;
+        let oob = self.geo.oob_size as usize;
+        let mut data = vec![0u8; total as usize * bs];
+        let mut meta = vec![0u8; total as usize * oob];
+        let mut at = 0usize;
+        for s in sources {
+            let n = s.blocks as usize;
+            let m = if oob > 0 {
+                Some(&mut meta[at * oob..(at + n) * oob])
+            } else {
+                None
+            };
+            self.read_blocks(s.lba, &mut data[at * bs..(at + n) * bs], m)?;
+            at += n;
+        }
+        self.stats.blocks_read -= total;
+        let payload = Payload {
+            data: Some(&data),
+            meta: (oob > 0).then_some(&meta[..]),
+        };
+        self.zoned_write(dest, total, payload, fua)?;
+        self.stats.blocks_written -= total;
+        self.stats.blocks_copied += total;
+        Ok(())
+    }
+}

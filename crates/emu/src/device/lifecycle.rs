@@ -1,0 +1,245 @@
+//! The life of an emulated device: create (memory or image file), open, restart, power loss,
+//! clean shutdown and process kill.
+//!
+//! Fault model: a process kill of a file-backed device (`kill`) keeps exactly what was
+//! durable: the image's zone table only ever records durable write pointers (the restart
+//! form, see `core::restart_form`). A power loss keeps a random prefix of each zone's
+//! unflushed data, drawn from a seed, and is persisted like a restart.
+
+use std::path::Path;
+
+use parking_lot::Mutex;
+use zns::{Geometry, Lba, ZoneState};
+
+use super::core::Core;
+use super::EmuDevice;
+use crate::store::{FileStore, MemStore, Store};
+use crate::zones::ZoneTable;
+use crate::{EmuConfig, EmuError};
+
+impl EmuDevice {
+    /// A device in memory.
+    pub fn new_memory(cfg: EmuConfig) -> Result<EmuDevice, EmuError> {
+        cfg.geometry.validate()?;
+        let g = cfg.geometry;
+        let store = MemStore::new(
+            g.total_blocks() * u64::from(g.block_size),
+            g.total_blocks() * u64::from(g.oob_size),
+        );
+        Ok(Self::assemble(
+            cfg,
+            None,
+            Box::new(store),
+            ZoneTable::new(g),
+            false,
+        ))
+    }
+
+    /// Creates a file image at `path`. An existing file is refused unless `force`.
+    pub fn create_file(path: &Path, cfg: EmuConfig, force: bool) -> Result<EmuDevice, EmuError> {
+        cfg.geometry.validate()?;
+        let sb = crate::image::Superblock {
+            geometry: cfg.geometry,
+            volatile_cache: cfg.volatile_cache,
+            clean: false,
+            seed: cfg.seed,
+        };
+        let store = FileStore::create(path, sb, cfg.host_sync, force)?;
+        Ok(Self::assemble(
+            cfg,
+            Some(path.to_path_buf()),
+            Box::new(store),
+            ZoneTable::new(cfg.geometry),
+            false,
+        ))
+    }
+
+    /// Opens an existing image. Its zones come back by the restart rule (item 37).
+    pub fn open_file(path: &Path, host_sync: bool) -> Result<EmuDevice, EmuError> {
+        let (mut store, zones) = FileStore::open(path, host_sync)?;
+        let sb = store.superblock();
+        store.set_clean(false)?;
+        let cfg = EmuConfig {
+            geometry: sb.geometry,
+            volatile_cache: sb.volatile_cache,
+            seed: sb.seed,
+            reorder_appends: true,
+            host_sync,
+        };
+        Ok(Self::assemble(
+            cfg,
+            Some(path.to_path_buf()),
+            Box::new(store),
+            ZoneTable::from_zones(sb.geometry, zones),
+            false,
+        ))
+    }
+
+    /// Opens an existing image read-only: O_RDONLY with a shared lock, so it works on a
+    /// read-only file or mount and beside other readers (never beside a writer). Reads,
+    /// Report Zones and Flush work; every command that would change the medium fails with
+    /// Namespace is Write Protected, and power loss, restart and zone faults are refused.
+    /// Nothing is ever written to the image, not even at shutdown.
+    pub fn open_file_read_only(path: &Path) -> Result<EmuDevice, EmuError> {
+        let (store, zones) = FileStore::open_read_only(path)?;
+        let sb = store.superblock();
+        let cfg = EmuConfig {
+            geometry: sb.geometry,
+            volatile_cache: sb.volatile_cache,
+            seed: sb.seed,
+            reorder_appends: true,
+            host_sync: false,
+        };
+        Ok(Self::assemble(
+            cfg,
+            Some(path.to_path_buf()),
+            Box::new(store),
+            ZoneTable::from_zones(sb.geometry, zones),
+            true,
+        ))
+    }
+
+    /// Opens an existing image that must have exactly the geometry `expected` (for a caller
+    /// that formatted something on it, or stripes over several). A different geometry is an
+    /// error naming the first field that differs; the image is not touched.
+    pub fn open_file_expecting(
+        path: &Path,
+        expected: &Geometry,
+        host_sync: bool,
+    ) -> Result<EmuDevice, EmuError> {
+        let (store, _) = FileStore::open_read_only(path)?;
+        let found = store.superblock().geometry;
+        drop(store);
+        if let Some(field) = first_difference(expected, &found) {
+            return Err(EmuError::Mismatch(format!(
+                "{}: {field} differs from what was expected",
+                path.display()
+            )));
+        }
+        Self::open_file(path, host_sync)
+    }
+
+    /// Whether the image at `path` was shut down cleanly, without opening it for writing.
+    pub fn image_was_clean(path: &Path) -> Result<bool, EmuError> {
+        let (store, _) = FileStore::open_read_only(path)?;
+        Ok(store.superblock().clean)
+    }
+
+    fn assemble(
+        cfg: EmuConfig,
+        path: Option<std::path::PathBuf>,
+        store: Box<dyn Store>,
+        zones: ZoneTable,
+        read_only: bool,
+    ) -> EmuDevice {
+        EmuDevice {
+            geo: cfg.geometry,
+            cfg,
+            core: Mutex::new(Core::new(cfg, store, zones, path.clone(), read_only)),
+            path,
+            timing: None,
+        }
+    }
+
+    /// Device-side fault: moves `zone` to Read Only or Offline. Persisted in an image.
+    pub fn set_zone_state(&self, zone: u32, state: ZoneState) -> Result<(), EmuError> {
+        if zone >= self.geo.zone_count {
+            return Err(EmuError::Config(format!(
+                "zone {zone} does not exist ({} zones)",
+                self.geo.zone_count
+            )));
+        }
+        if !matches!(state, ZoneState::ReadOnly | ZoneState::Offline) {
+            return Err(EmuError::Config(format!(
+                "a fault can move a zone to read_only or offline, not {state}"
+            )));
+        }
+        self.core.lock().force_zone_state(zone, state)
+    }
+
+    /// Power loss with the volatile write cache's contents lost: each zone keeps a random
+    /// prefix (drawn from `seed`) at least up to its durable point; appends in flight are
+    /// aborted; then the device restarts. Returns (zone, kept WP, lost WP) per cut zone.
+    pub fn power_loss(&self, seed: u64) -> Result<Vec<(u32, Lba, Lba)>, EmuError> {
+        let mut c = self.core.lock();
+        let cut = c.power_cut(seed)?;
+        self.resync_timing(&c);
+        Ok(cut)
+    }
+
+    /// Clean controller shutdown and restart, in place: the cache is flushed and open zones
+    /// come back Closed (Empty if unwritten), as item 37 requires.
+    pub fn restart(&self) -> Result<(), EmuError> {
+        let mut c = self.core.lock();
+        c.restart()?;
+        self.resync_timing(&c);
+        Ok(())
+    }
+
+    /// Clean shutdown: flush, persist every zone, mark the image clean. Idempotent; also run
+    /// when the device is dropped. A read-only device writes nothing. A device that failed
+    /// on a host I/O error writes nothing either, and returns that error (its image is then
+    /// as after a process kill at the failure).
+    pub fn shutdown(&self) -> Result<(), EmuError> {
+        self.core.lock().shutdown()
+    }
+
+    /// Process kill: the device goes away without a shutdown. An image keeps what was
+    /// durable; nothing else is written.
+    pub fn kill(self) {
+        self.core.lock().kill();
+    }
+}
+
+impl Drop for EmuDevice {
+    fn drop(&mut self) {
+        // A drop is a clean shutdown; an error here has nobody to report to, and the image
+        // then simply comes back as after a power loss at the last durable point.
+        let _ = self.shutdown();
+    }
+}
+
+/// The name of the first geometry field in which `a` and `b` differ.
+fn first_difference(a: &Geometry, b: &Geometry) -> Option<String> {
+    let fields: [(&str, u64, u64); 12] = [
+        ("block size", a.block_size.into(), b.block_size.into()),
+        ("metadata size", a.oob_size.into(), b.oob_size.into()),
+        ("zone count", a.zone_count.into(), b.zone_count.into()),
+        ("zone size", a.zone_size, b.zone_size),
+        ("zone capacity", a.zone_capacity, b.zone_capacity),
+        ("max open zones", a.max_open.into(), b.max_open.into()),
+        ("max active zones", a.max_active.into(), b.max_active.into()),
+        (
+            "append size limit",
+            a.zasl_blocks.into(),
+            b.zasl_blocks.into(),
+        ),
+        (
+            "max transfer size",
+            a.mdts_blocks.into(),
+            b.mdts_blocks.into(),
+        ),
+        (
+            "copy range limit",
+            a.copy_max_ranges.into(),
+            b.copy_max_ranges.into(),
+        ),
+        (
+            "copy blocks per range",
+            a.copy_max_range_blocks.into(),
+            b.copy_max_range_blocks.into(),
+        ),
+        (
+            "copy block limit",
+            a.copy_max_blocks.into(),
+            b.copy_max_blocks.into(),
+        ),
+    ];
+    fields
+        .iter()
+        .find(|(_, x, y)| x != y)
+        .map(|(name, x, y)| format!("{name} (expected {x}, found {y})"))
+        .or_else(|| {
+            (a.cross_zone_reads != b.cross_zone_reads).then(|| "cross-zone reads".to_string())
+        })
+}

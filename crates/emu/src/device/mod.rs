@@ -1,0 +1,179 @@
+//! `EmuDevice`: the emulated ZNS SSD. An async `ZonedDevice` shell around the zone state
+//! machine (`zones`), a storage backend (`store`), fault injection and counters, all behind
+//! one lock so every command is atomic with respect to the others.
+//!
+//! One concept per file: `lifecycle` (create, open, restart, power loss, shutdown, kill),
+//! `core` (the state behind the lock and the synchronous steps of every command), `append`
+//! (the Zone Append queue, whose order the device chooses), `commands` (the `ZonedDevice`
+//! implementation), and this file (the device handle, its accessors, and command admission).
+//!
+//! Fault model: see `zones` (durability and power loss), `fault` (injected errors) and
+//! `lifecycle` (process kill).
+//!
+//! In-flight commands: a command takes effect when it is first polled, in that order, so
+//! writes submitted in write-pointer order succeed at any queue depth. Zone Appends are the
+//! exception the ZNS model exists for (see `append`).
+
+mod append;
+mod commands;
+mod core;
+mod lifecycle;
+
+use std::path::Path;
+
+use parking_lot::Mutex;
+use zns::{Geometry, Lba, NvmeResult, NvmeStatus};
+
+use self::core::Core;
+use crate::fault::FaultPlan;
+use crate::stats::{Op, Stats};
+use crate::timed::Timing;
+use crate::timing::{ClockMode, TimingCounters, TimingProfile};
+use crate::{EmuConfig, EmuError};
+
+/// Which backend a device keeps its bytes in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Memory,
+    File,
+}
+
+/// An emulated ZNS SSD.
+pub struct EmuDevice {
+    geo: Geometry,
+    cfg: EmuConfig,
+    /// The image file, for a file-backed device.
+    path: Option<std::path::PathBuf>,
+    core: Mutex<Core>,
+    /// The performance model, when enabled: decides when each command completes.
+    timing: Option<Timing>,
+}
+
+impl EmuDevice {
+    /// Enables the timing model: every command then completes when the model says, on the
+    /// given clock. Zone states and data behave exactly as without.
+    pub fn with_timing(
+        mut self,
+        profile: TimingProfile,
+        mode: ClockMode,
+    ) -> Result<EmuDevice, EmuError> {
+        self.timing = Some(Timing::new(profile, self.geo, mode).map_err(EmuError::Config)?);
+        // The device may already hold data (an image opened from disk): the model must count
+        // it as on flash, or it would book programs for data whose buffer space it never took.
+        let core = self.core.lock();
+        self.resync_timing(&core);
+        drop(core);
+        Ok(self)
+    }
+
+    /// The timing model's counters, when timing is enabled.
+    pub fn timing_counters(&self) -> Option<TimingCounters> {
+        self.timing.as_ref().map(Timing::counters)
+    }
+
+    /// The timing profile and clock, when timing is enabled.
+    pub fn timing(&self) -> Option<(TimingProfile, ClockMode)> {
+        self.timing.as_ref().map(|t| (t.profile(), t.mode()))
+    }
+
+    /// Tells the timing model that the buffer is gone and every zone is on flash as it is.
+    fn resync_timing(&self, c: &Core) {
+        if let Some(t) = &self.timing {
+            let g = self.geo;
+            t.resync((0..g.zone_count).map(|z| c.zones.zone(z).wp - g.zone_start(z)));
+        }
+    }
+
+    pub fn config(&self) -> EmuConfig {
+        self.cfg
+    }
+
+    pub fn backend(&self) -> Backend {
+        match self.path {
+            Some(_) => Backend::File,
+            None => Backend::Memory,
+        }
+    }
+
+    /// The image file of a file-backed device.
+    pub fn image_path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// The first host I/O error on the image (a full host file system, a failing host disk),
+    /// in one line naming the operation, the image and the cause; `None` while there was
+    /// none. The first is kept because later ones are usually its consequences. Commands
+    /// report such errors as Write Fault or Unrecovered Read Error, which name no cause.
+    pub fn host_error(&self) -> Option<String> {
+        self.core.lock().host_error()
+    }
+
+    /// Whether the device was opened read-only (`open_file_read_only`).
+    pub fn is_read_only(&self) -> bool {
+        self.core.lock().is_read_only()
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> Stats {
+        self.core.lock().stats.clone()
+    }
+
+    /// Bytes of host memory (memory backend) or image size (file backend) in use.
+    pub fn footprint_bytes(&self) -> u64 {
+        self.core.lock().store.footprint_bytes()
+    }
+
+    /// Installs a fault plan, replacing the previous one.
+    pub fn set_faults(&self, plan: FaultPlan) -> Result<(), EmuError> {
+        plan.validate().map_err(EmuError::Config)?;
+        self.core.lock().set_faults(plan);
+        Ok(())
+    }
+
+    /// Whole-device failure: every later command fails with Namespace Not Ready.
+    pub fn fail_device(&self) {
+        self.core.lock().fail_device();
+    }
+
+    /// Admission: fault injection and counters. Returns the delay to apply, if any.
+    fn admit(&self, op: Op) -> NvmeResult<Option<std::time::Duration>> {
+        self.core.lock().admit(op)
+    }
+
+    async fn enter(&self, op: Op) -> NvmeResult<()> {
+        if let Some(d) = self.admit(op)? {
+            tokio::time::sleep(d).await;
+        }
+        Ok(())
+    }
+
+    /// The block count of a transfer at `lba`: the namespace range first (in whole blocks),
+    /// then the byte counts of data and metadata.
+    fn blocks_of(&self, lba: Lba, len: usize, meta: Option<usize>) -> NvmeResult<u64> {
+        let bs = self.geo.block_size as usize;
+        let blocks = (len / bs) as u64;
+        zns::check_range(&self.geo, lba, blocks)?;
+        if len == 0 || !len.is_multiple_of(bs) {
+            return Err(NvmeStatus::InvalidField);
+        }
+        if let Some(m) = meta {
+            if m != blocks as usize * self.geo.oob_size as usize {
+                return Err(NvmeStatus::InvalidField);
+            }
+        }
+        Ok(blocks)
+    }
+
+    fn mdts_check(&self, blocks: u64) -> NvmeResult<()> {
+        if blocks > u64::from(self.geo.mdts_blocks) {
+            return Err(NvmeStatus::InvalidField);
+        }
+        Ok(())
+    }
+
+    fn record(&self, op: Op, r: &NvmeResult<impl Sized>) {
+        if r.is_err() {
+            self.core.lock().record_error(op);
+        }
+    }
+}
