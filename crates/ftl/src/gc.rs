@@ -18,6 +18,9 @@ use crate::map::Stream;
 use crate::volume::FtlVolume;
 use crate::FtlError;
 
+/// Failed copy batches one collection tolerates (each seals its destination zone).
+const DEST_FAILURES_MAX: u32 = 3;
+
 impl FtlVolume {
     /// Runs the maintenance loop; if it panics (a broken invariant), the volume fails with
     /// the panic's message instead of silently losing garbage collection.
@@ -113,12 +116,30 @@ impl FtlVolume {
             cold.sort_unstable();
             (v, hot, cold)
         };
+        // A destination zone whose write failed is sealed and the batch goes to a new one;
+        // a collection gives up (failing the volume) after this many failed batches.
+        let mut failures_left = DEST_FAILURES_MAX;
         for (list, stream) in [(hot, Stream::Gc), (cold, Stream::GcCold)] {
             let mut i = 0;
             while i < list.len() {
                 match self.move_batch(&list[i..], stream).await {
                     Ok(n) => i += n,
-                    Err(e) => return self.victim_failed(victim, e).await,
+                    Err(FtlError::Device(e)) if failures_left > 0 => {
+                        if self.victim_offline(victim).await {
+                            return Ok(true);
+                        }
+                        tracing::warn!(
+                            zone = victim,
+                            "a garbage collection copy failed ({e}); retrying in another zone"
+                        );
+                        failures_left -= 1;
+                    }
+                    Err(e) => {
+                        if self.victim_offline(victim).await {
+                            return Ok(true);
+                        }
+                        return Err(e);
+                    }
                 }
             }
         }
@@ -175,10 +196,9 @@ impl FtlVolume {
         Ok(true)
     }
 
-    /// A move out of `victim` failed: if the victim went Offline its remaining blocks are
-    /// lost (they stay mapped, so reads of them fail) and collection goes on elsewhere; any
-    /// other failure fails the volume.
-    async fn victim_failed(&self, victim: u32, e: FtlError) -> Result<bool, FtlError> {
+    /// After a failed move out of `victim`: if the victim went Offline its remaining blocks
+    /// are lost (they stay mapped, so reads of them fail), it is retired, and true is returned.
+    async fn victim_offline(&self, victim: u32) -> bool {
         let at = self.layout.data_zone_start(victim);
         let state = self
             .dev
@@ -192,9 +212,9 @@ impl FtlVolume {
                 "data zone went offline; its remaining data is lost"
             );
             self.map.lock().retire(victim, true);
-            return Ok(true);
+            return true;
         }
-        Err(e)
+        false
     }
 
     /// Moves a prefix of `srcs` (sorted physical blocks) into the GC zone; returns how many.

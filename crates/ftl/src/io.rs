@@ -153,7 +153,10 @@ impl FtlVolume {
             for slot in self.slots.iter().filter(|s| which(s.stream)) {
                 let guard = slot.zone.lock().await;
                 if let Some((z, _)) = *guard {
-                    if !self.pending_tags.lock()[z as usize].is_empty() {
+                    // A zone sealed after a failed write keeps its tags for the checkpoint
+                    // `flush_all` writes instead; it has no room for a summary.
+                    let open = matches!(self.map.lock().zone(z).use_, ZoneUse::Open(_));
+                    if open && !self.pending_tags.lock()[z as usize].is_empty() {
                         self.write_summary(z, false).await?;
                     }
                 }
