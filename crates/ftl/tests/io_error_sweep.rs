@@ -40,12 +40,12 @@ impl Variant {
     fn from_index(i: u64) -> Variant {
         Variant {
             permanent: i % 4 != 3,
-            timing: if i % 2 == 0 {
+            timing: if i.is_multiple_of(2) {
                 ErrorTiming::Before
             } else {
                 ErrorTiming::After
             },
-            power_cut: (i / 2) % 2 == 0,
+            power_cut: (i / 2).is_multiple_of(2),
         }
     }
 }

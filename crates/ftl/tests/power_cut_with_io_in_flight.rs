@@ -84,8 +84,9 @@ async fn schedule(seed: u64, rounds: usize, oob: u32) -> Coverage {
         seed,
     );
     let faulty: Arc<Faulty> = Arc::new(FaultyZoned::new(emu_dev.clone(), seed));
-    // Commands wait up to 30 us before they reach the device, so a cut finds some on the way.
-    faulty.set_in_flight_delay(Duration::from_micros(30));
+    // Commands wait up to 2 ms before they reach the device (tokio's timer counts whole
+    // milliseconds), so a cut finds some on the way.
+    faulty.set_in_flight_delay(Duration::from_millis(2));
     let dev: Arc<dyn ZonedDevice> = faulty.clone();
     ftl::format(dev.as_ref(), FormatOptions::with_op(200), seed, false)
         .await
@@ -184,7 +185,7 @@ async fn schedule(seed: u64, rounds: usize, oob: u32) -> Coverage {
             })
             .collect();
         let cut_now = rng.chance(0.35);
-        let cut_after = Duration::from_nanos(rng.range_inclusive(1, 120_000));
+        let cut_after = Duration::from_millis(rng.range_inclusive(1, 8));
         let batch = join_all(futs);
         if !cut_now {
             batch.await;
@@ -232,12 +233,10 @@ async fn schedule(seed: u64, rounds: usize, oob: u32) -> Coverage {
             .await
             .unwrap_or_else(|e| panic!("seed {seed} round {round}: mount after the cut: {e}"))
             .0;
-        check_after_crash(
-            &vol,
-            &mut model.borrow_mut(),
-            &format!("seed {seed} round {round}"),
-        )
-        .await;
+        // The batch is gone, so nothing else borrows the model while the check runs.
+        let mut m = model.replace(FaultModel::new(0));
+        check_after_crash(&vol, &mut m, &format!("seed {seed} round {round}")).await;
+        model.replace(m);
     }
     vol.unmount()
         .await
