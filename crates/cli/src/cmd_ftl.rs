@@ -171,10 +171,17 @@ pub async fn run(cmd: &FtlCmd, out: &mut impl Write) -> CliResult {
                 let d: Arc<dyn ZonedDevice> = dev;
                 let (vol, r) = FtlVolume::mount(d, opts).await.map_err(other)?;
                 vol.unmount().await.map_err(other)?;
-                Ok(format!(
+                let mut text = format!(
                     "mounted from checkpoint {}: scanned {} blocks in {} zones, finished {} partly written zones; unmounted cleanly",
                     r.checkpoint_number, r.scanned_blocks, r.scanned_zones, r.finished_partial_zones
-                ))
+                );
+                if r.retired_zones > 0 {
+                    text += &format!("\n{} data zones retired by the device (read only or offline)", r.retired_zones);
+                }
+                if !r.lost_ranges.is_empty() {
+                    text += &format!("\ndata lost in offline zones, LBA ranges: {}", format_ranges(&r.lost_ranges));
+                }
+                Ok(text)
             })
             .await?;
             writeln!(out, "{text}")?;
@@ -189,11 +196,23 @@ pub async fn run(cmd: &FtlCmd, out: &mut impl Write) -> CliResult {
                 let m = &rec.mapping;
                 m.verify().map_err(|e| CliError::Other(format!("{}: corrupt: {e}", path.display())))?;
                 let mapped = (0..layout.volume_blocks).filter(|l| m.lookup(*l).is_some()).count();
+                let lost = m.lost_ranges();
+                let lost_blocks: u64 = lost.iter().map(|(_, n)| n).sum();
+                if check && !lost.is_empty() {
+                    return Err(CliError::Other(format!(
+                        "{}: {lost_blocks} blocks lost in offline zones (LBA ranges: {}); {} retired zones; the rest of the volume mounts",
+                        path.display(),
+                        format_ranges(&lost),
+                        rec.retired_zones
+                    )));
+                }
                 let v = json!({
                     "volume_blocks": layout.volume_blocks, "block_size": layout.geometry.block_size,
                     "mapped_blocks": mapped, "data_zones": layout.data_zones, "free_zones": m.free_zones(),
                     "checkpoint": rec.checkpoint_number, "recovery_scan_blocks": rec.scanned_blocks,
-                    "op_permille": layout.op_permille,
+                    "op_permille": layout.op_permille, "retired_zones": rec.retired_zones,
+                    "headerless_zones": rec.headerless_zones, "lost_blocks": lost_blocks,
+                    "lost_ranges": lost.iter().map(|(first, n)| json!({"lba": first, "blocks": n})).collect::<Vec<_>>(),
                 });
                 Ok(if json_out {
                     v.to_string()
@@ -225,4 +244,18 @@ pub async fn run(cmd: &FtlCmd, out: &mut impl Write) -> CliResult {
             Ok(())
         }
     }
+}
+
+/// LBA ranges as `first..end` (end exclusive), comma separated; long lists are cut short.
+fn format_ranges(ranges: &[(u64, u64)]) -> String {
+    const SHOWN: usize = 16;
+    let mut parts: Vec<String> = ranges
+        .iter()
+        .take(SHOWN)
+        .map(|(first, n)| format!("{first}..{}", first + n))
+        .collect();
+    if ranges.len() > SHOWN {
+        parts.push(format!("and {} more", ranges.len() - SHOWN));
+    }
+    parts.join(", ")
 }
