@@ -252,13 +252,13 @@ impl ArrayLayout {
 fn stripe_unit_blocks(g: &Geometry, bytes: u64) -> Result<u64, LayoutError> {
     let bs = u64::from(g.block_size);
     let fail = |why: String| Err(LayoutError::StripeUnit { bytes, why });
-    if bytes == 0 || bytes % bs != 0 {
+    if bytes == 0 || !bytes.is_multiple_of(bs) {
         return fail(format!(
             "must be a positive multiple of the block size {bs}"
         ));
     }
     let su = bytes / bs;
-    if g.zone_capacity % su != 0 {
+    if !g.zone_capacity.is_multiple_of(su) {
         return fail(format!(
             "{su} blocks does not divide the member zone capacity {} blocks",
             g.zone_capacity

@@ -332,7 +332,7 @@ impl Superblock {
         if self.parity != 1 && self.parity != 2 {
             return corrupt(format!("parity count {}", self.parity));
         }
-        if self.su_blocks == 0 || g.zone_capacity % u64::from(self.su_blocks) != 0 {
+        if self.su_blocks == 0 || !g.zone_capacity.is_multiple_of(u64::from(self.su_blocks)) {
             return corrupt(format!(
                 "stripe unit {} blocks against zone capacity {}",
                 self.su_blocks, g.zone_capacity
