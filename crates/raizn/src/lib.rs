@@ -11,3 +11,7 @@ pub mod parity;
 
 pub use layout::{ArrayLayout, LayoutError, Placement};
 pub use meta::{MetaError, RecordHeader, RecordType, Superblock};
+pub mod volume;
+pub mod zones;
+
+pub use volume::{Member, RaiznConfig, RaiznError, RaiznVolume};
