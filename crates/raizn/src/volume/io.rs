@@ -170,7 +170,7 @@ impl RaiznVolume {
             buf.data[w * bs..w * bs + dn].copy_from_slice(d);
             buf.meta[w * oob..w * oob + mn].copy_from_slice(m);
             cur += n;
-            if cur % sdb == 0 {
+            if cur.is_multiple_of(sdb) {
                 let (pd, pm) =
                     unit_parity(buf, l.data_units(), su as usize * bs, su as usize * oob);
                 runs[l.parity_member(s)].push(zstart + s * su, su, &pd, &pm)?;
@@ -284,7 +284,7 @@ impl RaiznVolume {
             .zone(zone)
             .map(|z| z.wp)
             .unwrap_or(0);
-        if wp % sdb != 0 {
+        if !wp.is_multiple_of(sdb) {
             let s = wp / sdb;
             self.load_buffer(zone, zio, s, wp).await?;
             let (bs, oob) = (self.block_size(), self.oob());

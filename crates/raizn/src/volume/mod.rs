@@ -192,7 +192,20 @@ impl RaiznVolume {
     /// One zone management action on one zone.
     async fn zone_action(&self, action: ZoneAction, zone: u32) -> NvmeResult<()> {
         let mut zio = self.zone_lock(zone)?.lock().await;
-        let tell_members = self.state.lock().table.check_action(action, zone)?;
+        let (tell_members, empty_open) = {
+            let st = self.state.lock();
+            let z = st.table.zone(zone).ok_or(NvmeStatus::LbaOutOfRange)?;
+            (
+                st.table.check_action(action, zone)?,
+                z.state.is_open() && z.wp == 0,
+            )
+        };
+        if action == ZoneAction::Close && empty_open {
+            // A Closed zone without data must still be Closed after a restart, and only the
+            // members can remember it: their zones are opened and closed the same way.
+            self.members_mgmt(ZoneAction::Open, zone).await?;
+            self.members_mgmt(ZoneAction::Close, zone).await?;
+        }
         if tell_members {
             match action {
                 ZoneAction::Finish => self.finish_members(zone, &mut zio).await?,

@@ -193,14 +193,17 @@ impl RaiznVolume {
         if descs.iter().all(|d| d.state == ZoneState::Empty) {
             return Ok(lz(ZoneState::Empty, 0));
         }
-        if descs.iter().any(|d| d.state == ZoneState::Full) {
-            // Complete a finish that reached only some members.
-            self.members_mgmt(ZoneAction::Finish, zone)
-                .await
-                .map_err(member_err(0, "completing an interrupted finish"))?;
+        if descs.iter().all(|d| d.state == ZoneState::Full) {
             return Ok(lz(ZoneState::Full, cap));
         }
+        // Some members Full and others not: the members whose units reached the capacity
+        // filled their zones by writing. (A Finish cut short by a power loss looks the same
+        // and comes back Closed at its readable prefix; docs/DESIGN.md.)
         let prefix = l.readable_prefix(&wps);
+        if wps.iter().all(|w| *w == 0) {
+            // No data, some member zone Closed: the zone was closed without data.
+            return Ok(lz(ZoneState::Closed, 0));
+        }
         if prefix == 0 {
             // Nothing readable: stray units of a torn first stripe would block new writes.
             self.members_mgmt(ZoneAction::Reset, zone)
