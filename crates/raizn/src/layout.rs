@@ -1,0 +1,430 @@
+//! Array geometry and address arithmetic: which member holds which data unit and which
+//! parity unit of a stripe, and the logical LBA <-> (member, physical LBA) mapping.
+//!
+//! Pure functions of the member geometry, the member count N, the parity count m and the
+//! stripe unit; no I/O. See docs/DESIGN.md (RAIZN) for the layout this encodes.
+
+use zns::{Geometry, Lba};
+
+/// Zones every member reserves at its start for metadata.
+pub const META_ZONES: u32 = 3;
+/// Member zone holding the superblock, generation counters and the zone-reset log.
+pub const GENERAL_ZONE: u32 = 0;
+/// Member zone holding the partial-parity log.
+pub const PARTIAL_PARITY_ZONE: u32 = 1;
+/// Member zone that metadata garbage collection writes into.
+pub const SWAP_ZONE: u32 = 2;
+/// Metadata zones a member keeps open (general and partial-parity log), taken from the
+/// member's open and active limits when the logical limits are derived.
+pub const META_ZONES_OPEN: u32 = 2;
+/// The stripe unit used when none is configured.
+pub const DEFAULT_STRIPE_UNIT_BYTES: u32 = 64 * 1024;
+/// Smallest array: two data units and one parity unit.
+pub const MIN_MEMBERS: usize = 3;
+/// Largest array the superblock's member index can describe sensibly.
+pub const MAX_MEMBERS: usize = 255;
+
+/// Why an array cannot be built from these members and settings.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LayoutError {
+    #[error("an array needs {MIN_MEMBERS} to {MAX_MEMBERS} members, got {0}")]
+    MemberCount(usize),
+    #[error("parity count {0} is not supported (only 1, RAID-5; 2 is reserved)")]
+    ParityCount(u32),
+    #[error(
+        "member {member} geometry differs from member 0: {what}; every member must be identical"
+    )]
+    GeometryMismatch { member: usize, what: String },
+    #[error("member geometry is invalid: {0}")]
+    Member(String),
+    #[error("stripe unit {bytes} bytes: {why}")]
+    StripeUnit { bytes: u64, why: String },
+    #[error(
+        "members have {zones} zones; an array needs more than the {META_ZONES} metadata zones"
+    )]
+    TooFewZones { zones: u32 },
+    #[error("member open/active limits {open}/{active} leave no zone for data after the {META_ZONES_OPEN} metadata zones")]
+    Limits { open: u32, active: u32 },
+}
+
+/// Where one logical block lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Placement {
+    /// Member index, 0..N.
+    pub member: usize,
+    /// Physical LBA on that member.
+    pub lba: Lba,
+}
+
+/// The geometry of an array: members, stripe unit, and the logical geometry it exports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArrayLayout {
+    member_geo: Geometry,
+    members: usize,
+    parity: u32,
+    su_blocks: u64,
+}
+
+impl ArrayLayout {
+    /// Validates the member geometries (all equal), the parity count and the stripe unit.
+    pub fn new(
+        member_geos: &[Geometry],
+        parity: u32,
+        stripe_unit_bytes: u64,
+    ) -> Result<ArrayLayout, LayoutError> {
+        let n = member_geos.len();
+        if !(MIN_MEMBERS..=MAX_MEMBERS).contains(&n) {
+            return Err(LayoutError::MemberCount(n));
+        }
+        if parity != 1 {
+            return Err(LayoutError::ParityCount(parity));
+        }
+        let g = member_geos[0];
+        g.validate().map_err(|e| LayoutError::Member(e.0))?;
+        for (i, other) in member_geos.iter().enumerate().skip(1) {
+            if let Some(what) = geometry_difference(&g, other) {
+                return Err(LayoutError::GeometryMismatch { member: i, what });
+            }
+        }
+        let su_blocks = stripe_unit_blocks(&g, stripe_unit_bytes)?;
+        if g.zone_count <= META_ZONES {
+            return Err(LayoutError::TooFewZones {
+                zones: g.zone_count,
+            });
+        }
+        let limit_ok = |l: u32| l == 0 || l > META_ZONES_OPEN;
+        if !limit_ok(g.max_open) || !limit_ok(g.max_active) {
+            return Err(LayoutError::Limits {
+                open: g.max_open,
+                active: g.max_active,
+            });
+        }
+        Ok(ArrayLayout {
+            member_geo: g,
+            members: n,
+            parity,
+            su_blocks,
+        })
+    }
+
+    /// Member count N.
+    pub fn members(&self) -> usize {
+        self.members
+    }
+
+    /// Parity units per stripe m.
+    pub fn parity(&self) -> u32 {
+        self.parity
+    }
+
+    /// Data units per stripe D = N - m.
+    pub fn data_units(&self) -> u64 {
+        (self.members - self.parity as usize) as u64
+    }
+
+    /// Stripe unit in blocks.
+    pub fn su_blocks(&self) -> u64 {
+        self.su_blocks
+    }
+
+    /// Data blocks of one stripe (D x su).
+    pub fn stripe_data_blocks(&self) -> u64 {
+        self.data_units() * self.su_blocks
+    }
+
+    /// The geometry every member has.
+    pub fn member_geometry(&self) -> Geometry {
+        self.member_geo
+    }
+
+    /// Stripes in one logical zone.
+    pub fn stripes_per_zone(&self) -> u64 {
+        self.member_geo.zone_capacity / self.su_blocks
+    }
+
+    /// The geometry the volume exports.
+    pub fn logical_geometry(&self) -> Geometry {
+        let g = self.member_geo;
+        let d = self.data_units();
+        let zones = g.zone_count - META_ZONES;
+        // The members keep two metadata zones open; a limit above the zone count would not
+        // validate, and cannot be reached anyway.
+        let less_meta = |l: u32| l.saturating_sub(META_ZONES_OPEN).min(zones);
+        Geometry {
+            zone_count: zones,
+            zone_size: g.zone_size * d,
+            zone_capacity: g.zone_capacity * d,
+            max_open: less_meta(g.max_open),
+            max_active: less_meta(g.max_active),
+            ..g
+        }
+    }
+
+    /// The member holding the parity of stripe `s` (rotating, left-symmetric).
+    pub fn parity_member(&self, stripe: u64) -> usize {
+        let n = self.members as u64;
+        ((n - 1) - stripe % n) as usize
+    }
+
+    /// The member holding data unit `k` (0..D) of stripe `s`.
+    pub fn data_member(&self, stripe: u64, k: u64) -> usize {
+        let n = self.members as u64;
+        ((self.parity_member(stripe) as u64 + 1 + k) % n) as usize
+    }
+
+    /// Which data unit of stripe `s` member `member` holds, or None when it holds parity.
+    pub fn unit_of_member(&self, stripe: u64, member: usize) -> Option<u64> {
+        let n = self.members as u64;
+        let p = self.parity_member(stripe) as u64;
+        let k = (member as u64 + n - p - 1) % n;
+        (k < self.data_units()).then_some(k)
+    }
+
+    /// Physical start LBA of logical zone `zone` on every member.
+    pub fn member_zone_start(&self, zone: u32) -> Lba {
+        self.member_geo.zone_start(zone + META_ZONES)
+    }
+
+    /// Where offset `offset` (below the logical zone capacity) of logical zone `zone` lives.
+    pub fn place(&self, zone: u32, offset: u64) -> Placement {
+        let sdb = self.stripe_data_blocks();
+        let stripe = offset / sdb;
+        let k = (offset % sdb) / self.su_blocks;
+        Placement {
+            member: self.data_member(stripe, k),
+            lba: self.member_zone_start(zone) + stripe * self.su_blocks + offset % self.su_blocks,
+        }
+    }
+
+    /// Inverse of [`ArrayLayout::place`]: the logical zone and offset stored at `lba` of
+    /// `member`, or None for parity, metadata zones and blocks beyond the capacity.
+    pub fn logical_of(&self, member: usize, lba: Lba) -> Option<(u32, u64)> {
+        let g = self.member_geo;
+        let pz = g.zone_of(lba)?;
+        let zone = pz.checked_sub(META_ZONES)?;
+        let within = lba - g.zone_start(pz);
+        if within >= g.zone_capacity || member >= self.members {
+            return None;
+        }
+        let stripe = within / self.su_blocks;
+        let k = self.unit_of_member(stripe, member)?;
+        let offset =
+            stripe * self.stripe_data_blocks() + k * self.su_blocks + within % self.su_blocks;
+        Some((zone, offset))
+    }
+
+    /// Blocks of its zone that `member` holds once the logical zone holds `wp` blocks:
+    /// its data of every stripe below `wp`, and the parity of every complete stripe.
+    pub fn member_blocks_at(&self, member: usize, wp: u64) -> u64 {
+        let sdb = self.stripe_data_blocks();
+        let full = wp / sdb;
+        let rest = wp % sdb;
+        let partial = match self.unit_of_member(full, member) {
+            Some(k) if full < self.stripes_per_zone() => {
+                rest.saturating_sub(k * self.su_blocks).min(self.su_blocks)
+            }
+            _ => 0,
+        };
+        full * self.su_blocks + partial
+    }
+
+    /// The longest logical prefix of a zone whose every data block is below its member's
+    /// write pointer, given each member's written blocks in that zone (`member_wps[j]`,
+    /// offsets from the member zone start).
+    pub fn readable_prefix(&self, member_wps: &[u64]) -> u64 {
+        let d = self.data_units();
+        let su = self.su_blocks;
+        for s in 0..self.stripes_per_zone() {
+            for k in 0..d {
+                let m = self.data_member(s, k);
+                let have = member_wps.get(m).copied().unwrap_or(0);
+                let present = have.saturating_sub(s * su).min(su);
+                if present < su {
+                    return s * self.stripe_data_blocks() + k * su + present;
+                }
+            }
+        }
+        self.stripes_per_zone() * self.stripe_data_blocks()
+    }
+}
+
+/// The stripe unit in blocks: a whole number of blocks that divides the zone capacity.
+fn stripe_unit_blocks(g: &Geometry, bytes: u64) -> Result<u64, LayoutError> {
+    let bs = u64::from(g.block_size);
+    let fail = |why: String| Err(LayoutError::StripeUnit { bytes, why });
+    if bytes == 0 || !bytes.is_multiple_of(bs) {
+        return fail(format!(
+            "must be a positive multiple of the block size {bs}"
+        ));
+    }
+    let su = bytes / bs;
+    if !g.zone_capacity.is_multiple_of(su) {
+        return fail(format!(
+            "{su} blocks does not divide the member zone capacity {} blocks",
+            g.zone_capacity
+        ));
+    }
+    Ok(su)
+}
+
+/// The first field in which `b` differs from `a`, named for an error message.
+fn geometry_difference(a: &Geometry, b: &Geometry) -> Option<String> {
+    let fields: [(&str, u64, u64); 13] = [
+        ("block size", a.block_size.into(), b.block_size.into()),
+        ("metadata size", a.oob_size.into(), b.oob_size.into()),
+        ("zone count", a.zone_count.into(), b.zone_count.into()),
+        ("zone size", a.zone_size, b.zone_size),
+        ("zone capacity", a.zone_capacity, b.zone_capacity),
+        ("max open zones", a.max_open.into(), b.max_open.into()),
+        ("max active zones", a.max_active.into(), b.max_active.into()),
+        (
+            "append size limit",
+            a.zasl_blocks.into(),
+            b.zasl_blocks.into(),
+        ),
+        (
+            "transfer size limit",
+            a.mdts_blocks.into(),
+            b.mdts_blocks.into(),
+        ),
+        (
+            "copy ranges",
+            a.copy_max_ranges.into(),
+            b.copy_max_ranges.into(),
+        ),
+        (
+            "copy range blocks",
+            a.copy_max_range_blocks.into(),
+            b.copy_max_range_blocks.into(),
+        ),
+        (
+            "copy blocks",
+            a.copy_max_blocks.into(),
+            b.copy_max_blocks.into(),
+        ),
+        (
+            "cross-zone reads",
+            u64::from(a.cross_zone_reads),
+            u64::from(b.cross_zone_reads),
+        ),
+    ];
+    fields
+        .iter()
+        .find(|(_, x, y)| x != y)
+        .map(|(name, x, y)| format!("{name} {y} instead of {x}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn member_geo() -> Geometry {
+        Geometry {
+            block_size: 4096,
+            oob_size: 16,
+            zone_count: 11,
+            zone_size: 32,
+            zone_capacity: 24,
+            max_open: 5,
+            max_active: 6,
+            zasl_blocks: 16,
+            mdts_blocks: 32,
+            copy_max_ranges: 4,
+            copy_max_range_blocks: 16,
+            copy_max_blocks: 32,
+            cross_zone_reads: false,
+        }
+    }
+
+    #[test]
+    fn logical_geometry_scales_capacity_and_subtracts_metadata_zones() {
+        let l = ArrayLayout::new(&[member_geo(); 3], 1, 8 * 4096);
+        let l = match l {
+            Ok(l) => l,
+            Err(e) => panic!("{e}"),
+        };
+        let g = l.logical_geometry();
+        assert_eq!((g.zone_count, g.zone_size, g.zone_capacity), (8, 64, 48));
+        assert_eq!((g.max_open, g.max_active), (3, 4));
+        assert_eq!(g.validate(), Ok(()));
+        assert_eq!(l.stripes_per_zone(), 3);
+    }
+
+    #[test]
+    fn bad_arrays_are_refused_with_the_reason() {
+        let g = member_geo();
+        assert_eq!(
+            ArrayLayout::new(&[g; 2], 1, 32768),
+            Err(LayoutError::MemberCount(2))
+        );
+        assert_eq!(
+            ArrayLayout::new(&[g; 4], 2, 32768),
+            Err(LayoutError::ParityCount(2))
+        );
+        let other = Geometry {
+            zone_capacity: 16,
+            ..g
+        };
+        match ArrayLayout::new(&[g, g, other], 1, 32768) {
+            Err(LayoutError::GeometryMismatch { member: 2, what }) => {
+                assert!(what.contains("zone capacity 16 instead of 24"), "{what}")
+            }
+            r => panic!("{r:?}"),
+        }
+        assert!(matches!(
+            ArrayLayout::new(&[g; 3], 1, 5 * 4096),
+            Err(LayoutError::StripeUnit { .. })
+        ));
+        assert!(matches!(
+            ArrayLayout::new(&[g; 3], 1, 4096 + 512),
+            Err(LayoutError::StripeUnit { .. })
+        ));
+        let tiny = Geometry {
+            zone_count: 3,
+            max_active: 3,
+            max_open: 3,
+            ..g
+        };
+        assert_eq!(
+            ArrayLayout::new(&[tiny; 3], 1, 32768),
+            Err(LayoutError::TooFewZones { zones: 3 })
+        );
+        let tight = Geometry {
+            max_open: 2,
+            max_active: 2,
+            ..g
+        };
+        assert!(matches!(
+            ArrayLayout::new(&[tight; 3], 1, 32768),
+            Err(LayoutError::Limits { .. })
+        ));
+    }
+
+    #[test]
+    fn parity_rotates_over_every_member() {
+        let l = match ArrayLayout::new(&[member_geo(); 4], 1, 8 * 4096) {
+            Ok(l) => l,
+            Err(e) => panic!("{e}"),
+        };
+        let ps: Vec<usize> = (0..8).map(|s| l.parity_member(s)).collect();
+        assert_eq!(ps, [3, 2, 1, 0, 3, 2, 1, 0]);
+        assert_eq!(l.data_member(0, 0), 0);
+        assert_eq!(l.data_member(1, 0), 3);
+        assert_eq!(l.unit_of_member(1, 2), None);
+        assert_eq!(l.unit_of_member(1, 3), Some(0));
+    }
+
+    #[test]
+    fn member_blocks_and_readable_prefix_agree() {
+        let l = match ArrayLayout::new(&[member_geo(); 3], 1, 8 * 4096) {
+            Ok(l) => l,
+            Err(e) => panic!("{e}"),
+        };
+        for wp in 0..=48 {
+            let wps: Vec<u64> = (0..3).map(|m| l.member_blocks_at(m, wp)).collect();
+            assert_eq!(l.readable_prefix(&wps), wp, "wp {wp} member wps {wps:?}");
+        }
+        // A torn stripe: member 1 lost its unit of stripe 0, member 0 kept its unit.
+        assert_eq!(l.readable_prefix(&[8, 3, 0]), 11);
+    }
+}

@@ -1,0 +1,408 @@
+//! Encoders and decoders of RAIZN's metadata records: the record header, the superblock,
+//! generation counters and the zone-reset log (docs/FORMAT.md, "RAIZN array").
+//!
+//! Fault model: the bytes come from a member device and may be anything: a block never
+//! written (zeros), a torn write, another record type, or a record from a newer build.
+//! Decoders validate every field and return a typed error; they never panic.
+
+use zns::Geometry;
+
+/// Magic of every record header.
+pub const MAGIC: [u8; 8] = *b"ZSTKRZMD";
+/// Record format version this build writes and reads.
+pub const VERSION: u16 = 1;
+/// Bytes of the record header.
+pub const HEADER_BYTES: usize = 64;
+/// Bytes of the superblock's inline payload.
+pub const SUPERBLOCK_BYTES: usize = 96;
+/// Generations and sequence numbers stay below this, so `+ 1` never overflows.
+pub const COUNTER_LIMIT: u64 = 1 << 63;
+/// Flag bit: the record was written by metadata garbage collection.
+pub const FLAG_CHECKPOINT: u16 = 1;
+
+/// Record types.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RecordType {
+    Superblock = 1,
+    Generations = 2,
+    ZoneReset = 3,
+    PartialParity = 4,
+    Relocated = 5,
+}
+
+impl RecordType {
+    fn from_u16(v: u16) -> Option<RecordType> {
+        [
+            RecordType::Superblock,
+            RecordType::Generations,
+            RecordType::ZoneReset,
+            RecordType::PartialParity,
+            RecordType::Relocated,
+        ]
+        .into_iter()
+        .find(|t| *t as u16 == v)
+    }
+
+    /// Whether records of this type carry bulk blocks after the header block.
+    fn has_bulk(self) -> bool {
+        matches!(self, RecordType::PartialParity | RecordType::Relocated)
+    }
+}
+
+/// Why bytes are not a valid record.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MetaError {
+    /// No record here: a block never written, or the end of a log.
+    #[error("no record (magic does not match)")]
+    NotARecord,
+    /// The header CRC does not hold: a torn write.
+    #[error("record checksum mismatch (torn or damaged record)")]
+    Checksum,
+    #[error("record format version {0} is newer than this build supports ({VERSION})")]
+    NewerVersion(u16),
+    /// The CRC holds but a field breaks a rule: corruption.
+    #[error("corrupt record: {0}")]
+    Corrupt(String),
+}
+
+fn corrupt<T>(what: impl Into<String>) -> Result<T, MetaError> {
+    Err(MetaError::Corrupt(what.into()))
+}
+
+/// A record header (docs/FORMAT.md, "Record header").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordHeader {
+    pub kind: RecordType,
+    pub inline_len: u32,
+    pub start_lba: u64,
+    pub end_lba: u64,
+    pub generation: u64,
+    pub sequence: u64,
+    pub bulk_blocks: u32,
+    pub bulk_crc: u32,
+    pub flags: u16,
+}
+
+/// Little-endian readers over a slice whose length the caller has checked.
+fn u16_at(b: &[u8], at: usize) -> u16 {
+    let mut x = [0u8; 2];
+    x.copy_from_slice(&b[at..at + 2]);
+    u16::from_le_bytes(x)
+}
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    let mut x = [0u8; 4];
+    x.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(x)
+}
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut x = [0u8; 8];
+    x.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(x)
+}
+
+/// Encodes a header block of `block_size` bytes: the header, `inline`, zeros.
+pub fn encode_record(
+    header: &RecordHeader,
+    inline: &[u8],
+    block_size: usize,
+) -> Result<Vec<u8>, MetaError> {
+    if HEADER_BYTES + inline.len() > block_size {
+        return corrupt(format!(
+            "inline payload of {} bytes does not fit a {block_size}-byte block",
+            inline.len()
+        ));
+    }
+    let mut b = vec![0u8; block_size];
+    b[0..8].copy_from_slice(&MAGIC);
+    b[8..10].copy_from_slice(&VERSION.to_le_bytes());
+    b[10..12].copy_from_slice(&(header.kind as u16).to_le_bytes());
+    b[12..16].copy_from_slice(&(inline.len() as u32).to_le_bytes());
+    b[16..24].copy_from_slice(&header.start_lba.to_le_bytes());
+    b[24..32].copy_from_slice(&header.end_lba.to_le_bytes());
+    b[32..40].copy_from_slice(&header.generation.to_le_bytes());
+    b[40..48].copy_from_slice(&header.sequence.to_le_bytes());
+    b[48..52].copy_from_slice(&header.bulk_blocks.to_le_bytes());
+    b[52..56].copy_from_slice(&header.bulk_crc.to_le_bytes());
+    b[56..58].copy_from_slice(&header.flags.to_le_bytes());
+    b[HEADER_BYTES..HEADER_BYTES + inline.len()].copy_from_slice(inline);
+    let crc = header_crc(&b[..60], inline);
+    b[60..64].copy_from_slice(&crc.to_le_bytes());
+    let decoded = decode_record(&b).map(|(h, _)| h);
+    debug_assert_eq!(
+        decoded.as_ref().map(|h| h.kind),
+        Ok(header.kind),
+        "an encoded record must decode"
+    );
+    decoded?;
+    Ok(b)
+}
+
+fn header_crc(head: &[u8], inline: &[u8]) -> u32 {
+    crc32c::crc32c_append(crc32c::crc32c(head), inline)
+}
+
+/// Decodes the header block `b`; returns the header and its inline payload.
+pub fn decode_record(b: &[u8]) -> Result<(RecordHeader, &[u8]), MetaError> {
+    if b.len() < HEADER_BYTES || b[0..8] != MAGIC {
+        return Err(MetaError::NotARecord);
+    }
+    let inline_len = u32_at(b, 12);
+    let inline_end = HEADER_BYTES
+        .checked_add(inline_len as usize)
+        .filter(|e| *e <= b.len())
+        .ok_or(MetaError::Checksum)?;
+    let inline = &b[HEADER_BYTES..inline_end];
+    if header_crc(&b[..60], inline) != u32_at(b, 60) {
+        return Err(MetaError::Checksum);
+    }
+    let version = u16_at(b, 8);
+    if version > VERSION {
+        return Err(MetaError::NewerVersion(version));
+    }
+    if version == 0 {
+        return corrupt("version 0");
+    }
+    let kind_raw = u16_at(b, 10);
+    let Some(kind) = RecordType::from_u16(kind_raw) else {
+        return corrupt(format!("record type {kind_raw}"));
+    };
+    let h = RecordHeader {
+        kind,
+        inline_len,
+        start_lba: u64_at(b, 16),
+        end_lba: u64_at(b, 24),
+        generation: u64_at(b, 32),
+        sequence: u64_at(b, 40),
+        bulk_blocks: u32_at(b, 48),
+        bulk_crc: u32_at(b, 52),
+        flags: u16_at(b, 56),
+    };
+    validate_header(&h, &b[58..60])?;
+    Ok((h, inline))
+}
+
+fn validate_header(h: &RecordHeader, reserved: &[u8]) -> Result<(), MetaError> {
+    if reserved.iter().any(|x| *x != 0) {
+        return corrupt("reserved header bytes 58..60 are not zero");
+    }
+    if h.flags & !FLAG_CHECKPOINT != 0 {
+        return corrupt(format!("unknown flags {:#x}", h.flags));
+    }
+    if h.end_lba < h.start_lba {
+        return corrupt(format!(
+            "end LBA {} below start LBA {}",
+            h.end_lba, h.start_lba
+        ));
+    }
+    if h.generation >= COUNTER_LIMIT {
+        return corrupt(format!("generation {}", h.generation));
+    }
+    if h.sequence == 0 || h.sequence >= COUNTER_LIMIT {
+        return corrupt(format!("sequence number {}", h.sequence));
+    }
+    if !h.kind.has_bulk() && (h.bulk_blocks != 0 || h.bulk_crc != 0) {
+        return corrupt(format!("{:?} record with bulk blocks", h.kind));
+    }
+    Ok(())
+}
+
+/// The superblock's payload (docs/FORMAT.md, "Superblock").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Superblock {
+    pub array_uuid: [u8; 16],
+    pub members: u32,
+    pub member_index: u32,
+    pub parity: u32,
+    pub su_blocks: u32,
+    pub meta_zones: u32,
+    /// The member geometry the array was formatted on.
+    pub member_geometry: Geometry,
+}
+
+impl Superblock {
+    /// The header block holding this superblock.
+    pub fn encode(&self) -> Result<Vec<u8>, MetaError> {
+        let g = &self.member_geometry;
+        let mut p = [0u8; SUPERBLOCK_BYTES];
+        p[0..16].copy_from_slice(&self.array_uuid);
+        let words: [(usize, u32); 16] = [
+            (16, self.members),
+            (20, self.member_index),
+            (24, self.parity),
+            (28, self.su_blocks),
+            (32, self.meta_zones),
+            (36, g.block_size),
+            (40, g.oob_size),
+            (44, g.zone_count),
+            (64, g.max_open),
+            (68, g.max_active),
+            (72, g.zasl_blocks),
+            (76, g.mdts_blocks),
+            (80, g.copy_max_ranges),
+            (84, g.copy_max_range_blocks),
+            (88, g.copy_max_blocks),
+            (92, u32::from(g.cross_zone_reads)),
+        ];
+        for (at, v) in words {
+            p[at..at + 4].copy_from_slice(&v.to_le_bytes());
+        }
+        p[48..56].copy_from_slice(&g.zone_size.to_le_bytes());
+        p[56..64].copy_from_slice(&g.zone_capacity.to_le_bytes());
+        let h = RecordHeader {
+            kind: RecordType::Superblock,
+            inline_len: SUPERBLOCK_BYTES as u32,
+            start_lba: 0,
+            end_lba: 0,
+            generation: 0,
+            sequence: 1,
+            bulk_blocks: 0,
+            bulk_crc: 0,
+            flags: 0,
+        };
+        encode_record(&h, &p, g.block_size as usize)
+    }
+
+    /// Decodes a superblock from its header block.
+    pub fn decode(b: &[u8]) -> Result<Superblock, MetaError> {
+        let (h, p) = decode_record(b)?;
+        if h.kind != RecordType::Superblock {
+            return corrupt(format!(
+                "a {:?} record where the superblock belongs",
+                h.kind
+            ));
+        }
+        if p.len() != SUPERBLOCK_BYTES {
+            return corrupt(format!("superblock payload of {} bytes", p.len()));
+        }
+        let flags = u32_at(p, 92);
+        if flags & !1 != 0 {
+            return corrupt(format!("superblock flags {flags:#x}"));
+        }
+        let g = Geometry {
+            block_size: u32_at(p, 36),
+            oob_size: u32_at(p, 40),
+            zone_count: u32_at(p, 44),
+            zone_size: u64_at(p, 48),
+            zone_capacity: u64_at(p, 56),
+            max_open: u32_at(p, 64),
+            max_active: u32_at(p, 68),
+            zasl_blocks: u32_at(p, 72),
+            mdts_blocks: u32_at(p, 76),
+            copy_max_ranges: u32_at(p, 80),
+            copy_max_range_blocks: u32_at(p, 84),
+            copy_max_blocks: u32_at(p, 88),
+            cross_zone_reads: flags & 1 != 0,
+        };
+        if let Err(e) = g.validate() {
+            return corrupt(format!("superblock geometry: {e}"));
+        }
+        if g.block_size as usize != b.len() {
+            return corrupt(format!(
+                "superblock names block size {} but was read from a {}-byte block",
+                g.block_size,
+                b.len()
+            ));
+        }
+        let mut array_uuid = [0u8; 16];
+        array_uuid.copy_from_slice(&p[0..16]);
+        let sb = Superblock {
+            array_uuid,
+            members: u32_at(p, 16),
+            member_index: u32_at(p, 20),
+            parity: u32_at(p, 24),
+            su_blocks: u32_at(p, 28),
+            meta_zones: u32_at(p, 32),
+            member_geometry: g,
+        };
+        sb.validate()?;
+        Ok(sb)
+    }
+
+    fn validate(&self) -> Result<(), MetaError> {
+        let g = &self.member_geometry;
+        if !(3..=255).contains(&self.members) {
+            return corrupt(format!("member count {}", self.members));
+        }
+        if self.member_index >= self.members {
+            return corrupt(format!(
+                "member index {} of {} members",
+                self.member_index, self.members
+            ));
+        }
+        if self.parity != 1 && self.parity != 2 {
+            return corrupt(format!("parity count {}", self.parity));
+        }
+        if self.su_blocks == 0 || !g.zone_capacity.is_multiple_of(u64::from(self.su_blocks)) {
+            return corrupt(format!(
+                "stripe unit {} blocks against zone capacity {}",
+                self.su_blocks, g.zone_capacity
+            ));
+        }
+        if self.meta_zones != crate::layout::META_ZONES || g.zone_count <= self.meta_zones {
+            return corrupt(format!(
+                "{} metadata zones of {} zones",
+                self.meta_zones, g.zone_count
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A generation-counter record's payload: counters of zones `first .. first + len`.
+pub fn encode_generations(first: u32, gens: &[u64]) -> Vec<u8> {
+    let mut p = Vec::with_capacity(8 + 8 * gens.len());
+    p.extend_from_slice(&first.to_le_bytes());
+    p.extend_from_slice(&(gens.len() as u32).to_le_bytes());
+    for g in gens {
+        p.extend_from_slice(&g.to_le_bytes());
+    }
+    p
+}
+
+/// Decodes a generation-counter payload against a volume of `zones` logical zones.
+pub fn decode_generations(p: &[u8], zones: u32) -> Result<(u32, Vec<u64>), MetaError> {
+    if p.len() < 8 {
+        return corrupt("generation payload shorter than 8 bytes");
+    }
+    let first = u32_at(p, 0);
+    let count = u32_at(p, 4);
+    let expected = 8 + 8 * u64::from(count);
+    if count == 0 || p.len() as u64 != expected {
+        return corrupt(format!("{count} generations in {} bytes", p.len()));
+    }
+    if u64::from(first) + u64::from(count) > u64::from(zones) {
+        return corrupt(format!("generations of zones {first}+{count} of {zones}"));
+    }
+    let gens: Vec<u64> = (0..count as usize).map(|i| u64_at(p, 8 + 8 * i)).collect();
+    if let Some(g) = gens.iter().find(|g| **g >= COUNTER_LIMIT) {
+        return corrupt(format!("generation {g}"));
+    }
+    Ok((first, gens))
+}
+
+/// A zone-reset log payload.
+pub fn encode_zone_reset(zone: u32) -> [u8; 8] {
+    let mut p = [0u8; 8];
+    p[0..4].copy_from_slice(&zone.to_le_bytes());
+    p
+}
+
+/// Decodes a zone-reset log payload against a volume of `zones` logical zones.
+pub fn decode_zone_reset(p: &[u8], zones: u32) -> Result<u32, MetaError> {
+    if p.len() != 8 {
+        return corrupt(format!("zone reset payload of {} bytes", p.len()));
+    }
+    if p[4..8].iter().any(|b| *b != 0) {
+        return corrupt("zone reset reserved bytes are not zero");
+    }
+    let zone = u32_at(p, 0);
+    if zone >= zones {
+        return corrupt(format!("zone reset of zone {zone} of {zones}"));
+    }
+    Ok(zone)
+}
+
+/// CRC-32C of a record's bulk data followed by its metadata.
+pub fn bulk_crc(data: &[u8], meta: &[u8]) -> u32 {
+    crc32c::crc32c_append(crc32c::crc32c(data), meta)
+}

@@ -1,0 +1,469 @@
+//! The member I/O of a RAIZN volume: the striped write path with its stripe buffer and
+//! parity, reads (degraded reads by reconstruction), flush, and the member side of Finish
+//! and Reset.
+
+use futures::future::join_all;
+use zns::{Lba, NvmeResult, NvmeStatus, ZoneAction, ZoneState};
+
+use super::{RaiznVolume, StripeBuffer, ZoneIo};
+use crate::parity::xor_into;
+
+/// The contiguous range one member receives for one logical write.
+#[derive(Default)]
+struct MemberRun {
+    start: Option<Lba>,
+    blocks: u64,
+    data: Vec<u8>,
+    meta: Vec<u8>,
+}
+
+impl MemberRun {
+    /// Appends a piece; pieces of one write are contiguous on each member by construction
+    /// (each member holds one unit per stripe), so a gap is a bug and is refused.
+    fn push(&mut self, lba: Lba, blocks: u64, data: &[u8], meta: &[u8]) -> NvmeResult<()> {
+        let expected = self.start.map(|s| s + self.blocks).unwrap_or(lba);
+        if expected != lba {
+            debug_assert_eq!(expected, lba, "member pieces must be contiguous");
+            return Err(NvmeStatus::InternalError);
+        }
+        self.start.get_or_insert(lba);
+        self.blocks += blocks;
+        self.data.extend_from_slice(data);
+        self.meta.extend_from_slice(meta);
+        Ok(())
+    }
+}
+
+/// Whether a member's error means the member itself failed (rather than a zone rule).
+fn member_failed(status: NvmeStatus) -> bool {
+    matches!(
+        status,
+        NvmeStatus::NamespaceNotReady
+            | NvmeStatus::WriteFault
+            | NvmeStatus::UnrecoveredReadError
+            | NvmeStatus::DataTransferError
+            | NvmeStatus::InternalError
+    )
+}
+
+impl RaiznVolume {
+    /// The write path shared by write, append, Write Zeroes and Copy: `nlb` blocks at offset
+    /// `at` of `zone` (None: at the write pointer). Returns the offset written.
+    pub(super) async fn zoned_write(
+        &self,
+        zone: u32,
+        at: Option<u64>,
+        nlb: u64,
+        data: Option<&[u8]>,
+        meta: Option<&[u8]>,
+        fua: bool,
+    ) -> NvmeResult<u64> {
+        let mut zio = self.zone_lock(zone)?.lock().await;
+        let off = {
+            let mut st = self.state.lock();
+            let off = st.table.check_write(zone, at, nlb)?;
+            st.table.prepare_write(zone)?;
+            off
+        };
+        let (bs, oob) = (self.block_size(), self.oob());
+        let zeros;
+        let data = match data {
+            Some(d) => d,
+            None => {
+                zeros = vec![0u8; nlb as usize * bs];
+                &zeros[..]
+            }
+        };
+        let zero_meta;
+        let meta = match meta {
+            Some(m) => m,
+            None => {
+                zero_meta = vec![0u8; nlb as usize * oob];
+                &zero_meta[..]
+            }
+        };
+        let result = self
+            .write_stripes(zone, &mut zio, off, nlb, data, meta)
+            .await;
+        if let Err(e) = result {
+            // The buffer may hold data that never reached the members; reload it next time.
+            zio.buffer = None;
+            return Err(e);
+        }
+        if fua {
+            // Everything before this write in its zone must be durable too (docs/DESIGN.md).
+            self.flush_members().await?;
+        }
+        let mut st = self.state.lock();
+        st.table.commit_write(zone, nlb);
+        if st.table.zone(zone).map(|z| z.state) == Some(ZoneState::Full) {
+            zio.buffer = None;
+        }
+        Ok(off)
+    }
+
+    /// Makes `zio.buffer` hold stripe `stripe` of `zone` with its data below offset `upto`.
+    async fn load_buffer(
+        &self,
+        zone: u32,
+        zio: &mut ZoneIo,
+        stripe: u64,
+        upto: u64,
+    ) -> NvmeResult<()> {
+        if zio.buffer.as_ref().is_some_and(|b| b.stripe == stripe) {
+            return Ok(());
+        }
+        let sdb = self.layout.stripe_data_blocks();
+        let (bs, oob) = (self.block_size(), self.oob());
+        let mut b = StripeBuffer {
+            stripe,
+            data: vec![0u8; sdb as usize * bs],
+            meta: vec![0u8; sdb as usize * oob],
+        };
+        let have = upto - stripe * sdb;
+        if have > 0 {
+            let n = have as usize;
+            self.read_zone(
+                zone,
+                stripe * sdb,
+                have,
+                &mut b.data[..n * bs],
+                &mut b.meta[..n * oob],
+                false,
+            )
+            .await?;
+        }
+        zio.buffer = Some(b);
+        Ok(())
+    }
+
+    /// Cuts the write into unit pieces, fills the stripe buffer, adds the parity of every
+    /// stripe the write completes, and sends every member its contiguous run.
+    async fn write_stripes(
+        &self,
+        zone: u32,
+        zio: &mut ZoneIo,
+        off: u64,
+        nlb: u64,
+        data: &[u8],
+        meta: &[u8],
+    ) -> NvmeResult<()> {
+        let l = self.layout;
+        let (su, sdb) = (l.su_blocks(), l.stripe_data_blocks());
+        let (bs, oob) = (self.block_size(), self.oob());
+        let zstart = l.member_zone_start(zone);
+        self.load_buffer(zone, zio, off / sdb, off).await?;
+        let mut runs: Vec<MemberRun> = (0..l.members()).map(|_| MemberRun::default()).collect();
+        let end = off + nlb;
+        let mut cur = off;
+        while cur < end {
+            let s = cur / sdb;
+            let within = cur % sdb;
+            let n = (su - within % su).min(end - cur);
+            let p = l.place(zone, cur);
+            let i = (cur - off) as usize;
+            let (dn, mn) = (n as usize * bs, n as usize * oob);
+            let (d, m) = (&data[i * bs..i * bs + dn], &meta[i * oob..i * oob + mn]);
+            runs[p.member].push(p.lba, n, d, m)?;
+            let buf = zio.buffer.as_mut().ok_or(NvmeStatus::InternalError)?;
+            let w = within as usize;
+            buf.data[w * bs..w * bs + dn].copy_from_slice(d);
+            buf.meta[w * oob..w * oob + mn].copy_from_slice(m);
+            cur += n;
+            if cur.is_multiple_of(sdb) {
+                let (pd, pm) =
+                    unit_parity(buf, l.data_units(), su as usize * bs, su as usize * oob);
+                runs[l.parity_member(s)].push(zstart + s * su, su, &pd, &pm)?;
+                zio.buffer = None;
+                if cur < l.logical_geometry().zone_capacity {
+                    self.load_buffer(zone, zio, s + 1, cur).await?;
+                }
+            }
+        }
+        self.send_runs(runs).await
+    }
+
+    /// Sends every member its run, in MDTS-sized commands in order, members concurrently.
+    async fn send_runs(&self, runs: Vec<MemberRun>) -> NvmeResult<()> {
+        let failed = self.state.lock().failed;
+        let mdts = u64::from(self.layout.member_geometry().mdts_blocks);
+        let (bs, oob) = (self.block_size(), self.oob());
+        let sends = runs.into_iter().enumerate().filter_map(|(m, run)| {
+            let start = run.start?;
+            if failed == Some(m) {
+                return None;
+            }
+            let dev = self.members.get(m)?.clone();
+            Some(async move {
+                let mut done = 0u64;
+                while done < run.blocks {
+                    let n = mdts.min(run.blocks - done);
+                    let (a, b) = (done as usize, (done + n) as usize);
+                    let meta = (oob > 0).then(|| &run.meta[a * oob..b * oob]);
+                    dev.write(start + done, &run.data[a * bs..b * bs], meta, false)
+                        .await
+                        .map_err(|e| (m, e))?;
+                    done += n;
+                }
+                Ok::<(), (usize, NvmeStatus)>(())
+            })
+        });
+        let results = join_all(sends).await;
+        for r in results {
+            if let Err((m, status)) = r {
+                self.note_member_error(m, status)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A member command failed: a member failure within the parity's reach degrades the
+    /// array and the command goes on; anything else is the command's error.
+    fn note_member_error(&self, member: usize, status: NvmeStatus) -> NvmeResult<()> {
+        if !member_failed(status) {
+            return Err(status);
+        }
+        let mut st = self.state.lock();
+        match st.failed {
+            None => {
+                tracing::warn!(member, %status, "RAIZN member failed; the array is degraded");
+                st.failed = Some(member);
+                Ok(())
+            }
+            Some(f) if f == member => Ok(()),
+            Some(_) => Err(status),
+        }
+    }
+
+    /// Flushes every member that has not failed.
+    pub(super) async fn flush_members(&self) -> NvmeResult<()> {
+        let failed = self.state.lock().failed;
+        let flushes = self
+            .members
+            .iter()
+            .enumerate()
+            .filter(|(m, _)| failed != Some(*m))
+            .map(|(m, d)| async move { d.flush().await.map_err(|e| (m, e)) });
+        for r in join_all(flushes).await {
+            if let Err((m, status)) = r {
+                self.note_member_error(m, status)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies `action` to `zone` on every member that has not failed.
+    pub(super) async fn members_mgmt(&self, action: ZoneAction, zone: u32) -> NvmeResult<()> {
+        let failed = self.state.lock().failed;
+        let zslba = self.layout.member_zone_start(zone);
+        let ops = self
+            .members
+            .iter()
+            .enumerate()
+            .filter(|(m, _)| failed != Some(*m))
+            .map(
+                |(m, d)| async move { d.zone_mgmt(action, zslba, false).await.map_err(|e| (m, e)) },
+            );
+        for r in join_all(ops).await {
+            if let Err((m, status)) = r {
+                self.note_member_error(m, status)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Finish: the parity of a partial stripe (missing data as zeros, which is what the
+    /// finished members read there), then Finish on every member.
+    pub(super) async fn finish_members(&self, zone: u32, zio: &mut ZoneIo) -> NvmeResult<()> {
+        let l = self.layout;
+        let (su, sdb) = (l.su_blocks(), l.stripe_data_blocks());
+        let wp = self
+            .state
+            .lock()
+            .table
+            .zone(zone)
+            .map(|z| z.wp)
+            .unwrap_or(0);
+        if !wp.is_multiple_of(sdb) {
+            let s = wp / sdb;
+            self.load_buffer(zone, zio, s, wp).await?;
+            let (bs, oob) = (self.block_size(), self.oob());
+            let buf = zio.buffer.as_ref().ok_or(NvmeStatus::InternalError)?;
+            let (pd, pm) = unit_parity(buf, l.data_units(), su as usize * bs, su as usize * oob);
+            let mut runs: Vec<MemberRun> = (0..l.members()).map(|_| MemberRun::default()).collect();
+            runs[l.parity_member(s)].push(l.member_zone_start(zone) + s * su, su, &pd, &pm)?;
+            self.send_runs(runs).await?;
+        }
+        self.members_mgmt(ZoneAction::Finish, zone).await
+    }
+
+    /// Reads `nlb` logical blocks at `lba` (already validated), zone by zone; blocks at or
+    /// above a zone's write pointer read as zeros without touching the members.
+    pub(super) async fn read_range(
+        &self,
+        lba: Lba,
+        nlb: u64,
+        buf: &mut [u8],
+        mut meta: Option<&mut [u8]>,
+    ) -> NvmeResult<()> {
+        let (bs, oob) = (self.block_size(), self.oob());
+        let mut done = 0u64;
+        while done < nlb {
+            let at = lba + done;
+            let zone = self.zone_of(at)?;
+            let zstart = self.geo.zone_start(zone);
+            let off = at - zstart;
+            let n = (self.geo.zone_size - off).min(nlb - done);
+            let z = self
+                .state
+                .lock()
+                .table
+                .zone(zone)
+                .ok_or(NvmeStatus::LbaOutOfRange)?;
+            let limit = match z.state {
+                ZoneState::Full => self.geo.zone_capacity,
+                _ => z.wp,
+            };
+            let readable = limit.saturating_sub(off).min(n);
+            let (a, b) = (done as usize, (done + n) as usize);
+            let dst = &mut buf[a * bs..b * bs];
+            let mut scratch;
+            let mdst: &mut [u8] = match meta.as_deref_mut() {
+                Some(m) => &mut m[a * oob..b * oob],
+                None => {
+                    scratch = vec![0u8; n as usize * oob];
+                    &mut scratch[..]
+                }
+            };
+            let r = readable as usize;
+            dst[r * bs..].fill(0);
+            mdst[r * oob..].fill(0);
+            if readable > 0 {
+                let full = z.state == ZoneState::Full;
+                self.read_zone(
+                    zone,
+                    off,
+                    readable,
+                    &mut dst[..r * bs],
+                    &mut mdst[..r * oob],
+                    full,
+                )
+                .await?;
+            }
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Reads `n` blocks at offset `off` of `zone`, all below what the zone holds, unit piece
+    /// by unit piece, concurrently; a piece whose member fails is reconstructed.
+    pub(super) async fn read_zone(
+        &self,
+        zone: u32,
+        off: u64,
+        n: u64,
+        data: &mut [u8],
+        meta: &mut [u8],
+        zone_full: bool,
+    ) -> NvmeResult<()> {
+        let l = self.layout;
+        let su = l.su_blocks();
+        let (bs, oob) = (self.block_size(), self.oob());
+        let failed = self.state.lock().failed;
+        let mut pieces = Vec::new();
+        let (mut drest, mut mrest) = (data, meta);
+        let mut cur = off;
+        while cur < off + n {
+            let k = (su - cur % su).min(off + n - cur);
+            let (d, dr) = std::mem::take(&mut drest).split_at_mut(k as usize * bs);
+            let (m, mr) = std::mem::take(&mut mrest).split_at_mut(k as usize * oob);
+            (drest, mrest) = (dr, mr);
+            pieces.push((cur, k, d, m));
+            cur += k;
+        }
+        let reads = pieces.into_iter().map(|(cur, k, d, m)| async move {
+            let p = l.place(zone, cur);
+            let direct = match failed == Some(p.member) {
+                true => Err(NvmeStatus::NamespaceNotReady),
+                false => match self.members.get(p.member) {
+                    Some(dev) => dev.read(p.lba, d, (oob > 0).then_some(&mut *m)).await,
+                    None => Err(NvmeStatus::InternalError),
+                },
+            };
+            match direct {
+                Ok(()) => Ok(()),
+                Err(status) => {
+                    self.note_member_error(p.member, status)?;
+                    self.reconstruct(zone, cur, k, d, m, zone_full).await
+                }
+            }
+        });
+        for r in join_all(reads).await {
+            r?;
+        }
+        Ok(())
+    }
+
+    /// Rebuilds `k` blocks at offset `cur` of `zone` (within one unit) from the other units
+    /// of the stripe and its parity. Only complete stripes (and those of a Full zone, whose
+    /// parity Finish wrote) have parity on the members.
+    async fn reconstruct(
+        &self,
+        zone: u32,
+        cur: u64,
+        k: u64,
+        data: &mut [u8],
+        meta: &mut [u8],
+        zone_full: bool,
+    ) -> NvmeResult<()> {
+        let l = self.layout;
+        let sdb = l.stripe_data_blocks();
+        let s = cur / sdb;
+        let wp = self
+            .state
+            .lock()
+            .table
+            .zone(zone)
+            .map(|z| z.wp)
+            .unwrap_or(0);
+        if !zone_full && (s + 1) * sdb > wp {
+            // The stripe's parity is not on the members yet; only the in-memory stripe
+            // buffer holds what is needed, and this build does not reconstruct from it.
+            return Err(NvmeStatus::UnrecoveredReadError);
+        }
+        let target = l.place(zone, cur);
+        let (bs, oob) = (self.block_size(), self.oob());
+        data.fill(0);
+        meta.fill(0);
+        let mut d = vec![0u8; data.len()];
+        let mut m = vec![0u8; meta.len()];
+        for (j, dev) in self.members.iter().enumerate() {
+            if j == target.member {
+                continue;
+            }
+            let mo = (oob > 0).then_some(&mut m[..]);
+            dev.read(target.lba, &mut d, mo).await?;
+            xor_into(data, &d);
+            xor_into(meta, &m);
+        }
+        debug_assert_eq!(data.len(), k as usize * bs);
+        Ok(())
+    }
+}
+
+/// The parity of a full stripe buffer: the XOR of its `d` units of `unit_bytes` (and their
+/// metadata).
+fn unit_parity(
+    buf: &StripeBuffer,
+    d: u64,
+    unit_bytes: usize,
+    unit_meta: usize,
+) -> (Vec<u8>, Vec<u8>) {
+    let mut pd = vec![0u8; unit_bytes];
+    let mut pm = vec![0u8; unit_meta];
+    for k in 0..d as usize {
+        xor_into(&mut pd, &buf.data[k * unit_bytes..(k + 1) * unit_bytes]);
+        xor_into(&mut pm, &buf.meta[k * unit_meta..(k + 1) * unit_meta]);
+    }
+    (pd, pm)
+}

@@ -1,0 +1,369 @@
+//! `RaiznVolume`: the async shell that serves the logical zoned namespace from the members.
+//!
+//! Fault model: members may lose power (each keeps a prefix of every zone, docs/DESIGN.md),
+//! one member may fail (its commands return errors; reads reconstruct from the others,
+//! writes skip it), and member zones may become Read Only or Offline by device faults (folded
+//! into the logical zone by `refresh_faults`). A second failure fails commands with the
+//! member's status; data is never made up.
+//!
+//! Lock order: a logical zone's `ZoneIo` async lock, then the `State` lock. The state lock is
+//! never held across an await.
+
+mod io;
+mod mount;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use parking_lot::Mutex;
+use zns::{
+    check_range, CopyRange, Geometry, Lba, NvmeResult, NvmeStatus, ReportFilter, ZoneAction,
+    ZoneReport, ZonedDevice,
+};
+
+use crate::layout::{ArrayLayout, LayoutError, DEFAULT_STRIPE_UNIT_BYTES};
+use crate::meta::MetaError;
+use crate::zones::ZoneTable;
+
+/// A member device.
+pub type Member = Arc<dyn ZonedDevice>;
+
+/// Settings of a new array.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RaiznConfig {
+    /// Stripe unit in bytes: a multiple of the block size that divides the zone capacity.
+    pub stripe_unit_bytes: u64,
+    /// Parity units per stripe; only 1 for now.
+    pub parity: u32,
+    /// The array's identity, written into every member's superblock.
+    pub array_uuid: [u8; 16],
+}
+
+impl RaiznConfig {
+    /// RAID-5 with the default 64 KiB stripe unit.
+    pub fn new(array_uuid: [u8; 16]) -> RaiznConfig {
+        RaiznConfig {
+            stripe_unit_bytes: u64::from(DEFAULT_STRIPE_UNIT_BYTES),
+            parity: 1,
+            array_uuid,
+        }
+    }
+}
+
+/// Why an array could not be formatted or opened.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RaiznError {
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
+    #[error("member {member}: device error while {what}: {status}")]
+    Member {
+        member: usize,
+        what: &'static str,
+        status: NvmeStatus,
+    },
+    #[error("member {member} holds data; format with force to destroy it")]
+    HoldsData { member: usize },
+    #[error("member {member} is not a RAIZN member: {why}")]
+    NotFormatted { member: usize, why: MetaError },
+    #[error("member {member} does not belong with member 0: {why}")]
+    Foreign { member: usize, why: String },
+    #[error("more members failed ({failed}) than the parity count {parity} tolerates")]
+    TooManyFailed { failed: usize, parity: u32 },
+}
+
+/// Mutable state shared by all commands.
+struct State {
+    table: ZoneTable,
+    /// Generation counter of every logical zone (in memory; docs/DESIGN.md).
+    generations: Vec<u64>,
+    /// The member that failed, if one did.
+    failed: Option<usize>,
+}
+
+/// The data of the stripe a zone's write pointer is in.
+struct StripeBuffer {
+    stripe: u64,
+    data: Vec<u8>,
+    meta: Vec<u8>,
+}
+
+/// Per-zone I/O state, behind the zone's async lock.
+#[derive(Default)]
+struct ZoneIo {
+    buffer: Option<StripeBuffer>,
+}
+
+/// A zoned RAID-5 volume over N member zoned devices. See docs/DESIGN.md ("RAIZN").
+pub struct RaiznVolume {
+    layout: ArrayLayout,
+    geo: Geometry,
+    members: Vec<Member>,
+    uuid: [u8; 16],
+    state: Mutex<State>,
+    zone_io: Vec<tokio::sync::Mutex<ZoneIo>>,
+}
+
+impl RaiznVolume {
+    pub fn layout(&self) -> &ArrayLayout {
+        &self.layout
+    }
+
+    pub fn array_uuid(&self) -> [u8; 16] {
+        self.uuid
+    }
+
+    pub fn members(&self) -> &[Member] {
+        &self.members
+    }
+
+    /// The member that failed, if any.
+    pub fn failed_member(&self) -> Option<usize> {
+        self.state.lock().failed
+    }
+
+    /// Generation counter of logical zone `zone`.
+    pub fn generation(&self, zone: u32) -> Option<u64> {
+        self.state.lock().generations.get(zone as usize).copied()
+    }
+
+    /// Marks `member` failed: reads reconstruct its units, writes skip it.
+    pub fn fail_member(&self, member: usize) -> Result<(), RaiznError> {
+        let mut st = self.state.lock();
+        match st.failed {
+            Some(f) if f != member => Err(RaiznError::TooManyFailed {
+                failed: 2,
+                parity: self.layout.parity(),
+            }),
+            _ => {
+                st.failed = Some(member);
+                Ok(())
+            }
+        }
+    }
+
+    fn block_size(&self) -> usize {
+        self.geo.block_size as usize
+    }
+
+    fn oob(&self) -> usize {
+        self.geo.oob_size as usize
+    }
+
+    /// Blocks in a transfer of `data_len` bytes with an optional metadata buffer.
+    fn transfer_blocks(&self, data_len: usize, meta_len: Option<usize>) -> NvmeResult<u64> {
+        let bs = self.block_size();
+        let nlb = data_len / bs;
+        if nlb == 0 || nlb * bs != data_len {
+            return Err(NvmeStatus::InvalidField);
+        }
+        if meta_len.is_some_and(|m| m != nlb * self.oob()) {
+            return Err(NvmeStatus::InvalidField);
+        }
+        Ok(nlb as u64)
+    }
+
+    fn zone_of(&self, lba: Lba) -> NvmeResult<u32> {
+        self.geo.zone_of(lba).ok_or(NvmeStatus::LbaOutOfRange)
+    }
+
+    fn zone_lock(&self, zone: u32) -> NvmeResult<&tokio::sync::Mutex<ZoneIo>> {
+        self.zone_io
+            .get(zone as usize)
+            .ok_or(NvmeStatus::LbaOutOfRange)
+    }
+
+    /// Read rules: namespace range, zone boundary, Offline.
+    fn check_readable(&self, lba: Lba, nlb: u64) -> NvmeResult<()> {
+        check_range(&self.geo, lba, nlb)?;
+        let first = self.zone_of(lba)?;
+        let last = self.zone_of(lba + nlb - 1)?;
+        if first != last && !self.geo.cross_zone_reads {
+            return Err(NvmeStatus::ZoneBoundaryError);
+        }
+        let st = self.state.lock();
+        let offline = (first..=last)
+            .any(|z| st.table.zone(z).map(|z| z.state) == Some(zns::ZoneState::Offline));
+        if offline {
+            return Err(NvmeStatus::ZoneIsOffline);
+        }
+        Ok(())
+    }
+
+    /// One zone management action on one zone.
+    async fn zone_action(&self, action: ZoneAction, zone: u32) -> NvmeResult<()> {
+        let mut zio = self.zone_lock(zone)?.lock().await;
+        let (tell_members, empty_open) = {
+            let st = self.state.lock();
+            let z = st.table.zone(zone).ok_or(NvmeStatus::LbaOutOfRange)?;
+            (
+                st.table.check_action(action, zone)?,
+                z.state.is_open() && z.wp == 0,
+            )
+        };
+        if action == ZoneAction::Close && empty_open {
+            // A Closed zone without data must still be Closed after a restart, and only the
+            // members can remember it: their zones are opened and closed the same way.
+            self.members_mgmt(ZoneAction::Open, zone).await?;
+            self.members_mgmt(ZoneAction::Close, zone).await?;
+        }
+        if tell_members {
+            match action {
+                ZoneAction::Finish => self.finish_members(zone, &mut zio).await?,
+                ZoneAction::Reset | ZoneAction::Offline => self.members_mgmt(action, zone).await?,
+                ZoneAction::Open | ZoneAction::Close => {}
+            }
+        }
+        if matches!(
+            action,
+            ZoneAction::Close | ZoneAction::Finish | ZoneAction::Reset
+        ) {
+            zio.buffer = None;
+        }
+        let mut st = self.state.lock();
+        st.table.apply_action(action, zone)?;
+        if action == ZoneAction::Reset && tell_members {
+            if let Some(g) = st.generations.get_mut(zone as usize) {
+                *g += 1;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl ZonedDevice for RaiznVolume {
+    fn geometry(&self) -> Geometry {
+        self.geo
+    }
+
+    async fn read(&self, lba: Lba, buf: &mut [u8], meta: Option<&mut [u8]>) -> NvmeResult<()> {
+        check_range(&self.geo, lba, (buf.len() / self.block_size()) as u64)?;
+        let nlb = self.transfer_blocks(buf.len(), meta.as_ref().map(|m| m.len()))?;
+        self.check_readable(lba, nlb)?;
+        self.read_range(lba, nlb, buf, meta).await
+    }
+
+    async fn write(&self, lba: Lba, data: &[u8], meta: Option<&[u8]>, fua: bool) -> NvmeResult<()> {
+        check_range(&self.geo, lba, (data.len() / self.block_size()) as u64)?;
+        let nlb = self.transfer_blocks(data.len(), meta.map(|m| m.len()))?;
+        if nlb > u64::from(self.geo.mdts_blocks) {
+            return Err(NvmeStatus::InvalidField);
+        }
+        let zone = self.zone_of(lba)?;
+        let at = lba - self.geo.zone_start(zone);
+        self.zoned_write(zone, Some(at), nlb, Some(data), meta, fua)
+            .await
+            .map(|_| ())
+    }
+
+    async fn append(
+        &self,
+        zslba: Lba,
+        data: &[u8],
+        meta: Option<&[u8]>,
+        fua: bool,
+    ) -> NvmeResult<Lba> {
+        check_range(&self.geo, zslba, (data.len() / self.block_size()) as u64)?;
+        let zone = self.zone_of(zslba)?;
+        if self.geo.zone_start(zone) != zslba {
+            return Err(NvmeStatus::InvalidField);
+        }
+        let nlb = self.transfer_blocks(data.len(), meta.map(|m| m.len()))?;
+        if nlb > u64::from(self.geo.zasl_blocks) || nlb > u64::from(self.geo.mdts_blocks) {
+            return Err(NvmeStatus::InvalidField);
+        }
+        let at = self
+            .zoned_write(zone, None, nlb, Some(data), meta, fua)
+            .await?;
+        Ok(zslba + at)
+    }
+
+    async fn write_zeroes(&self, lba: Lba, blocks: u64, fua: bool) -> NvmeResult<()> {
+        check_range(&self.geo, lba, blocks)?;
+        if blocks == 0 || blocks > u64::from(self.geo.mdts_blocks) {
+            return Err(NvmeStatus::InvalidField);
+        }
+        let zone = self.zone_of(lba)?;
+        let at = lba - self.geo.zone_start(zone);
+        self.zoned_write(zone, Some(at), blocks, None, None, fua)
+            .await
+            .map(|_| ())
+    }
+
+    async fn flush(&self) -> NvmeResult<()> {
+        self.flush_members().await
+    }
+
+    async fn copy(&self, sources: &[CopyRange], dest: Lba, fua: bool) -> NvmeResult<()> {
+        let g = self.geo;
+        let too_many = sources.is_empty() || sources.len() > g.copy_max_ranges as usize;
+        let bad_range = sources
+            .iter()
+            .any(|r| r.blocks == 0 || r.blocks > u64::from(g.copy_max_range_blocks));
+        let total = sources
+            .iter()
+            .try_fold(0u64, |acc, r| acc.checked_add(r.blocks));
+        let total = match total {
+            Some(t) if !too_many && !bad_range && t <= u64::from(g.copy_max_blocks) => t,
+            _ => return Err(NvmeStatus::CommandSizeLimitExceeded),
+        };
+        for r in sources {
+            self.check_readable(r.lba, r.blocks)?;
+        }
+        check_range(&g, dest, total)?;
+        let zone = self.zone_of(dest)?;
+        // Read every source before writing, so a copy within one zone reads the data as it
+        // was when the command started.
+        let (bs, oob) = (self.block_size(), self.oob());
+        let mut data = vec![0u8; total as usize * bs];
+        let mut meta = vec![0u8; total as usize * oob];
+        let mut at = 0usize;
+        for r in sources {
+            let n = r.blocks as usize;
+            self.read_range(
+                r.lba,
+                r.blocks,
+                &mut data[at * bs..(at + n) * bs],
+                Some(&mut meta[at * oob..(at + n) * oob]),
+            )
+            .await?;
+            at += n;
+        }
+        let off = dest - g.zone_start(zone);
+        self.zoned_write(zone, Some(off), total, Some(&data), Some(&meta), fua)
+            .await
+            .map(|_| ())
+    }
+
+    async fn zone_mgmt(&self, action: ZoneAction, zslba: Lba, select_all: bool) -> NvmeResult<()> {
+        if select_all {
+            for zone in 0..self.geo.zone_count {
+                let state = self.state.lock().table.zone(zone).map(|z| z.state);
+                if state.is_some_and(|s| ZoneTable::selected(action, s)) {
+                    self.zone_action(action, zone).await?;
+                }
+            }
+            return Ok(());
+        }
+        let zone = self.zone_of(zslba)?;
+        if self.geo.zone_start(zone) != zslba {
+            return Err(NvmeStatus::InvalidField);
+        }
+        self.zone_action(action, zone).await
+    }
+
+    async fn report_zones(
+        &self,
+        lba: Lba,
+        filter: ReportFilter,
+        partial: bool,
+        max_zones: usize,
+    ) -> NvmeResult<ZoneReport> {
+        let first = self.zone_of(lba)?;
+        Ok(self
+            .state
+            .lock()
+            .table
+            .report(first, filter, partial, max_zones))
+    }
+}

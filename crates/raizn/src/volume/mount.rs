@@ -1,0 +1,343 @@
+//! Format and open of a RAIZN array: superblocks on every member, and the recovery that
+//! derives every logical zone from its member zones after a clean shutdown or a power loss.
+//!
+//! Fault model: each member zone holds a prefix of what was written to it (power loss), or
+//! was moved to Read Only / Offline by a device fault. Recovery trusts only what every data
+//! unit below the logical write pointer proves present; see docs/DESIGN.md ("Recovery").
+
+use futures::future::join_all;
+use parking_lot::Mutex;
+use zns::{Geometry, NvmeStatus, ReportFilter, ZoneAction, ZoneDescriptor, ZoneState};
+
+use super::{Member, RaiznConfig, RaiznError, RaiznVolume, State, ZoneIo};
+use crate::layout::{ArrayLayout, GENERAL_ZONE, META_ZONES};
+use crate::meta::Superblock;
+use crate::parity::xor_into;
+use crate::zones::{LogicalZone, ZoneTable};
+
+fn member_err(member: usize, what: &'static str) -> impl Fn(NvmeStatus) -> RaiznError {
+    move |status| RaiznError::Member {
+        member,
+        what,
+        status,
+    }
+}
+
+/// Every zone descriptor of a member.
+async fn member_zones(member: usize, dev: &Member) -> Result<Vec<ZoneDescriptor>, RaiznError> {
+    let r = dev
+        .report_zones(0, ReportFilter::All, false, usize::MAX)
+        .await
+        .map_err(member_err(member, "reporting zones"))?;
+    Ok(r.zones)
+}
+
+impl RaiznVolume {
+    /// Formats `members` as a new array: checks their geometries, refuses members holding
+    /// data unless `force` (which resets every zone), writes a superblock on each (FUA), then
+    /// opens the array.
+    pub async fn format(
+        members: Vec<Member>,
+        cfg: RaiznConfig,
+        force: bool,
+    ) -> Result<RaiznVolume, RaiznError> {
+        let geos: Vec<Geometry> = members.iter().map(|m| m.geometry()).collect();
+        let layout = ArrayLayout::new(&geos, cfg.parity, cfg.stripe_unit_bytes)?;
+        let g = layout.member_geometry();
+        for (i, dev) in members.iter().enumerate() {
+            let used = member_zones(i, dev)
+                .await?
+                .iter()
+                .any(|z| z.state != ZoneState::Empty);
+            if used && !force {
+                return Err(RaiznError::HoldsData { member: i });
+            }
+            if used {
+                dev.zone_mgmt(ZoneAction::Reset, 0, true)
+                    .await
+                    .map_err(member_err(i, "resetting zones for a forced format"))?;
+            }
+        }
+        for (i, dev) in members.iter().enumerate() {
+            let sb = Superblock {
+                array_uuid: cfg.array_uuid,
+                members: members.len() as u32,
+                member_index: i as u32,
+                parity: cfg.parity,
+                su_blocks: layout.su_blocks() as u32,
+                meta_zones: META_ZONES,
+                member_geometry: g,
+            };
+            let block = sb
+                .encode()
+                .map_err(|why| RaiznError::NotFormatted { member: i, why })?;
+            let meta = vec![0u8; g.oob_size as usize];
+            let lba = g.zone_start(GENERAL_ZONE);
+            dev.write(lba, &block, (g.oob_size > 0).then_some(&meta[..]), true)
+                .await
+                .map_err(member_err(i, "writing the superblock"))?;
+        }
+        RaiznVolume::open(members).await
+    }
+
+    /// Opens an array: every member's superblock must name the same array with this member
+    /// at its position; then every logical zone is recovered from its member zones.
+    pub async fn open(members: Vec<Member>) -> Result<RaiznVolume, RaiznError> {
+        let mut sbs = Vec::new();
+        for (i, dev) in members.iter().enumerate() {
+            let g = dev.geometry();
+            let mut block = vec![0u8; g.block_size as usize];
+            dev.read(g.zone_start(GENERAL_ZONE), &mut block, None)
+                .await
+                .map_err(member_err(i, "reading the superblock"))?;
+            let sb = Superblock::decode(&block)
+                .map_err(|why| RaiznError::NotFormatted { member: i, why })?;
+            check_member(i, &sb, sbs.first(), members.len(), &g)?;
+            sbs.push(sb);
+        }
+        let first = sbs.first().copied().ok_or(RaiznError::Layout(
+            crate::layout::LayoutError::MemberCount(0),
+        ))?;
+        let geos: Vec<Geometry> = members.iter().map(|m| m.geometry()).collect();
+        let su_bytes = u64::from(first.su_blocks) * u64::from(first.member_geometry.block_size);
+        let layout = ArrayLayout::new(&geos, first.parity, su_bytes)?;
+        let geo = layout.logical_geometry();
+        let zones = geo.zone_count as usize;
+        let vol = RaiznVolume {
+            layout,
+            geo,
+            members,
+            uuid: first.array_uuid,
+            state: Mutex::new(State {
+                table: ZoneTable::new(Vec::new(), geo.zone_size, geo.zone_capacity, 0, 0),
+                generations: vec![0; zones],
+                failed: None,
+            }),
+            zone_io: (0..zones)
+                .map(|_| tokio::sync::Mutex::new(ZoneIo::default()))
+                .collect(),
+        };
+        vol.recover().await?;
+        Ok(vol)
+    }
+
+    /// Derives every logical zone from its member zones and repairs what a power loss left
+    /// half done: missing parity of complete stripes, a finish or a reset that reached only
+    /// some members.
+    async fn recover(&self) -> Result<(), RaiznError> {
+        let mut all = Vec::new();
+        for (i, dev) in self.members.iter().enumerate() {
+            all.push(member_zones(i, dev).await?);
+        }
+        let mut zones = Vec::new();
+        for z in 0..self.geo.zone_count {
+            let pz = (z + META_ZONES) as usize;
+            let descs: Vec<ZoneDescriptor> = all
+                .iter()
+                .map(|d| d.get(pz).copied())
+                .collect::<Option<_>>()
+                .ok_or(RaiznError::Member {
+                    member: 0,
+                    what: "reporting zones",
+                    status: NvmeStatus::InvalidField,
+                })?;
+            zones.push(self.recover_zone(z, &descs).await?);
+        }
+        let g = self.geo;
+        let mut st = self.state.lock();
+        st.table = ZoneTable::new(
+            zones,
+            g.zone_size,
+            g.zone_capacity,
+            g.max_open,
+            g.max_active,
+        );
+        // Every mount starts a new generation of every empty zone (docs/DESIGN.md).
+        for z in 0..g.zone_count {
+            if st.table.zone(z).map(|z| z.state) == Some(ZoneState::Empty) {
+                if let Some(gen) = st.generations.get_mut(z as usize) {
+                    *gen += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One logical zone from its member zones (`descs[j]` is member j's).
+    async fn recover_zone(
+        &self,
+        zone: u32,
+        descs: &[ZoneDescriptor],
+    ) -> Result<LogicalZone, RaiznError> {
+        let l = self.layout;
+        let cap = self.geo.zone_capacity;
+        let wps: Vec<u64> = descs.iter().map(|d| d.wp - d.start).collect();
+        let lz = |state, wp| LogicalZone {
+            state,
+            wp,
+            open_seq: 0,
+        };
+        let offline = descs
+            .iter()
+            .filter(|d| d.state == ZoneState::Offline)
+            .count();
+        if offline > l.parity() as usize {
+            return Ok(lz(ZoneState::Offline, 0));
+        }
+        if descs
+            .iter()
+            .any(|d| matches!(d.state, ZoneState::ReadOnly | ZoneState::Offline))
+        {
+            return Ok(lz(ZoneState::ReadOnly, l.readable_prefix(&wps)));
+        }
+        if descs.iter().all(|d| d.state == ZoneState::Empty) {
+            return Ok(lz(ZoneState::Empty, 0));
+        }
+        if descs.iter().all(|d| d.state == ZoneState::Full) {
+            return Ok(lz(ZoneState::Full, cap));
+        }
+        // Some members Full and others not: the members whose units reached the capacity
+        // filled their zones by writing. (A Finish cut short by a power loss looks the same
+        // and comes back Closed at its readable prefix; docs/DESIGN.md.)
+        let prefix = l.readable_prefix(&wps);
+        if wps.iter().all(|w| *w == 0) {
+            // No data, some member zone Closed: the zone was closed without data.
+            return Ok(lz(ZoneState::Closed, 0));
+        }
+        if prefix == 0 {
+            // Nothing readable: stray units of a torn first stripe would block new writes.
+            self.members_mgmt(ZoneAction::Reset, zone)
+                .await
+                .map_err(member_err(0, "resetting a zone with a torn first stripe"))?;
+            return Ok(lz(ZoneState::Empty, 0));
+        }
+        self.repair_parity(zone, prefix, &wps).await?;
+        Ok(lz(ZoneState::Closed, prefix))
+    }
+
+    /// Writes the parity units missing from the complete stripes below `prefix`.
+    async fn repair_parity(&self, zone: u32, prefix: u64, wps: &[u64]) -> Result<(), RaiznError> {
+        let l = self.layout;
+        let (su, sdb) = (l.su_blocks(), l.stripe_data_blocks());
+        let g = l.member_geometry();
+        let (bs, oob) = (g.block_size as usize, g.oob_size as usize);
+        let zstart = l.member_zone_start(zone);
+        let mut wps = wps.to_vec();
+        for s in 0..prefix / sdb {
+            let pm = l.parity_member(s);
+            let have = wps.get(pm).copied().unwrap_or(0);
+            if have >= (s + 1) * su {
+                continue;
+            }
+            let from = have.max(s * su);
+            let mut pd = vec![0u8; su as usize * bs];
+            let mut pmeta = vec![0u8; su as usize * oob];
+            for k in 0..l.data_units() {
+                let m = l.data_member(s, k);
+                let dev = self.members.get(m).ok_or(RaiznError::Member {
+                    member: m,
+                    what: "repairing parity",
+                    status: NvmeStatus::InternalError,
+                })?;
+                let mut d = vec![0u8; su as usize * bs];
+                let mut md = vec![0u8; su as usize * oob];
+                dev.read(zstart + s * su, &mut d, (oob > 0).then_some(&mut md[..]))
+                    .await
+                    .map_err(member_err(m, "reading data to repair parity"))?;
+                xor_into(&mut pd, &d);
+                xor_into(&mut pmeta, &md);
+            }
+            let skip = (from - s * su) as usize;
+            let dev = self.members.get(pm).ok_or(RaiznError::Member {
+                member: pm,
+                what: "repairing parity",
+                status: NvmeStatus::InternalError,
+            })?;
+            dev.write(
+                zstart + from,
+                &pd[skip * bs..],
+                (oob > 0).then_some(&pmeta[skip * oob..]),
+                false,
+            )
+            .await
+            .map_err(member_err(pm, "writing repaired parity"))?;
+            wps[pm] = (s + 1) * su;
+        }
+        Ok(())
+    }
+
+    /// Folds device-side zone faults of the members (Read Only, Offline) into the logical
+    /// zones: more failed member zones than the parity covers make the zone Offline, any
+    /// other fault makes it Read Only.
+    pub async fn refresh_faults(&self) -> Result<(), RaiznError> {
+        let reports = join_all(
+            self.members
+                .iter()
+                .enumerate()
+                .map(|(i, d)| member_zones(i, d)),
+        )
+        .await;
+        let mut all = Vec::new();
+        for r in reports {
+            all.push(r?);
+        }
+        let mut st = self.state.lock();
+        for z in 0..self.geo.zone_count {
+            let pz = (z + META_ZONES) as usize;
+            let states: Vec<ZoneState> = all
+                .iter()
+                .filter_map(|d| d.get(pz))
+                .map(|d| d.state)
+                .collect();
+            let offline = states.iter().filter(|s| **s == ZoneState::Offline).count();
+            let current = st.table.zone(z).map(|z| z.state);
+            if offline > self.layout.parity() as usize {
+                st.table.set_fault(z, ZoneState::Offline);
+            } else if current != Some(ZoneState::Offline)
+                && states
+                    .iter()
+                    .any(|s| matches!(s, ZoneState::ReadOnly | ZoneState::Offline))
+            {
+                st.table.set_fault(z, ZoneState::ReadOnly);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Checks member `i`'s superblock against member 0's and the member's own geometry.
+fn check_member(
+    i: usize,
+    sb: &Superblock,
+    first: Option<&Superblock>,
+    count: usize,
+    geo: &Geometry,
+) -> Result<(), RaiznError> {
+    let foreign = |why: String| Err(RaiznError::Foreign { member: i, why });
+    if sb.member_index as usize != i {
+        return foreign(format!(
+            "its superblock names position {} but it was given at position {i}",
+            sb.member_index
+        ));
+    }
+    if sb.members as usize != count {
+        return foreign(format!(
+            "its array has {} members but {count} were given",
+            sb.members
+        ));
+    }
+    if sb.member_geometry != *geo {
+        return foreign("the device's geometry differs from the one it was formatted with".into());
+    }
+    if let Some(f) = first {
+        if sb.array_uuid != f.array_uuid {
+            return foreign("it belongs to another array (UUID differs)".into());
+        }
+        if (sb.parity, sb.su_blocks, sb.member_geometry)
+            != (f.parity, f.su_blocks, f.member_geometry)
+        {
+            return foreign("parity, stripe unit or geometry differ".into());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,157 @@
+//! Arrays of in-memory emulated members for the tests, and the conformance kit's factory.
+//!
+//! The kit asks for logical geometries; an array of N members exports zones D = N - 1 times
+//! the member's size and capacity, and needs 3 metadata zones and 2 open/active zones per
+//! member besides. So the factory builds members with 1/D of the kit's zone size and
+//! capacity, 3 more zones, and limits 2 higher; the logical geometry is then exactly the
+//! kit's when D divides the kit's zone size and capacity. When it does not (item 38 asks for
+//! a capacity of 33 blocks, which no array of equal members with D = 2 can export), the
+//! closest geometry below it is used (capacity rounded down to a multiple of D) and item 38
+//! reports the difference. The stripe unit is the largest divisor of the member capacity that is at most
+//! 64 KiB and at most a third of it, so every kit zone holds at least three stripes.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use emu::{EmuConfig, EmuDevice};
+use parking_lot::Mutex;
+use raizn::layout::{META_ZONES, META_ZONES_OPEN};
+use raizn::{Member, RaiznConfig, RaiznVolume};
+use zns::conformance::DeviceFactory;
+use zns::{Geometry, ZoneState};
+
+/// The member geometry and stripe unit (bytes) for an array of `n` exporting `logical`.
+pub fn member_geometry(logical: &Geometry, n: usize) -> (Geometry, u64) {
+    let d = n as u64 - 1;
+    let cap = logical.zone_capacity / d;
+    let more = |l: u32| if l == 0 { 0 } else { l + META_ZONES_OPEN };
+    let g = Geometry {
+        zone_count: logical.zone_count + META_ZONES,
+        zone_size: logical.zone_size / d,
+        zone_capacity: cap,
+        max_open: more(logical.max_open),
+        max_active: more(logical.max_active),
+        ..*logical
+    };
+    let bs = u64::from(logical.block_size);
+    let limit = (64 * 1024 / bs).min((cap / 3).max(1));
+    let su = (1..=limit)
+        .rev()
+        .find(|s| cap.is_multiple_of(*s))
+        .unwrap_or(1);
+    (g, su * bs)
+}
+
+/// `n` fresh memory members of geometry `g`, seeded.
+pub fn emu_members(g: &Geometry, n: usize, seed: u64) -> Vec<Arc<EmuDevice>> {
+    (0..n)
+        .map(|i| {
+            let cfg = EmuConfig {
+                seed: seed ^ (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                ..EmuConfig::new(*g)
+            };
+            match EmuDevice::new_memory(cfg) {
+                Ok(d) => Arc::new(d),
+                Err(e) => panic!("member geometry {g:?} refused: {e}"),
+            }
+        })
+        .collect()
+}
+
+pub fn as_members(devs: &[Arc<EmuDevice>]) -> Vec<Member> {
+    devs.iter().map(|d| d.clone() as Member).collect()
+}
+
+/// Builds RAIZN arrays of `members` memory devices for the conformance kit.
+pub struct RaiznFactory {
+    pub members: usize,
+    arrays: Mutex<HashMap<[u8; 16], Vec<Arc<EmuDevice>>>>,
+    next: Mutex<u64>,
+}
+
+impl RaiznFactory {
+    pub fn new(members: usize) -> RaiznFactory {
+        RaiznFactory {
+            members,
+            arrays: Mutex::new(HashMap::new()),
+            next: Mutex::new(1),
+        }
+    }
+
+    fn emus(&self, dev: &RaiznVolume) -> Vec<Arc<EmuDevice>> {
+        match self.arrays.lock().get(&dev.array_uuid()) {
+            Some(e) => e.clone(),
+            None => panic!("an array this factory did not build"),
+        }
+    }
+
+    async fn reopen(&self, emus: &[Arc<EmuDevice>]) -> RaiznVolume {
+        match RaiznVolume::open(as_members(emus)).await {
+            Ok(v) => v,
+            Err(e) => panic!("reopening the array failed: {e}"),
+        }
+    }
+}
+
+#[async_trait]
+impl DeviceFactory for RaiznFactory {
+    type Device = RaiznVolume;
+
+    async fn create(&self, geometry: &Geometry) -> RaiznVolume {
+        let (g, su) = member_geometry(geometry, self.members);
+        let id = {
+            let mut n = self.next.lock();
+            *n += 1;
+            *n
+        };
+        let mut uuid = [0u8; 16];
+        uuid[..8].copy_from_slice(&id.to_le_bytes());
+        let emus = emu_members(&g, self.members, 0x5eed ^ id);
+        let cfg = RaiznConfig {
+            stripe_unit_bytes: su,
+            ..RaiznConfig::new(uuid)
+        };
+        let vol = match RaiznVolume::format(as_members(&emus), cfg, false).await {
+            Ok(v) => v,
+            Err(e) => panic!("format refused the kit's array: {e}"),
+        };
+        self.arrays.lock().insert(uuid, emus);
+        vol
+    }
+
+    async fn restart(&self, dev: RaiznVolume) -> RaiznVolume {
+        let emus = self.emus(&dev);
+        drop(dev);
+        for e in &emus {
+            if let Err(err) = e.restart() {
+                panic!("member restart failed: {err}");
+            }
+        }
+        self.reopen(&emus).await
+    }
+
+    async fn power_cycle(&self, dev: RaiznVolume, seed: u64) -> RaiznVolume {
+        let emus = self.emus(&dev);
+        drop(dev);
+        for (i, e) in emus.iter().enumerate() {
+            if let Err(err) = e.power_loss(seed ^ (i as u64).wrapping_mul(0x2545_F491_4F6C_DD1D)) {
+                panic!("member power loss failed: {err}");
+            }
+        }
+        self.reopen(&emus).await
+    }
+
+    async fn set_zone_state(&self, dev: &RaiznVolume, zone: u32, state: ZoneState) {
+        for e in self.emus(dev) {
+            if let Err(err) = e.set_zone_state(zone + META_ZONES, state) {
+                panic!("member fault injection failed: {err}");
+            }
+        }
+        if let Err(e) = dev.refresh_faults().await {
+            panic!("folding member faults failed: {e}");
+        }
+    }
+}

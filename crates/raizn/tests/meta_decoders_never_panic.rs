@@ -1,0 +1,126 @@
+//! The metadata decoders on arbitrary bytes: they return an error or a record, never panic,
+//! and every encoded record decodes to itself.
+
+use proptest::prelude::*;
+use raizn::meta::{self, MetaError, RecordHeader, RecordType, Superblock};
+use zns::Geometry;
+
+fn geo(block_size: u32) -> Geometry {
+    Geometry {
+        block_size,
+        oob_size: 16,
+        zone_count: 11,
+        zone_size: 32,
+        zone_capacity: 24,
+        max_open: 5,
+        max_active: 6,
+        zasl_blocks: 16,
+        mdts_blocks: 32,
+        copy_max_ranges: 4,
+        copy_max_range_blocks: 16,
+        copy_max_blocks: 32,
+        cross_zone_reads: true,
+    }
+}
+
+fn superblock(uuid: [u8; 16], members: u32, index: u32, bs: u32) -> Superblock {
+    Superblock {
+        array_uuid: uuid,
+        members,
+        member_index: index,
+        parity: 1,
+        su_blocks: 8,
+        meta_zones: 3,
+        member_geometry: geo(bs),
+    }
+}
+
+proptest! {
+    #[test]
+    fn decoders_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+        let _ = meta::decode_record(&bytes);
+        let _ = Superblock::decode(&bytes);
+        let _ = meta::decode_generations(&bytes, 100);
+        let _ = meta::decode_zone_reset(&bytes, 100);
+    }
+
+    #[test]
+    fn damaged_records_with_magic_never_panic(tail in proptest::collection::vec(any::<u8>(), 56..600)) {
+        let mut b = meta::MAGIC.to_vec();
+        b.extend(tail);
+        let _ = meta::decode_record(&b);
+        let _ = Superblock::decode(&b);
+    }
+
+    #[test]
+    fn superblock_round_trips(uuid in any::<[u8; 16]>(), members in 3u32..20, pick in any::<u32>(),
+                              big in any::<bool>()) {
+        let bs = if big { 4096 } else { 512 };
+        let sb = superblock(uuid, members, pick % members, bs);
+        let bytes = sb.encode().map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(bytes.len(), bs as usize);
+        prop_assert_eq!(Superblock::decode(&bytes), Ok(sb));
+    }
+
+    #[test]
+    fn a_flipped_bit_is_never_accepted_silently(byte in 0usize..160, bit in 0u8..8) {
+        let sb = superblock([7; 16], 4, 2, 512);
+        let mut bytes = sb.encode().map_err(|e| TestCaseError::fail(e.to_string()))?;
+        bytes[byte] ^= 1 << bit;
+        prop_assert!(Superblock::decode(&bytes).is_err(), "bit {} of byte {}", bit, byte);
+    }
+
+    #[test]
+    fn generations_round_trip(first in 0u32..50, gens in proptest::collection::vec(0u64..(1 << 63), 1..50)) {
+        let p = meta::encode_generations(first, &gens);
+        prop_assert_eq!(meta::decode_generations(&p, 100), Ok((first, gens)));
+    }
+
+    #[test]
+    fn headers_round_trip(start in 0u64..1 << 40, len in 0u64..1000, generation in 0u64..(1 << 63),
+                          sequence in 1u64..(1 << 63), bulk in 0u32..100, crc in any::<u32>(),
+                          inline in proptest::collection::vec(any::<u8>(), 0..448)) {
+        let h = RecordHeader {
+            kind: RecordType::PartialParity,
+            inline_len: inline.len() as u32,
+            start_lba: start,
+            end_lba: start + len,
+            generation,
+            sequence,
+            bulk_blocks: bulk,
+            bulk_crc: crc,
+            flags: meta::FLAG_CHECKPOINT,
+        };
+        let b = meta::encode_record(&h, &inline, 512).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let (d, p) = meta::decode_record(&b).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(d, h);
+        prop_assert_eq!(p, &inline[..]);
+    }
+}
+
+#[test]
+fn typed_errors_name_what_is_wrong() {
+    assert_eq!(meta::decode_record(&[0u8; 512]), Err(MetaError::NotARecord));
+    let sb = superblock([1; 16], 3, 0, 512);
+    let good = match sb.encode() {
+        Ok(b) => b,
+        Err(e) => panic!("{e}"),
+    };
+    let mut torn = good.clone();
+    torn[100] ^= 0xFF;
+    assert_eq!(Superblock::decode(&torn), Err(MetaError::Checksum));
+    // A newer version with a valid CRC is refused as newer, not as damage.
+    let mut newer = good.clone();
+    newer[8] = 2;
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&newer[..60]), &newer[64..64 + 96]);
+    newer[60..64].copy_from_slice(&crc.to_le_bytes());
+    assert_eq!(Superblock::decode(&newer), Err(MetaError::NewerVersion(2)));
+    assert!(matches!(
+        meta::decode_zone_reset(&meta::encode_zone_reset(100), 100),
+        Err(MetaError::Corrupt(_))
+    ));
+    assert_eq!(
+        meta::decode_zone_reset(&meta::encode_zone_reset(99), 100),
+        Ok(99)
+    );
+}
