@@ -8,8 +8,11 @@ mod io;
 pub mod layout;
 pub mod map;
 pub mod prefix;
+mod read;
 pub mod records;
 pub mod recovery;
+mod retry;
+mod shared;
 mod volume;
 
 pub use layout::{FormatOptions, Layout, MountOptions, VictimPolicy, WriteMode};
