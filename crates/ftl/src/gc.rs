@@ -21,6 +21,7 @@ use zns::{NvmeStatus, ZoneAction};
 use crate::checkpoint;
 use crate::io::StreamWriter;
 use crate::map::Stream;
+use crate::plan::FlushPlan;
 use crate::retry::retry;
 use crate::shared::Shared;
 use crate::FtlError;
@@ -104,14 +105,15 @@ impl Maintenance {
     /// by a checkpoint instead, and only then does the flush succeed.
     pub(crate) async fn flush(&self) -> Result<(), FtlError> {
         self.writer.write_summaries(|_| true).await?;
-        let orphaned = self.writer.orphaned_zones();
-        if orphaned.is_empty() {
-            retry(|| self.shared.dev().flush()).await?;
-            return Ok(());
+        match self.shared.map(|m| m.plan_flush()) {
+            FlushPlan::Device => retry(|| self.shared.dev().flush()).await?,
+            FlushPlan::Checkpoint { zones } => {
+                // The checkpoint flushes the device before it is written, then maps those
+                // blocks.
+                self.checkpoint().await?;
+                self.shared.map(|m| m.forget_tags(&zones));
+            }
         }
-        // The checkpoint flushes the device before it is written, then maps those blocks.
-        self.checkpoint().await?;
-        self.writer.forget_tags(&orphaned);
         Ok(())
     }
 
@@ -246,7 +248,6 @@ impl Maintenance {
             Err(e) => return Err(e.into()),
         }
         self.shared.map(|m| m.zone_reset(victim));
-        self.writer.forget_tags(&[victim]);
         self.shared.space_changed();
         Ok(true)
     }

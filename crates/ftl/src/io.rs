@@ -9,19 +9,22 @@
 //! maps those blocks) before it returns, so a flush never reports durable what a crash would
 //! lose.
 //!
-//! Locks: a slot lock, then the pending-tags lock, then the map lock (shared.rs has the
-//! volume's whole lock order). A task holds one slot at a time.
+//! Decisions (which zone, wait, open, borrow, seal, what a failure does) are made by the
+//! sans-IO core in plan.rs; this file executes them.
+//!
+//! Locks: a slot lock, then the map lock (shared.rs has the volume's whole lock order). A task
+//! holds one slot at a time.
 
 mod relocate;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
 use zns::{Lba, ZoneAction};
 
 use crate::layout::WriteMode;
-use crate::map::{Reservation, Stream, ZoneUse};
+use crate::map::{Reservation, Stream};
+use crate::plan::{Acquire, AfterFailure, SpacePolicy, WriteKind};
 use crate::records::{self, Tag, TrimRecord, ZoneHeader};
 use crate::retry::retry;
 use crate::shared::Shared;
@@ -38,16 +41,14 @@ struct Slot {
 /// A locked slot: its open zone and that zone's generation.
 type SlotGuard<'a> = tokio::sync::MutexGuard<'a, Option<(u32, u64)>>;
 
-/// Writes the volume's streams into data zones; owns the slots and the summary tags.
+/// Writes the volume's streams into data zones; owns the slots.
 pub(crate) struct StreamWriter {
     shared: Arc<Shared>,
     /// `hot_zones` hot slots, then one each for cold, GC and cold GC.
     slots: Vec<Slot>,
     /// Round-robin start for picking a hot slot.
     rr: AtomicUsize,
-    /// In summary mode (no per-block metadata), per data zone the tags of the blocks written
-    /// since its last summary block.
-    pending_tags: Mutex<Vec<Vec<Tag>>>,
+    policy: SpacePolicy,
 }
 
 /// What a piece of a write carries.
@@ -69,12 +70,12 @@ impl StreamWriter {
             .map(|_| slot(Stream::Hot))
             .collect();
         slots.extend([Stream::Cold, Stream::Gc, Stream::GcCold].map(slot));
-        let zones = shared.layout().data_zones as usize;
+        let policy = SpacePolicy::new(shared.opts(), shared.layout());
         StreamWriter {
             shared,
             slots,
             rr: AtomicUsize::new(0),
-            pending_tags: Mutex::new(vec![Vec::new(); zones]),
+            policy,
         }
     }
 
@@ -91,33 +92,21 @@ impl StreamWriter {
         Some(meta)
     }
 
-    /// Blocks of data zone `z` a write may still take: in summary mode, one block stays free
-    /// for the summary and a group never outgrows one summary block.
+    /// Blocks of data zone `z` a write may still take (`Mapping::data_room`).
     fn data_room(&self, z: u32) -> u64 {
-        let room = self.shared.layout().zone_blocks - self.shared.map(|m| m.zone(z).reserved);
-        if !self.shared.layout().summary_mode() {
-            return room;
-        }
-        let group =
-            records::summary_capacity(self.shared.layout().geometry.block_size as usize) as u64;
-        let pending = self.pending_tags.lock()[z as usize].len() as u64;
-        room.saturating_sub(1).min(group.saturating_sub(pending))
+        self.shared.map(|m| m.data_room(z))
     }
 
     /// Records tags of blocks just written to zone `z` (summary mode) and writes the summary
-    /// when the group is full, the zone is about to fill, or the write was FUA. The caller
-    /// holds the zone's slot, so nothing else writes to the zone meanwhile.
+    /// when it is due. The caller holds the zone's slot, so nothing else writes to the zone
+    /// meanwhile.
     async fn note_tags(
         &self,
         z: u32,
         tags: impl Iterator<Item = Tag>,
         fua: bool,
     ) -> Result<(), FtlError> {
-        if !self.shared.layout().summary_mode() {
-            return Ok(());
-        }
-        self.pending_tags.lock()[z as usize].extend(tags);
-        if fua || self.data_room(z) == 0 {
+        if self.shared.map(|m| m.note_tags(z, tags, fua)) {
             self.write_summary(z, fua).await?;
         }
         Ok(())
@@ -127,8 +116,13 @@ impl StreamWriter {
     async fn write_summary(&self, z: u32, fua: bool) -> Result<(), FtlError> {
         // The tags stay pending until the summary is written: if it fails they are what the
         // next flush must make durable another way (a checkpoint).
-        let tags = self.pending_tags.lock()[z as usize].clone();
-        let (r, generation) = self.shared.map(|m| (m.reserve(z, 1), m.zone(z).generation));
+        let (tags, r, generation) = self.shared.map(|m| {
+            (
+                m.summary_tags(z).to_vec(),
+                m.reserve(z, 1),
+                m.zone(z).generation,
+            )
+        });
         if r.blocks == 0 {
             return Err(FtlError::Corrupt(format!(
                 "no room for the summary of data zone {z}"
@@ -145,37 +139,15 @@ impl StreamWriter {
         let at = self.shared.layout().data_zone_start(z) + r.offset;
         match retry(|| self.shared.dev().write(at, &block, None, fua)).await {
             Ok(()) => {
-                self.shared.map(|m| m.complete_summary(z, r.offset));
                 // The caller holds the zone's slot, so no tag was added meanwhile.
-                self.pending_tags.lock()[z as usize].drain(..tags.len());
+                self.shared
+                    .map(|m| m.summary_written(z, r.offset, tags.len()));
                 Ok(())
             }
             Err(e) => {
-                self.shared.map(|m| m.write_failed(z));
-                self.seal(z).await;
+                self.write_failed(z, WriteKind::Summary).await;
                 Err(e.into())
             }
-        }
-    }
-
-    /// Data zones no longer open whose blocks still wait for their summary (it failed): a
-    /// flush must make them durable by a checkpoint instead.
-    pub(crate) fn orphaned_zones(&self) -> Vec<u32> {
-        let pending = self.pending_tags.lock();
-        self.shared.map(|m| {
-            (0..pending.len() as u32)
-                .filter(|z| {
-                    !pending[*z as usize].is_empty() && !matches!(m.zone(*z).use_, ZoneUse::Open(_))
-                })
-                .collect()
-        })
-    }
-
-    /// A checkpoint made the blocks of `zones` durable: their pending tags are not needed.
-    pub(crate) fn forget_tags(&self, zones: &[u32]) {
-        let mut pending = self.pending_tags.lock();
-        for z in zones {
-            pending[*z as usize].clear();
         }
     }
 
@@ -188,7 +160,7 @@ impl StreamWriter {
             for slot in self.slots.iter().filter(|s| which(s.stream)) {
                 let guard = slot.zone.lock().await;
                 if let Some((z, _)) = *guard {
-                    if !self.pending_tags.lock()[z as usize].is_empty() {
+                    if !self.shared.map(|m| m.summary_tags(z).is_empty()) {
                         self.write_summary(z, false).await?;
                     }
                 }
@@ -218,40 +190,25 @@ impl StreamWriter {
         }
     }
 
-    /// The zone `guard` holds, if it is still open for `stream` with room; clears it if not.
-    fn existing_zone(&self, guard: &mut Option<(u32, u64)>, stream: Stream) -> Option<u32> {
-        let (z, generation) = (*guard)?;
-        let zone_blocks = self.shared.layout().zone_blocks;
-        let usable = self.shared.map(|m| {
-            let zone = m.zone(z);
-            // The zone may have filled, been collected and even reopened since.
-            zone.generation == generation
-                && zone.use_ == ZoneUse::Open(stream)
-                && zone.reserved < zone_blocks
-        });
-        if usable {
-            return Some(z);
-        }
-        *guard = None;
-        None
-    }
-
     /// A slot of a user stream with an open zone and room, when `stream` can open none.
     async fn borrow_user_zone(&self) -> Option<(SlotGuard<'_>, u32)> {
         for slot in self.slots.iter().filter(|s| !s.stream.is_gc()) {
             let mut guard = slot.zone.lock().await;
-            if let Some(z) = self.existing_zone(&mut guard, slot.stream) {
-                return Some((guard, z));
+            match self.shared.map(|m| m.usable_zone(*guard, slot.stream)) {
+                Some(z) => return Some((guard, z)),
+                None => *guard = None,
             }
         }
         None
     }
 
-    /// Makes sure `guard` holds an open zone with room, opening a new one (and writing its
-    /// header) when needed. User streams wait for garbage collection when space is short.
+    /// Makes sure a slot holds an open zone with room, opening a new one (and writing its
+    /// header) when needed, as `Mapping::plan_acquire` decides. User streams wait for garbage
+    /// collection when space is short, and borrow another user stream's zone (so the zone
+    /// returned may be another slot's) before they report no space.
     ///
-    /// The slot is locked on return; it is never held while waiting for space, so a flush or a
-    /// collection can always take every slot.
+    /// The slot is locked on return; it is never held while waiting for space or borrowing,
+    /// so a flush or a collection can always take every slot.
     async fn acquire_zone<'a>(
         &'a self,
         slot: &'a Slot,
@@ -260,66 +217,37 @@ impl StreamWriter {
         loop {
             self.shared.check_failed()?;
             let mut guard = slot.zone.lock().await;
-            if let Some(z) = self.existing_zone(&mut guard, stream) {
-                return Ok((guard, z));
-            }
             let waiting = self.shared.space_notified();
             tokio::pin!(waiting);
             waiting.as_mut().enable();
-            let (opened, hopeless) = self.shared.map(|m| {
-                let free = m.free_zones();
-                if free < self.shared.opts().gc_background_free_zones {
-                    self.shared.wake_maintenance();
+            let plan = self
+                .shared
+                .map(|m| m.plan_acquire(*guard, stream, &self.policy));
+            if plan.wake_gc {
+                self.shared.wake_maintenance();
+            }
+            if !matches!(plan.next, Acquire::Use(_)) {
+                *guard = None;
+            }
+            match plan.next {
+                Acquire::Use(z) => return Ok((guard, z)),
+                Acquire::Open { zone, generation } => {
+                    self.write_header(zone, generation).await?;
+                    *guard = Some((zone, generation));
+                    return Ok((guard, zone));
                 }
-                // User writes wait for garbage collection below the foreground watermark, but
-                // only while it has something to reclaim; they never take the reserve.
-                let reclaimable =
-                    m.pick_victim(self.shared.opts().victim_policy).is_some() || m.collecting_any();
-                let floor = match stream {
-                    s if s.is_gc() => 0,
-                    _ if reclaimable => self
-                        .shared
-                        .opts()
-                        .gc_foreground_free_zones
-                        .max(self.shared.layout().reserve_zones),
-                    // Nothing reclaimable anywhere: the next overwrite creates some, and one
-                    // reserve zone is enough for garbage collection.
-                    _ => self.shared.layout().reserve_zones.saturating_sub(1).max(1),
-                };
-                if free > floor {
-                    (m.open_zone(stream), false)
-                } else {
-                    (
-                        None,
-                        !reclaimable && !stream.is_gc() && !m.open_zone_filling(),
-                    )
-                }
-            });
-            match opened {
-                Some((z, generation)) => {
-                    self.write_header(z, generation).await?;
-                    *guard = Some((z, generation));
-                    return Ok((guard, z));
-                }
-                None if stream.is_gc() => return Err(FtlError::NoSpace),
-                None if hopeless => {
-                    // All reclaimable space sits in open zones: seal the idle ones.
-                    // A zone whose blocks await their summary is not sealed: the summary
-                    // needs its last block.
-                    let sealed = {
-                        let pending = self.pending_tags.lock();
-                        self.shared
-                            .map(|m| m.seal_idle(|z| pending[z as usize].is_empty()))
-                    };
-                    if sealed.is_empty() {
-                        return Err(FtlError::NoSpace);
-                    }
+                Acquire::Seal(sealed) => {
                     for z in sealed {
                         self.finish_on_device(z).await;
                     }
                     self.shared.wake_maintenance();
                 }
-                None => {
+                Acquire::Borrow => {
+                    drop(guard);
+                    return self.borrow_user_zone().await.ok_or(FtlError::NoSpace);
+                }
+                Acquire::NoSpace => return Err(FtlError::NoSpace),
+                Acquire::Wait => {
                     drop(guard);
                     // A failure that came after the check above woke nobody yet.
                     self.shared.check_failed()?;
@@ -349,16 +277,28 @@ impl StreamWriter {
                 Ok(())
             }
             Err(e) => {
-                self.seal(z).await;
+                self.write_failed(z, WriteKind::Header).await;
                 Err(e.into())
             }
         }
     }
 
-    /// Seals a zone after a failed write: no more reservations, and the device releases it.
-    async fn seal(&self, z: u32) {
-        self.shared.map(|m| m.abandon(z));
-        self.finish_on_device(z).await;
+    /// A write of `kind` to zone `z` failed for good: the core seals the zone (its pending
+    /// summary tags stay for the next flush's checkpoint) and the device releases it.
+    async fn write_failed(&self, z: u32, kind: WriteKind) {
+        let after = self.shared.map(|m| m.plan_write_failed(z, kind));
+        match after {
+            AfterFailure::Seal { zone } => self.finish_on_device(zone).await,
+            AfterFailure::SealKeepTags { zone, blocks } => {
+                tracing::warn!(
+                    zone,
+                    blocks,
+                    "a data zone was sealed with blocks awaiting their summary; \
+                     the next flush checkpoints them"
+                );
+                self.finish_on_device(zone).await;
+            }
+        }
     }
 
     /// Finishes zone `z` on the device so it stops holding an open-zone resource. A failure is
@@ -391,13 +331,7 @@ impl StreamWriter {
         let mut done = 0u64;
         while done < total {
             let slot = &self.slots[self.pick_slot(stream)];
-            let (mut guard, z) = match self.acquire_zone(slot, stream).await {
-                Ok(found) => found,
-                Err(FtlError::NoSpace) if !stream.is_gc() => {
-                    self.borrow_user_zone().await.ok_or(FtlError::NoSpace)?
-                }
-                Err(e) => return Err(e),
-            };
+            let (mut guard, z) = self.acquire_zone(slot, stream).await?;
             let mut want = (total - done).min(limit);
             if self.shared.layout().summary_mode() {
                 let room = self.data_room(z);
@@ -433,8 +367,7 @@ impl StreamWriter {
                     self.note_tags(r.zone, tags.into_iter(), fua).await?;
                 }
                 Err(e) => {
-                    self.shared.map(|m| m.write_failed(r.zone));
-                    self.seal(r.zone).await;
+                    self.write_failed(r.zone, WriteKind::Data).await;
                     return Err(e);
                 }
             }

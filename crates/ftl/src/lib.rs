@@ -7,6 +7,7 @@ mod gc;
 mod io;
 pub mod layout;
 pub mod map;
+pub mod plan;
 pub mod prefix;
 mod read;
 pub mod records;

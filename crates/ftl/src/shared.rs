@@ -1,10 +1,11 @@
 //! The state every part of a mounted volume shares, and the one order its locks are taken in.
 //!
 //! A mounted volume is four parts, each owning its fields (docs/DESIGN.md):
-//! - `Shared` (here): the device, layout and options, the mapping behind the map lock, the
-//!   volume's failure, and the two wake-up signals (space freed; maintenance needed).
+//! - `Shared` (here): the device, layout and options, the sans-IO core (`map::Mapping`, whose
+//!   decisions are in plan.rs) behind the map lock, the volume's failure, and the two wake-up
+//!   signals (space changed; maintenance wanted).
 //! - `io::StreamWriter`: the stream slots and the only code that writes data zones (zone
-//!   headers, user data, trim records, GC copies, summaries, sealing).
+//!   headers, user data, trim records, GC copies, summaries, sealing), executing plan.rs.
 //! - `gc::Maintenance`: the maintenance task (garbage collection and checkpoints), the
 //!   checkpoint cursor, flush, and the decision to fail the volume.
 //! - `volume::FtlVolume`: the `BlockDevice` face; `read.rs` is its read path.
@@ -18,10 +19,10 @@
 //!    locks another slot to borrow its zone.
 //! 2. the checkpoint lock (`gc::Maintenance`, tokio): held across a checkpoint's flush and
 //!    write. No slot is held while it is taken today; the order only allows it.
-//! 3. the pending-tags lock (`io::StreamWriter`, parking_lot): never held across an await.
-//! 4. the map lock (here, parking_lot): taken only through [`Shared::map`], whose closure cannot
-//!    await, so it is never held across an await.
-//! 5. the failure lock (here, parking_lot): a leaf; nothing is taken while it is held.
+//! 3. the map lock (here, parking_lot): guards the sans-IO core (`map::Mapping`, with the
+//!    summary tags and the decisions of plan.rs). Taken only through [`Shared::map`], whose
+//!    closure cannot await, so it is never held across an await.
+//! 4. the failure lock (here, parking_lot): a leaf; nothing is taken while it is held.
 //!
 //! The maintenance task's handle (`gc::Maintenance`) has a lock of its own that is a leaf too,
 //! taken only by mount, unmount and crash. The wake-up signals are not locks: they may be raised

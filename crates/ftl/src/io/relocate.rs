@@ -9,6 +9,7 @@ use zns::CopyRange;
 
 use super::StreamWriter;
 use crate::map::Stream;
+use crate::plan::WriteKind;
 use crate::retry::{read_retry, retry};
 use crate::FtlError;
 
@@ -73,9 +74,8 @@ impl StreamWriter {
             self.read_write_copy(&srcs[..n], dest).await
         };
         if let Err(e) = result {
-            self.shared.map(|m| m.write_failed(z));
             *guard = None;
-            self.seal(z).await;
+            self.write_failed(z, WriteKind::Copy).await;
             return Err(e.into());
         }
         let tags: Vec<_> = self.shared.map(|m| {
