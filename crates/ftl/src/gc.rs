@@ -26,6 +26,9 @@ use crate::retry::retry;
 use crate::shared::Shared;
 use crate::FtlError;
 
+/// Failed copy batches one collection tolerates (each seals its destination zone).
+const DEST_FAILURES_MAX: u32 = 3;
+
 /// Where the newest checkpoint is: its slot and number.
 struct CkptCursor {
     slot: u32,
@@ -192,12 +195,30 @@ impl Maintenance {
         let Some((victim, hot, cold)) = picked else {
             return Ok(false);
         };
+        // A destination zone whose write failed is sealed and the batch goes to a new one;
+        // a collection gives up (failing the volume) after this many failed batches.
+        let mut failures_left = DEST_FAILURES_MAX;
         for (list, stream) in [(hot, Stream::Gc), (cold, Stream::GcCold)] {
             let mut i = 0;
             while i < list.len() {
                 match self.writer.relocate(&list[i..], stream).await {
                     Ok(n) => i += n,
-                    Err(e) => return self.victim_failed(victim, e).await,
+                    Err(FtlError::Device(e)) if failures_left > 0 => {
+                        if self.victim_offline(victim).await {
+                            return Ok(true);
+                        }
+                        tracing::warn!(
+                            zone = victim,
+                            "a garbage collection copy failed ({e}); retrying in another zone"
+                        );
+                        failures_left -= 1;
+                    }
+                    Err(e) => {
+                        if self.victim_offline(victim).await {
+                            return Ok(true);
+                        }
+                        return Err(e);
+                    }
                 }
             }
         }
@@ -252,10 +273,9 @@ impl Maintenance {
         Ok(true)
     }
 
-    /// A move out of `victim` failed: if the victim went Offline its remaining blocks are
-    /// lost (they stay mapped, so reads of them fail) and collection goes on elsewhere; any
-    /// other failure fails the volume.
-    async fn victim_failed(&self, victim: u32, e: FtlError) -> Result<bool, FtlError> {
+    /// After a failed move out of `victim`: if the victim went Offline its remaining blocks
+    /// are lost (they stay mapped, so reads of them fail), it is retired, and true is returned.
+    async fn victim_offline(&self, victim: u32) -> bool {
         let at = self.shared.layout().data_zone_start(victim);
         let state = self
             .shared
@@ -270,9 +290,9 @@ impl Maintenance {
                 "data zone went offline; its remaining data is lost"
             );
             self.shared.map(|m| m.retire(victim, true));
-            return Ok(true);
+            return true;
         }
-        Err(e)
+        false
     }
 
     /// Writes a checkpoint of the current mapping into the slot not holding the newest one.

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use zns::{Lba, ZoneAction};
 
 use crate::layout::WriteMode;
-use crate::map::{Reservation, Stream};
+use crate::map::{Reservation, Stream, ZoneUse};
 use crate::plan::{Acquire, AfterFailure, SpacePolicy, WriteKind};
 use crate::records::{self, Tag, TrimRecord, ZoneHeader};
 use crate::retry::retry;
@@ -160,7 +160,13 @@ impl StreamWriter {
             for slot in self.slots.iter().filter(|s| which(s.stream)) {
                 let guard = slot.zone.lock().await;
                 if let Some((z, _)) = *guard {
-                    if !self.shared.map(|m| m.summary_tags(z).is_empty()) {
+                    // A zone sealed after a failed write keeps its tags for the checkpoint
+                    // the flush writes instead (`Mapping::plan_flush`); it has no room for a
+                    // summary.
+                    let due = self.shared.map(|m| {
+                        matches!(m.zone(z).use_, ZoneUse::Open(_)) && !m.summary_tags(z).is_empty()
+                    });
+                    if due {
                         self.write_summary(z, false).await?;
                     }
                 }

@@ -76,3 +76,102 @@ pub fn version_of(b: &[u8]) -> Option<u64> {
     let v = u64::from_le_bytes(b[..8].try_into().ok()?);
     b.chunks(8).all(|c| c == v.to_le_bytes()).then_some(v)
 }
+
+/// Per logical block, the versions a read may return after a crash, oldest first, each marked
+/// certain (its write completed) or not (it failed or was in flight: it may or may not be there).
+/// A flush keeps the newest certain version and what came after it; a read without a crash may
+/// return the newest certain version or any uncertain one after it.
+pub struct FaultModel {
+    versions: Vec<Vec<(u64, bool)>>,
+}
+
+impl FaultModel {
+    pub fn new(blocks: u64) -> FaultModel {
+        FaultModel {
+            versions: vec![vec![(0, true)]; blocks as usize],
+        }
+    }
+
+    /// A write of `version` was submitted: until it completes, it may or may not be there.
+    pub fn submitted(&mut self, lba: u64, version: u64) {
+        self.versions[lba as usize].push((version, false));
+    }
+
+    /// The write of `version` completed; with FUA nothing older can come back.
+    pub fn completed(&mut self, lba: u64, version: u64, fua: bool) {
+        let v = &mut self.versions[lba as usize];
+        if let Some(e) = v.iter_mut().find(|e| e.0 == version) {
+            e.1 = true;
+        }
+        if fua {
+            let at = v.iter().position(|e| e.0 == version).unwrap_or(0);
+            v.drain(..at);
+        }
+    }
+
+    /// The newest write of zeros (version 0) to `lba` completed.
+    pub fn completed_last(&mut self, lba: u64, fua: bool) {
+        let v = &mut self.versions[lba as usize];
+        if let Some(at) = v.iter().rposition(|e| e.0 == 0 && !e.1) {
+            v[at].1 = true;
+            if fua {
+                v.drain(..at);
+            }
+        }
+    }
+
+    /// A flush completed: everything completed before it is durable.
+    pub fn flushed(&mut self) {
+        for v in &mut self.versions {
+            Self::collapse(v);
+        }
+    }
+
+    fn collapse(v: &mut Vec<(u64, bool)>) {
+        if let Some(at) = v.iter().rposition(|e| e.1) {
+            v.drain(..at);
+        }
+    }
+
+    /// The versions a read may return now (no crash since the writes).
+    pub fn readable(&self, lba: u64) -> Vec<u64> {
+        let v = &self.versions[lba as usize];
+        let at = v.iter().rposition(|e| e.1).unwrap_or(0);
+        v[at..].iter().map(|e| e.0).collect()
+    }
+
+    /// The versions a read may return after a crash.
+    pub fn after_crash(&self, lba: u64) -> Vec<u64> {
+        self.versions[lba as usize].iter().map(|e| e.0).collect()
+    }
+
+    /// A read after a crash returned `version`: from now on that is the block's only
+    /// (durable, certain) content, since recovery made its choice.
+    pub fn settle(&mut self, lba: u64, version: u64) {
+        self.versions[lba as usize] = vec![(version, true)];
+    }
+}
+
+/// Reads every block after a remount and checks it against the model, settling each block
+/// to what it read; also checks the mapping's invariants.
+pub async fn check_after_crash(vol: &FtlVolume, model: &mut FaultModel, what: &str) {
+    use zns::BlockDevice;
+    let bs = vol.block_size() as usize;
+    let mut buf = vec![0u8; bs];
+    for lba in 0..vol.size_blocks() {
+        vol.read(lba, &mut buf)
+            .await
+            .unwrap_or_else(|e| panic!("{what}: read of LBA {lba} failed: {e}"));
+        let got = version_of(&buf)
+            .unwrap_or_else(|| panic!("{what}: LBA {lba} holds a torn or foreign block"));
+        let allowed = model.after_crash(lba);
+        assert!(
+            allowed.contains(&got),
+            "{what}: LBA {lba} reads version {got}, allowed {allowed:?}"
+        );
+        model.settle(lba, got);
+    }
+    if let Err(e) = vol.verify() {
+        panic!("{what}: {e}");
+    }
+}

@@ -18,6 +18,7 @@
 //!   cut finds some submitted and not yet executed, and others executed but not acknowledged.
 //!   The caller then applies the device's own power loss (what its write cache loses) and
 //!   calls `restore_power`.
+//!
 //! No fault corrupts data silently: nothing above is designed to survive that.
 
 use std::time::Duration;
@@ -427,7 +428,11 @@ impl<D: ZonedDevice> FaultyZoned<D> {
         if blocks == 0 {
             return Ok(());
         }
-        let (first, last) = (self.zone_of(lba), self.zone_of(lba + blocks - 1));
+        // A range past the namespace is the device's to refuse.
+        let Some(end) = lba.checked_add(blocks - 1) else {
+            return Ok(());
+        };
+        let (first, last) = (self.zone_of(lba), self.zone_of(end));
         let st = self.st.lock();
         let offline = st
             .zone_faults
@@ -455,6 +460,9 @@ impl<D: ZonedDevice> FaultyZoned<D> {
 
     /// Select All applied zone by zone, so faulted zones keep their state.
     async fn mgmt_all(&self, action: ZoneAction) -> NvmeResult<()> {
+        if self.st.lock().zone_faults.is_empty() {
+            return self.inner.zone_mgmt(action, 0, true).await;
+        }
         let report = self
             .inner
             .report_zones(0, ReportFilter::All, false, usize::MAX)
@@ -468,8 +476,7 @@ impl<D: ZonedDevice> FaultyZoned<D> {
                 ZoneAction::Close => d.state.is_open(),
                 ZoneAction::Finish => d.state.is_open() || d.state == ZoneState::Closed,
                 ZoneAction::Reset => d.state.is_active() || d.state == ZoneState::Full,
-                // Offline selects Read Only zones, which are all faulted here.
-                ZoneAction::Offline => false,
+                ZoneAction::Offline => d.state == ZoneState::ReadOnly,
             };
             if selected {
                 self.inner.zone_mgmt(action, d.start, false).await?;
@@ -612,5 +619,216 @@ impl<D: ZonedDevice> ZonedDevice for FaultyZoned<D> {
             },
             zones,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ModelDevice;
+
+    fn geo() -> Geometry {
+        Geometry {
+            block_size: 512,
+            oob_size: 0,
+            zone_count: 4,
+            zone_size: 16,
+            zone_capacity: 16,
+            max_open: 0,
+            max_active: 0,
+            zasl_blocks: 8,
+            mdts_blocks: 8,
+            copy_max_ranges: 4,
+            copy_max_range_blocks: 8,
+            copy_max_blocks: 8,
+            cross_zone_reads: false,
+        }
+    }
+
+    fn dev() -> FaultyZoned<ModelDevice> {
+        FaultyZoned::new(ModelDevice::new(geo()).expect("model"), 7)
+    }
+
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .expect("runtime")
+    }
+
+    async fn wp(d: &FaultyZoned<ModelDevice>, zone: u32) -> (ZoneState, Lba) {
+        let r = d
+            .report_zones(geo().zone_start(zone), ReportFilter::All, true, 1)
+            .await
+            .expect("report");
+        (r.zones[0].state, r.zones[0].wp - r.zones[0].start)
+    }
+
+    #[test]
+    fn the_nth_selected_command_fails_before_or_after_it_runs() {
+        rt().block_on(async {
+            let d = dev();
+            let block = [1u8; 512];
+            d.set_errors(ErrorPlan {
+                ops: OpSet::WRITES,
+                fail_nth: Some(2),
+                repeat: 1,
+                ..ErrorPlan::default()
+            })
+            .expect("plan");
+            // Reads are not selected and do not count.
+            let mut buf = [0u8; 512];
+            d.read(0, &mut buf, None).await.expect("read");
+            d.write(0, &block, None, false).await.expect("1st write");
+            // The 2nd and 3rd fail without reaching the device.
+            assert_eq!(
+                d.write(1, &block, None, false).await,
+                Err(NvmeStatus::InternalError)
+            );
+            assert_eq!(
+                d.write(1, &block, None, false).await,
+                Err(NvmeStatus::InternalError)
+            );
+            assert_eq!(wp(&d, 0).await.1, 1);
+            d.write(1, &block, None, false).await.expect("4th write");
+            d.set_errors(ErrorPlan {
+                ops: OpSet::of(&[OpKind::Append]),
+                fail_nth: Some(1),
+                timing: ErrorTiming::After,
+                status: NvmeStatus::NamespaceNotReady,
+                ..ErrorPlan::default()
+            })
+            .expect("plan");
+            // After: the device did the append, the completion says it failed.
+            assert_eq!(
+                d.append(0, &block, None, false).await,
+                Err(NvmeStatus::NamespaceNotReady)
+            );
+            assert_eq!(wp(&d, 0).await.1, 3);
+            let c = d.counters();
+            assert_eq!(c.errors_injected, 3);
+        });
+    }
+
+    #[test]
+    fn probability_faults_repeat_from_the_seed() {
+        let run = || {
+            rt().block_on(async {
+                let d = dev();
+                d.set_errors(ErrorPlan {
+                    seed: 99,
+                    ops: OpSet::of(&[OpKind::Read]),
+                    probability: 0.3,
+                    ..ErrorPlan::default()
+                })
+                .expect("plan");
+                let mut buf = [0u8; 512];
+                let mut failed = Vec::new();
+                for _ in 0..100 {
+                    failed.push(u8::from(d.read(0, &mut buf, None).await.is_err()));
+                }
+                failed
+            })
+        };
+        let a = run();
+        assert_eq!(a, run());
+        let n = a.iter().filter(|f| **f == 1).count();
+        assert!((15..=45).contains(&n), "{n} of 100 failed at p = 0.3");
+    }
+
+    #[test]
+    fn read_only_and_offline_zones_refuse_what_a_drive_refuses() {
+        rt().block_on(async {
+            let d = dev();
+            let block = [3u8; 512];
+            d.write(16, &block, None, false).await.expect("write");
+            d.fault_zone(1, ZoneState::ReadOnly).await.expect("fault");
+            assert_eq!(wp(&d, 1).await, (ZoneState::ReadOnly, 1));
+            let mut buf = [0u8; 512];
+            d.read(16, &mut buf, None)
+                .await
+                .expect("read only zones read");
+            assert_eq!(buf, block);
+            assert_eq!(
+                d.write(17, &block, None, false).await,
+                Err(NvmeStatus::ZoneIsReadOnly)
+            );
+            assert_eq!(
+                d.zone_mgmt(ZoneAction::Reset, 16, false).await,
+                Err(NvmeStatus::InvalidZoneStateTransition)
+            );
+            // The device finished the zone underneath: it holds no open resource.
+            assert_eq!(d.inner().with_model(|m| m.open_count()), 0);
+            // Offline is the one way on; reads fail then, and the report says so.
+            d.zone_mgmt(ZoneAction::Offline, 16, false)
+                .await
+                .expect("offline");
+            assert_eq!(wp(&d, 1).await, (ZoneState::Offline, 16));
+            assert_eq!(
+                d.read(16, &mut buf, None).await,
+                Err(NvmeStatus::ZoneIsOffline)
+            );
+            assert!(d.fault_zone(1, ZoneState::ReadOnly).await.is_err());
+            let offline = d
+                .report_zones(0, ReportFilter::State(ZoneState::Offline), false, 8)
+                .await
+                .expect("report");
+            assert_eq!(offline.nr_zones, 1);
+            // Select All leaves faulted zones alone.
+            d.write(0, &block, None, false).await.expect("write");
+            d.zone_mgmt(ZoneAction::Reset, 0, true)
+                .await
+                .expect("reset all");
+            assert_eq!(wp(&d, 0).await, (ZoneState::Empty, 0));
+            assert_eq!(wp(&d, 1).await.0, ZoneState::Offline);
+            assert!(d.counters().zone_fault_refusals >= 3);
+        });
+    }
+
+    #[test]
+    fn a_power_cut_aborts_commands_in_flight_before_they_reach_the_device() {
+        rt().block_on(async {
+            let d = std::sync::Arc::new(dev());
+            // Tokio's timer counts whole milliseconds.
+            d.set_in_flight_delay(Duration::from_millis(10));
+            let block = [5u8; 512];
+            let writer = {
+                let d = std::sync::Arc::clone(&d);
+                tokio::spawn(async move {
+                    let mut results = Vec::new();
+                    for i in 0..8u64 {
+                        results.push(d.write(i, &block, None, false).await);
+                    }
+                    results
+                })
+            };
+            tokio::time::sleep(Duration::from_millis(25)).await;
+            assert!(d.cut_power() > 0, "a command was in flight");
+            let results = writer.await.expect("writer");
+            // With power off the wrapper answers nothing; the device underneath tells.
+            assert_eq!(
+                d.report_zones(0, ReportFilter::All, true, 1).await,
+                Err(NvmeStatus::AbortedPowerLoss)
+            );
+            let inner = d
+                .inner()
+                .report_zones(0, ReportFilter::All, true, 1)
+                .await
+                .expect("report");
+            let landed = (inner.zones[0].state, inner.zones[0].wp);
+            assert!(landed.1 >= 1 && landed.1 < 8, "{landed:?}");
+            // Everything after the cut was aborted and the device saw none of it.
+            let aborted = results.iter().filter(|r| r.is_err()).count() as u64;
+            assert_eq!(aborted + landed.1, 8);
+            assert!(results
+                .iter()
+                .all(|r| r.is_ok() || *r == Err(NvmeStatus::AbortedPowerLoss)));
+            d.restore_power();
+            d.write(landed.1, &block, None, false)
+                .await
+                .expect("write after power is back");
+            assert_eq!(d.counters().cuts_with_io_in_flight, 1);
+        });
     }
 }

@@ -1,0 +1,301 @@
+//! Power cuts with user I/O in flight: each round starts a batch of concurrent user commands
+//! (writes of one block, split writes longer than the device's transfer limit and across zone
+//! ends, FUA writes, trims, write zeroes) on disjoint LBAs, while garbage collection and
+//! checkpoints run, and cuts power at a seeded instant through `FaultyZoned`, so commands are
+//! submitted and not yet executed, executed and not yet acknowledged, or acknowledged. The
+//! batch is then dropped (the host is gone), the device loses its unflushed writes, and the
+//! volume is mounted again. Every acknowledged FUA write and every write acknowledged before an
+//! acknowledged flush must read back, nothing older than that, and an in-flight or unflushed
+//! write reads old or new, per block.
+//! A failing schedule prints its seed; rerun it with `FTL_CUT_SEED=<seed>`.
+
+mod common;
+
+use std::cell::RefCell;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{block, check_after_crash, geometry, FaultModel};
+use emu::EmuDevice;
+use ftl::{FormatOptions, FtlVolume, MountOptions, VictimPolicy, WriteMode};
+use futures::future::{join_all, LocalBoxFuture};
+use futures::FutureExt;
+use zns::{BlockDevice, FaultyZoned, SimRng, ZonedDevice};
+
+type Faulty = FaultyZoned<Arc<EmuDevice>>;
+
+fn options(rng: &mut SimRng, oob: u32) -> MountOptions {
+    MountOptions {
+        write_mode: if oob > 0 && rng.chance(0.5) {
+            WriteMode::ZoneAppend
+        } else {
+            WriteMode::ZoneWrite
+        },
+        victim_policy: if rng.chance(0.5) {
+            VictimPolicy::Greedy
+        } else {
+            VictimPolicy::CostBenefit
+        },
+        hot_zones: rng.range_inclusive(1, 3) as u32,
+        hot_cold: rng.chance(0.5),
+        gc_background_free_zones: 5,
+        gc_foreground_free_zones: 3,
+        checkpoint_every_zones: rng.range_inclusive(1, 4) as u32,
+        use_copy: rng.chance(0.7),
+    }
+}
+
+#[derive(Default, Debug)]
+struct Coverage {
+    cuts: u64,
+    cuts_with_commands_in_flight: u64,
+    user_ops_in_flight_at_cut: u64,
+    split_writes_in_flight_at_cut: u64,
+    fua_writes_in_flight_at_cut: u64,
+    trims_in_flight_at_cut: u64,
+    user_ops_completed: u64,
+}
+
+/// One user command of a batch.
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    Write {
+        lba: u64,
+        len: u64,
+        first: u64,
+        fua: bool,
+    },
+    Trim {
+        lba: u64,
+        len: u64,
+        zeroes: bool,
+        fua: bool,
+    },
+}
+
+async fn schedule(seed: u64, rounds: usize, oob: u32) -> Coverage {
+    let mut cov = Coverage::default();
+    let mut rng = SimRng::new(seed);
+    let emu_dev = common::device(
+        zns::Geometry {
+            oob_size: oob,
+            ..geometry()
+        },
+        seed,
+    );
+    let faulty: Arc<Faulty> = Arc::new(FaultyZoned::new(emu_dev.clone(), seed));
+    // Commands wait up to 2 ms before they reach the device (tokio's timer counts whole
+    // milliseconds), so a cut finds some on the way.
+    faulty.set_in_flight_delay(Duration::from_millis(2));
+    let dev: Arc<dyn ZonedDevice> = faulty.clone();
+    ftl::format(dev.as_ref(), FormatOptions::with_op(200), seed, false)
+        .await
+        .expect("format");
+    let mut vol = FtlVolume::mount(dev.clone(), options(&mut rng, oob))
+        .await
+        .expect("mount")
+        .0;
+    let n = vol.size_blocks();
+    let bs = vol.block_size() as usize;
+    let model = RefCell::new(FaultModel::new(n));
+    let mut version = 0u64;
+    for round in 0..rounds {
+        // A batch on disjoint LBAs: each op gets its own slice of the volume.
+        let ops_n = rng.range_inclusive(2, 6);
+        let slice = n / ops_n;
+        let mut ops = Vec::new();
+        for k in 0..ops_n {
+            let base = k * slice;
+            let len = if rng.chance(0.25) {
+                rng.range_inclusive(17, slice.min(40))
+            } else {
+                rng.range_inclusive(1, 4)
+            };
+            let lba = base + rng.below(slice - len + 1);
+            if rng.chance(0.8) {
+                let first = version + 1;
+                version += len;
+                ops.push(Op::Write {
+                    lba,
+                    len,
+                    first,
+                    fua: rng.chance(0.25),
+                });
+            } else {
+                let zeroes = rng.chance(0.5);
+                ops.push(Op::Trim {
+                    lba,
+                    len,
+                    zeroes,
+                    fua: zeroes && rng.chance(0.5),
+                });
+            }
+        }
+        let done = RefCell::new(vec![false; ops.len()]);
+        let futs: Vec<LocalBoxFuture<'_, ()>> = ops
+            .iter()
+            .enumerate()
+            .map(|(k, op)| {
+                let (vol, model, done) = (&vol, &model, &done);
+                let op = *op;
+                async move {
+                    match op {
+                        Op::Write {
+                            lba,
+                            len,
+                            first,
+                            fua,
+                        } => {
+                            let mut data = Vec::with_capacity(len as usize * bs);
+                            for i in 0..len {
+                                data.extend(block(bs, first + i));
+                                model.borrow_mut().submitted(lba + i, first + i);
+                            }
+                            let r = vol.write(lba, &data, fua).await;
+                            r.unwrap_or_else(|e| panic!("seed {seed} round {round}: write: {e}"));
+                            let mut m = model.borrow_mut();
+                            for i in 0..len {
+                                m.completed(lba + i, first + i, fua);
+                            }
+                        }
+                        Op::Trim {
+                            lba,
+                            len,
+                            zeroes,
+                            fua,
+                        } => {
+                            for i in 0..len {
+                                model.borrow_mut().submitted(lba + i, 0);
+                            }
+                            let r = if zeroes {
+                                vol.write_zeroes(lba, len, fua).await
+                            } else {
+                                vol.trim(lba, len).await
+                            };
+                            r.unwrap_or_else(|e| panic!("seed {seed} round {round}: trim: {e}"));
+                            let mut m = model.borrow_mut();
+                            for i in 0..len {
+                                m.completed_last(lba + i, fua);
+                            }
+                        }
+                    }
+                    done.borrow_mut()[k] = true;
+                }
+                .boxed_local()
+            })
+            .collect();
+        let cut_now = rng.chance(0.35);
+        let cut_after = Duration::from_millis(rng.range_inclusive(1, 8));
+        let batch = join_all(futs);
+        if !cut_now {
+            batch.await;
+            cov.user_ops_completed += ops.len() as u64;
+            if rng.chance(0.3) {
+                vol.flush()
+                    .await
+                    .unwrap_or_else(|e| panic!("seed {seed} round {round}: flush: {e}"));
+                model.borrow_mut().flushed();
+            }
+            continue;
+        }
+        let finished = tokio::select! {
+            _ = batch => true,
+            _ = tokio::time::sleep(cut_after) => false,
+        };
+        // Power goes: nothing more reaches the device, the host forgets its commands.
+        let in_flight = faulty.cut_power();
+        cov.cuts += 1;
+        if in_flight > 0 {
+            cov.cuts_with_commands_in_flight += 1;
+        }
+        if !finished {
+            for (k, op) in ops.iter().enumerate() {
+                if done.borrow()[k] {
+                    continue;
+                }
+                cov.user_ops_in_flight_at_cut += 1;
+                match op {
+                    Op::Write { len, fua, .. } => {
+                        cov.split_writes_in_flight_at_cut += u64::from(*len > 16);
+                        cov.fua_writes_in_flight_at_cut += u64::from(*fua);
+                    }
+                    Op::Trim { .. } => cov.trims_in_flight_at_cut += 1,
+                }
+            }
+        }
+        vol.crash().await;
+        emu_dev
+            .power_loss(rng.next_u64())
+            .expect("device power loss");
+        faulty.restore_power();
+        drop(vol);
+        vol = FtlVolume::mount(dev.clone(), options(&mut rng, oob))
+            .await
+            .unwrap_or_else(|e| panic!("seed {seed} round {round}: mount after the cut: {e}"))
+            .0;
+        // The batch is gone, so nothing else borrows the model while the check runs.
+        let mut m = model.replace(FaultModel::new(0));
+        check_after_crash(&vol, &mut m, &format!("seed {seed} round {round}")).await;
+        model.replace(m);
+    }
+    vol.unmount()
+        .await
+        .unwrap_or_else(|e| panic!("seed {seed}: unmount: {e}"));
+    cov
+}
+
+fn run(seed: u64, rounds: usize, oob: u32) -> Coverage {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .expect("runtime")
+        .block_on(schedule(seed, rounds, oob))
+}
+
+fn many(seeds: std::ops::Range<u64>, oob: u32) -> Coverage {
+    if let Some(seed) = std::env::var("FTL_CUT_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        return run(seed, 40, oob);
+    }
+    let mut total = Coverage::default();
+    for seed in seeds {
+        let c = run(seed, 40, oob);
+        total.cuts += c.cuts;
+        total.cuts_with_commands_in_flight += c.cuts_with_commands_in_flight;
+        total.user_ops_in_flight_at_cut += c.user_ops_in_flight_at_cut;
+        total.split_writes_in_flight_at_cut += c.split_writes_in_flight_at_cut;
+        total.fua_writes_in_flight_at_cut += c.fua_writes_in_flight_at_cut;
+        total.trims_in_flight_at_cut += c.trims_in_flight_at_cut;
+        total.user_ops_completed += c.user_ops_completed;
+    }
+    println!("oob {oob}: {total:?}");
+    total
+}
+
+#[test]
+fn power_cuts_with_user_writes_trims_and_collection_in_flight() {
+    let c = many(0..250, 16);
+    if std::env::var("FTL_CUT_SEED").is_ok() {
+        return;
+    }
+    assert!(c.cuts >= 2_500, "{c:?}");
+    assert!(c.cuts_with_commands_in_flight >= 1_000, "{c:?}");
+    assert!(c.user_ops_in_flight_at_cut >= 2_000, "{c:?}");
+    assert!(c.split_writes_in_flight_at_cut >= 200, "{c:?}");
+    assert!(c.fua_writes_in_flight_at_cut >= 200, "{c:?}");
+    assert!(c.trims_in_flight_at_cut >= 200, "{c:?}");
+}
+
+#[test]
+fn power_cuts_with_io_in_flight_and_in_band_summaries() {
+    let c = many(10_000..10_100, 0);
+    if std::env::var("FTL_CUT_SEED").is_ok() {
+        return;
+    }
+    assert!(c.cuts >= 1_000, "{c:?}");
+    assert!(c.cuts_with_commands_in_flight >= 400, "{c:?}");
+    assert!(c.user_ops_in_flight_at_cut >= 800, "{c:?}");
+}
