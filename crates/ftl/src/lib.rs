@@ -7,9 +7,13 @@ mod gc;
 mod io;
 pub mod layout;
 pub mod map;
+pub mod plan;
 pub mod prefix;
+mod read;
 pub mod records;
 pub mod recovery;
+mod retry;
+mod shared;
 mod volume;
 
 pub use layout::{FormatOptions, Layout, MountOptions, VictimPolicy, WriteMode};

@@ -4,7 +4,11 @@
 //! made here and tested directly.
 //!
 //! Memory: 4 bytes (L2P) + 8 bytes (sequence) per logical block, 4 bytes (P2L) per physical
-//! block, about 16 bytes per 4 KiB block (0.4%), plus 120 bytes per zone.
+//! block, about 16 bytes per 4 KiB block (0.4%), plus 120 bytes per zone (and, in summary
+//! mode, the tags awaiting a summary: at most one summary block's worth per open zone).
+//!
+//! The decisions built on this state (which zone a stream writes next, what a failed write
+//! or a flush does) are in plan.rs.
 //!
 //! Ordering rule: every user write or trim takes a sequence number when it is submitted; a
 //! completion only changes the mapping of an LBA if its sequence number is newer than the
@@ -120,6 +124,9 @@ pub struct Mapping {
     pub(crate) ckpt_seq: u64,
     /// Data zones filled since the last checkpoint.
     pub filled_since_ckpt: u32,
+    /// In summary mode (no per-block metadata), per data zone the tags of the blocks written
+    /// since its last summary block (plan.rs).
+    pub(crate) summary_tags: Vec<Vec<Tag>>,
     pub counters: Counters,
 }
 
@@ -138,6 +145,7 @@ impl Mapping {
             snapshots: 0,
             ckpt_seq: 0,
             filled_since_ckpt: 0,
+            summary_tags: vec![Vec::new(); layout.data_zones as usize],
             counters: Counters::default(),
             layout,
         }
@@ -461,6 +469,8 @@ impl Mapping {
         zone.collecting = false;
         zone.reserved = 0;
         zone.prefix = Prefix::new(0);
+        // Its blocks are gone, so are the tags a summary would have named.
+        self.summary_tags[z as usize].clear();
         self.free.push_back(z);
         self.counters.gc_zones += 1;
     }

@@ -1,54 +1,28 @@
-//! `FtlVolume`: formatting, mounting, unmounting, and the `BlockDevice` face of the FTL.
+//! `FtlVolume`: formatting, mounting, unmounting, and the `BlockDevice` face of the FTL. The
+//! work is done by the parts it assembles (shared.rs lists them and their lock order).
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use parking_lot::Mutex;
-use tokio::sync::Notify;
 use zns::{BlockDevice, BlockError, BlockResult, Lba, ZoneAction, ZonedDevice};
 
 use crate::checkpoint::{self, CkptError};
+use crate::gc::Maintenance;
+use crate::io::StreamWriter;
 use crate::layout::{FormatOptions, Layout, MountOptions};
-use crate::map::{Counters, Mapping, Stream};
+use crate::map::{Counters, Mapping};
+use crate::read;
 use crate::recovery;
+use crate::shared::Shared;
 use crate::FtlError;
 
 use crate::layout::RESERVE_ZONES_DEFAULT as RESERVE_ZONES;
 
-/// One open-zone slot of a stream. In Zone Write mode its lock is held across the write, so
-/// each open zone has one write in flight and writes reach the device in write-pointer order.
-pub(crate) struct Slot {
-    pub stream: Stream,
-    /// The open zone and its generation.
-    pub zone: tokio::sync::Mutex<Option<(u32, u64)>>,
-}
-
-pub(crate) struct CkptCursor {
-    pub slot: u32,
-    pub number: u64,
-}
-
 /// A mounted FTL volume.
 pub struct FtlVolume {
-    pub(crate) dev: Arc<dyn ZonedDevice>,
-    pub(crate) layout: Layout,
-    pub(crate) opts: MountOptions,
-    pub(crate) volume_id: u64,
-    pub(crate) map: Mutex<Mapping>,
-    pub(crate) slots: Vec<Slot>,
-    pub(crate) rr: AtomicUsize,
-    /// Signalled when a zone is freed, a read releases a zone, or GC gives up.
-    pub(crate) space: Notify,
-    pub(crate) maint_wake: Notify,
-    pub(crate) ckpt: tokio::sync::Mutex<CkptCursor>,
-    pub(crate) maint: Mutex<Option<tokio::task::JoinHandle<()>>>,
-    pub(crate) closed: AtomicBool,
-    pub(crate) failure: Mutex<Option<String>>,
-    pub(crate) checkpoints: std::sync::atomic::AtomicU64,
-    /// In summary mode (no per-block metadata), per data zone the tags of the blocks written
-    /// since its last summary block.
-    pub(crate) pending_tags: Mutex<Vec<Vec<crate::records::Tag>>>,
+    shared: Arc<Shared>,
+    writer: Arc<StreamWriter>,
+    maint: Arc<Maintenance>,
 }
 
 /// What a mount found and did.
@@ -188,9 +162,8 @@ impl FtlVolume {
             opts.write_mode = crate::layout::WriteMode::ZoneWrite;
         }
         let vol = Arc::new(FtlVolume::assemble(dev, layout, opts, rec));
-        vol.checkpoint().await?;
-        let task = tokio::spawn(Arc::clone(&vol).maintenance());
-        *vol.maint.lock() = Some(task);
+        vol.maint.checkpoint().await?;
+        vol.maint.start();
         Ok((vol, report))
     }
 
@@ -200,96 +173,58 @@ impl FtlVolume {
         opts: MountOptions,
         rec: recovery::Recovered,
     ) -> FtlVolume {
-        let mut slots: Vec<Slot> = (0..opts.hot_zones.max(1))
-            .map(|_| Slot {
-                stream: Stream::Hot,
-                zone: Default::default(),
-            })
-            .collect();
-        slots.push(Slot {
-            stream: Stream::Cold,
-            zone: Default::default(),
-        });
-        slots.push(Slot {
-            stream: Stream::Gc,
-            zone: Default::default(),
-        });
-        slots.push(Slot {
-            stream: Stream::GcCold,
-            zone: Default::default(),
-        });
+        let shared = Arc::new(Shared::new(dev, layout, opts, rec.volume_id, rec.mapping));
+        let writer = Arc::new(StreamWriter::new(Arc::clone(&shared)));
+        let maint = Arc::new(Maintenance::new(
+            Arc::clone(&shared),
+            Arc::clone(&writer),
+            rec.checkpoint_slot,
+            rec.checkpoint_number,
+        ));
         FtlVolume {
-            dev,
-            layout,
-            opts,
-            volume_id: rec.volume_id,
-            map: Mutex::new(rec.mapping),
-            slots,
-            rr: AtomicUsize::new(0),
-            space: Notify::new(),
-            maint_wake: Notify::new(),
-            ckpt: tokio::sync::Mutex::new(CkptCursor {
-                slot: rec.checkpoint_slot,
-                number: rec.checkpoint_number,
-            }),
-            maint: Mutex::new(None),
-            closed: AtomicBool::new(false),
-            failure: Mutex::new(None),
-            checkpoints: Default::default(),
-            pending_tags: Mutex::new(vec![Vec::new(); layout.data_zones as usize]),
+            shared,
+            writer,
+            maint,
         }
     }
 
     pub fn layout(&self) -> &Layout {
-        &self.layout
+        self.shared.layout()
     }
 
     /// Stops garbage collection, flushes, and writes a final checkpoint (a clean unmount).
     pub async fn unmount(&self) -> Result<(), FtlError> {
         // Let the maintenance task finish the collection or checkpoint it is in.
-        self.closed.store(true, Ordering::SeqCst);
-        self.maint_wake.notify_one();
-        let task = self.maint.lock().take();
-        if let Some(t) = task {
-            if let Err(e) = t.await {
-                self.fail(&FtlError::Failed(format!(
-                    "the maintenance task ended: {e}"
-                )));
-            }
-        }
+        self.maint.stop().await;
         // A failed volume's state may be inconsistent: checkpointing it would make that
         // durable, so unmount reports the cause instead.
-        self.check_failed()?;
-        self.flush_all().await?;
-        self.checkpoint().await
+        self.shared.check_failed()?;
+        self.maint.flush().await?;
+        self.maint.checkpoint().await
     }
 
     /// Stops garbage collection wherever it is, without writing anything: what a crash leaves
     /// behind. The volume must not be used afterwards; mount the device again.
     pub async fn crash(&self) {
-        self.closed.store(true, Ordering::SeqCst);
-        self.maint_wake.notify_one();
-        let task = self.maint.lock().take();
-        if let Some(t) = task {
-            t.abort();
-            let _ = t.await;
-        }
+        self.maint.abort().await;
     }
 
     pub fn stats(&self) -> FtlStats {
-        let m = self.map.lock();
-        let mapped = (0..self.layout.volume_blocks)
-            .filter(|l| m.lookup(*l).is_some())
-            .count() as u64;
-        let c = m.counters;
+        let layout = self.shared.layout();
+        let (mapped, free_zones, c) = self.shared.map(|m| {
+            let mapped = (0..layout.volume_blocks)
+                .filter(|l| m.lookup(*l).is_some())
+                .count() as u64;
+            (mapped, m.free_zones(), m.counters)
+        });
         FtlStats {
-            volume_blocks: self.layout.volume_blocks,
-            block_size: self.layout.geometry.block_size,
-            data_zones: self.layout.data_zones,
-            free_zones: m.free_zones(),
+            volume_blocks: layout.volume_blocks,
+            block_size: layout.geometry.block_size,
+            data_zones: layout.data_zones,
+            free_zones,
             mapped_blocks: mapped,
             counters: c,
-            checkpoints: self.checkpoints.load(Ordering::Relaxed),
+            checkpoints: self.maint.checkpoints(),
             write_amplification: if c.user_blocks == 0 {
                 1.0
             } else {
@@ -300,24 +235,17 @@ impl FtlVolume {
 
     /// Checks the mapping's internal invariants.
     pub fn verify(&self) -> Result<(), String> {
-        self.map.lock().verify()
-    }
-
-    pub(crate) fn check_failed(&self) -> Result<(), FtlError> {
-        match self.failure.lock().as_ref() {
-            Some(m) => Err(FtlError::Failed(m.clone())),
-            None => Ok(()),
-        }
+        self.shared.map(|m| m.verify())
     }
 
     fn check_io(&self, lba: Lba, bytes: usize) -> BlockResult<u64> {
-        let bs = self.layout.geometry.block_size as usize;
+        let bs = self.shared.layout().geometry.block_size as usize;
         if !bytes.is_multiple_of(bs) {
             return Err(BlockError::Misaligned);
         }
         let blocks = (bytes / bs) as u64;
         match lba.checked_add(blocks) {
-            Some(end) if end <= self.layout.volume_blocks => Ok(blocks),
+            Some(end) if end <= self.size_blocks() => Ok(blocks),
             _ => Err(BlockError::OutOfRange),
         }
     }
@@ -326,11 +254,11 @@ impl FtlVolume {
 #[async_trait]
 impl BlockDevice for FtlVolume {
     fn block_size(&self) -> u32 {
-        self.layout.geometry.block_size
+        self.shared.layout().geometry.block_size
     }
 
     fn size_blocks(&self) -> u64 {
-        self.layout.volume_blocks
+        self.shared.layout().volume_blocks
     }
 
     async fn read(&self, lba: Lba, buf: &mut [u8]) -> BlockResult<()> {
@@ -338,7 +266,7 @@ impl BlockDevice for FtlVolume {
         if blocks == 0 {
             return Ok(());
         }
-        Ok(self.read_blocks(lba, buf).await?)
+        Ok(read::read_blocks(&self.shared, lba, buf).await?)
     }
 
     async fn write(&self, lba: Lba, data: &[u8], fua: bool) -> BlockResult<()> {
@@ -346,32 +274,32 @@ impl BlockDevice for FtlVolume {
         if blocks == 0 {
             return Ok(());
         }
-        Ok(self.write_blocks(lba, data, fua).await?)
+        Ok(self.writer.write_blocks(lba, data, fua).await?)
     }
 
     async fn flush(&self) -> BlockResult<()> {
-        self.check_failed()?;
-        Ok(self.flush_all().await?)
+        self.shared.check_failed()?;
+        Ok(self.maint.flush().await?)
     }
 
     async fn trim(&self, lba: Lba, blocks: u64) -> BlockResult<()> {
         self.check_io(lba, 0)?;
         if lba
             .checked_add(blocks)
-            .is_none_or(|e| e > self.layout.volume_blocks)
+            .is_none_or(|e| e > self.size_blocks())
         {
             return Err(BlockError::OutOfRange);
         }
-        Ok(self.trim_blocks(lba, blocks, false).await?)
+        Ok(self.writer.trim_blocks(lba, blocks, false).await?)
     }
 
     async fn write_zeroes(&self, lba: Lba, blocks: u64, fua: bool) -> BlockResult<()> {
         if lba
             .checked_add(blocks)
-            .is_none_or(|e| e > self.layout.volume_blocks)
+            .is_none_or(|e| e > self.size_blocks())
         {
             return Err(BlockError::OutOfRange);
         }
-        Ok(self.trim_blocks(lba, blocks, fua).await?)
+        Ok(self.writer.trim_blocks(lba, blocks, fua).await?)
     }
 }

@@ -1,0 +1,243 @@
+//! The data path's decisions as plain synchronous code over the mapping: which zone a stream
+//! writes to next and whether it waits, opens, borrows, seals idle zones or reports no space;
+//! what a failed write to a data zone does; and what a flush must do. The async shell (io.rs,
+//! gc.rs) takes the map lock, asks, and executes the returned step; tests/
+//! decisions_keep_space_invariants.rs drives these functions under random interleavings.
+//!
+//! Fault model: a write to a data zone (header, data, trim record, summary, GC copy) may fail
+//! for good. The zone is then sealed: no reservation succeeds in it again, the writes still in
+//! flight end normally, and the shell finishes it on the device. In summary mode (no per-block
+//! metadata) the tags of the zone's blocks that no summary holds yet stay pending, so the next
+//! flush writes a checkpoint (which maps those blocks) before it reports them durable.
+//!
+//! Space rules: a user stream opens a zone only while more than its floor of zones are free
+//! (the foreground watermark and the reserve while something is reclaimable, else all but one
+//! reserve zone); it never takes the reserve garbage collection needs while garbage collection
+//! can make space. It waits while something is reclaimable or an open zone is still filling;
+//! when nothing is, idle open zones holding invalid blocks are sealed to become reclaimable,
+//! and only when there are none may it borrow another user stream's zone or report no space.
+
+use crate::layout::{Layout, MountOptions, VictimPolicy};
+use crate::map::{Mapping, Stream, ZoneUse};
+use crate::records::{self, Tag};
+
+/// The watermarks and policy zone acquisition follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpacePolicy {
+    /// Below this many free zones garbage collection runs in the background.
+    pub gc_background_free_zones: u32,
+    /// At or below this many free zones user writes wait for garbage collection.
+    pub gc_foreground_free_zones: u32,
+    /// Zones kept for garbage collection.
+    pub reserve_zones: u32,
+    pub victim_policy: VictimPolicy,
+}
+
+impl SpacePolicy {
+    pub fn new(opts: &MountOptions, layout: &Layout) -> SpacePolicy {
+        SpacePolicy {
+            gc_background_free_zones: opts.gc_background_free_zones,
+            gc_foreground_free_zones: opts.gc_foreground_free_zones,
+            reserve_zones: layout.reserve_zones,
+            victim_policy: opts.victim_policy,
+        }
+    }
+
+    /// The free zones a stream must leave when it opens one; `reclaimable` says whether
+    /// garbage collection has anything to reclaim.
+    pub fn floor(&self, stream: Stream, reclaimable: bool) -> u32 {
+        match stream {
+            s if s.is_gc() => 0,
+            _ if reclaimable => self.gc_foreground_free_zones.max(self.reserve_zones),
+            // Nothing reclaimable anywhere: the next overwrite creates some, and one reserve
+            // zone is enough for garbage collection.
+            _ => self.reserve_zones.saturating_sub(1).max(1),
+        }
+    }
+}
+
+/// What a writer of a stream does next to get a zone with room.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Acquire {
+    /// The slot's zone is still open for the stream with room: write there.
+    Use(u32),
+    /// A free zone was opened for the stream: write its header, then write there.
+    Open { zone: u32, generation: u64 },
+    /// Space is short and garbage collection can make some: give the slot up and wait for
+    /// space to change.
+    Wait,
+    /// Nothing was reclaimable, so these idle open zones were sealed for garbage collection:
+    /// finish them on the device, wake garbage collection, and ask again.
+    Seal(Vec<u32>),
+    /// A user stream can open no zone and nothing can become reclaimable: write into another
+    /// user stream's open zone if one has room, else report no space.
+    Borrow,
+    /// A garbage-collection stream can open no zone.
+    NoSpace,
+}
+
+/// An acquisition decision, and whether garbage collection must be woken.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AcquirePlan {
+    pub next: Acquire,
+    pub wake_gc: bool,
+}
+
+/// Which write to a data zone failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteKind {
+    /// The zone header (not counted as a write in flight).
+    Header,
+    /// User data or a trim record.
+    Data,
+    /// An in-band summary block.
+    Summary,
+    /// A garbage-collection copy.
+    Copy,
+}
+
+/// What the shell does after a write to a data zone failed for good.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AfterFailure {
+    /// Finish `zone` on the device; it is never written again.
+    Seal { zone: u32 },
+    /// As `Seal`; and `blocks` of its blocks still await a summary that can no longer be
+    /// written, so their tags stay pending for the next flush to checkpoint.
+    SealKeepTags { zone: u32, blocks: usize },
+}
+
+/// What a flush does once every open zone's pending summary is written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FlushPlan {
+    /// Flush the device: every written block's tag is durable with it.
+    Device,
+    /// Blocks of these sealed zones have no summary: write a checkpoint (which flushes the
+    /// device first and maps them), then forget their tags (`Mapping::forget_tags`).
+    Checkpoint { zones: Vec<u32> },
+}
+
+impl Mapping {
+    /// The zone a slot holding `held` (zone, generation) may go on writing for `stream`: still
+    /// open for it in the same generation, with room.
+    pub fn usable_zone(&self, held: Option<(u32, u64)>, stream: Stream) -> Option<u32> {
+        let (z, generation) = held?;
+        let zone = self.zone(z);
+        // The zone may have filled, been collected and even reopened since.
+        (zone.generation == generation
+            && zone.use_ == ZoneUse::Open(stream)
+            && zone.reserved < self.layout.zone_blocks)
+            .then_some(z)
+    }
+
+    /// Whether garbage collection has a victim or is collecting one.
+    pub fn reclaimable(&self, policy: VictimPolicy) -> bool {
+        self.pick_victim(policy).is_some() || self.collecting_any()
+    }
+
+    /// Decides how a slot of `stream` holding `held` gets a zone with room. Opening a zone and
+    /// sealing idle zones take effect here; the shell writes the header or finishes them.
+    pub fn plan_acquire(
+        &mut self,
+        held: Option<(u32, u64)>,
+        stream: Stream,
+        policy: &SpacePolicy,
+    ) -> AcquirePlan {
+        if let Some(z) = self.usable_zone(held, stream) {
+            return AcquirePlan {
+                next: Acquire::Use(z),
+                wake_gc: false,
+            };
+        }
+        let free = self.free_zones();
+        let wake_gc = free < policy.gc_background_free_zones;
+        let plan = |next| AcquirePlan { next, wake_gc };
+        let reclaimable = self.reclaimable(policy.victim_policy);
+        if free > policy.floor(stream, reclaimable) {
+            if let Some((zone, generation)) = self.open_zone(stream) {
+                return plan(Acquire::Open { zone, generation });
+            }
+        }
+        if stream.is_gc() {
+            return plan(Acquire::NoSpace);
+        }
+        if reclaimable || self.open_zone_filling() {
+            return plan(Acquire::Wait);
+        }
+        // All reclaimable space sits in open zones: seal the idle ones. A zone whose blocks
+        // await their summary is not sealed: the summary needs its last block.
+        let may_seal: Vec<bool> = self.summary_tags.iter().map(Vec::is_empty).collect();
+        let sealed = self.seal_idle(|z| may_seal.get(z as usize).copied().unwrap_or(false));
+        if sealed.is_empty() {
+            plan(Acquire::Borrow)
+        } else {
+            plan(Acquire::Seal(sealed))
+        }
+    }
+
+    /// A write of `kind` to data zone `z` failed for good: ends it and seals the zone.
+    pub fn plan_write_failed(&mut self, z: u32, kind: WriteKind) -> AfterFailure {
+        if kind != WriteKind::Header {
+            self.write_failed(z);
+        }
+        self.abandon(z);
+        match self.summary_tags[z as usize].len() {
+            0 => AfterFailure::Seal { zone: z },
+            blocks => AfterFailure::SealKeepTags { zone: z, blocks },
+        }
+    }
+
+    /// Blocks of data zone `z` a write may still take: in summary mode, one block stays free
+    /// for the summary and a group never outgrows one summary block.
+    pub fn data_room(&self, z: u32) -> u64 {
+        let room = self.layout.zone_blocks - self.zone(z).reserved;
+        if !self.layout.summary_mode() {
+            return room;
+        }
+        let group = records::summary_capacity(self.layout.geometry.block_size as usize) as u64;
+        let pending = self.summary_tags[z as usize].len() as u64;
+        room.saturating_sub(1).min(group.saturating_sub(pending))
+    }
+
+    /// Records the tags of blocks just written to zone `z` (summary mode only); true when its
+    /// summary is due: the group is full, the zone is about to fill, or the write was FUA.
+    pub fn note_tags(&mut self, z: u32, tags: impl Iterator<Item = Tag>, fua: bool) -> bool {
+        if !self.layout.summary_mode() {
+            return false;
+        }
+        self.summary_tags[z as usize].extend(tags);
+        fua || self.data_room(z) == 0
+    }
+
+    /// The tags zone `z`'s next summary names.
+    pub fn summary_tags(&self, z: u32) -> &[Tag] {
+        &self.summary_tags[z as usize]
+    }
+
+    /// A summary naming the first `tags` pending tags of zone `z` was written at `offset`.
+    pub fn summary_written(&mut self, z: u32, offset: u64, tags: usize) {
+        self.complete_summary(z, offset);
+        self.summary_tags[z as usize].drain(..tags);
+    }
+
+    /// Decides what a flush does after writing the open zones' summaries.
+    pub fn plan_flush(&self) -> FlushPlan {
+        let zones: Vec<u32> = (0..self.summary_tags.len() as u32)
+            .filter(|z| {
+                !self.summary_tags[*z as usize].is_empty()
+                    && !matches!(self.zone(*z).use_, ZoneUse::Open(_))
+            })
+            .collect();
+        if zones.is_empty() {
+            FlushPlan::Device
+        } else {
+            FlushPlan::Checkpoint { zones }
+        }
+    }
+
+    /// A checkpoint made the blocks of `zones` durable: their pending tags are not needed.
+    pub fn forget_tags(&mut self, zones: &[u32]) {
+        for z in zones {
+            self.summary_tags[*z as usize].clear();
+        }
+    }
+}

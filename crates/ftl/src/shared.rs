@@ -1,0 +1,145 @@
+//! The state every part of a mounted volume shares, and the one order its locks are taken in.
+//!
+//! A mounted volume is four parts, each owning its fields (docs/DESIGN.md):
+//! - `Shared` (here): the device, layout and options, the sans-IO core (`map::Mapping`, whose
+//!   decisions are in plan.rs) behind the map lock, the volume's failure, and the two wake-up
+//!   signals (space changed; maintenance wanted).
+//! - `io::StreamWriter`: the stream slots and the only code that writes data zones (zone
+//!   headers, user data, trim records, GC copies, summaries, sealing), executing plan.rs.
+//! - `gc::Maintenance`: the maintenance task (garbage collection and checkpoints), the
+//!   checkpoint cursor, flush, and the decision to fail the volume.
+//! - `volume::FtlVolume`: the `BlockDevice` face; `read.rs` is its read path.
+//!
+//! A part depends only on the parts listed before it, never on a later one.
+//!
+//! Lock order. A task takes these locks only in this order (a lock may be taken while holding
+//! locks earlier in the list, never one later):
+//! 1. one slot lock (`io::Slot`, tokio): held across the writes to its zone. A task holds at
+//!    most one slot lock at a time; a writer gives its slot up before it waits for space or
+//!    locks another slot to borrow its zone.
+//! 2. the checkpoint lock (`gc::Maintenance`, tokio): held across a checkpoint's flush and
+//!    write. No slot is held while it is taken today; the order only allows it.
+//! 3. the map lock (here, parking_lot): guards the sans-IO core (`map::Mapping`, with the
+//!    summary tags and the decisions of plan.rs). Taken only through [`Shared::map`], whose
+//!    closure cannot await, so it is never held across an await.
+//! 4. the failure lock (here, parking_lot): a leaf; nothing is taken while it is held.
+//!
+//! The maintenance task's handle (`gc::Maintenance`) has a lock of its own that is a leaf too,
+//! taken only by mount, unmount and crash. The wake-up signals are not locks: they may be raised
+//! while holding any lock, and waiters enable their wake-up before they check the condition.
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tokio::sync::futures::Notified;
+use tokio::sync::Notify;
+use zns::ZonedDevice;
+
+use crate::layout::{Layout, MountOptions};
+use crate::map::Mapping;
+use crate::FtlError;
+
+/// The state the parts of a mounted volume share.
+pub(crate) struct Shared {
+    dev: Arc<dyn ZonedDevice>,
+    layout: Layout,
+    opts: MountOptions,
+    volume_id: u64,
+    map: Mutex<Mapping>,
+    /// Signalled when a zone is freed or fills, a read releases a zone, garbage collection
+    /// gives up, or the volume fails.
+    space: Notify,
+    /// Wakes the maintenance task.
+    maint_wake: Notify,
+    /// The cause of the volume's failure; once set every later command returns it.
+    failure: Mutex<Option<String>>,
+}
+
+impl Shared {
+    pub(crate) fn new(
+        dev: Arc<dyn ZonedDevice>,
+        layout: Layout,
+        opts: MountOptions,
+        volume_id: u64,
+        mapping: Mapping,
+    ) -> Shared {
+        Shared {
+            dev,
+            layout,
+            opts,
+            volume_id,
+            map: Mutex::new(mapping),
+            space: Notify::new(),
+            maint_wake: Notify::new(),
+            failure: Mutex::new(None),
+        }
+    }
+
+    pub(crate) fn dev(&self) -> &dyn ZonedDevice {
+        self.dev.as_ref()
+    }
+
+    pub(crate) fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    pub(crate) fn opts(&self) -> &MountOptions {
+        &self.opts
+    }
+
+    pub(crate) fn volume_id(&self) -> u64 {
+        self.volume_id
+    }
+
+    /// Runs `f` under the map lock. The closure is synchronous, so the lock is never held
+    /// across an await.
+    pub(crate) fn map<R>(&self, f: impl FnOnce(&mut Mapping) -> R) -> R {
+        f(&mut self.map.lock())
+    }
+
+    /// The volume's failure, if it failed.
+    pub(crate) fn check_failed(&self) -> Result<(), FtlError> {
+        match self.failure.lock().as_ref() {
+            Some(m) => Err(FtlError::Failed(m.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Fails the volume: every later command returns the first cause, and writers waiting
+    /// for space wake to it.
+    pub(crate) fn fail(&self, e: &FtlError) {
+        {
+            let mut failure = self.failure.lock();
+            if failure.is_none() {
+                let cause = match e {
+                    FtlError::Failed(cause) => cause.clone(),
+                    other => other.to_string(),
+                };
+                tracing::error!(volume = self.volume_id, "the FTL volume failed: {cause}");
+                *failure = Some(cause);
+            }
+        }
+        self.space.notify_waiters();
+    }
+
+    /// Asks the maintenance task to look at the volume (collect or checkpoint).
+    pub(crate) fn wake_maintenance(&self) {
+        self.maint_wake.notify_one();
+    }
+
+    /// Resolves when something asks the maintenance task to run.
+    pub(crate) fn maintenance_wanted(&self) -> Notified<'_> {
+        self.maint_wake.notified()
+    }
+
+    /// Wakes every writer waiting for space (and the collection waiting for readers).
+    pub(crate) fn space_changed(&self) {
+        self.space.notify_waiters();
+    }
+
+    /// Resolves at the next `space_changed` (or failure); enable it before checking the
+    /// condition it waits for, so a signal in between is not lost.
+    pub(crate) fn space_notified(&self) -> Notified<'_> {
+        self.space.notified()
+    }
+}
