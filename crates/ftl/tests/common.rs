@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use emu::{EmuConfig, EmuDevice};
-use ftl::{FormatOptions, FtlVolume, MountOptions};
+use ftl::{FormatOptions, FtlVolume, MountOptions, VictimPolicy, WriteMode};
 use zns::Geometry;
 
 /// 20 zones of 64 blocks of 512 bytes, 16 B metadata, 12 open / 12 active.
@@ -173,5 +173,29 @@ pub async fn check_after_crash(vol: &FtlVolume, model: &mut FaultModel, what: &s
     }
     if let Err(e) = vol.verify() {
         panic!("{what}: {e}");
+    }
+}
+
+/// Mount options drawn from `rng`: both write modes (summary mode forces Zone Write), both
+/// victim policies, 1-3 hot zones, hot/cold on or off, 1-6 zones between checkpoints, Simple
+/// Copy or read + write.
+pub fn random_options(rng: &mut zns::SimRng) -> MountOptions {
+    MountOptions {
+        write_mode: if rng.chance(0.5) {
+            WriteMode::ZoneWrite
+        } else {
+            WriteMode::ZoneAppend
+        },
+        victim_policy: if rng.chance(0.5) {
+            VictimPolicy::Greedy
+        } else {
+            VictimPolicy::CostBenefit
+        },
+        hot_zones: rng.range_inclusive(1, 3) as u32,
+        hot_cold: rng.chance(0.5),
+        gc_background_free_zones: 5,
+        gc_foreground_free_zones: 3,
+        checkpoint_every_zones: rng.range_inclusive(1, 6) as u32,
+        use_copy: rng.chance(0.7),
     }
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use common::{block, geometry, version_of};
 use emu::{EmuDevice, FaultPlan};
-use ftl::{FormatOptions, FtlVolume, MountOptions, VictimPolicy, WriteMode};
+use ftl::{FormatOptions, FtlVolume, MountOptions};
 use futures::future::join_all;
 use zns::{BlockDevice, SimRng};
 
@@ -43,27 +43,6 @@ impl Model {
     fn latest(&self, lba: u64) -> u64 {
         let a = &self.allowed[lba as usize];
         a[a.len() - 1]
-    }
-}
-
-fn options(rng: &mut SimRng) -> MountOptions {
-    MountOptions {
-        write_mode: if rng.chance(0.5) {
-            WriteMode::ZoneWrite
-        } else {
-            WriteMode::ZoneAppend
-        },
-        victim_policy: if rng.chance(0.5) {
-            VictimPolicy::Greedy
-        } else {
-            VictimPolicy::CostBenefit
-        },
-        hot_zones: rng.range_inclusive(1, 3) as u32,
-        hot_cold: rng.chance(0.5),
-        gc_background_free_zones: 5,
-        gc_foreground_free_zones: 3,
-        checkpoint_every_zones: rng.range_inclusive(1, 6) as u32,
-        use_copy: rng.chance(0.7),
     }
 }
 
@@ -138,7 +117,7 @@ async fn schedule(seed: u64, ops: usize, oob: u32) -> Coverage {
         ..Default::default()
     })
     .expect("fault plan");
-    let mut opts = options(&mut rng);
+    let mut opts = common::random_options(&mut rng);
     ftl::format(dev.as_ref(), FormatOptions::with_op(200), seed, false)
         .await
         .expect("format");
@@ -214,7 +193,7 @@ async fn schedule(seed: u64, ops: usize, oob: u32) -> Coverage {
                 vol.crash().await;
                 account(&vol, &mut cov);
                 cov.crashes += 1;
-                opts = options(&mut rng);
+                opts = common::random_options(&mut rng);
                 vol = remount(&dev, opts, seed, &mut cov).await;
                 check_all(
                     &vol,

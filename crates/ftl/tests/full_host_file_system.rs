@@ -10,22 +10,11 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{block, check_after_crash, geometry, FaultModel};
+use common::{block, check_after_crash, geometry, small_opts, FaultModel};
 use emu::failpoint::{self, ENOSPC};
 use emu::{EmuConfig, EmuDevice};
-use ftl::{FormatOptions, FtlVolume, MountOptions, WriteMode};
+use ftl::{FormatOptions, FtlVolume};
 use zns::{BlockDevice, BlockError, SimRng, ZonedDevice};
-
-fn opts() -> MountOptions {
-    MountOptions {
-        write_mode: WriteMode::ZoneWrite,
-        hot_zones: 2,
-        gc_background_free_zones: 5,
-        gc_foreground_free_zones: 3,
-        checkpoint_every_zones: 3,
-        ..MountOptions::default()
-    }
-}
 
 #[derive(Default, Debug)]
 struct Coverage {
@@ -46,7 +35,7 @@ async fn run(dir: &std::path::Path, nth: Option<u64>, cov: &mut Coverage) -> u64
         .await
         .expect("format");
     let as_dyn: Arc<dyn ZonedDevice> = dev.clone();
-    let (vol, _) = FtlVolume::mount(as_dyn, opts()).await.expect("mount");
+    let (vol, _) = FtlVolume::mount(as_dyn, small_opts()).await.expect("mount");
     let n = vol.size_blocks();
     let bs = vol.block_size() as usize;
     let mut model = FaultModel::new(n);
@@ -111,7 +100,7 @@ async fn run(dir: &std::path::Path, nth: Option<u64>, cov: &mut Coverage) -> u64
         EmuDevice::open_file(&path, false).unwrap_or_else(|e| panic!("{what}: reopen: {e}")),
     );
     let as_dyn: Arc<dyn ZonedDevice> = dev.clone();
-    let (vol, _) = FtlVolume::mount(as_dyn, opts())
+    let (vol, _) = FtlVolume::mount(as_dyn, small_opts())
         .await
         .unwrap_or_else(|e| panic!("{what}: mount after the host had room again: {e}"));
     check_after_crash(&vol, &mut model, &what).await;

@@ -57,11 +57,7 @@ fn mount_options(oob: u32) -> MountOptions {
         } else {
             WriteMode::ZoneAppend
         },
-        hot_zones: 2,
-        gc_background_free_zones: 5,
-        gc_foreground_free_zones: 3,
-        checkpoint_every_zones: 3,
-        ..MountOptions::default()
+        ..common::small_opts()
     }
 }
 

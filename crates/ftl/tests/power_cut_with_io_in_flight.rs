@@ -17,33 +17,12 @@ use std::time::Duration;
 
 use common::{block, check_after_crash, geometry, FaultModel};
 use emu::EmuDevice;
-use ftl::{FormatOptions, FtlVolume, MountOptions, VictimPolicy, WriteMode};
+use ftl::{FormatOptions, FtlVolume};
 use futures::future::{join_all, LocalBoxFuture};
 use futures::FutureExt;
 use zns::{BlockDevice, FaultyZoned, SimRng, ZonedDevice};
 
 type Faulty = FaultyZoned<Arc<EmuDevice>>;
-
-fn options(rng: &mut SimRng, oob: u32) -> MountOptions {
-    MountOptions {
-        write_mode: if oob > 0 && rng.chance(0.5) {
-            WriteMode::ZoneAppend
-        } else {
-            WriteMode::ZoneWrite
-        },
-        victim_policy: if rng.chance(0.5) {
-            VictimPolicy::Greedy
-        } else {
-            VictimPolicy::CostBenefit
-        },
-        hot_zones: rng.range_inclusive(1, 3) as u32,
-        hot_cold: rng.chance(0.5),
-        gc_background_free_zones: 5,
-        gc_foreground_free_zones: 3,
-        checkpoint_every_zones: rng.range_inclusive(1, 4) as u32,
-        use_copy: rng.chance(0.7),
-    }
-}
 
 #[derive(Default, Debug)]
 struct Coverage {
@@ -91,7 +70,7 @@ async fn schedule(seed: u64, rounds: usize, oob: u32) -> Coverage {
     ftl::format(dev.as_ref(), FormatOptions::with_op(200), seed, false)
         .await
         .expect("format");
-    let mut vol = FtlVolume::mount(dev.clone(), options(&mut rng, oob))
+    let mut vol = FtlVolume::mount(dev.clone(), common::random_options(&mut rng))
         .await
         .expect("mount")
         .0;
@@ -229,7 +208,7 @@ async fn schedule(seed: u64, rounds: usize, oob: u32) -> Coverage {
             .expect("device power loss");
         faulty.restore_power();
         drop(vol);
-        vol = FtlVolume::mount(dev.clone(), options(&mut rng, oob))
+        vol = FtlVolume::mount(dev.clone(), common::random_options(&mut rng))
             .await
             .unwrap_or_else(|e| panic!("seed {seed} round {round}: mount after the cut: {e}"))
             .0;
