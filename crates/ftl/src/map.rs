@@ -75,6 +75,9 @@ pub struct DataZone {
     pub retired: bool,
     /// The zone is Offline: its blocks cannot be read, and entries into it are lost data.
     pub lost: bool,
+    /// In-band summary blocks written to the zone (summary mode); with the header, the blocks
+    /// that never hold data. Unknown (0) for zones a mount did not scan.
+    pub summaries: u64,
 }
 
 /// A live trim record: the snapshot count when it was written, and its sequence number.
@@ -243,6 +246,7 @@ impl Mapping {
         zone.generation += 1;
         zone.reserved = 1;
         zone.inflight = 0;
+        zone.summaries = 0;
         zone.prefix = Prefix::new(0);
         self.counters.meta_blocks += 1;
         Some((z, zone.generation))
@@ -368,11 +372,14 @@ impl Mapping {
 
     /// Picks a full zone to collect, by `policy`, among zones no reader or writer is using.
     pub fn pick_victim(&self, policy: VictimPolicy) -> Option<u32> {
-        let cap = (self.layout.zone_blocks - 1) as f64;
+        // The blocks of a zone that can hold data: all but the header and the summaries. A
+        // zone is worth collecting only if some of them are invalid (summary mode used to count
+        // its summaries as garbage, so zones full of valid data were copied for nothing).
+        let payload = |z: &DataZone| (self.layout.zone_blocks - 1).saturating_sub(z.summaries);
         let candidates = self.zones.iter().enumerate().filter(|(_, z)| {
             z.use_ == ZoneUse::Full
                     && !z.collecting
-                    && (z.valid as f64) < cap
+                    && z.valid < payload(z)
                     // A retired zone is collected only to move its data out; a lost one not at all.
                     && !(z.retired && z.valid == 0)
                     && !z.lost
@@ -383,7 +390,7 @@ impl Mapping {
                 .map(|(i, _)| i as u32),
             VictimPolicy::CostBenefit => candidates
                 .map(|(i, z)| {
-                    let u = z.valid as f64 / cap;
+                    let u = z.valid as f64 / payload(z).max(1) as f64;
                     let age = (self.next_seq - z.last_seq) as f64 + 1.0;
                     (i, (1.0 - u) * age / (1.0 + u))
                 })
@@ -451,6 +458,7 @@ impl Mapping {
     /// An in-band summary block was written at `offset` of zone `z`.
     pub fn complete_summary(&mut self, z: u32, offset: u64) {
         self.counters.meta_blocks += 1;
+        self.zones[z as usize].summaries += 1;
         self.end_write(z, Some((offset, 1)));
     }
 
@@ -621,6 +629,7 @@ impl DataZone {
             collecting: false,
             retired: false,
             lost: false,
+            summaries: 0,
         }
     }
 }

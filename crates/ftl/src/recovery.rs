@@ -238,6 +238,7 @@ async fn scan_summaries(
                 Err(RecordError::Absent(_)) => continue,
                 Err(e) => return Err(FtlError::Corrupt(e.to_string())),
             };
+            m.zones[z as usize].summaries += 1;
             let first = offset.checked_sub(tags.len() as u64).ok_or_else(|| {
                 FtlError::Corrupt(format!(
                     "summary at offset {offset} of data zone {z} covers blocks before the zone"
