@@ -14,9 +14,10 @@ pub const GENERAL_ZONE: u32 = 0;
 pub const PARTIAL_PARITY_ZONE: u32 = 1;
 /// Member zone that metadata garbage collection writes into.
 pub const SWAP_ZONE: u32 = 2;
-/// Metadata zones a member keeps open (general and partial-parity log), taken from the
+/// Metadata zones a member may hold open (general, partial-parity log, and swap during a
+/// collection), taken from the
 /// member's open and active limits when the logical limits are derived.
-pub const META_ZONES_OPEN: u32 = 2;
+pub const META_ZONES_OPEN: u32 = 3;
 /// The stripe unit used when none is configured.
 pub const DEFAULT_STRIPE_UNIT_BYTES: u32 = 64 * 1024;
 /// Smallest array: two data units and one parity unit.
@@ -345,7 +346,7 @@ mod tests {
         };
         let g = l.logical_geometry();
         assert_eq!((g.zone_count, g.zone_size, g.zone_capacity), (8, 64, 48));
-        assert_eq!((g.max_open, g.max_active), (3, 4));
+        assert_eq!((g.max_open, g.max_active), (2, 3));
         assert_eq!(g.validate(), Ok(()));
         assert_eq!(l.stripes_per_zone(), 3);
     }
@@ -390,8 +391,8 @@ mod tests {
             Err(LayoutError::TooFewZones { zones: 3 })
         );
         let tight = Geometry {
-            max_open: 2,
-            max_active: 2,
+            max_open: 3,
+            max_active: 3,
             ..g
         };
         assert!(matches!(

@@ -5,6 +5,7 @@
 use futures::future::join_all;
 use zns::{Lba, NvmeResult, NvmeStatus, ZoneAction, ZoneState};
 
+use super::pplog::PpRecord;
 use super::{RaiznVolume, StripeBuffer, ZoneIo};
 use crate::parity::xor_into;
 
@@ -90,6 +91,14 @@ impl RaiznVolume {
             zio.buffer = None;
             return Err(e);
         }
+        let end = off + nlb;
+        if !end.is_multiple_of(self.layout.stripe_data_blocks()) {
+            let rec = self.partial_parity_of(zone, &zio, end)?;
+            if let Err(e) = self.log_partial_parity(rec).await {
+                zio.buffer = None;
+                return Err(e);
+            }
+        }
         if fua {
             // Everything before this write in its zone must be durable too (docs/DESIGN.md).
             self.flush_members().await?;
@@ -100,6 +109,34 @@ impl RaiznVolume {
             zio.buffer = None;
         }
         Ok(off)
+    }
+
+    /// The partial-parity record of the stripe `end` (not a stripe boundary) is in, from the
+    /// stripe buffer, which holds that stripe with zeros beyond `end`.
+    fn partial_parity_of(&self, zone: u32, zio: &ZoneIo, end: u64) -> NvmeResult<PpRecord> {
+        let l = self.layout;
+        let (su, sdb) = (l.su_blocks(), l.stripe_data_blocks());
+        let (bs, oob) = (self.block_size(), self.oob());
+        let buf = zio.buffer.as_ref().ok_or(NvmeStatus::InternalError)?;
+        if buf.stripe != end / sdb {
+            return Err(NvmeStatus::InternalError);
+        }
+        let (mut pd, mut pm) =
+            unit_parity(buf, l.data_units(), su as usize * bs, su as usize * oob);
+        let within = end % sdb;
+        let bulk = su.min(within) as usize;
+        pd.truncate(bulk * bs);
+        pm.truncate(bulk * oob);
+        let generation = self.generation(zone).ok_or(NvmeStatus::InternalError)?;
+        Ok(PpRecord {
+            zone,
+            stripe: end / sdb,
+            generation,
+            seq: 0,
+            end: within,
+            data: pd,
+            meta: pm,
+        })
     }
 
     /// Makes `zio.buffer` hold stripe `stripe` of `zone` with its data below offset `upto`.
@@ -219,7 +256,7 @@ impl RaiznVolume {
 
     /// A member command failed: a member failure within the parity's reach degrades the
     /// array and the command goes on; anything else is the command's error.
-    fn note_member_error(&self, member: usize, status: NvmeStatus) -> NvmeResult<()> {
+    pub(super) fn note_member_error(&self, member: usize, status: NvmeStatus) -> NvmeResult<()> {
         if !member_failed(status) {
             return Err(status);
         }
@@ -427,9 +464,8 @@ impl RaiznVolume {
             .map(|z| z.wp)
             .unwrap_or(0);
         if !zone_full && (s + 1) * sdb > wp {
-            // The stripe's parity is not on the members yet; only the in-memory stripe
-            // buffer holds what is needed, and this build does not reconstruct from it.
-            return Err(NvmeStatus::UnrecoveredReadError);
+            // The stripe's parity is not on the members yet: its partial parity is.
+            return self.reconstruct_from_pp(zone, cur, k, data, meta).await;
         }
         let target = l.place(zone, cur);
         let (bs, oob) = (self.block_size(), self.oob());
@@ -453,7 +489,7 @@ impl RaiznVolume {
 
 /// The parity of a full stripe buffer: the XOR of its `d` units of `unit_bytes` (and their
 /// metadata).
-fn unit_parity(
+pub(super) fn unit_parity(
     buf: &StripeBuffer,
     d: u64,
     unit_bytes: usize,

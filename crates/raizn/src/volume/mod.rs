@@ -11,6 +11,9 @@
 
 mod io;
 mod mount;
+mod pplog;
+
+pub use pplog::PpStats;
 
 use std::sync::Arc;
 
@@ -101,6 +104,9 @@ pub struct RaiznVolume {
     uuid: [u8; 16],
     state: Mutex<State>,
     zone_io: Vec<tokio::sync::Mutex<ZoneIo>>,
+    /// Every member's partial-parity log (docs/DESIGN.md, "Partial parity").
+    pp: Vec<tokio::sync::Mutex<pplog::PpLog>>,
+    pp_stats: Mutex<PpStats>,
 }
 
 impl RaiznVolume {
@@ -119,6 +125,11 @@ impl RaiznVolume {
     /// The member that failed, if any.
     pub fn failed_member(&self) -> Option<usize> {
         self.state.lock().failed
+    }
+
+    /// What the partial-parity logs did since open.
+    pub fn pp_stats(&self) -> PpStats {
+        *self.pp_stats.lock()
     }
 
     /// Generation counter of logical zone `zone`.
@@ -218,6 +229,12 @@ impl RaiznVolume {
             ZoneAction::Close | ZoneAction::Finish | ZoneAction::Reset
         ) {
             zio.buffer = None;
+        }
+        if action == ZoneAction::Reset && tell_members {
+            // The zone's records are stale now; never reconstruct from them.
+            for log in &self.pp {
+                log.lock().await.index.retain(|(z, _), _| *z != zone);
+            }
         }
         let mut st = self.state.lock();
         st.table.apply_action(action, zone)?;

@@ -9,7 +9,8 @@ use futures::future::join_all;
 use parking_lot::Mutex;
 use zns::{Geometry, NvmeStatus, ReportFilter, ZoneAction, ZoneDescriptor, ZoneState};
 
-use super::{Member, RaiznConfig, RaiznError, RaiznVolume, State, ZoneIo};
+use super::pplog::PpLog;
+use super::{Member, PpStats, RaiznConfig, RaiznError, RaiznVolume, State, ZoneIo};
 use crate::layout::{ArrayLayout, GENERAL_ZONE, META_ZONES};
 use crate::meta::Superblock;
 use crate::parity::xor_into;
@@ -116,8 +117,19 @@ impl RaiznVolume {
             zone_io: (0..zones)
                 .map(|_| tokio::sync::Mutex::new(ZoneIo::default()))
                 .collect(),
+            pp: (0..layout.members())
+                .map(|_| tokio::sync::Mutex::new(PpLog::default()))
+                .collect(),
+            pp_stats: Mutex::new(PpStats::default()),
         };
         vol.recover().await?;
+        vol.open_logs()
+            .await
+            .map_err(|(member, status)| RaiznError::Member {
+                member,
+                what: "opening the partial-parity log",
+                status,
+            })?;
         Ok(vol)
     }
 

@@ -1,9 +1,9 @@
 //! Arrays of in-memory emulated members for the tests, and the conformance kit's factory.
 //!
 //! The kit asks for logical geometries; an array of N members exports zones D = N - 1 times
-//! the member's size and capacity, and needs 3 metadata zones and 2 open/active zones per
+//! the member's size and capacity, and needs 3 metadata zones and 3 open/active zones per
 //! member besides. So the factory builds members with 1/D of the kit's zone size and
-//! capacity, 3 more zones, and limits 2 higher; the logical geometry is then exactly the
+//! capacity, 3 more zones, and limits 3 higher; the logical geometry is then exactly the
 //! kit's when D divides the kit's zone size and capacity. When it does not (item 38 asks for
 //! a capacity of 33 blocks, which no array of equal members with D = 2 can export), the
 //! closest geometry below it is used (capacity rounded down to a multiple of D) and item 38

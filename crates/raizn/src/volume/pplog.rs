@@ -1,0 +1,528 @@
+//! The partial-parity log: for a write that ends inside a stripe, the XOR of the stripe's
+//! written prefix is appended to the partial-parity log zone of the member that will hold the
+//! stripe's parity (docs/FORMAT.md, "Partial parity"), so a power loss followed by a member
+//! failure can still rebuild the acknowledged data of the incomplete stripe.
+//!
+//! Fault model: a member loses power with a record half written (a prefix of the log zone
+//! survives; the last record may be torn: its header CRC or its bulk CRC fails), a member
+//! fails (its own log is gone; it held the parity of stripes whose data are all on the
+//! others, so nothing is lost), and power may be lost in the middle of a collection. A
+//! collection copies the live records to the swap zone (flushed) before it resets the log
+//! and writes them back, then resets the swap zone; open reads the union of both zones and
+//! keeps the newest record (highest sequence number) of every stripe, so every cut point
+//! leaves a complete set in one of the two zones.
+//!
+//! Lock order: a zone's `ZoneIo` lock, then a member's log lock, then the `State` lock.
+
+use std::collections::HashMap;
+
+use zns::{Lba, NvmeResult, NvmeStatus, ReportFilter, ZoneAction, ZoneState};
+
+use super::RaiznVolume;
+use crate::layout::{PARTIAL_PARITY_ZONE, SWAP_ZONE};
+use crate::meta::{self, RecordHeader, RecordType, FLAG_CHECKPOINT};
+use crate::parity::xor_into;
+
+/// Where the newest record of one stripe is, in memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PpEntry {
+    /// Offset of the header block in the log zone.
+    pub off: u64,
+    pub seq: u64,
+    pub generation: u64,
+    /// Data blocks of the stripe the parity covers, from the stripe start.
+    pub end: u64,
+    /// Parity blocks after the header: `min(su, end)`.
+    pub bulk: u64,
+}
+
+/// One member's log, behind its async lock.
+#[derive(Default)]
+pub(crate) struct PpLog {
+    /// Blocks written in the log zone.
+    pub wp: u64,
+    /// Sequence number of the last record written on this member (all record types).
+    pub seq: u64,
+    /// Newest record of every (logical zone, stripe).
+    pub index: HashMap<(u32, u64), PpEntry>,
+}
+
+/// A record in memory: what collection and open carry from one zone to the other.
+#[derive(Clone, Debug)]
+pub(crate) struct PpRecord {
+    pub zone: u32,
+    pub stripe: u64,
+    pub generation: u64,
+    pub seq: u64,
+    pub end: u64,
+    pub data: Vec<u8>,
+    pub meta: Vec<u8>,
+}
+
+/// Counters of the log's work, for tests and status.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PpStats {
+    /// Records appended by writes.
+    pub records: u64,
+    /// Collections of a full log (at run time and at open).
+    pub collections: u64,
+    /// Degraded reads of incomplete stripes answered from a record.
+    pub replays: u64,
+    /// Writes whose record did not fit even after collection: their stripe is unprotected
+    /// until it completes (docs/DESIGN.md).
+    pub unprotected: u64,
+}
+
+impl RaiznVolume {
+    fn log_zone_start(&self, zone: u32) -> Lba {
+        self.layout.member_geometry().zone_start(zone)
+    }
+
+    /// Logs the partial parity of stripe `stripe` of `zone`, whose first `end` data blocks
+    /// are written (`data`/`meta`: the XOR of its units, `min(su, end)` blocks).
+    pub(super) async fn log_partial_parity(&self, mut rec: PpRecord) -> NvmeResult<()> {
+        let member = self.layout.parity_member(rec.stripe);
+        if self.state.lock().failed == Some(member) {
+            // The parity member is gone; every data unit of the stripe is on a survivor.
+            return Ok(());
+        }
+        let log_lock = self.pp.get(member).ok_or(NvmeStatus::InternalError)?;
+        let mut log = log_lock.lock().await;
+        let blocks = 1 + (rec.data.len() / self.block_size()) as u64;
+        let cap = self.layout.member_geometry().zone_capacity;
+        if log.wp + blocks > cap {
+            if let Err(e) = self.collect_log(member, &mut log).await {
+                return self.note_member_error(member, e);
+            }
+        }
+        if log.wp + blocks > cap {
+            log.index.remove(&(rec.zone, rec.stripe));
+            self.pp_stats.lock().unprotected += 1;
+            tracing::warn!(
+                member,
+                zone = rec.zone,
+                stripe = rec.stripe,
+                "partial-parity log full of live records; stripe unprotected until complete"
+            );
+            return Ok(());
+        }
+        rec.seq = log.seq + 1;
+        let off = log.wp;
+        match self
+            .write_record(member, PARTIAL_PARITY_ZONE, off, &rec, 0)
+            .await
+        {
+            Ok(()) => {}
+            Err(e) => {
+                // The log's tail is unknown now; the next open collects it.
+                log.wp = cap;
+                log.index.remove(&(rec.zone, rec.stripe));
+                return self.note_member_error(member, e);
+            }
+        }
+        log.seq = rec.seq;
+        log.wp = off + blocks;
+        log.index.insert(
+            (rec.zone, rec.stripe),
+            entry_of(&rec, off, self.block_size()),
+        );
+        self.pp_stats.lock().records += 1;
+        Ok(())
+    }
+
+    /// Writes `rec` (header block, then its parity blocks) at offset `off` of metadata zone
+    /// `zone` of `member`.
+    async fn write_record(
+        &self,
+        member: usize,
+        zone: u32,
+        off: u64,
+        rec: &PpRecord,
+        flags: u16,
+    ) -> NvmeResult<()> {
+        let (bs, oob) = (self.block_size(), self.oob());
+        let sdb = self.layout.stripe_data_blocks();
+        let start = self.geo.zone_start(rec.zone) + rec.stripe * sdb;
+        let h = RecordHeader {
+            kind: RecordType::PartialParity,
+            inline_len: 0,
+            start_lba: start,
+            end_lba: start + rec.end,
+            generation: rec.generation,
+            sequence: rec.seq,
+            bulk_blocks: (rec.data.len() / bs) as u32,
+            bulk_crc: meta::bulk_crc(&rec.data, &rec.meta),
+            flags,
+        };
+        let head = meta::encode_record(&h, &[], bs).map_err(|_| NvmeStatus::InternalError)?;
+        let mut data = head;
+        data.extend_from_slice(&rec.data);
+        let mut md = vec![0u8; oob];
+        md.extend_from_slice(&rec.meta);
+        let dev = self.members.get(member).ok_or(NvmeStatus::InternalError)?;
+        let mdts = u64::from(self.layout.member_geometry().mdts_blocks);
+        let lba = self.log_zone_start(zone) + off;
+        let total = (data.len() / bs) as u64;
+        let mut done = 0u64;
+        while done < total {
+            let n = mdts.min(total - done);
+            let (a, b) = (done as usize, (done + n) as usize);
+            let m = (oob > 0).then(|| &md[a * oob..b * oob]);
+            dev.write(lba + done, &data[a * bs..b * bs], m, false)
+                .await?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Whether a record of `zone`'s stripe `stripe` at `generation` still protects data:
+    /// the zone's write pointer is inside that stripe and the generation is current.
+    fn pp_live(&self, zone: u32, stripe: u64, generation: u64) -> bool {
+        let sdb = self.layout.stripe_data_blocks();
+        let st = self.state.lock();
+        let current = st.generations.get(zone as usize).copied();
+        st.table.zone(zone).is_some_and(|z| {
+            z.state.is_active() && z.wp / sdb == stripe && !z.wp.is_multiple_of(sdb)
+        }) && current == Some(generation)
+    }
+
+    /// Collects `member`'s log: its live records are rewritten compactly.
+    async fn collect_log(&self, member: usize, log: &mut PpLog) -> NvmeResult<()> {
+        let mut live = Vec::new();
+        let entries: Vec<((u32, u64), PpEntry)> = log.index.iter().map(|(k, e)| (*k, *e)).collect();
+        for ((zone, stripe), e) in entries {
+            if self.pp_live(zone, stripe, e.generation) {
+                let (data, meta) = self.read_pp_bulk(member, &e).await?;
+                live.push(PpRecord {
+                    zone,
+                    stripe,
+                    generation: e.generation,
+                    seq: e.seq,
+                    end: e.end,
+                    data,
+                    meta,
+                });
+            }
+        }
+        self.rewrite_log(member, log, live).await
+    }
+
+    /// Replaces `member`'s log by `records`, through the swap zone: swap reset and written,
+    /// flushed; log reset and written, flushed; swap reset. Records get new sequence numbers.
+    pub(super) async fn rewrite_log(
+        &self,
+        member: usize,
+        log: &mut PpLog,
+        mut records: Vec<PpRecord>,
+    ) -> NvmeResult<()> {
+        let dev = self.members.get(member).ok_or(NvmeStatus::InternalError)?;
+        records.sort_by_key(|r| (r.zone, r.stripe));
+        for r in records.iter_mut() {
+            log.seq += 1;
+            r.seq = log.seq;
+        }
+        let bs = self.block_size();
+        let cap = self.layout.member_geometry().zone_capacity;
+        let mut used = 0u64;
+        let before = records.len();
+        records.retain(|r| {
+            used += 1 + (r.data.len() / bs) as u64;
+            used <= cap
+        });
+        if records.len() < before {
+            self.pp_stats.lock().unprotected += (before - records.len()) as u64;
+            tracing::warn!(member, dropped = before - records.len(),
+                "partial-parity log too small for every live record; those stripes are unprotected until complete");
+        }
+        for zone in [SWAP_ZONE, PARTIAL_PARITY_ZONE] {
+            dev.zone_mgmt(ZoneAction::Reset, self.log_zone_start(zone), false)
+                .await?;
+            let mut off = 0u64;
+            log.index.clear();
+            for r in &records {
+                self.write_record(member, zone, off, r, FLAG_CHECKPOINT)
+                    .await?;
+                log.index.insert((r.zone, r.stripe), entry_of(r, off, bs));
+                off += 1 + (r.data.len() / bs) as u64;
+            }
+            dev.flush().await?;
+            log.wp = off;
+        }
+        dev.zone_mgmt(ZoneAction::Reset, self.log_zone_start(SWAP_ZONE), false)
+            .await?;
+        self.pp_stats.lock().collections += 1;
+        Ok(())
+    }
+
+    /// Reads the parity blocks of a record.
+    async fn read_pp_bulk(&self, member: usize, e: &PpEntry) -> NvmeResult<(Vec<u8>, Vec<u8>)> {
+        let (bs, oob) = (self.block_size(), self.oob());
+        let dev = self.members.get(member).ok_or(NvmeStatus::InternalError)?;
+        let mut data = vec![0u8; e.bulk as usize * bs];
+        let mut meta = vec![0u8; e.bulk as usize * oob];
+        let lba = self.log_zone_start(PARTIAL_PARITY_ZONE) + e.off + 1;
+        let mdts = u64::from(self.layout.member_geometry().mdts_blocks);
+        let mut done = 0u64;
+        while done < e.bulk {
+            let n = mdts.min(e.bulk - done);
+            let (a, b) = (done as usize, (done + n) as usize);
+            let m = (oob > 0).then(|| &mut meta[a * oob..b * oob]);
+            dev.read(lba + done, &mut data[a * bs..b * bs], m).await?;
+            done += n;
+        }
+        Ok((data, meta))
+    }
+
+    /// Every valid record of metadata zone `zone` of `member`, in log order; a torn record
+    /// ends the log. Records of other types are corruption here.
+    pub(super) async fn scan_log(&self, member: usize, zone: u32) -> NvmeResult<Vec<PpRecord>> {
+        let dev = self.members.get(member).ok_or(NvmeStatus::InternalError)?;
+        let start = self.log_zone_start(zone);
+        let report = dev.report_zones(start, ReportFilter::All, true, 1).await?;
+        let desc = report.zones.first().ok_or(NvmeStatus::InternalError)?;
+        let wp = match desc.state {
+            ZoneState::Full => self.layout.member_geometry().zone_capacity,
+            _ => desc.wp.saturating_sub(start),
+        };
+        let (bs, oob) = (self.block_size(), self.oob());
+        let mut data = vec![0u8; wp as usize * bs];
+        let mut md = vec![0u8; wp as usize * oob];
+        let mdts = u64::from(self.layout.member_geometry().mdts_blocks);
+        let mut done = 0u64;
+        while done < wp {
+            let n = mdts.min(wp - done);
+            let (a, b) = (done as usize, (done + n) as usize);
+            let m = (oob > 0).then(|| &mut md[a * oob..b * oob]);
+            dev.read(start + done, &mut data[a * bs..b * bs], m).await?;
+            done += n;
+        }
+        Ok(self.parse_log(&data, &md, wp))
+    }
+
+    /// Parses a log image of `wp` blocks; stops at the first record that is not whole.
+    fn parse_log(&self, data: &[u8], md: &[u8], wp: u64) -> Vec<PpRecord> {
+        let (bs, oob) = (self.block_size(), self.oob());
+        let sdb = self.layout.stripe_data_blocks();
+        let mut out = Vec::new();
+        let mut at = 0u64;
+        while at < wp {
+            let a = at as usize;
+            let Ok((h, _)) = meta::decode_record(&data[a * bs..(a + 1) * bs]) else {
+                break;
+            };
+            let bulk = u64::from(h.bulk_blocks);
+            if h.kind != RecordType::PartialParity || at + 1 + bulk > wp {
+                break;
+            }
+            let (b0, b1) = (a + 1, a + 1 + bulk as usize);
+            let (bd, bm) = (&data[b0 * bs..b1 * bs], &md[b0 * oob..b1 * oob]);
+            if meta::bulk_crc(bd, bm) != h.bulk_crc {
+                break;
+            }
+            let Some(zone) = self.geo.zone_of(h.start_lba) else {
+                break;
+            };
+            let within = h.start_lba - self.geo.zone_start(zone);
+            let end = h.end_lba - h.start_lba;
+            let su = self.layout.su_blocks();
+            if !within.is_multiple_of(sdb) || end == 0 || end >= sdb || bulk != su.min(end) {
+                break;
+            }
+            out.push(PpRecord {
+                zone,
+                stripe: within / sdb,
+                generation: h.generation,
+                seq: h.sequence,
+                end,
+                data: bd.to_vec(),
+                meta: bm.to_vec(),
+            });
+            at += 1 + bulk;
+        }
+        out
+    }
+
+    /// Rebuilds `k` blocks at offset `cur` of `zone` (within one data unit of an incomplete
+    /// stripe) from the stripe's newest partial parity and the other units it covers.
+    pub(super) async fn reconstruct_from_pp(
+        &self,
+        zone: u32,
+        cur: u64,
+        k: u64,
+        data: &mut [u8],
+        meta: &mut [u8],
+    ) -> NvmeResult<()> {
+        let l = self.layout;
+        let (su, sdb) = (l.su_blocks(), l.stripe_data_blocks());
+        let (bs, oob) = (self.block_size(), self.oob());
+        let s = cur / sdb;
+        let unit = (cur % sdb) / su;
+        let x0 = cur % su;
+        let pm = l.parity_member(s);
+        let log_lock = self.pp.get(pm).ok_or(NvmeStatus::InternalError)?;
+        let e = {
+            let log = log_lock.lock().await;
+            log.index.get(&(zone, s)).copied()
+        };
+        let generation = self.generation(zone).unwrap_or(u64::MAX);
+        let e = match e {
+            Some(e) if e.generation == generation && unit * su + x0 + k <= e.end => e,
+            _ => return Err(NvmeStatus::UnrecoveredReadError),
+        };
+        let (pd, pmeta) = self.read_pp_bulk(pm, &e).await?;
+        let (a, b) = (x0 as usize, (x0 + k) as usize);
+        data.copy_from_slice(&pd[a * bs..b * bs]);
+        meta.copy_from_slice(&pmeta[a * oob..b * oob]);
+        let zstart = l.member_zone_start(zone);
+        for other in (0..l.data_units()).filter(|u| *u != unit) {
+            // Blocks x of unit `other` are in the parity when other * su + x < end.
+            let covered = e.end.saturating_sub(other * su + x0).min(k);
+            if covered == 0 {
+                continue;
+            }
+            let m = l.data_member(s, other);
+            let dev = self.members.get(m).ok_or(NvmeStatus::InternalError)?;
+            let c = covered as usize;
+            let mut d = vec![0u8; c * bs];
+            let mut md = vec![0u8; c * oob];
+            dev.read(
+                zstart + s * su + x0,
+                &mut d,
+                (oob > 0).then_some(&mut md[..]),
+            )
+            .await?;
+            xor_into(&mut data[..c * bs], &d);
+            xor_into(&mut meta[..c * oob], &md);
+        }
+        self.pp_stats.lock().replays += 1;
+        Ok(())
+    }
+}
+
+impl RaiznVolume {
+    /// Opens every member's log after the zones are recovered: the newest record of every
+    /// stripe from the log and swap zones (a collection may have been cut short), replaced
+    /// by a fresh one computed from the data wherever every data unit is readable; then
+    /// every log is rewritten compactly, which also drops a torn tail.
+    pub(super) async fn open_logs(&self) -> Result<(), (usize, NvmeStatus)> {
+        let n = self.layout.members();
+        let failed = self.state.lock().failed;
+        let mut loaded: Vec<HashMap<(u32, u64), PpRecord>> = Vec::new();
+        for m in 0..n {
+            let mut newest: HashMap<(u32, u64), PpRecord> = HashMap::new();
+            let mut max_seq = 0;
+            if failed != Some(m) {
+                for zone in [PARTIAL_PARITY_ZONE, SWAP_ZONE] {
+                    for r in self.scan_log(m, zone).await.map_err(|e| (m, e))? {
+                        max_seq = max_seq.max(r.seq);
+                        let key = (r.zone, r.stripe);
+                        if newest.get(&key).is_none_or(|o| o.seq < r.seq) {
+                            newest.insert(key, r);
+                        }
+                    }
+                }
+            }
+            if let Some(log) = self.pp.get(m) {
+                log.lock().await.seq = max_seq;
+            }
+            loaded.push(newest);
+        }
+        let mut keep: Vec<Vec<PpRecord>> = vec![Vec::new(); n];
+        for zone in 0..self.geo.zone_count {
+            if let Some((pm, rec)) = self.open_record(zone, failed, &loaded).await {
+                if let Some(k) = keep.get_mut(pm) {
+                    k.push(rec);
+                }
+            }
+        }
+        for (m, records) in keep.into_iter().enumerate() {
+            if failed == Some(m) {
+                continue;
+            }
+            let log_lock = self.pp.get(m).ok_or((m, NvmeStatus::InternalError))?;
+            let mut log = log_lock.lock().await;
+            self.rewrite_log(m, &mut log, records)
+                .await
+                .map_err(|e| (m, e))?;
+        }
+        Ok(())
+    }
+
+    /// The record that must protect `zone`'s incomplete stripe after open, and the member
+    /// whose log holds it: computed from the data when every data unit is readable, else
+    /// the newest loaded one that covers the zone's write pointer.
+    async fn open_record(
+        &self,
+        zone: u32,
+        failed: Option<usize>,
+        loaded: &[HashMap<(u32, u64), PpRecord>],
+    ) -> Option<(usize, PpRecord)> {
+        let l = self.layout;
+        let (su, sdb) = (l.su_blocks(), l.stripe_data_blocks());
+        let (z, generation) = {
+            let st = self.state.lock();
+            (st.table.zone(zone)?, *st.generations.get(zone as usize)?)
+        };
+        if !z.state.is_active() || z.wp.is_multiple_of(sdb) {
+            return None;
+        }
+        let (s, within) = (z.wp / sdb, z.wp % sdb);
+        let pm = l.parity_member(s);
+        if failed == Some(pm) {
+            return None;
+        }
+        let data_lost = failed.is_some_and(|f| l.unit_of_member(s, f).is_some());
+        if data_lost {
+            let mut r = loaded.get(pm)?.get(&(zone, s))?.clone();
+            if r.end < within {
+                return None;
+            }
+            r.generation = generation;
+            return Some((pm, r));
+        }
+        let (bs, oob) = (self.block_size(), self.oob());
+        let mut buf = super::StripeBuffer {
+            stripe: s,
+            data: vec![0u8; sdb as usize * bs],
+            meta: vec![0u8; sdb as usize * oob],
+        };
+        let w = within as usize;
+        self.read_zone(
+            zone,
+            s * sdb,
+            within,
+            &mut buf.data[..w * bs],
+            &mut buf.meta[..w * oob],
+            false,
+        )
+        .await
+        .ok()?;
+        let (mut pd, mut pmeta) =
+            super::io::unit_parity(&buf, l.data_units(), su as usize * bs, su as usize * oob);
+        let bulk = su.min(within) as usize;
+        pd.truncate(bulk * bs);
+        pmeta.truncate(bulk * oob);
+        Some((
+            pm,
+            PpRecord {
+                zone,
+                stripe: s,
+                generation,
+                seq: 0,
+                end: within,
+                data: pd,
+                meta: pmeta,
+            },
+        ))
+    }
+}
+
+fn entry_of(r: &PpRecord, off: u64, bs: usize) -> PpEntry {
+    PpEntry {
+        off,
+        seq: r.seq,
+        generation: r.generation,
+        end: r.end,
+        bulk: (r.data.len() / bs) as u64,
+    }
+}
