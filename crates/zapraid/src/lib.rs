@@ -6,7 +6,7 @@ pub mod index;
 pub mod layout;
 pub mod meta;
 pub mod parity;
-// mod volume;
+mod volume;
 
-pub use layout::{Layout, LayoutError, Pba};
-// pub use volume::{FormatOptions, ZapRaidError, ZapRaidVolume};
+pub use layout::{GroupMode, Layout, LayoutError, Pba};
+pub use volume::{FormatOptions, ZapRaidError, ZapRaidVolume};
