@@ -1,0 +1,12 @@
+//! ZapRAID: a log-structured RAID block volume over `k + m` ZNS devices that writes stripes
+//! with Zone Append inside stripe groups and a Zone Write barrier between groups
+//! (shared/papers/zapraid-apsys23.txt; docs/DESIGN.md, "ZapRAID"; docs/FORMAT.md).
+
+pub mod index;
+pub mod layout;
+pub mod meta;
+pub mod parity;
+mod volume;
+
+pub use layout::{GroupMode, Layout, LayoutError, Pba};
+pub use volume::{FormatOptions, ZapRaidError, ZapRaidVolume};

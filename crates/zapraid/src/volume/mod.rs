@@ -1,0 +1,272 @@
+//! `ZapRaidVolume`: the async shell that does the member I/O around the sans-IO core
+//! (docs/DESIGN.md, "ZapRAID").
+//!
+//! Fault model: a member command may fail (any status, including power loss: Commands
+//! Aborted); power loss keeps a prefix of every member zone (what was flushed at least). A
+//! failed write command fails the volume: every later command returns `Failed` with the
+//! cause until the array is opened again, which recovers. A failed read is served by
+//! reconstruction from the other members (degraded read). Nothing returns data the array did
+//! not hold for that LBA.
+//!
+//! Lock order: `Shared::st` (the index and the write state) is a leaf lock; it is never held
+//! across an await, and `SegWriter::records` is only taken without it.
+
+mod read;
+mod recover;
+mod write;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use parking_lot::Mutex;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use zns::{BlockDevice, BlockError, BlockResult, Lba, NvmeStatus, ZonedDevice};
+
+use crate::index::Index;
+use crate::layout::{GroupMode, Layout, LayoutError};
+
+/// Options of `ZapRaidVolume::format`.
+#[derive(Clone, Debug)]
+pub struct FormatOptions {
+    /// Data blocks per stripe, at least 2.
+    pub k: u32,
+    /// Parity blocks per stripe; 1 (XOR).
+    pub m: u32,
+    pub mode: GroupMode,
+    /// Space kept back from clients, in permille of the data capacity of all segments but two
+    /// (for garbage collection).
+    pub op_permille: u32,
+    /// Format even over members holding data (every zone is reset).
+    pub force: bool,
+    /// Identifies the array; every segment header carries it.
+    pub uuid: [u8; 16],
+}
+
+impl FormatOptions {
+    pub fn new(k: u32, m: u32) -> FormatOptions {
+        FormatOptions {
+            k,
+            m,
+            mode: GroupMode::DEFAULT,
+            op_permille: 100,
+            force: false,
+            uuid: *b"zonestack-zapr01",
+        }
+    }
+}
+
+/// Errors of format and open.
+#[derive(Debug, thiserror::Error)]
+pub enum ZapRaidError {
+    #[error("{0}")]
+    Layout(#[from] LayoutError),
+    #[error("member {member}: {what}: {status}")]
+    Device {
+        member: usize,
+        what: String,
+        status: NvmeStatus,
+    },
+    #[error("member {member} holds data (zone {zone} is {state}); pass force to format over it")]
+    NotEmpty {
+        member: usize,
+        zone: u32,
+        state: zns::ZoneState,
+    },
+    #[error("not a ZapRAID array: {0}")]
+    NotAnArray(String),
+    #[error("array mismatch: {0}")]
+    Mismatch(String),
+    #[error("corrupt array: {0}")]
+    Corrupt(String),
+    #[error("invalid options: {0}")]
+    Options(String),
+}
+
+/// State shared by the volume and its stripe tasks.
+pub(crate) struct Shared {
+    pub(crate) layout: Layout,
+    pub(crate) members: Vec<Arc<dyn ZonedDevice>>,
+    pub(crate) uuid: [u8; 16],
+    pub(crate) volume_blocks: u64,
+    /// How long a stripe with fewer than k blocks waits for more before it is padded.
+    pub(crate) pad_after: Duration,
+    pub(crate) st: Mutex<write::State>,
+    /// `Some(cause)` once the volume has failed.
+    pub(crate) failed: watch::Sender<Option<String>>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Shared {
+    pub(crate) fn check_failed(&self) -> BlockResult<()> {
+        match &*self.failed.borrow() {
+            Some(why) => Err(BlockError::Failed(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Fails the volume with `why` (the first cause wins).
+    pub(crate) fn fail(&self, why: String) {
+        self.failed.send_if_modified(|f| {
+            if f.is_none() {
+                tracing::error!("zapraid volume failed: {why}");
+                *f = Some(why);
+                true
+            } else {
+                false
+            }
+        });
+    }
+
+    pub(crate) fn spawn(&self, fut: impl std::future::Future<Output = ()> + Send + 'static) {
+        let mut tasks = self.tasks.lock();
+        tasks.retain(|t| !t.is_finished());
+        tasks.push(tokio::spawn(fut));
+    }
+
+    fn abort_tasks(&self) {
+        for t in self.tasks.lock().drain(..) {
+            t.abort();
+        }
+    }
+
+    pub(crate) fn check_range(&self, lba: Lba, bytes: usize) -> BlockResult<u64> {
+        let bs = self.layout.block_size();
+        if !bytes.is_multiple_of(bs) {
+            return Err(BlockError::Misaligned);
+        }
+        let blocks = (bytes / bs) as u64;
+        match lba.checked_add(blocks) {
+            Some(end) if end <= self.volume_blocks => Ok(blocks),
+            _ => Err(BlockError::OutOfRange),
+        }
+    }
+
+    /// Flushes every member concurrently; any error fails the volume.
+    pub(crate) async fn flush_members(&self) -> BlockResult<()> {
+        let r = futures::future::join_all(self.members.iter().map(|m| m.flush())).await;
+        for (i, r) in r.into_iter().enumerate() {
+            if let Err(s) = r {
+                self.fail(format!("member {i}: flush: {s}"));
+                return Err(BlockError::Device(s));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A ZapRAID block volume over `k + m` zoned members.
+pub struct ZapRaidVolume {
+    sh: Arc<Shared>,
+}
+
+impl ZapRaidVolume {
+    fn assemble(
+        layout: Layout,
+        members: Vec<Arc<dyn ZonedDevice>>,
+        uuid: [u8; 16],
+        volume_blocks: u64,
+        index: Index,
+        next_seq: u64,
+    ) -> ZapRaidVolume {
+        let (failed, _) = watch::channel(None);
+        ZapRaidVolume {
+            sh: Arc::new(Shared {
+                layout,
+                members,
+                uuid,
+                volume_blocks,
+                pad_after: Duration::from_millis(1),
+                st: Mutex::new(write::State::new(index, next_seq)),
+                failed,
+                tasks: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+
+    /// Formats `members` as a new array and opens it. Members holding data are refused
+    /// unless `opts.force`.
+    pub async fn format(
+        members: Vec<Arc<dyn ZonedDevice>>,
+        opts: &FormatOptions,
+    ) -> Result<ZapRaidVolume, ZapRaidError> {
+        recover::format(members, opts).await
+    }
+
+    /// Opens an array, recovering its index from headers, footers and per-block metadata.
+    pub async fn open(members: Vec<Arc<dyn ZonedDevice>>) -> Result<ZapRaidVolume, ZapRaidError> {
+        recover::open(members).await
+    }
+
+    pub fn layout(&self) -> Layout {
+        self.sh.layout
+    }
+
+    /// Bytes of memory the compact stripe tables use now.
+    pub fn stripe_table_bytes(&self) -> u64 {
+        self.sh.st.lock().index.stripe_table_bytes()
+    }
+
+    /// Checks the index's invariants (tests).
+    pub fn verify(&self) -> Result<(), String> {
+        self.sh.st.lock().index.verify()
+    }
+
+    /// Marks a member failed: reads of its blocks are reconstructed from the others.
+    pub fn fail_member(&self, member: usize) {
+        if let Some(f) = self.sh.st.lock().failed_members.get_mut(member) {
+            *f = true;
+        }
+    }
+
+    /// The host goes away (tests of power loss): every stripe task stops where it is and
+    /// nothing more reaches the members.
+    pub fn crash(&self) {
+        self.sh.fail("the host crashed".into());
+        self.sh.abort_tasks();
+    }
+
+    /// Flushes and stops (clean shutdown).
+    pub async fn close(self) -> BlockResult<()> {
+        self.flush().await
+    }
+}
+
+impl Drop for ZapRaidVolume {
+    fn drop(&mut self) {
+        // Stripe tasks hold the shared state; without the volume nobody waits for them.
+        self.sh.abort_tasks();
+    }
+}
+
+#[async_trait]
+impl BlockDevice for ZapRaidVolume {
+    fn block_size(&self) -> u32 {
+        self.sh.layout.member.block_size
+    }
+
+    fn size_blocks(&self) -> u64 {
+        self.sh.volume_blocks
+    }
+
+    async fn read(&self, lba: Lba, buf: &mut [u8]) -> BlockResult<()> {
+        read::read(&self.sh, lba, buf).await
+    }
+
+    async fn write(&self, lba: Lba, data: &[u8], fua: bool) -> BlockResult<()> {
+        write::write(&self.sh, lba, data, fua).await
+    }
+
+    async fn flush(&self) -> BlockResult<()> {
+        write::flush(&self.sh).await
+    }
+
+    async fn trim(&self, lba: Lba, blocks: u64) -> BlockResult<()> {
+        write::trim(&self.sh, lba, blocks, false).await
+    }
+
+    async fn write_zeroes(&self, lba: Lba, blocks: u64, fua: bool) -> BlockResult<()> {
+        write::trim(&self.sh, lba, blocks, fua).await
+    }
+}

@@ -1,0 +1,523 @@
+//! The write path: blocks gather into the open stripe; a sealed stripe gets its parity and a
+//! task writes its `n` blocks (Zone Append inside a group, Zone Write for the group's last
+//! stripe, the barrier); a write completes when every stripe holding its blocks is on every
+//! member (docs/DESIGN.md, "Write path").
+//!
+//! Fault model: as the volume's. A member command that fails fails the volume; tasks waiting
+//! on a member's progress see the failure and stop, so nothing waits forever.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::future::join_all;
+use parking_lot::Mutex;
+use tokio::sync::watch;
+use zns::{BlockError, BlockResult, Lba};
+
+use super::Shared;
+use crate::index::Index;
+use crate::layout::{Pba, Role, HEADER_BLOCKS};
+use crate::meta::{BlockRecord, FooterBlock, RecordKind, SegmentHeader, TrimRecord};
+use crate::parity::xor_of;
+
+/// What a stripe's waiters learn: `None` while in flight.
+pub type StripeResult = Option<Result<(), BlockError>>;
+
+/// One data slot of a stripe.
+struct Slot {
+    rec: BlockRecord,
+    data: Vec<u8>,
+    /// For a relocated block: the address it moves from (compare-and-swap).
+    from: Option<Pba>,
+}
+
+/// The stripe taking blocks.
+struct OpenStripe {
+    serial: u64,
+    slots: Vec<Slot>,
+    done: watch::Sender<StripeResult>,
+}
+
+/// The segment taking stripes, shared with the tasks writing them.
+pub(crate) struct SegWriter {
+    pub(crate) segment: u32,
+    /// Per member: blocks of the zone written (header included).
+    landed: Vec<watch::Sender<u64>>,
+    /// Whether stripe 0's task writes the header (not when format already did).
+    header_needed: bool,
+    header: SegmentHeader,
+    /// Per member, per data offset: the record that landed there (for the footer).
+    records: Mutex<Vec<Vec<Option<BlockRecord>>>>,
+}
+
+/// Write state, under `Shared::st`.
+pub(crate) struct State {
+    pub(crate) index: Index,
+    pub(crate) next_seq: u64,
+    pub(crate) failed_members: Vec<bool>,
+    open: Option<OpenStripe>,
+    seg: Option<Arc<SegWriter>>,
+    next_stripe: u32,
+    next_serial: u64,
+    in_flight: BTreeMap<u64, watch::Receiver<StripeResult>>,
+}
+
+impl State {
+    pub(crate) fn new(index: Index, next_seq: u64) -> State {
+        State {
+            index,
+            next_seq,
+            failed_members: Vec::new(),
+            open: None,
+            seg: None,
+            next_stripe: 0,
+            next_serial: 0,
+            in_flight: BTreeMap::new(),
+        }
+    }
+
+    /// Continues segment `w` (format opened it and wrote its header).
+    pub(crate) fn set_segment(&mut self, w: Arc<SegWriter>) {
+        self.seg = Some(w);
+        self.next_stripe = 0;
+    }
+}
+
+impl SegWriter {
+    pub(crate) fn new(
+        sh_layout: &crate::layout::Layout,
+        header: SegmentHeader,
+        header_written: bool,
+    ) -> SegWriter {
+        let n = sh_layout.n() as usize;
+        let start = if header_written { HEADER_BLOCKS } else { 0 };
+        SegWriter {
+            segment: header.segment,
+            landed: (0..n).map(|_| watch::channel(start).0).collect(),
+            header_needed: !header_written,
+            header,
+            records: Mutex::new(vec![vec![None; sh_layout.stripes as usize]; n]),
+        }
+    }
+}
+
+/// The header of a new segment, for member 0 (each member's copy sets its own index).
+pub(crate) fn segment_header(
+    sh_layout: &crate::layout::Layout,
+    uuid: [u8; 16],
+    volume_blocks: u64,
+    segment: u32,
+    seq_floor: u64,
+) -> SegmentHeader {
+    let g = sh_layout.member;
+    SegmentHeader {
+        member: 0,
+        uuid,
+        segment,
+        k: sh_layout.k as u16,
+        m: sh_layout.m as u16,
+        group: sh_layout.group,
+        stripes: sh_layout.stripes,
+        footer_blocks: sh_layout.footer_blocks,
+        volume_blocks,
+        seq_floor,
+        block_size: g.block_size,
+        oob_size: g.oob_size,
+        zone_count: g.zone_count,
+        zone_size: g.zone_size,
+        zone_capacity: g.zone_capacity,
+        zones: vec![segment; sh_layout.n() as usize],
+    }
+}
+
+fn next_seq(st: &mut State) -> BlockResult<u64> {
+    let s = st.next_seq;
+    if s >= crate::meta::SEQ_LIMIT {
+        return Err(BlockError::Failed("sequence numbers exhausted".into()));
+    }
+    st.next_seq += 1;
+    Ok(s)
+}
+
+/// Adds a slot to the open stripe (opening one, with its padding timer, when none is);
+/// seals the stripe when it has k slots. Returns the stripe's completion.
+fn push(sh: &Arc<Shared>, st: &mut State, slot: Slot) -> watch::Receiver<StripeResult> {
+    let k = sh.layout.k as usize;
+    let o = match st.open.take() {
+        Some(o) => o,
+        None => {
+            let serial = st.next_serial;
+            st.next_serial += 1;
+            let (done, rx) = watch::channel(None);
+            st.in_flight.insert(serial, rx);
+            let (sh2, wait) = (sh.clone(), sh.pad_after);
+            sh.spawn(async move {
+                tokio::time::sleep(wait).await;
+                let mut st = sh2.st.lock();
+                if st.open.as_ref().is_some_and(|o| o.serial == serial) {
+                    seal(&sh2, &mut st);
+                }
+            });
+            OpenStripe {
+                serial,
+                slots: Vec::new(),
+                done,
+            }
+        }
+    };
+    let o = st.open.insert(o);
+    o.slots.push(slot);
+    let rx = o.done.subscribe();
+    if o.slots.len() >= k {
+        seal(sh, st);
+    }
+    rx
+}
+
+/// Seals the open stripe (padding it to k slots), gives it a place in the open segment
+/// (opening the next segment when needed) and starts the task that writes it.
+fn seal(sh: &Arc<Shared>, st: &mut State) {
+    let Some(mut open) = st.open.take() else {
+        return;
+    };
+    let l = sh.layout;
+    if st.seg.is_none() || st.next_stripe >= l.stripes {
+        let Some(segment) = st.index.first_free() else {
+            st.in_flight.remove(&open.serial);
+            open.done.send_replace(Some(Err(BlockError::NoSpace)));
+            return;
+        };
+        if let Err(e) = st.index.open_segment(segment) {
+            sh.fail(format!("opening segment {segment}: {e}"));
+            open.done
+                .send_replace(Some(Err(BlockError::Failed(e.to_string()))));
+            return;
+        }
+        let h = segment_header(&l, sh.uuid, sh.volume_blocks, segment, st.next_seq);
+        st.seg = Some(Arc::new(SegWriter::new(&l, h, false)));
+        st.next_stripe = 0;
+    }
+    let Some(seg) = st.seg.clone() else { return };
+    let stripe = st.next_stripe;
+    st.next_stripe += 1;
+    while open.slots.len() < l.k as usize {
+        open.slots.push(Slot {
+            rec: BlockRecord::padding(stripe),
+            data: vec![0; l.block_size()],
+            from: None,
+        });
+    }
+    for s in &mut open.slots {
+        s.rec.stripe = stripe;
+    }
+    let sh2 = sh.clone();
+    sh.spawn(async move {
+        let serial = open.serial;
+        let r = drive(&sh2, &seg, stripe, &open.slots).await;
+        if let Err(e) = &r {
+            sh2.fail(format!("segment {} stripe {stripe}: {e}", seg.segment));
+        }
+        sh2.st.lock().in_flight.remove(&serial);
+        open.done.send_replace(Some(r));
+    });
+}
+
+/// Writes one stripe on every member, then enters its blocks in the index.
+async fn drive(
+    sh: &Arc<Shared>,
+    seg: &Arc<SegWriter>,
+    stripe: u32,
+    slots: &[Slot],
+) -> BlockResult<()> {
+    let l = sh.layout;
+    let bs = l.block_size();
+    let parity = xor_of(bs, slots.iter().map(|s| &s.data[..]));
+    let prec = BlockRecord::parity_of(stripe, slots.iter().map(|s| &s.rec));
+    let puts = (0..l.n()).map(|member| {
+        let (data, rec) = match l.role(stripe, member) {
+            Role::Data(d) => (&slots[d as usize].data[..], slots[d as usize].rec),
+            Role::Parity(_) => (&parity[..], prec),
+        };
+        put(sh, seg, member as usize, stripe, data, rec)
+    });
+    let mut offsets = Vec::with_capacity(l.n() as usize);
+    for r in join_all(puts).await {
+        offsets.push(r?);
+    }
+    let mut st = sh.st.lock();
+    let id = l.stripe_id_in_group(stripe);
+    for (member, offset) in offsets.iter().enumerate() {
+        let pba = Pba {
+            segment: seg.segment,
+            member: member as u8,
+            offset: *offset,
+        };
+        st.index
+            .set_stripe_id(pba, id)
+            .map_err(|e| BlockError::Failed(e.to_string()))?;
+    }
+    for (d, slot) in slots.iter().enumerate() {
+        let member = l.data_member(stripe, d as u32) as usize;
+        let pba = Pba {
+            segment: seg.segment,
+            member: member as u8,
+            offset: offsets[member],
+        };
+        let r = match (slot.rec.kind, slot.from) {
+            _ if slot.rec.is_padding() => Ok(true),
+            (RecordKind::Trim, _) => TrimRecord::decode(&slot.data)
+                .map_err(|e| BlockError::Failed(format!("trim record: {e}")))
+                .and_then(|t| {
+                    st.index
+                        .apply_trim(t.first, t.count, t.seq)
+                        .map_err(|e| BlockError::Failed(e.to_string()))
+                })
+                .map(|_| true),
+            (_, Some(old)) => st
+                .index
+                .relocate(slot.rec.lba, old, pba)
+                .map_err(|e| BlockError::Failed(e.to_string())),
+            (_, None) => st
+                .index
+                .apply_write(slot.rec.lba, pba, slot.rec.seq)
+                .map_err(|e| BlockError::Failed(e.to_string())),
+        };
+        r?;
+    }
+    if stripe + 1 == l.stripes {
+        st.index.seal_segment(seg.segment);
+    }
+    Ok(())
+}
+
+/// Waits until `member` of `seg` holds `blocks_ok(count)` blocks, or the volume failed.
+async fn wait_landed(
+    sh: &Shared,
+    seg: &SegWriter,
+    member: usize,
+    ok: impl Fn(u64) -> bool,
+) -> BlockResult<()> {
+    let mut rx = seg.landed[member].subscribe();
+    let mut failed = sh.failed.subscribe();
+    tokio::select! {
+        r = rx.wait_for(|v| ok(*v)) => r.map(|_| ()).map_err(|_| BlockError::Failed("segment writer gone".into())),
+        _ = failed.wait_for(|f| f.is_some()) => Err(BlockError::Failed("the volume failed".into())),
+    }
+}
+
+/// Writes one block of `stripe` on `member`; returns its data offset.
+async fn put(
+    sh: &Shared,
+    seg: &SegWriter,
+    member: usize,
+    stripe: u32,
+    data: &[u8],
+    rec: BlockRecord,
+) -> BlockResult<u32> {
+    let l = sh.layout;
+    let dev = &sh.members[member];
+    let zslba = l.zone_start(seg.segment);
+    let dev_err = |what: &str, s| {
+        sh.fail(format!(
+            "member {member}: {what} in segment {}: {s}",
+            seg.segment
+        ));
+        BlockError::Device(s)
+    };
+    if stripe == 0 && seg.header_needed {
+        let h = SegmentHeader {
+            member: member as u16,
+            ..seg.header.clone()
+        };
+        dev.write(zslba, &h.encode(l.block_size()), None, false)
+            .await
+            .map_err(|s| dev_err("header write", s))?;
+        seg.landed[member].send_modify(|v| *v = HEADER_BLOCKS);
+    }
+    let (start, len) = l.group_range(l.group_of(stripe));
+    let barrier = l.is_barrier(stripe);
+    let (start, len) = (u64::from(start), u64::from(len));
+    wait_landed(sh, seg, member, |v| {
+        if barrier {
+            v == HEADER_BLOCKS + start + len - 1
+        } else {
+            v >= HEADER_BLOCKS + start
+        }
+    })
+    .await?;
+    let mut meta = vec![0u8; l.oob_size()];
+    meta[..32].copy_from_slice(&rec.encode());
+    let offset = if barrier {
+        dev.write(l.data_lba(seg.segment, stripe), data, Some(&meta), false)
+            .await
+            .map_err(|s| dev_err("barrier write", s))?;
+        u64::from(stripe)
+    } else {
+        let at = dev
+            .append(zslba, data, Some(&meta), false)
+            .await
+            .map_err(|s| dev_err("append", s))?;
+        at.wrapping_sub(zslba + HEADER_BLOCKS)
+    };
+    if offset < start || offset >= start + len {
+        let why = format!("member {member}: block of stripe {stripe} landed at data offset {offset}, outside its group");
+        sh.fail(why.clone());
+        return Err(BlockError::Failed(why));
+    }
+    let offset = offset as u32;
+    if let Some(slot) = seg
+        .records
+        .lock()
+        .get_mut(member)
+        .and_then(|r| r.get_mut(offset as usize))
+    {
+        *slot = Some(rec);
+    }
+    seg.landed[member].send_modify(|v| *v += 1);
+    if stripe + 1 == l.stripes {
+        write_footer(sh, seg, member)
+            .await
+            .map_err(|s| dev_err("footer write", s))?;
+    }
+    Ok(offset)
+}
+
+/// Writes `member`'s footer once every block of its zone landed, then finishes the zone if
+/// the footer does not end at its capacity.
+async fn write_footer(sh: &Shared, seg: &SegWriter, member: usize) -> Result<(), zns::NvmeStatus> {
+    let l = sh.layout;
+    let dev = &sh.members[member];
+    for j in 0..l.footer_blocks {
+        let (first, count) = l.footer_range(j);
+        let records = seg.records.lock()[member][first as usize..(first + count) as usize].to_vec();
+        let f = FooterBlock {
+            member: member as u16,
+            segment: seg.segment,
+            first,
+            records,
+        };
+        dev.write(
+            l.footer_lba(seg.segment, j),
+            &f.encode(l.block_size()),
+            None,
+            false,
+        )
+        .await?;
+    }
+    if l.used_blocks() < l.member.zone_capacity {
+        dev.zone_mgmt(zns::ZoneAction::Finish, l.zone_start(seg.segment), false)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Seals the open stripe now (Flush, FUA) and returns every stripe in flight.
+fn pad_and_collect(sh: &Arc<Shared>) -> Vec<watch::Receiver<StripeResult>> {
+    let mut st = sh.st.lock();
+    seal(sh, &mut st);
+    st.in_flight.values().cloned().collect()
+}
+
+async fn wait_all(rxs: Vec<watch::Receiver<StripeResult>>) -> BlockResult<()> {
+    for mut rx in rxs {
+        let r = rx.wait_for(|v| v.is_some()).await.map(|v| v.clone());
+        match r {
+            Ok(Some(r)) => r?,
+            _ => return Err(BlockError::Failed("a stripe was abandoned".into())),
+        }
+    }
+    Ok(())
+}
+
+pub(crate) async fn write(sh: &Arc<Shared>, lba: Lba, data: &[u8], fua: bool) -> BlockResult<()> {
+    sh.check_failed()?;
+    let blocks = sh.check_range(lba, data.len())?;
+    let bs = sh.layout.block_size();
+    let mut rxs: Vec<watch::Receiver<StripeResult>> = Vec::new();
+    {
+        let mut st = sh.st.lock();
+        for i in 0..blocks {
+            let seq = next_seq(&mut st)?;
+            let rec = BlockRecord {
+                kind: RecordKind::Data,
+                lba: lba + i,
+                seq,
+                stripe: 0,
+            };
+            let chunk = &data[i as usize * bs..(i as usize + 1) * bs];
+            let rx = push(
+                sh,
+                &mut st,
+                Slot {
+                    rec,
+                    data: chunk.to_vec(),
+                    from: None,
+                },
+            );
+            if !rxs.last().is_some_and(|r| r.same_channel(&rx)) {
+                rxs.push(rx);
+            }
+        }
+    }
+    finish(sh, rxs, fua).await
+}
+
+/// Waits for the stripes; with FUA seals the open stripe first and flushes every member after.
+async fn finish(
+    sh: &Arc<Shared>,
+    rxs: Vec<watch::Receiver<StripeResult>>,
+    fua: bool,
+) -> BlockResult<()> {
+    if fua {
+        // Our last stripe may be the open one: seal it now rather than after the timeout.
+        pad_and_collect(sh);
+    }
+    wait_all(rxs).await?;
+    if fua {
+        sh.flush_members().await?;
+    }
+    Ok(())
+}
+
+pub(crate) async fn flush(sh: &Arc<Shared>) -> BlockResult<()> {
+    sh.check_failed()?;
+    let rxs = pad_and_collect(sh);
+    wait_all(rxs).await?;
+    sh.flush_members().await
+}
+
+/// Trim and Write Zeroes: one trim record for the range (docs/DESIGN.md, "Trim").
+pub(crate) async fn trim(sh: &Arc<Shared>, lba: Lba, blocks: u64, fua: bool) -> BlockResult<()> {
+    sh.check_failed()?;
+    if lba.checked_add(blocks).is_none_or(|e| e > sh.volume_blocks) {
+        return Err(BlockError::OutOfRange);
+    }
+    if blocks == 0 {
+        return Ok(());
+    }
+    let rx = {
+        let mut st = sh.st.lock();
+        let seq = next_seq(&mut st)?;
+        let t = TrimRecord {
+            first: lba,
+            count: blocks,
+            seq,
+        };
+        let rec = BlockRecord {
+            kind: RecordKind::Trim,
+            lba,
+            seq,
+            stripe: 0,
+        };
+        push(
+            sh,
+            &mut st,
+            Slot {
+                rec,
+                data: t.encode(sh.layout.block_size()),
+                from: None,
+            },
+        )
+    };
+    finish(sh, vec![rx], fua).await
+}
