@@ -20,7 +20,7 @@ mod relocate;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use zns::{Lba, ZoneAction};
+use zns::{Lba, NvmeStatus, ZoneAction};
 
 use crate::layout::WriteMode;
 use crate::map::{Reservation, Stream, ZoneUse};
@@ -335,9 +335,18 @@ impl StreamWriter {
             WriteMode::ZoneAppend => self.shared.layout().geometry.zasl_blocks,
         });
         let mut done = 0u64;
+        // Zones the device refused (it retired them to Read Only or Offline: nothing was
+        // written) are sealed and the piece goes to another zone, this many times per write.
+        let mut refusals_left = ZONE_REFUSALS_MAX;
         while done < total {
             let slot = &self.slots[self.pick_slot(stream)];
-            let (mut guard, z) = self.acquire_zone(slot, stream).await?;
+            let (mut guard, z) = match self.acquire_zone(slot, stream).await {
+                Err(FtlError::Device(e)) if is_zone_refusal(e) && refusals_left > 0 => {
+                    refusals_left -= 1;
+                    continue;
+                }
+                other => other?,
+            };
             let mut want = (total - done).min(limit);
             if self.shared.layout().summary_mode() {
                 let room = self.data_room(z);
@@ -374,7 +383,17 @@ impl StreamWriter {
                 }
                 Err(e) => {
                     self.write_failed(r.zone, WriteKind::Data).await;
-                    return Err(e);
+                    match e {
+                        FtlError::Device(s) if is_zone_refusal(s) && refusals_left > 0 => {
+                            tracing::warn!(
+                                zone = r.zone,
+                                "the device refused a data zone ({s}); writing elsewhere"
+                            );
+                            refusals_left -= 1;
+                            continue;
+                        }
+                        e => return Err(e),
+                    }
                 }
             }
             done += r.blocks;
@@ -505,4 +524,12 @@ impl StreamWriter {
         }
         Ok(())
     }
+}
+
+/// Zones a single write may find refused before it gives up.
+const ZONE_REFUSALS_MAX: u32 = 4;
+
+/// Statuses with which a device refuses a write to a zone it retired, before writing anything.
+fn is_zone_refusal(s: NvmeStatus) -> bool {
+    matches!(s, NvmeStatus::ZoneIsReadOnly | NvmeStatus::ZoneIsOffline)
 }

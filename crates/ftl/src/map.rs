@@ -559,6 +559,9 @@ impl Mapping {
         let zone = &mut self.zones[z as usize];
         zone.retired = true;
         zone.lost |= lost;
+        // A zone never opened has generation 0, which a used zone's checkpoint entry may not
+        // carry; a retired zone is recorded as full, so it takes the first generation.
+        zone.generation = zone.generation.max(1);
         zone.collecting = false;
         if zone.use_ != ZoneUse::Full {
             zone.use_ = ZoneUse::Full;

@@ -6,7 +6,8 @@
 //! batch is then dropped (the host is gone), the device loses its unflushed writes, and the
 //! volume is mounted again. Every acknowledged FUA write and every write acknowledged before an
 //! acknowledged flush must read back, nothing older than that, and an in-flight or unflushed
-//! write reads old or new, per block.
+//! write reads old or new, per block. A third of the schedules also see a data zone go Read
+//! Only mid-run (maybe open, maybe being collected): it must cost no data.
 //! A failing schedule prints its seed; rerun it with `FTL_CUT_SEED=<seed>`.
 
 mod common;
@@ -33,6 +34,7 @@ struct Coverage {
     fua_writes_in_flight_at_cut: u64,
     trims_in_flight_at_cut: u64,
     user_ops_completed: u64,
+    zones_faulted_read_only: u64,
 }
 
 /// One user command of a batch.
@@ -78,7 +80,19 @@ async fn schedule(seed: u64, rounds: usize, oob: u32) -> Coverage {
     let bs = vol.block_size() as usize;
     let model = RefCell::new(FaultModel::new(n));
     let mut version = 0u64;
+    // A third of the schedules see one data zone go Read Only at a random round, possibly
+    // while it is open or being collected: nothing may be lost, and the volume goes on.
+    let fault_round = rng.chance(0.33).then(|| rng.below(rounds as u64) as usize);
     for round in 0..rounds {
+        if Some(round) == fault_round {
+            let l = vol.layout();
+            let zone = l.first_data_zone + rng.below(u64::from(l.data_zones)) as u32;
+            faulty
+                .fault_zone(zone, zns::ZoneState::ReadOnly)
+                .await
+                .unwrap_or_else(|e| panic!("seed {seed}: zone fault: {e}"));
+            cov.zones_faulted_read_only += 1;
+        }
         // A batch on disjoint LBAs: each op gets its own slice of the volume.
         let ops_n = rng.range_inclusive(2, 6);
         let slice = n / ops_n;
@@ -249,6 +263,7 @@ fn many(seeds: std::ops::Range<u64>, oob: u32) -> Coverage {
         total.fua_writes_in_flight_at_cut += c.fua_writes_in_flight_at_cut;
         total.trims_in_flight_at_cut += c.trims_in_flight_at_cut;
         total.user_ops_completed += c.user_ops_completed;
+        total.zones_faulted_read_only += c.zones_faulted_read_only;
     }
     println!("oob {oob}: {total:?}");
     total
@@ -266,6 +281,7 @@ fn power_cuts_with_user_writes_trims_and_collection_in_flight() {
     assert!(c.split_writes_in_flight_at_cut >= 200, "{c:?}");
     assert!(c.fua_writes_in_flight_at_cut >= 200, "{c:?}");
     assert!(c.trims_in_flight_at_cut >= 200, "{c:?}");
+    assert!(c.zones_faulted_read_only >= 50, "{c:?}");
 }
 
 #[test]
@@ -277,4 +293,5 @@ fn power_cuts_with_io_in_flight_and_in_band_summaries() {
     assert!(c.cuts >= 1_000, "{c:?}");
     assert!(c.cuts_with_commands_in_flight >= 400, "{c:?}");
     assert!(c.user_ops_in_flight_at_cut >= 800, "{c:?}");
+    assert!(c.zones_faulted_read_only >= 20, "{c:?}");
 }
