@@ -17,24 +17,32 @@ use crate::error::{CliError, CliResult};
 pub enum FtlCmd {
     /// Format a block volume on a device image (refuses a device holding data without --force).
     Format {
+        /// Device image file (made by `zonestack device create`).
         path: PathBuf,
         /// Over-provisioning in percent of the data area (space kept for garbage collection).
         #[arg(long, default_value_t = 7.0)]
         op: f64,
+        /// Format even when the device holds data (it is lost).
         #[arg(long)]
         force: bool,
     },
     /// Mount the volume (recovering after a crash), report what recovery did, unmount cleanly.
     Mount {
+        /// Device image file holding a volume (`zonestack ftl format`).
         path: PathBuf,
         #[command(flatten)]
         opts: MountArgs,
     },
     /// Rebuild the mapping read-only and check its invariants; exit 1 if the volume is corrupt.
-    Check { path: PathBuf },
+    Check {
+        /// Device image file holding a volume (`zonestack ftl format`).
+        path: PathBuf,
+    },
     /// Sizes and usage of the volume (read-only).
     Stats {
+        /// Device image file holding a volume (`zonestack ftl format`).
         path: PathBuf,
+        /// Print one JSON object instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -50,14 +58,19 @@ pub enum ModeArg {
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum PolicyArg {
+    /// Collect the zone with the fewest valid blocks.
     Greedy,
+    /// Weigh free space gained against the data's age (LFS cost-benefit).
     CostBenefit,
 }
 
 #[derive(Args, Debug, Clone, Copy)]
 pub struct MountArgs {
+    /// How the volume writes its zones: write (Zone Write) or append (Zone Append).
     #[arg(long, value_enum, default_value = "write")]
     pub write_mode: ModeArg,
+    /// Which zone garbage collection empties next: greedy (fewest valid blocks) or
+    /// cost-benefit (also weighs the data's age).
     #[arg(long, value_enum, default_value = "cost-benefit")]
     pub gc_policy: PolicyArg,
     /// Do not separate hot and cold data.
