@@ -556,7 +556,12 @@ async fn fill(dev: &EmuDevice, sel: ZoneSelect, pattern: u8, out: &mut impl Writ
     }
     dev.flush().await?;
     bar.finish_and_clear();
-    writeln!(out, "filled {} zones, {} blocks", targets.len(), total)?;
+    writeln!(
+        out,
+        "filled {}, {}",
+        plural(targets.len() as u64, "zone"),
+        plural(total, "block")
+    )?;
     Ok(())
 }
 
@@ -643,7 +648,11 @@ pub async fn execute(dev: &EmuDevice, cmd: &Cmd, out: &mut impl Write) -> CliRes
                     lost - kept
                 )?;
             }
-            writeln!(out, "power loss: {} zones lost unflushed data", cut.len())?;
+            writeln!(
+                out,
+                "power loss: {} lost unflushed data",
+                plural(cut.len() as u64, "zone")
+            )?;
             Ok(())
         }
         Cmd::Device(DeviceCmd::Create(_))
