@@ -103,6 +103,20 @@ fn other(e: impl std::fmt::Display) -> CliError {
     CliError::Other(e.to_string())
 }
 
+/// A volume error in words a user can act on: an image with no volume names the command
+/// that makes one.
+fn volume_error(path: &std::path::Path, e: ftl::FtlError) -> CliError {
+    match e {
+        ftl::FtlError::Checkpoint(ftl::checkpoint::CkptError::NoCheckpoint) => {
+            CliError::Other(format!(
+                "{p} holds no FTL volume (no checkpoint found); make one with `zonestack ftl format {p}`",
+                p = path.display()
+            ))
+        }
+        e => CliError::Other(e.to_string()),
+    }
+}
+
 /// A volume id that differs between formats.
 pub fn new_volume_id() -> u64 {
     let t = std::time::SystemTime::now()
@@ -182,7 +196,9 @@ pub async fn run(cmd: &FtlCmd, out: &mut impl Write) -> CliResult {
             let opts = opts.options();
             let text = with_device(path, |dev| async move {
                 let d: Arc<dyn ZonedDevice> = dev;
-                let (vol, r) = FtlVolume::mount(d, opts).await.map_err(other)?;
+                let (vol, r) = FtlVolume::mount(d, opts)
+                    .await
+                    .map_err(|e| volume_error(path, e))?;
                 vol.unmount().await.map_err(other)?;
                 Ok(format!(
                     "mounted from checkpoint {}: scanned {} blocks in {} zones, finished {} partly written zones; unmounted cleanly",
@@ -197,7 +213,9 @@ pub async fn run(cmd: &FtlCmd, out: &mut impl Write) -> CliResult {
             let json_out = matches!(cmd, FtlCmd::Stats { json: true, .. });
             let check = matches!(cmd, FtlCmd::Check { .. });
             let text = with_device_mode(path, true, |dev| async move {
-                let layout = ftl::probe(dev.as_ref()).await.map_err(other)?;
+                let layout = ftl::probe(dev.as_ref())
+                    .await
+                    .map_err(|e| volume_error(path, e))?;
                 let rec = ftl::recovery::recover(dev.as_ref(), &layout).await.map_err(|e| CliError::Other(format!("{}: {e}", path.display())))?;
                 let m = &rec.mapping;
                 m.verify().map_err(|e| CliError::Other(format!("{}: corrupt: {e}", path.display())))?;
