@@ -15,8 +15,8 @@ fuzz_target!(|data: &[u8]| {
     let g = emu::profile("small").unwrap_or_else(|| unreachable!());
     if data.len() >= 4 {
         let index = u32::from_le_bytes([data[0], data[1], data[2], data[3]]) % g.zone_count;
-        if let Ok(z) = emu::image::decode_zone(&g, index, &data[4..]) {
-            assert_eq!(&emu::image::encode_zone(index, &z)[..], &data[4..4 + emu::image::ZONE_ENTRY_BYTES]);
+        if let Ok(e) = emu::image::decode_zone_entry(&g, index, &data[4..]) {
+            assert_eq!(&emu::image::encode_zone_entry(index, &e)[..], &data[4..4 + emu::image::ZONE_ENTRY_BYTES]);
         }
     }
 });

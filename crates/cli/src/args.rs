@@ -60,11 +60,16 @@ pub enum Cmd {
     Bench(BenchCmd),
     /// Session only: flush the volatile write cache.
     #[command(hide = true)]
-    Flush { path: PathBuf },
+    Flush {
+        /// Device image file.
+        path: PathBuf,
+    },
     /// Session only: cut power; unflushed writes are partly lost, as drawn from the seed.
     #[command(hide = true, name = "power-loss")]
     PowerLoss {
+        /// Device image file (made by `zonestack device create`).
         path: PathBuf,
+        /// Seed that draws how much of each zone's unflushed data survives.
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
@@ -86,9 +91,18 @@ pub enum DeviceCmd {
     Create(CreateArgs),
     /// Show a device's geometry and limits.
     Info {
+        /// Device image file (made by `zonestack device create`).
         path: PathBuf,
+        /// Print one JSON object instead of text.
         #[arg(long)]
         json: bool,
+    },
+    /// Restart the device's controller: flush the write cache, then open zones become Closed
+    /// (Empty if nothing was written), as after a clean power cycle. Between other commands
+    /// the image stays "powered": open zones stay open.
+    Restart {
+        /// Device image file (made by `zonestack device create`).
+        path: PathBuf,
     },
     /// List the named profiles.
     Profiles,
@@ -101,6 +115,7 @@ pub struct CreateArgs {
     /// Named profile the other options adjust (see `zonestack device profiles`).
     #[arg(long, default_value = "small")]
     pub profile: String,
+    /// Number of zones (default: the profile's).
     #[arg(long)]
     pub zones: Option<u32>,
     /// Zone size in bytes (K/M/G suffixes).
@@ -151,6 +166,7 @@ pub struct ZoneSelect {
 pub enum ZoneCmd {
     /// Report zones, like `blkzone report` (positions in blocks).
     Report {
+        /// Device image file (made by `zonestack device create`).
         path: PathBuf,
         /// Only zones in this state (empty, implicitly_opened, explicitly_opened, closed,
         /// full, read_only, offline).
@@ -162,35 +178,41 @@ pub enum ZoneCmd {
         /// At most this many zones.
         #[arg(long)]
         count: Option<usize>,
+        /// Print one JSON object (zone, start, capacity, wp, state per zone) instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Explicitly open zones.
     Open {
+        /// Device image file (made by `zonestack device create`).
         path: PathBuf,
         #[command(flatten)]
         sel: ZoneSelect,
     },
     /// Close open zones.
     Close {
+        /// Device image file (made by `zonestack device create`).
         path: PathBuf,
         #[command(flatten)]
         sel: ZoneSelect,
     },
     /// Finish zones (make them Full).
     Finish {
+        /// Device image file (made by `zonestack device create`).
         path: PathBuf,
         #[command(flatten)]
         sel: ZoneSelect,
     },
     /// Reset zones (make them Empty; their data is gone).
     Reset {
+        /// Device image file (made by `zonestack device create`).
         path: PathBuf,
         #[command(flatten)]
         sel: ZoneSelect,
     },
-    /// Take read-only zones offline.
+    /// Take read-only zones offline (a zone becomes read only by `zonestack fault`).
     Offline {
+        /// Device image file (made by `zonestack device create`).
         path: PathBuf,
         #[command(flatten)]
         sel: ZoneSelect,
@@ -212,9 +234,12 @@ pub struct DataSource {
 pub enum IoCmd {
     /// Zone Write at an LBA (it must be the zone's write pointer).
     Write {
+        /// Device image file (made by `zonestack device create`).
         path: PathBuf,
+        /// First logical block to write: the zone's write pointer (decimal or 0x hex).
         #[arg(long, value_parser = parse_u64)]
         lba: u64,
+        /// Number of blocks to write (needed with --pattern; with --data-file, must match it).
         #[arg(long, value_parser = parse_blocks)]
         blocks: Option<u64>,
         #[command(flatten)]
@@ -225,41 +250,55 @@ pub enum IoCmd {
     },
     /// Zone Append to a zone; prints the LBA the data landed at.
     Append {
+        /// Device image file (made by `zonestack device create`).
         path: PathBuf,
+        /// Zone index to append to.
         #[arg(long)]
         zone: u32,
+        /// Number of blocks to append (needed with --pattern; with --data-file, must match it).
         #[arg(long, value_parser = parse_blocks)]
         blocks: Option<u64>,
         #[command(flatten)]
         source: DataSource,
+        /// Force Unit Access: durable when it completes.
         #[arg(long)]
         fua: bool,
     },
     /// Read blocks; hexdump to stdout, or raw bytes to --out.
     Read {
+        /// Device image file (made by `zonestack device create`).
         path: PathBuf,
+        /// First logical block to read (decimal or 0x hex).
         #[arg(long, value_parser = parse_u64)]
         lba: u64,
+        /// Number of blocks to read.
         #[arg(long, value_parser = parse_blocks)]
         blocks: u64,
+        /// Write the raw bytes to this file instead of a hexdump on stdout.
         #[arg(long)]
         out: Option<PathBuf>,
     },
     /// Write Zeroes at the write pointer.
     Zeroes {
+        /// Device image file (made by `zonestack device create`).
         path: PathBuf,
+        /// First logical block: the zone's write pointer (decimal or 0x hex).
         #[arg(long, value_parser = parse_u64)]
         lba: u64,
+        /// Number of blocks to zero.
         #[arg(long, value_parser = parse_blocks)]
         blocks: u64,
+        /// Force Unit Access: durable when it completes.
         #[arg(long)]
         fua: bool,
     },
     /// Fill zones to capacity with a pattern (a progress bar on terminals).
     Fill {
+        /// Device image file (made by `zonestack device create`).
         path: PathBuf,
         #[command(flatten)]
         sel: ZoneSelect,
+        /// Byte every block is filled with (0x5a or 90).
         #[arg(long, value_parser = parse_byte, default_value = "0x5a")]
         pattern: u8,
     },
@@ -267,7 +306,9 @@ pub enum IoCmd {
 
 #[derive(Args, Debug)]
 pub struct FaultArgs {
+    /// Device image file (made by `zonestack device create`).
     pub path: PathBuf,
+    /// Zone index to fault.
     #[arg(long)]
     pub zone: u32,
     /// read_only or offline.

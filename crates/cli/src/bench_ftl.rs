@@ -24,22 +24,28 @@ pub enum Workload {
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum Policy {
+    /// Collect the zone with the fewest valid blocks.
     Greedy,
+    /// Weigh free space gained against the data's age (LFS cost-benefit).
     CostBenefit,
 }
 
 #[derive(Args, Debug)]
 pub struct BenchFtlArgs {
+    /// Where the random overwrites go: uniform (every block alike) or hotcold (80% of the
+    /// writes to 20% of the blocks).
     #[arg(long, value_enum, default_value = "uniform")]
     pub workload: Workload,
     /// Live data as a fraction of the data zones' physical blocks.
     #[arg(long, default_value_t = 0.8)]
     pub util: f64,
+    /// Garbage collection victim policy: greedy or cost-benefit.
     #[arg(long, value_enum, default_value = "greedy")]
     pub policy: Policy,
     /// Separate hot and cold user data into different zones.
     #[arg(long)]
     pub hot_cold: bool,
+    /// Zones of the in-memory device the volume is formatted on.
     #[arg(long, default_value_t = 160)]
     pub zones: u32,
     /// Blocks (4 KiB) per zone.
@@ -51,6 +57,7 @@ pub struct BenchFtlArgs {
     /// Volume-sized passes measured.
     #[arg(long, default_value_t = 4.0)]
     pub passes: f64,
+    /// Seed of the random overwrites.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Write with Zone Append instead of Zone Write.
@@ -62,6 +69,7 @@ pub struct BenchFtlArgs {
     /// Foreground GC watermark (free zones).
     #[arg(long, default_value_t = 2)]
     pub fg: u32,
+    /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
 }
@@ -195,6 +203,7 @@ pub struct BenchMountArgs {
     /// Comma-separated numbers of zones written since the last checkpoint.
     #[arg(long, default_value = "0,1,2,4")]
     pub zones_written: String,
+    /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
 }

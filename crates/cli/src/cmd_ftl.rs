@@ -17,24 +17,32 @@ use crate::error::{CliError, CliResult};
 pub enum FtlCmd {
     /// Format a block volume on a device image (refuses a device holding data without --force).
     Format {
+        /// Device image file (made by `zonestack device create`).
         path: PathBuf,
         /// Over-provisioning in percent of the data area (space kept for garbage collection).
         #[arg(long, default_value_t = 7.0)]
         op: f64,
+        /// Format even when the device holds data (it is lost).
         #[arg(long)]
         force: bool,
     },
     /// Mount the volume (recovering after a crash), report what recovery did, unmount cleanly.
     Mount {
+        /// Device image file holding a volume (`zonestack ftl format`).
         path: PathBuf,
         #[command(flatten)]
         opts: MountArgs,
     },
     /// Rebuild the mapping read-only and check its invariants; exit 1 if the volume is corrupt.
-    Check { path: PathBuf },
+    Check {
+        /// Device image file holding a volume (`zonestack ftl format`).
+        path: PathBuf,
+    },
     /// Sizes and usage of the volume (read-only).
     Stats {
+        /// Device image file holding a volume (`zonestack ftl format`).
         path: PathBuf,
+        /// Print one JSON object instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -50,14 +58,19 @@ pub enum ModeArg {
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum PolicyArg {
+    /// Collect the zone with the fewest valid blocks.
     Greedy,
+    /// Weigh free space gained against the data's age (LFS cost-benefit).
     CostBenefit,
 }
 
 #[derive(Args, Debug, Clone, Copy)]
 pub struct MountArgs {
+    /// How the volume writes its zones: write (Zone Write) or append (Zone Append).
     #[arg(long, value_enum, default_value = "write")]
     pub write_mode: ModeArg,
+    /// Which zone garbage collection empties next: greedy (fewest valid blocks) or
+    /// cost-benefit (also weighs the data's age).
     #[arg(long, value_enum, default_value = "cost-benefit")]
     pub gc_policy: PolicyArg,
     /// Do not separate hot and cold data.
@@ -88,6 +101,20 @@ impl MountArgs {
 
 fn other(e: impl std::fmt::Display) -> CliError {
     CliError::Other(e.to_string())
+}
+
+/// A volume error in words a user can act on: an image with no volume names the command
+/// that makes one.
+fn volume_error(path: &std::path::Path, e: ftl::FtlError) -> CliError {
+    match e {
+        ftl::FtlError::Checkpoint(ftl::checkpoint::CkptError::NoCheckpoint) => {
+            CliError::Other(format!(
+                "{p} holds no FTL volume (no checkpoint found); make one with `zonestack ftl format {p}`",
+                p = path.display()
+            ))
+        }
+        e => CliError::Other(e.to_string()),
+    }
 }
 
 /// A volume id that differs between formats.
@@ -169,7 +196,9 @@ pub async fn run(cmd: &FtlCmd, out: &mut impl Write) -> CliResult {
             let opts = opts.options();
             let text = with_device(path, |dev| async move {
                 let d: Arc<dyn ZonedDevice> = dev;
-                let (vol, r) = FtlVolume::mount(d, opts).await.map_err(other)?;
+                let (vol, r) = FtlVolume::mount(d, opts)
+                    .await
+                    .map_err(|e| volume_error(path, e))?;
                 vol.unmount().await.map_err(other)?;
                 let mut text = format!(
                     "mounted from checkpoint {}: scanned {} blocks in {} zones, finished {} partly written zones; unmounted cleanly",
@@ -191,7 +220,9 @@ pub async fn run(cmd: &FtlCmd, out: &mut impl Write) -> CliResult {
             let json_out = matches!(cmd, FtlCmd::Stats { json: true, .. });
             let check = matches!(cmd, FtlCmd::Check { .. });
             let text = with_device_mode(path, true, |dev| async move {
-                let layout = ftl::probe(dev.as_ref()).await.map_err(other)?;
+                let layout = ftl::probe(dev.as_ref())
+                    .await
+                    .map_err(|e| volume_error(path, e))?;
                 let rec = ftl::recovery::recover(dev.as_ref(), &layout).await.map_err(|e| CliError::Other(format!("{}: {e}", path.display())))?;
                 let m = &rec.mapping;
                 m.verify().map_err(|e| CliError::Other(format!("{}: corrupt: {e}", path.display())))?;

@@ -63,7 +63,7 @@ fn open_mode(path: &Path, read_only: bool) -> Result<EmuDevice, CliError> {
 /// The image path a device subcommand names.
 pub fn path_of(cmd: &Cmd) -> &Path {
     match cmd {
-        Cmd::Device(DeviceCmd::Info { path, .. }) => path,
+        Cmd::Device(DeviceCmd::Info { path, .. } | DeviceCmd::Restart { path }) => path,
         Cmd::Device(DeviceCmd::Create(a)) => &a.path,
         Cmd::Zone(z) => match z {
             ZoneCmd::Report { path, .. }
@@ -327,10 +327,36 @@ async fn report(
             d.state.short_name().to_ascii_lowercase()
         )?;
     }
+    // The rows keep `blkzone report`'s exact shape (scripts parse it); its two-letter
+    // conditions are explained once, after them.
+    if !r.zones.is_empty() {
+        writeln!(out, "{}", condition_legend())?;
+    }
     Ok(())
 }
 
-async fn manage(dev: &EmuDevice, action: ZoneAction, sel: ZoneSelect) -> CliResult {
+/// One line naming every zone condition of the text report ("zcond: 1(em) empty, ...").
+pub fn condition_legend() -> String {
+    let names: Vec<String> = ZoneState::ALL
+        .iter()
+        .map(|s| {
+            format!(
+                "{}({}) {}",
+                s.nvme_value(),
+                s.short_name().to_ascii_lowercase(),
+                s.name().replace('_', " ")
+            )
+        })
+        .collect();
+    format!("zcond: {}", names.join(", "))
+}
+
+async fn manage(
+    dev: &EmuDevice,
+    action: ZoneAction,
+    sel: ZoneSelect,
+    out: &mut impl Write,
+) -> CliResult {
     let g = dev.geometry();
     let zslba = match sel.zone {
         Some(z) if z >= g.zone_count => {
@@ -342,8 +368,47 @@ async fn manage(dev: &EmuDevice, action: ZoneAction, sel: ZoneSelect) -> CliResu
         Some(z) => g.zone_start(z),
         None => 0,
     };
+    let before = dev
+        .report_zones(0, ReportFilter::All, false, usize::MAX)
+        .await?;
     dev.zone_mgmt(action, zslba, sel.all).await?;
+    let after = dev
+        .report_zones(0, ReportFilter::All, false, usize::MAX)
+        .await?;
+    // Say what changed, so a Select All that selected nothing is not silent.
+    let mut changed = 0u64;
+    for (z, (b, a)) in before.zones.iter().zip(&after.zones).enumerate() {
+        if (b.state, b.wp) != (a.state, a.wp) {
+            changed += 1;
+            writeln!(out, "zone {z}: {} -> {}", b.state.name(), a.state.name())?;
+        }
+    }
+    if sel.all {
+        let selects = match action {
+            ZoneAction::Open => "closed zones",
+            ZoneAction::Close => "open zones",
+            ZoneAction::Finish => "open and closed zones",
+            ZoneAction::Reset => "open, closed and full zones",
+            ZoneAction::Offline => "read-only zones",
+        };
+        writeln!(
+            out,
+            "{} --all: {} changed ({} selects {selects})",
+            action.name(),
+            plural(changed, "zone"),
+            action.name()
+        )?;
+    }
     Ok(())
+}
+
+/// `n` and the noun, in the singular for 1 ("1 zone", "4 zones").
+pub fn plural(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
 }
 
 fn payload(g: &Geometry, blocks: Option<u64>, source: &DataSource) -> Result<Vec<u8>, CliError> {
@@ -491,7 +556,12 @@ async fn fill(dev: &EmuDevice, sel: ZoneSelect, pattern: u8, out: &mut impl Writ
     }
     dev.flush().await?;
     bar.finish_and_clear();
-    writeln!(out, "filled {} zones, {} blocks", targets.len(), total)?;
+    writeln!(
+        out,
+        "filled {}, {}",
+        plural(targets.len() as u64, "zone"),
+        plural(total, "block")
+    )?;
     Ok(())
 }
 
@@ -549,13 +619,23 @@ pub async fn execute(dev: &EmuDevice, cmd: &Cmd, out: &mut impl Write) -> CliRes
             json,
             ..
         }) => report(dev, state.as_deref(), *start, *count, *json, out).await,
-        Cmd::Zone(ZoneCmd::Open { sel, .. }) => manage(dev, ZoneAction::Open, *sel).await,
-        Cmd::Zone(ZoneCmd::Close { sel, .. }) => manage(dev, ZoneAction::Close, *sel).await,
-        Cmd::Zone(ZoneCmd::Finish { sel, .. }) => manage(dev, ZoneAction::Finish, *sel).await,
-        Cmd::Zone(ZoneCmd::Reset { sel, .. }) => manage(dev, ZoneAction::Reset, *sel).await,
-        Cmd::Zone(ZoneCmd::Offline { sel, .. }) => manage(dev, ZoneAction::Offline, *sel).await,
+        Cmd::Zone(ZoneCmd::Open { sel, .. }) => manage(dev, ZoneAction::Open, *sel, out).await,
+        Cmd::Zone(ZoneCmd::Close { sel, .. }) => manage(dev, ZoneAction::Close, *sel, out).await,
+        Cmd::Zone(ZoneCmd::Finish { sel, .. }) => manage(dev, ZoneAction::Finish, *sel, out).await,
+        Cmd::Zone(ZoneCmd::Reset { sel, .. }) => manage(dev, ZoneAction::Reset, *sel, out).await,
+        Cmd::Zone(ZoneCmd::Offline { sel, .. }) => {
+            manage(dev, ZoneAction::Offline, *sel, out).await
+        }
         Cmd::Io(i) => io(dev, i, out).await,
         Cmd::Fault(a) => fault(dev, a),
+        Cmd::Device(DeviceCmd::Restart { .. }) => {
+            dev.restart().map_err(|e| CliError::Other(e.to_string()))?;
+            writeln!(
+                out,
+                "restarted: write cache flushed, open zones closed (Empty if unwritten)"
+            )?;
+            Ok(())
+        }
         Cmd::Flush { .. } => Ok(dev.flush().await?),
         Cmd::PowerLoss { seed, .. } => {
             let cut = dev
@@ -568,7 +648,11 @@ pub async fn execute(dev: &EmuDevice, cmd: &Cmd, out: &mut impl Write) -> CliRes
                     lost - kept
                 )?;
             }
-            writeln!(out, "power loss: {} zones lost unflushed data", cut.len())?;
+            writeln!(
+                out,
+                "power loss: {} lost unflushed data",
+                plural(cut.len() as u64, "zone")
+            )?;
             Ok(())
         }
         Cmd::Device(DeviceCmd::Create(_))

@@ -12,6 +12,10 @@ pub enum CliError {
     Usage(String),
     /// Anything else: a missing or corrupt image, host I/O (exit 1).
     Other(String),
+    /// Stdout's reader went away (`zonestack zone report IMG | head -1`): the command stops
+    /// quietly, as a Unix tool killed by SIGPIPE does, and exits 141 (128 + SIGPIPE), the
+    /// status a shell reports for such a tool.
+    BrokenPipe,
 }
 
 impl CliError {
@@ -19,12 +23,14 @@ impl CliError {
         match self {
             CliError::Device(s) => format!("{s} (status {:#05x})", s.code()),
             CliError::Usage(m) | CliError::Other(m) => m.clone(),
+            CliError::BrokenPipe => "broken pipe".to_string(),
         }
     }
 
     pub fn exit_code(&self) -> u8 {
         match self {
             CliError::Usage(_) => 2,
+            CliError::BrokenPipe => 141,
             _ => 1,
         }
     }
@@ -38,6 +44,9 @@ impl From<NvmeStatus> for CliError {
 
 impl From<std::io::Error> for CliError {
     fn from(e: std::io::Error) -> Self {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            return CliError::BrokenPipe;
+        }
         CliError::Other(e.to_string())
     }
 }

@@ -42,6 +42,7 @@ fn main() -> ExitCode {
     };
     match rt.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e @ CliError::BrokenPipe) => ExitCode::from(e.exit_code()),
         Err(e) => {
             eprintln!("zonestack: {}", e.message());
             ExitCode::from(e.exit_code())

@@ -21,6 +21,14 @@ fn other(e: impl std::fmt::Display) -> CliError {
     CliError::Other(e.to_string())
 }
 
+/// What the quickstart suggests after its tour: the README's first steps.
+const TRY_NEXT: &str = "\
+try next:
+  zonestack device create zns0.img --zones 16
+  zonestack zone open zns0.img --zone 2
+  zonestack zone report zns0.img
+  zonestack --help";
+
 pub async fn run(a: &QuickstartArgs, out: &mut impl Write) -> CliResult {
     let dir = tempfile::Builder::new()
         .prefix("zonestack-quickstart")
@@ -36,12 +44,17 @@ pub async fn run(a: &QuickstartArgs, out: &mut impl Write) -> CliResult {
     let bs = geo.block_size as usize;
     writeln!(
         out,
-        "created {} ({} zones x {} blocks, {} writable, {} B blocks)",
+        "created {} ({} zones x {} blocks, {} writable, {} B blocks){}",
         path.display(),
         geo.zone_count,
         geo.zone_size,
         geo.zone_capacity,
-        bs
+        bs,
+        if a.keep {
+            ""
+        } else {
+            "; the directory is removed at the end (--keep keeps it)"
+        }
     )?;
 
     // Queue depth 8 of Zone Writes per zone, submitted in write-pointer order.
@@ -108,6 +121,10 @@ pub async fn run(a: &QuickstartArgs, out: &mut impl Write) -> CliResult {
     dev.zone_mgmt(ZoneAction::Reset, geo.zone_start(2), false)
         .await?;
     dev.flush().await?;
+    writeln!(
+        out,
+        "finished zone 1 (now full), reset zone 2 (now empty, its data gone), flushed"
+    )?;
 
     // Unflushed writes, then a power cut: the device keeps a prefix of each zone.
     let z6 = geo.zone_start(6);
@@ -126,8 +143,8 @@ pub async fn run(a: &QuickstartArgs, out: &mut impl Write) -> CliResult {
         - z6;
     writeln!(
         out,
-        "power loss: zone 6 kept {kept} of 32 unflushed blocks (8 were FUA-durable); {} zones cut",
-        cut.len()
+        "power loss: zone 6 kept {kept} of 32 unflushed blocks (8 were FUA-durable); {} cut",
+        commands::plural(cut.len() as u64, "zone")
     )?;
 
     commands::print_stats(&dev, out)?;
@@ -161,7 +178,14 @@ pub async fn run(a: &QuickstartArgs, out: &mut impl Write) -> CliResult {
     dev.shutdown().map_err(other)?;
     if a.keep {
         let kept = dir.keep();
-        writeln!(out, "kept {}", kept.display())?;
+        writeln!(out, "\nkept {}", kept.display())?;
+    } else {
+        writeln!(
+            out,
+            "\nremoved {} (run with --keep to keep it)",
+            dir.path().display()
+        )?;
     }
+    writeln!(out, "{TRY_NEXT}")?;
     Ok(())
 }

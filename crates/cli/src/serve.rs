@@ -125,6 +125,15 @@ async fn device_for(
                 )
                 .await
                 .map_err(other)?;
+                // Formatting writes the image: say so rather than doing it silently.
+                return Ok((
+                    dev,
+                    format!(
+                        "{} (it was empty: formatted a new volume, {}% over-provisioning)",
+                        path.display(),
+                        f64::from(op_permille) / 10.0
+                    ),
+                ));
             }
             Ok((dev, path.display().to_string()))
         }

@@ -240,8 +240,9 @@ fn zoned_jobs_on_a_device_image_write_to_the_image() {
         zones[0].contains("wptr 0x0000c0") && zones[0].contains("(fu)"),
         "{report}"
     );
+    // The image stays "powered" between commands: the zone the job left open is open.
     assert!(
-        zones[1].contains("wptr 0x000040") && zones[1].contains("(cl)"),
+        zones[1].contains("wptr 0x000040") && zones[1].contains("(oi)"),
         "{report}"
     );
     assert!(zones[2].contains("zcond: 1(em)"), "{report}");

@@ -213,8 +213,8 @@ fn writes_appends_reads_and_nvme_errors() {
     let zones = report(ps);
     assert_eq!(zones[0]["wp"], 3);
     assert_eq!(
-        zones[0]["state"], "closed",
-        "a one-shot command closes its device cleanly"
+        zones[0]["state"], "implicitly_opened",
+        "a clean close keeps the zone the writes opened open, as a powered drive does"
     );
     assert_eq!(zones[1]["wp"], 20);
     assert_eq!(zones[0]["capacity"], 12);

@@ -5,13 +5,21 @@
 //! Layout (docs/FORMAT.md has the byte tables): a 4096-byte superblock at offset 0, the zone
 //! table (32 bytes per zone) at 4096, the per-block metadata region, then the data region.
 //! Regions start on 1 MiB boundaries so data blocks stay aligned for O_DIRECT-style access.
+//!
+//! Version 2 adds, to each zone entry, the open state the zone had at a clean shutdown (a
+//! drive that stays powered between commands). It only counts when the superblock says the
+//! image was shut down cleanly; an image in use (a killed process) comes back in the restart
+//! form, as a power loss. Version 1 images open unchanged (their entries never hold an open
+//! state) and are written as version 2 from their first open on.
 
 use zns::{Geometry, Lba, ZoneState};
 
 use crate::zones::Zone;
 
 pub const MAGIC: [u8; 8] = *b"ZSTKEMU\0";
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
+/// The oldest format version this build opens.
+pub const OLDEST_VERSION: u32 = 1;
 pub const SUPERBLOCK_BYTES: u64 = 4096;
 pub const ZONE_ENTRY_BYTES: usize = 32;
 const SB_CRC_AT: usize = 124;
@@ -152,7 +160,7 @@ pub fn decode_superblock(b: &[u8]) -> Result<Superblock, ImageError> {
         return Err(ImageError::SuperblockChecksum);
     }
     match get_u32(b, 8) {
-        VERSION => {}
+        OLDEST_VERSION..=VERSION => {}
         v if v > VERSION => return Err(ImageError::NewerVersion(v)),
         v => return Err(ImageError::BadVersion(v)),
     }
@@ -216,11 +224,63 @@ pub fn decode_superblock(b: &[u8]) -> Result<Superblock, ImageError> {
     })
 }
 
+/// The open state a zone had when the device was shut down cleanly (format version 2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenAtShutdown {
+    /// Implicitly Opened or Explicitly Opened.
+    pub state: ZoneState,
+    /// For an Implicitly Opened zone, its rank (from 1) in the order the open zones were
+    /// opened, so the device closes the oldest first when it needs an open slot; 0 for an
+    /// Explicitly Opened zone, which the device never closes by itself.
+    pub order: u32,
+}
+
+/// One zone table entry: the restart form, and the live open state at a clean shutdown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ZoneEntry {
+    /// What the zone is after a power loss at this instant (the restart form).
+    pub zone: Zone,
+    /// The zone's open state, written only at a clean shutdown; it counts only when the
+    /// superblock says the image was shut down cleanly.
+    pub open: Option<OpenAtShutdown>,
+}
+
+impl ZoneEntry {
+    /// The zone as a clean open of the image brings it back: open again if it was open at a
+    /// clean shutdown (every write pointer was durable then), else the restart form.
+    pub fn after_clean_shutdown(&self) -> Zone {
+        match self.open {
+            Some(o) => Zone {
+                state: o.state,
+                opened_seq: u64::from(o.order),
+                ..self.zone
+            },
+            None => self.zone,
+        }
+    }
+}
+
 /// Encodes the persisted form of one zone: its state and durable write pointer.
 pub fn encode_zone(index: u32, zone: &Zone) -> [u8; ZONE_ENTRY_BYTES] {
+    encode_zone_entry(
+        index,
+        &ZoneEntry {
+            zone: *zone,
+            open: None,
+        },
+    )
+}
+
+/// Encodes a whole zone table entry, with the open state at a clean shutdown if any.
+pub fn encode_zone_entry(index: u32, e: &ZoneEntry) -> [u8; ZONE_ENTRY_BYTES] {
+    let zone = &e.zone;
     let mut b = [0u8; ZONE_ENTRY_BYTES];
     b[0] = zone.state.nvme_value();
     b[1] = zone.attributes;
+    if let Some(o) = e.open {
+        b[2] = o.state.nvme_value();
+        put_u32(&mut b, 24, o.order);
+    }
     put_u32(&mut b, 4, index);
     put_u64(&mut b, 8, zone.wp);
     put_u64(&mut b, 16, zone.data_end);
@@ -229,8 +289,13 @@ pub fn encode_zone(index: u32, zone: &Zone) -> [u8; ZONE_ENTRY_BYTES] {
     b
 }
 
-/// Decodes and validates zone entry `index` against the geometry.
+/// Decodes and validates zone entry `index` against the geometry: its restart form.
 pub fn decode_zone(g: &Geometry, index: u32, b: &[u8]) -> Result<Zone, ImageError> {
+    decode_zone_entry(g, index, b).map(|e| e.zone)
+}
+
+/// Decodes and validates zone entry `index`, with the open state at a clean shutdown.
+pub fn decode_zone_entry(g: &Geometry, index: u32, b: &[u8]) -> Result<ZoneEntry, ImageError> {
     let bad = |m: &str| ImageError::ZoneEntry(index, m.to_string());
     if b.len() < ZONE_ENTRY_BYTES {
         return Err(ImageError::Truncated(format!("zone entry {index}")));
@@ -238,9 +303,35 @@ pub fn decode_zone(g: &Geometry, index: u32, b: &[u8]) -> Result<Zone, ImageErro
     if crc32c::crc32c(&b[..28]) != get_u32(b, 28) {
         return Err(bad("checksum mismatch"));
     }
-    if b[2..4].iter().chain(&b[24..28]).any(|x| *x != 0) {
+    if b[3] != 0 {
         return Err(bad("reserved bytes are not zero"));
     }
+    let zone = decode_restart_form(g, index, b)?;
+    let order = get_u32(b, 24);
+    let open = match (b[2], order) {
+        (0, 0) => None,
+        (0, _) => return Err(bad("an open order without an open state")),
+        (v, order) => {
+            let state = ZoneState::from_nvme_value(v)
+                .filter(|s| s.is_open())
+                .ok_or_else(|| bad("unknown open state at shutdown"))?;
+            if !matches!(zone.state, ZoneState::Empty | ZoneState::Closed) {
+                return Err(bad("an open zone's restart form must be Empty or Closed"));
+            }
+            if (state == ZoneState::ImplicitlyOpened) != (order != 0) {
+                return Err(bad(
+                    "an open order is set for exactly the implicitly opened zones",
+                ));
+            }
+            Some(OpenAtShutdown { state, order })
+        }
+    };
+    Ok(ZoneEntry { zone, open })
+}
+
+/// The restart form in bytes 0..24 of a checksummed entry.
+fn decode_restart_form(g: &Geometry, index: u32, b: &[u8]) -> Result<Zone, ImageError> {
+    let bad = |m: &str| ImageError::ZoneEntry(index, m.to_string());
     if get_u32(b, 4) != index {
         return Err(bad("entry is for another zone"));
     }
@@ -367,6 +458,96 @@ mod tests {
         let mut flipped = b;
         flipped[9] ^= 1;
         assert!(decode_zone(&g, 1, &flipped).is_err());
+    }
+
+    #[test]
+    fn open_states_at_shutdown_round_trip_and_validate() {
+        let g = geo();
+        let closed = Zone {
+            state: ZoneState::Closed,
+            wp: 64 + 10,
+            data_end: 74,
+            durable_wp: 74,
+            attributes: 0,
+            opened_seq: 0,
+        };
+        let implicit = ZoneEntry {
+            zone: closed,
+            open: Some(OpenAtShutdown {
+                state: ZoneState::ImplicitlyOpened,
+                order: 2,
+            }),
+        };
+        let b = encode_zone_entry(1, &implicit);
+        assert_eq!(decode_zone_entry(&g, 1, &b), Ok(implicit));
+        // The restart form alone ignores the open state.
+        assert_eq!(decode_zone(&g, 1, &b), Ok(closed));
+        assert_eq!(
+            implicit.after_clean_shutdown().state,
+            ZoneState::ImplicitlyOpened
+        );
+        let bad = [
+            // An explicitly opened zone carries no open order.
+            ZoneEntry {
+                open: Some(OpenAtShutdown {
+                    state: ZoneState::ExplicitlyOpened,
+                    order: 1,
+                }),
+                ..implicit
+            },
+            // An implicitly opened zone carries one.
+            ZoneEntry {
+                open: Some(OpenAtShutdown {
+                    state: ZoneState::ImplicitlyOpened,
+                    order: 0,
+                }),
+                ..implicit
+            },
+            // Only an open state may be recorded.
+            ZoneEntry {
+                open: Some(OpenAtShutdown {
+                    state: ZoneState::Full,
+                    order: 0,
+                }),
+                ..implicit
+            },
+            // A Full zone cannot have been open.
+            ZoneEntry {
+                zone: Zone {
+                    state: ZoneState::Full,
+                    wp: 64 + 48,
+                    data_end: 64 + 48,
+                    durable_wp: 64 + 48,
+                    ..closed
+                },
+                ..implicit
+            },
+        ];
+        for e in bad {
+            assert!(
+                decode_zone_entry(&g, 1, &encode_zone_entry(1, &e)).is_err(),
+                "{e:?} accepted"
+            );
+        }
+    }
+
+    #[test]
+    fn version_1_superblocks_still_decode() {
+        let sb = Superblock {
+            geometry: geo(),
+            volatile_cache: false,
+            clean: true,
+            seed: 3,
+        };
+        let mut b = encode_superblock(&sb);
+        put_u32(&mut b, 8, 1);
+        let crc = crc32c::crc32c(&b[..SB_CRC_AT]);
+        put_u32(&mut b, SB_CRC_AT, crc);
+        assert_eq!(decode_superblock(&b), Ok(sb));
+        put_u32(&mut b, 8, 0);
+        let crc = crc32c::crc32c(&b[..SB_CRC_AT]);
+        put_u32(&mut b, SB_CRC_AT, crc);
+        assert_eq!(decode_superblock(&b), Err(ImageError::BadVersion(0)));
     }
 
     #[test]

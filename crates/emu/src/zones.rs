@@ -63,14 +63,16 @@ impl ZoneTable {
         }
     }
 
-    /// Rebuilds a table from persisted zones (restart rules already applied by the caller).
+    /// Rebuilds a table from persisted zones (restart rules already applied by the caller;
+    /// zones open at a clean shutdown come back open, with `opened_seq` giving their order).
     pub fn from_zones(geo: Geometry, zones: Vec<Zone>) -> ZoneTable {
+        let open_seq = zones.iter().map(|z| z.opened_seq).max().unwrap_or(0);
         let mut t = ZoneTable {
             geo,
             zones,
             nr_open: 0,
             nr_active: 0,
-            open_seq: 0,
+            open_seq,
         };
         t.recount();
         t

@@ -1,5 +1,6 @@
-//! The ZNS conformance kit against the emulator's file backend. Restart is a real clean
-//! shutdown and reopen of the image; power loss cuts power and then kills the process before
+//! The ZNS conformance kit against the emulator's file backend. Restart is a controller
+//! restart followed by a real clean shutdown and reopen of the image (a clean shutdown alone
+//! keeps open zones open, like a drive that stays powered); power loss cuts power and then kills the process before
 //! reopening, so every durability item also proves the image format.
 
 use std::path::PathBuf;
@@ -57,6 +58,9 @@ impl DeviceFactory for FileFactory {
 
     async fn restart(&self, dev: EmuDevice) -> EmuDevice {
         let path = path_of(&dev);
+        if let Err(e) = dev.restart() {
+            panic!("restart failed: {e}");
+        }
         if let Err(e) = dev.shutdown() {
             panic!("shutdown failed: {e}");
         }

@@ -39,6 +39,7 @@ use zns::{
 
 use super::append::AppendQueue;
 use crate::fault::{FaultPlan, FaultState, Verdict};
+use crate::image::{OpenAtShutdown, ZoneEntry};
 use crate::stats::{Op, Stats};
 use crate::store::Store;
 use crate::zones::{Zone, ZoneTable};
@@ -62,8 +63,8 @@ pub(super) struct Core {
     pub(super) faults: FaultState,
     pub(super) stats: Stats,
     pub(super) appends: AppendQueue,
-    /// The restart form of each zone last written to the backend.
-    persisted: Vec<Zone>,
+    /// The entry of each zone last written to the backend.
+    persisted: Vec<ZoneEntry>,
     zero: Vec<u8>,
     /// Set once the device is shut down or killed; commands then fail.
     closed: bool,
@@ -128,6 +129,46 @@ pub(super) fn restart_form(geo: &Geometry, index: u32, z: &Zone) -> Zone {
     p
 }
 
+/// The entry a running device keeps in the image for a zone: its restart form only, so a
+/// process killed at any instant leaves an image that reopens as after a power loss.
+fn running_entry(geo: &Geometry, index: u32, z: &Zone) -> ZoneEntry {
+    ZoneEntry {
+        zone: restart_form(geo, index, z),
+        open: None,
+    }
+}
+
+/// The entries a clean shutdown writes: the restart form plus, for an open zone, its open
+/// state and (Implicitly Opened) its rank in opening order, so the next clean open finds the
+/// zones, and the open and active resources they hold, as they were.
+fn shutdown_entries(geo: &Geometry, zones: &[Zone]) -> Vec<ZoneEntry> {
+    let mut implicit: Vec<(u64, usize)> = zones
+        .iter()
+        .enumerate()
+        .filter(|(_, z)| z.state == ZoneState::ImplicitlyOpened)
+        .map(|(i, z)| (z.opened_seq, i))
+        .collect();
+    implicit.sort_unstable();
+    let mut order = vec![0u32; zones.len()];
+    for (rank, (_, i)) in implicit.iter().enumerate() {
+        if let Some(o) = order.get_mut(*i) {
+            *o = rank as u32 + 1;
+        }
+    }
+    zones
+        .iter()
+        .zip(order)
+        .enumerate()
+        .map(|(i, (z, order))| ZoneEntry {
+            zone: restart_form(geo, i as u32, z),
+            open: z.state.is_open().then_some(OpenAtShutdown {
+                state: z.state,
+                order,
+            }),
+        })
+        .collect()
+}
+
 impl Core {
     pub(super) fn new(
         cfg: EmuConfig,
@@ -137,9 +178,8 @@ impl Core {
         read_only: bool,
     ) -> Core {
         let g = cfg.geometry;
-        let persisted = (0..g.zone_count)
-            .map(|i| restart_form(&g, i, zones.zone(i)))
-            .collect();
+        // A zone that is open now was restored from a clean shutdown's entry, which says so.
+        let persisted = shutdown_entries(&g, zones.zones());
         Core {
             geo: g,
             cfg,
@@ -251,13 +291,17 @@ impl Core {
         Ok(())
     }
 
-    /// Writes a zone's restart form to the backend if it changed.
+    /// Writes a zone's restart form to the backend if its entry changed.
     pub(super) fn persist(&mut self, z: u32) -> NvmeResult<()> {
-        let form = restart_form(&self.geo, z, self.zones.zone(z));
-        if self.persisted[z as usize] != form {
-            let r = self.store.persist_zone(z, &form);
+        let entry = running_entry(&self.geo, z, self.zones.zone(z));
+        self.persist_entry(z, entry)
+    }
+
+    fn persist_entry(&mut self, z: u32, entry: ZoneEntry) -> NvmeResult<()> {
+        if self.persisted[z as usize] != entry {
+            let r = self.store.persist_zone(z, &entry);
             r.map_err(|e| self.host_fault(HostOp::ZoneTable, e))?;
-            self.persisted[z as usize] = form;
+            self.persisted[z as usize] = entry;
         }
         Ok(())
     }
@@ -314,9 +358,12 @@ impl Core {
         Ok(())
     }
 
-    /// Clean shutdown: restart form persisted, image marked clean, device closed. Idempotent.
-    /// A read-only device writes nothing; one that failed on a host error writes nothing and
-    /// says why (its image is then as after a process kill).
+    /// Clean shutdown: the cache flushed, every zone's entry written with its open state (a
+    /// drive that stays powered: the next clean open finds open zones open), image marked
+    /// clean, device closed. Idempotent. The entries are written, and synced, before the
+    /// superblock says clean, so a kill in between leaves an image in use, which reopens in
+    /// the restart form. A read-only device writes nothing; one that failed on a host error
+    /// writes nothing and says why (its image is then as after a process kill).
     pub(super) fn shutdown(&mut self) -> Result<(), EmuError> {
         if self.closed {
             return Ok(());
@@ -325,7 +372,14 @@ impl Core {
             self.closed = true;
             return self.refuse_if_failed();
         }
-        self.restart()?;
+        self.drain_appends();
+        self.zones.flush();
+        let entries = shutdown_entries(&self.geo, self.zones.zones());
+        for (z, entry) in entries.into_iter().enumerate() {
+            self.persist_entry(z as u32, entry)
+                .map_err(|s| self.lifecycle_err(s))?;
+        }
+        self.sync().map_err(|s| self.lifecycle_err(s))?;
         let r = self.store.set_clean(true);
         r.map_err(|e| self.host_fault(HostOp::Superblock, e))
             .map_err(|s| self.lifecycle_err(s))?;

@@ -2,9 +2,15 @@
 //! clean shutdown and process kill.
 //!
 //! Fault model: a process kill of a file-backed device (`kill`) keeps exactly what was
-//! durable: the image's zone table only ever records durable write pointers (the restart
-//! form, see `core::restart_form`). A power loss keeps a random prefix of each zone's
-//! unflushed data, drawn from a seed, and is persisted like a restart.
+//! durable: while the device runs, the image's zone table only records durable write
+//! pointers (the restart form, see `core::restart_form`) and its superblock says "in use", so
+//! the next open applies the restart rule, as after a power loss. A power loss keeps a random
+//! prefix of each zone's unflushed data, drawn from a seed, and is persisted like a restart.
+//!
+//! Between commands the image behaves like a drive that stays powered: a clean shutdown
+//! flushes, records each open zone's open state in its entry and marks the image clean, and
+//! the next open of a clean image brings those zones back open (with the open and active
+//! resources they hold). A restart or power loss happens only when asked for.
 
 use std::path::Path;
 
@@ -13,8 +19,9 @@ use zns::{Geometry, Lba, ZoneState};
 
 use super::core::Core;
 use super::EmuDevice;
+use crate::image::{ImageError, Superblock, ZoneEntry};
 use crate::store::{FileStore, MemStore, Store};
-use crate::zones::ZoneTable;
+use crate::zones::{Zone, ZoneTable};
 use crate::{EmuConfig, EmuError};
 
 impl EmuDevice {
@@ -38,7 +45,7 @@ impl EmuDevice {
     /// Creates a file image at `path`. An existing file is refused unless `force`.
     pub fn create_file(path: &Path, cfg: EmuConfig, force: bool) -> Result<EmuDevice, EmuError> {
         cfg.geometry.validate()?;
-        let sb = crate::image::Superblock {
+        let sb = Superblock {
             geometry: cfg.geometry,
             volatile_cache: cfg.volatile_cache,
             clean: false,
@@ -54,10 +61,12 @@ impl EmuDevice {
         ))
     }
 
-    /// Opens an existing image. Its zones come back by the restart rule (item 37).
+    /// Opens an existing image. After a clean shutdown its zones come back as they were,
+    /// open ones open; after a process kill they come back by the restart rule (item 37).
     pub fn open_file(path: &Path, host_sync: bool) -> Result<EmuDevice, EmuError> {
-        let (mut store, zones) = FileStore::open(path, host_sync)?;
+        let (mut store, entries) = FileStore::open(path, host_sync)?;
         let sb = store.superblock();
+        let zones = zones_at_open(&sb, &entries)?;
         store.set_clean(false)?;
         let cfg = EmuConfig {
             geometry: sb.geometry,
@@ -81,8 +90,9 @@ impl EmuDevice {
     /// Namespace is Write Protected, and power loss, restart and zone faults are refused.
     /// Nothing is ever written to the image, not even at shutdown.
     pub fn open_file_read_only(path: &Path) -> Result<EmuDevice, EmuError> {
-        let (store, zones) = FileStore::open_read_only(path)?;
+        let (store, entries) = FileStore::open_read_only(path)?;
         let sb = store.superblock();
+        let zones = zones_at_open(&sb, &entries)?;
         let cfg = EmuConfig {
             geometry: sb.geometry,
             volatile_cache: sb.volatile_cache,
@@ -168,7 +178,8 @@ impl EmuDevice {
     }
 
     /// Clean controller shutdown and restart, in place: the cache is flushed and open zones
-    /// come back Closed (Empty if unwritten), as item 37 requires.
+    /// come back Closed (Empty if unwritten), as item 37 requires. Persisted, so the next
+    /// open of the image finds them so too.
     pub fn restart(&self) -> Result<(), EmuError> {
         let mut c = self.core.lock();
         c.restart()?;
@@ -176,8 +187,9 @@ impl EmuDevice {
         Ok(())
     }
 
-    /// Clean shutdown: flush, persist every zone, mark the image clean. Idempotent; also run
-    /// when the device is dropped. A read-only device writes nothing. A device that failed
+    /// Clean shutdown: flush, persist every zone with its open state, mark the image clean
+    /// (the next open finds the zones as they are now). Idempotent; also run when the device
+    /// is dropped. A read-only device writes nothing. A device that failed
     /// on a host I/O error writes nothing either, and returns that error (its image is then
     /// as after a process kill at the failure).
     pub fn shutdown(&self) -> Result<(), EmuError> {
@@ -197,6 +209,32 @@ impl Drop for EmuDevice {
         // then simply comes back as after a power loss at the last durable point.
         let _ = self.shutdown();
     }
+}
+
+/// The zones an open of an image starts from: as they were at a clean shutdown, or the
+/// restart form (a power loss) when the image was in use, that is, its process was killed.
+/// Open zones beyond the device's open or active limits mean a corrupt image.
+fn zones_at_open(sb: &Superblock, entries: &[ZoneEntry]) -> Result<Vec<Zone>, EmuError> {
+    if !sb.clean {
+        return Ok(entries.iter().map(|e| e.zone).collect());
+    }
+    let zones: Vec<Zone> = entries
+        .iter()
+        .map(ZoneEntry::after_clean_shutdown)
+        .collect();
+    let g = &sb.geometry;
+    let open = zones.iter().filter(|z| z.state.is_open()).count() as u64;
+    let active = zones.iter().filter(|z| z.state.is_active()).count() as u64;
+    let over = |n: u64, limit: u32| limit != 0 && n > u64::from(limit);
+    if over(open, g.max_open) || over(active, g.max_active) {
+        return Err(ImageError::BadGeometry(format!(
+            "the zone table holds {open} open and {active} active zones, more than the \
+             device's limits ({} open, {} active)",
+            g.max_open, g.max_active
+        ))
+        .into());
+    }
+    Ok(zones)
 }
 
 /// The name of the first geometry field in which `a` and `b` differ.

@@ -15,8 +15,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use super::Store;
-use crate::image::{self, Layout, Superblock};
-use crate::zones::Zone;
+use crate::image::{self, Layout, Superblock, ZoneEntry};
 use crate::EmuError;
 
 /// Linux's ENOSPC (the same number on the BSDs and macOS).
@@ -137,13 +136,13 @@ impl FileStore {
 
     /// Opens an existing image for reading and writing (exclusive lock) and reads its zone
     /// table.
-    pub fn open(path: &Path, host_sync: bool) -> Result<(FileStore, Vec<Zone>), EmuError> {
+    pub fn open(path: &Path, host_sync: bool) -> Result<(FileStore, Vec<ZoneEntry>), EmuError> {
         Self::open_mode(path, host_sync, false)
     }
 
     /// Opens an existing image O_RDONLY (shared lock): for a read-only file or mount, or a
     /// command that only reads. Every write is refused.
-    pub fn open_read_only(path: &Path) -> Result<(FileStore, Vec<Zone>), EmuError> {
+    pub fn open_read_only(path: &Path) -> Result<(FileStore, Vec<ZoneEntry>), EmuError> {
         Self::open_mode(path, false, true)
     }
 
@@ -151,7 +150,7 @@ impl FileStore {
         path: &Path,
         host_sync: bool,
         read_only: bool,
-    ) -> Result<(FileStore, Vec<Zone>), EmuError> {
+    ) -> Result<(FileStore, Vec<ZoneEntry>), EmuError> {
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(!read_only)
@@ -178,7 +177,7 @@ impl FileStore {
         let zones = table
             .chunks_exact(image::ZONE_ENTRY_BYTES)
             .enumerate()
-            .map(|(i, b)| image::decode_zone(&g, i as u32, b))
+            .map(|(i, b)| image::decode_zone_entry(&g, i as u32, b))
             .collect::<Result<Vec<_>, _>>()?;
         let store = FileStore {
             file,
@@ -262,9 +261,9 @@ impl Store for FileStore {
         // Stale bytes above the write pointer are never read back, so nothing needs erasing.
         Ok(())
     }
-    fn persist_zone(&mut self, index: u32, zone: &Zone) -> io::Result<()> {
+    fn persist_zone(&mut self, index: u32, entry: &ZoneEntry) -> io::Result<()> {
         let at = self.layout.table_offset + u64::from(index) * image::ZONE_ENTRY_BYTES as u64;
-        self.write_at(&image::encode_zone(index, zone), at, false)
+        self.write_at(&image::encode_zone_entry(index, entry), at, false)
     }
     fn set_clean(&mut self, clean: bool) -> io::Result<()> {
         self.superblock.clean = clean;

@@ -12,7 +12,7 @@ use std::io;
 
 pub use file::{describe_io_error, FileStore};
 
-use crate::zones::Zone;
+use crate::image::ZoneEntry;
 
 /// Where a device keeps its bytes.
 pub trait Store: Send {
@@ -22,8 +22,9 @@ pub trait Store: Send {
     fn write_meta(&mut self, offset: u64, data: &[u8]) -> io::Result<()>;
     /// The zone's data may be dropped (after a reset).
     fn discard(&mut self, data: (u64, u64), meta: (u64, u64)) -> io::Result<()>;
-    /// Persists the restart form of zone `index`.
-    fn persist_zone(&mut self, index: u32, zone: &Zone) -> io::Result<()>;
+    /// Persists the entry of zone `index`: its restart form, and its open state when written
+    /// at a clean shutdown.
+    fn persist_zone(&mut self, index: u32, entry: &ZoneEntry) -> io::Result<()>;
     /// Records a clean shutdown (true) or that the image is in use (false).
     fn set_clean(&mut self, clean: bool) -> io::Result<()>;
     /// Pushes everything to stable host storage when the device is configured to.
@@ -158,7 +159,7 @@ impl Store for MemStore {
         // FTL resets zones continuously). Memory use is bounded by the high-water mark.
         Ok(())
     }
-    fn persist_zone(&mut self, _index: u32, _zone: &Zone) -> io::Result<()> {
+    fn persist_zone(&mut self, _index: u32, _entry: &ZoneEntry) -> io::Result<()> {
         Ok(())
     }
     fn set_clean(&mut self, _clean: bool) -> io::Result<()> {
