@@ -80,6 +80,9 @@ pub struct JobSpec {
     pub group_reporting: bool,
     /// The job waits for every earlier job to finish (`stonewall` or `new_group`).
     pub stonewall: bool,
+    /// fio's `filename`: kept so the runner can say that it does not open it (jobs run on the
+    /// emulated device, or on `--device IMAGE`).
+    pub filename: Option<String>,
 }
 
 impl JobSpec {
@@ -107,6 +110,7 @@ impl JobSpec {
             distribution: Distribution::Random,
             group_reporting: false,
             stonewall: false,
+            filename: None,
         }
     }
 }
@@ -276,8 +280,10 @@ fn apply(s: &mut JobSpec, key: &str, value: Option<&str>, line: usize) -> Result
             s.stonewall = flag(value).ok_or(bad("expected 0 or 1"))?
         }
         // Accepted so that job files written for a real drive run unchanged; the emulated
-        // device has no engine, file or page cache to choose.
-        "ioengine" | "filename" | "direct" | "thread" | "description" => {}
+        // device has no engine or page cache to choose. `filename` is kept: the runner says
+        // it does not open it.
+        "filename" => s.filename = Some(v.to_string()),
+        "ioengine" | "direct" | "thread" | "description" => {}
         _ => {
             return Err(ParseError::Unsupported {
                 option: key.to_string(),
@@ -435,6 +441,7 @@ mod tests {
         .expect("parses");
         let j = &jobs[0];
         assert_eq!(j.name, "x");
+        assert_eq!(j.filename.as_deref(), Some("/dev/nvme0n2"));
         assert_eq!(j.rw, Rw::RandRw);
         assert_eq!((j.block_bytes, j.iodepth, j.numjobs), (1 << 20, 8, 2));
         assert_eq!(

@@ -186,10 +186,23 @@ pub async fn run(a: &BenchFtlArgs, out: &mut impl Write) -> CliResult {
     if a.json {
         writeln!(out, "{v}")?;
     } else {
+        let workload = match a.workload {
+            Workload::Uniform => "uniform",
+            Workload::Hotcold => "hot/cold (80% of writes to 20% of blocks)",
+        };
+        let policy = match a.policy {
+            Policy::Greedy => "greedy",
+            Policy::CostBenefit => "cost-benefit",
+        };
+        let separation = if a.hot_cold {
+            "hot and cold data in separate zones"
+        } else {
+            "one user stream"
+        };
         writeln!(
             out,
-            "{:?} 4 KiB overwrites, {:?} victims, hot/cold {}: utilisation {:.3}, WA {:.3} over {} writes ({:.0} writes/s)",
-            a.workload, a.policy, a.hot_cold, util, wa, writes, writes as f64 / secs
+            "{workload} 4 KiB overwrites, {policy} victims, {separation}: utilisation {util:.3}, WA {wa:.3} over {writes} writes ({:.0} writes/s)",
+            writes as f64 / secs
         )?;
     }
     Ok(())
@@ -268,10 +281,11 @@ pub async fn run_mount(a: &BenchMountArgs, out: &mut impl Write) -> CliResult {
         if !a.json {
             writeln!(
                 out,
-                "{:.1} GiB volume, {k} zones written since the checkpoint: scanned {} blocks in {} zones, mount {:.0} ms",
+                "{:.1} GiB volume, {} written since the checkpoint: scanned {} in {}, mount {:.0} ms",
                 (n * 4096) as f64 / (1u64 << 30) as f64,
-                report.scanned_blocks,
-                report.scanned_zones,
+                crate::commands::plural(k as u64, "zone"),
+                crate::commands::plural(report.scanned_blocks, "block"),
+                crate::commands::plural(u64::from(report.scanned_zones), "zone"),
                 ms
             )?;
         }

@@ -88,6 +88,20 @@ pub fn run(a: &BenchJobArgs, out: &mut impl Write) -> CliResult {
         .map_err(|e| CliError::Usage(format!("cannot read {}: {e}", a.jobfile.display())))?;
     let specs = bench::jobfile::parse(&text)
         .map_err(|e| CliError::Usage(format!("{}: {e}", a.jobfile.display())))?;
+    // A job file written for a real drive names it; say that it is not what runs.
+    for s in &specs {
+        if let Some(f) = &s.filename {
+            eprintln!(
+                "zonestack: job '{}': filename={f} is not opened; the job runs on {}",
+                s.name,
+                a.device
+                    .as_ref()
+                    .map_or("a fresh emulated device".to_string(), |d| d
+                        .display()
+                        .to_string())
+            );
+        }
+    }
     let volume = match a.target.as_str() {
         "zns" => bench::fio::Volume::Zns,
         "ftl" => bench::fio::Volume::Ftl { op_percent: a.op },
@@ -139,6 +153,7 @@ pub fn run(a: &BenchJobArgs, out: &mut impl Write) -> CliResult {
     let results = results?;
     if let Some(path) = &a.plot {
         crate::plot::jobs(path, &results)?;
+        eprintln!("zonestack: wrote the plot to {}", path.display());
     }
     if json {
         let v = bench::fio::to_json(&results);

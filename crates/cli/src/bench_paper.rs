@@ -163,8 +163,8 @@ pub async fn run(a: &BenchPaperArgs, out: &mut impl Write) -> CliResult {
     let worst = rows.iter().map(|r| r.diff_pct.abs()).fold(0.0, f64::max);
     writeln!(
         out,
-        "{} figures on the zn540 timing profile in virtual time, {} MiB per point, seed {}; largest difference {worst:.2}%",
-        rows.len(),
+        "{} on the zn540 timing profile in virtual time, {} MiB per point, seed {}; largest difference {worst:.2}%",
+        crate::commands::plural(rows.len() as u64, "figure"),
         a.size >> 20,
         a.seed
     )?;

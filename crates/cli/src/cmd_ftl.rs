@@ -10,7 +10,7 @@ use ftl::{FormatOptions, FtlVolume, MountOptions, VictimPolicy, WriteMode};
 use serde_json::json;
 use zns::ZonedDevice;
 
-use crate::commands;
+use crate::commands::{self, plural};
 use crate::error::{CliError, CliResult};
 
 #[derive(Subcommand, Debug)]
@@ -201,11 +201,17 @@ pub async fn run(cmd: &FtlCmd, out: &mut impl Write) -> CliResult {
                     .map_err(|e| volume_error(path, e))?;
                 vol.unmount().await.map_err(other)?;
                 let mut text = format!(
-                    "mounted from checkpoint {}: scanned {} blocks in {} zones, finished {} partly written zones; unmounted cleanly",
-                    r.checkpoint_number, r.scanned_blocks, r.scanned_zones, r.finished_partial_zones
+                    "mounted from checkpoint {}: scanned {} in {}, finished {} partly written; unmounted cleanly",
+                    r.checkpoint_number,
+                    plural(r.scanned_blocks, "block"),
+                    plural(u64::from(r.scanned_zones), "zone"),
+                    plural(u64::from(r.finished_partial_zones), "zone")
                 );
                 if r.retired_zones > 0 {
-                    text += &format!("\n{} data zones retired by the device (read only or offline)", r.retired_zones);
+                    text += &format!(
+                        "\n{} retired by the device (read only or offline)",
+                        plural(u64::from(r.retired_zones), "data zone")
+                    );
                 }
                 if !r.lost_ranges.is_empty() {
                     text += &format!("\ndata lost in offline zones, LBA ranges: {}", format_ranges(&r.lost_ranges));

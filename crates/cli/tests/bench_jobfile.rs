@@ -126,6 +126,26 @@ fn text_report_names_the_job_and_its_bandwidth() {
     assert!(text.contains("MiB/s") && text.contains("p99.9="), "{text}");
 }
 
+/// Regression: a job file's `filename=` was silently ignored, so a job written for a real drive
+/// seemed to run on it.
+#[test]
+fn a_job_files_filename_is_named_as_not_opened() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = job_file(
+        &dir,
+        "[seq]\nzonemode=zbd\nrw=write\nsize=8m\nfilename=/dev/nvme0n2\n",
+    );
+    let out = zonestack(&["bench", &path]);
+    assert_eq!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "filename=/dev/nvme0n2 is not opened; the job runs on a fresh emulated device"
+        ),
+        "{err}"
+    );
+}
+
 #[test]
 fn plot_writes_a_png_or_names_the_missing_font_package() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -141,6 +161,12 @@ fn plot_writes_a_png_or_names_the_missing_font_package() {
         );
         let bytes = std::fs::read(&png).expect("the plot exists");
         assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"));
+        // It says where it wrote.
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("wrote the plot to {}", png.display())),
+            "{err}"
+        );
     } else {
         assert_eq!(out.status.code(), Some(1));
         assert!(String::from_utf8_lossy(&out.stderr).contains("fonts-dejavu-core"));

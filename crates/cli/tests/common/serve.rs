@@ -25,7 +25,13 @@ impl Served {
         while !started.contains("nbd") {
             let mut line = String::new();
             if stdout.read_line(&mut line).expect("read stdout") == 0 {
-                break;
+                // The server ended before it listened: say why.
+                let out = child.wait_with_output().expect("wait for zonestack serve");
+                panic!(
+                    "zonestack {args:?} ended before listening ({}); stdout {started:?}, stderr: {}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr)
+                );
             }
             started.push_str(&line);
         }
