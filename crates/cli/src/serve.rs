@@ -168,12 +168,24 @@ async fn device_for(
     }
 }
 
-async fn signalled() {
+/// Installs the SIGINT and SIGTERM handlers now (so a signal sent as soon as the server says it
+/// listens is not the default kill) and returns the future that ends at the first of them.
+fn signalled() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{signal, SignalKind};
-    match (
+    let handlers = (
         signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),
-    ) {
+    );
+    async move { wait_for(handlers).await }
+}
+
+async fn wait_for(
+    handlers: (
+        std::io::Result<tokio::signal::unix::Signal>,
+        std::io::Result<tokio::signal::unix::Signal>,
+    ),
+) {
+    match handlers {
         (Ok(mut i), Ok(mut t)) => {
             let name = tokio::select! {
                 _ = i.recv() => "SIGINT",
@@ -277,6 +289,9 @@ pub async fn run(a: &ServeArgs, out: &mut impl Write) -> CliResult {
         g.max_open,
         g.max_active
     );
+    // Regression: the handlers were installed only once serving began, after the URI was
+    // printed, so a SIGTERM sent right after it killed the server without a checkpoint.
+    let stop = signalled();
     writeln!(
         out,
         "serving {size} FTL volume on {what} (recovery scanned {} blocks)\n{}",
@@ -284,7 +299,7 @@ pub async fn run(a: &ServeArgs, out: &mut impl Write) -> CliResult {
         server.local_uri()
     )?;
     out.flush()?;
-    let served = server.serve_until(signalled()).await;
+    let served = server.serve_until(stop).await;
     info!("NBD server stopped: flushing and checkpointing the volume");
     let mut problems = Vec::new();
     if let Err(e) = served {
