@@ -165,6 +165,23 @@ pub struct FaultyZoned<D> {
     st: Mutex<State>,
 }
 
+/// A command admitted and not yet ended; dropping it (completion, or the caller giving the
+/// command up) takes it out of the in-flight count of its power epoch.
+struct InFlight<'a> {
+    st: &'a Mutex<State>,
+    epoch: u64,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let mut st = self.st.lock();
+        // A cut already emptied the count of an older epoch.
+        if st.epoch == self.epoch {
+            st.in_flight = st.in_flight.saturating_sub(1);
+        }
+    }
+}
+
 /// The verdict on one command before it reaches the device.
 enum Pass {
     Go {
@@ -386,9 +403,7 @@ impl<D: ZonedDevice> FaultyZoned<D> {
         r: NvmeResult<T>,
     ) -> NvmeResult<T> {
         let mut st = self.st.lock();
-        if st.epoch == epoch {
-            st.in_flight = st.in_flight.saturating_sub(1);
-        } else {
+        if st.epoch != epoch {
             st.counters.aborted_by_cut += 1;
             return Err(NvmeStatus::AbortedPowerLoss);
         }
@@ -407,6 +422,11 @@ impl<D: ZonedDevice> FaultyZoned<D> {
         let (epoch, after) = match self.admit(kind) {
             Pass::Fail(s) => return Err(s),
             Pass::Go { epoch, after } => (epoch, after),
+        };
+        // Counted in flight until it completes or its caller drops it.
+        let _in_flight = InFlight {
+            st: &self.st,
+            epoch,
         };
         if !self.reach_device(epoch).await {
             return self.complete(epoch, None, Err(NvmeStatus::AbortedPowerLoss));
