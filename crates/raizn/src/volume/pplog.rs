@@ -47,6 +47,9 @@ pub(crate) struct PpLog {
     pub index: HashMap<(u32, u64), PpEntry>,
 }
 
+/// The newest record of every (logical zone, stripe) of every member's log, at open.
+pub(super) type Loaded = Vec<HashMap<(u32, u64), PpRecord>>;
+
 /// A record in memory: what collection and open carry from one zone to the other.
 #[derive(Clone, Debug)]
 pub(crate) struct PpRecord {
@@ -82,7 +85,7 @@ impl RaiznVolume {
     /// are written (`data`/`meta`: the XOR of its units, `min(su, end)` blocks).
     pub(super) async fn log_partial_parity(&self, mut rec: PpRecord) -> NvmeResult<()> {
         let member = self.layout.parity_member(rec.stripe);
-        if self.state.lock().failed == Some(member) {
+        if self.state.lock().health.failed == Some(member) {
             // The parity member is gone; every data unit of the stripe is on a survivor.
             return Ok(());
         }
@@ -400,14 +403,13 @@ impl RaiznVolume {
 }
 
 impl RaiznVolume {
-    /// Opens every member's log after the zones are recovered: the newest record of every
-    /// stripe from the log and swap zones (a collection may have been cut short), replaced
-    /// by a fresh one computed from the data wherever every data unit is readable; then
-    /// every log is rewritten compactly, which also drops a torn tail.
-    pub(super) async fn open_logs(&self) -> Result<(), (usize, NvmeStatus)> {
+    /// Reads every surviving member's log before the zones are recovered: the newest
+    /// record of every stripe from the log and swap zones (a collection may have been cut
+    /// short). Recovery caps a failed member's units at what these records cover.
+    pub(super) async fn load_logs(&self) -> Result<Loaded, (usize, NvmeStatus)> {
         let n = self.layout.members();
-        let failed = self.state.lock().failed;
-        let mut loaded: Vec<HashMap<(u32, u64), PpRecord>> = Vec::new();
+        let failed = self.state.lock().health.failed;
+        let mut loaded: Loaded = Vec::new();
         for m in 0..n {
             let mut newest: HashMap<(u32, u64), PpRecord> = HashMap::new();
             let mut max_seq = 0;
@@ -427,6 +429,16 @@ impl RaiznVolume {
             }
             loaded.push(newest);
         }
+        Ok(loaded)
+    }
+
+    /// Opens every member's log after the zones are recovered: the loaded record of every
+    /// incomplete stripe is replaced by a fresh one computed from the data wherever every
+    /// data unit is readable; then every log is rewritten compactly, which also drops a
+    /// torn tail.
+    pub(super) async fn finish_logs(&self, loaded: Loaded) -> Result<(), (usize, NvmeStatus)> {
+        let n = self.layout.members();
+        let failed = self.state.lock().health.failed;
         let mut keep: Vec<Vec<PpRecord>> = vec![Vec::new(); n];
         for zone in 0..self.geo.zone_count {
             if let Some((pm, rec)) = self.open_record(zone, failed, &loaded).await {
@@ -455,7 +467,7 @@ impl RaiznVolume {
         &self,
         zone: u32,
         failed: Option<usize>,
-        loaded: &[HashMap<(u32, u64), PpRecord>],
+        loaded: &Loaded,
     ) -> Option<(usize, PpRecord)> {
         let l = self.layout;
         let (su, sdb) = (l.su_blocks(), l.stripe_data_blocks());
