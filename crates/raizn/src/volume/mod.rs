@@ -214,6 +214,11 @@ impl RaiznVolume {
             self.members_mgmt(ZoneAction::Open, zone).await?;
             self.members_mgmt(ZoneAction::Close, zone).await?;
         }
+        if action == ZoneAction::Reset && tell_members {
+            // The zone's records go from the logs before its member zones are reset: a
+            // record that outlived the reset would rebuild old data into the new zone.
+            self.purge_zone_records(zone).await?;
+        }
         if tell_members {
             match action {
                 ZoneAction::Finish => self.finish_members(zone, &mut zio).await?,
@@ -226,12 +231,6 @@ impl RaiznVolume {
             ZoneAction::Close | ZoneAction::Finish | ZoneAction::Reset
         ) {
             zio.buffer = None;
-        }
-        if action == ZoneAction::Reset && tell_members {
-            // The zone's records are stale now; never reconstruct from them.
-            for log in &self.pp {
-                log.lock().await.index.retain(|(z, _), _| *z != zone);
-            }
         }
         let mut st = self.state.lock();
         st.table.apply_action(action, zone)?;

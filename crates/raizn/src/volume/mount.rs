@@ -193,8 +193,8 @@ impl RaiznVolume {
             what: "opening the partial-parity log",
             status,
         };
-        let loaded = vol.load_logs().await.map_err(log_err)?;
-        vol.recover(&loaded).await?;
+        let mut loaded = vol.load_logs().await.map_err(log_err)?;
+        vol.recover(&mut loaded).await?;
         vol.finish_logs(loaded).await.map_err(log_err)?;
         if let Some(f) = failed {
             vol.persist_health()
@@ -207,7 +207,7 @@ impl RaiznVolume {
     /// Derives every logical zone from its member zones and repairs what a power loss left
     /// half done: missing parity of complete stripes, a finish or a reset that reached only
     /// some members. A failed member's zones are not asked; `failed_member_wp` stands in.
-    async fn recover(&self, loaded: &Loaded) -> Result<(), RaiznError> {
+    async fn recover(&self, loaded: &mut Loaded) -> Result<(), RaiznError> {
         let failed = self.state.lock().health.failed;
         let mut all = Vec::new();
         for (i, dev) in self.members.iter().enumerate() {
@@ -258,7 +258,7 @@ impl RaiznVolume {
         &self,
         zone: u32,
         descs: &[Option<ZoneDescriptor>],
-        loaded: &Loaded,
+        loaded: &mut Loaded,
     ) -> Result<LogicalZone, RaiznError> {
         let l = self.layout;
         let cap = self.geo.zone_capacity;
@@ -269,12 +269,15 @@ impl RaiznVolume {
             .map(|d| d.map(|d| d.wp - d.start).unwrap_or(0))
             .collect();
         let mut cap_wp = cap;
+        // Blocks the failed member may be counted for (rebuilt from parity or a record).
+        let mut failed_blocks = 0;
         if let Some(f) = descs.iter().position(|d| d.is_none()) {
             let (cover, limit) = self.failed_member_wp(zone, f, &wps, loaded);
             if let Some(w) = wps.get_mut(f) {
                 *w = cover;
             }
             cap_wp = limit;
+            failed_blocks = cover;
         }
         let readable = l.readable_prefix(&wps).min(cap_wp);
         let lz = |state, wp| LogicalZone {
@@ -295,7 +298,9 @@ impl RaiznVolume {
         {
             return Ok(lz(ZoneState::ReadOnly, readable));
         }
-        if live.iter().all(|d| d.state == ZoneState::Empty) {
+        // Survivors all Empty while the failed member's units of the first stripe are
+        // covered by a record: the zone holds data only the record can rebuild.
+        if live.iter().all(|d| d.state == ZoneState::Empty) && failed_blocks == 0 {
             return Ok(lz(ZoneState::Empty, 0));
         }
         if live.iter().all(|d| d.state == ZoneState::Full) {
@@ -305,7 +310,7 @@ impl RaiznVolume {
         // filled their zones by writing. (A Finish cut short by a power loss looks the same
         // and comes back Closed at its readable prefix; docs/DESIGN.md.)
         let prefix = readable;
-        if live.iter().all(|d| d.wp == d.start) {
+        if live.iter().all(|d| d.wp == d.start) && failed_blocks == 0 {
             // No data, some member zone Closed: the zone was closed without data.
             return Ok(lz(ZoneState::Closed, 0));
         }
@@ -324,10 +329,18 @@ impl RaiznVolume {
     /// is on its member (rebuilt from the parity), then the part of the incomplete stripe's
     /// unit the newest partial-parity record covers, provided every other data unit holds
     /// what that record was computed from. Nothing beyond: those blocks cannot be rebuilt.
+    /// The newest such record is left first in `loaded` (newer unusable ones dropped) for
+    /// the log's reopening; none is left when none is usable.
     /// Returns that member write pointer and a cap on the logical write pointer: a stripe
     /// rebuilt from a record stays incomplete (at most the record's end), since its parity
     /// unit is not on the members.
-    fn failed_member_wp(&self, zone: u32, f: usize, wps: &[u64], loaded: &Loaded) -> (u64, u64) {
+    fn failed_member_wp(
+        &self,
+        zone: u32,
+        f: usize,
+        wps: &[u64],
+        loaded: &mut Loaded,
+    ) -> (u64, u64) {
         let l = self.layout;
         let (su, sdb) = (l.su_blocks(), l.stripe_data_blocks());
         let cap = self.geo.zone_capacity;
@@ -346,16 +359,20 @@ impl RaiznVolume {
             if data_full && have(pm) >= (s + 1) * su {
                 continue;
             }
-            let Some(rec) = loaded.get(pm).and_then(|r| r.get(&(zone, s))) else {
+            let Some(records) = loaded.get_mut(pm).and_then(|r| r.get_mut(&(zone, s))) else {
                 return (s * su, cap);
             };
-            let consistent = (0..l.data_units()).filter(|k| *k != kf).all(|k| {
-                let need = rec.end.saturating_sub(k * su).min(su);
-                have(l.data_member(s, k)) >= s * su + need
-            });
-            if !consistent {
+            let consistent = |end: u64| {
+                (0..l.data_units()).filter(|k| *k != kf).all(|k| {
+                    let need = end.saturating_sub(k * su).min(su);
+                    have(l.data_member(s, k)) >= s * su + need
+                })
+            };
+            let usable = records.iter().position(|r| consistent(r.end));
+            records.drain(..usable.unwrap_or(records.len()));
+            let Some(rec) = records.first() else {
                 return (s * su, cap);
-            }
+            };
             let covered = rec.end.saturating_sub(kf * su).min(su);
             return (s * su + covered, s * sdb + rec.end);
         }

@@ -47,8 +47,9 @@ pub(crate) struct PpLog {
     pub index: HashMap<(u32, u64), PpEntry>,
 }
 
-/// The newest record of every (logical zone, stripe) of every member's log, at open.
-pub(super) type Loaded = Vec<HashMap<(u32, u64), PpRecord>>;
+/// Every record of every (logical zone, stripe) of every member's log at open, newest first
+/// (a newer record may be unusable: the data it covers can have been lost with the power).
+pub(super) type Loaded = Vec<HashMap<(u32, u64), Vec<PpRecord>>>;
 
 /// A record in memory: what collection and open carry from one zone to the other.
 #[derive(Clone, Debug)]
@@ -189,8 +190,32 @@ impl RaiznVolume {
         }) && current == Some(generation)
     }
 
-    /// Collects `member`'s log: its live records are rewritten compactly.
+    /// Removes every record of `zone` from the logs, in memory and on the members (each log
+    /// holding one is rewritten without it), before the zone is reset. Without persisted
+    /// generations this is what keeps a record of the zone's old contents from being used
+    /// by a degraded open after the reset (docs/DESIGN.md, "Partial parity").
+    pub(super) async fn purge_zone_records(&self, zone: u32) -> NvmeResult<()> {
+        for (m, log_lock) in self.pp.iter().enumerate() {
+            let mut log = log_lock.lock().await;
+            let before = log.index.len();
+            log.index.retain(|(z, _), _| *z != zone);
+            let failed = self.state.lock().health.failed == Some(m);
+            if log.index.len() == before || failed {
+                continue;
+            }
+            if let Err(e) = self.collect_log(m, &mut log).await {
+                self.note_member_error(m, e)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Collects `member`'s log: its live records are rewritten compactly. Every member is
+    /// flushed first: a collection keeps only the newest record of a stripe, which may cover
+    /// data not yet durable on the other members, and must not outlive the older records
+    /// that cover what is.
     async fn collect_log(&self, member: usize, log: &mut PpLog) -> NvmeResult<()> {
+        self.flush_members().await?;
         let mut live = Vec::new();
         let entries: Vec<((u32, u64), PpEntry)> = log.index.iter().map(|(k, e)| (*k, *e)).collect();
         for ((zone, stripe), e) in entries {
@@ -411,18 +436,18 @@ impl RaiznVolume {
         let failed = self.state.lock().health.failed;
         let mut loaded: Loaded = Vec::new();
         for m in 0..n {
-            let mut newest: HashMap<(u32, u64), PpRecord> = HashMap::new();
+            let mut newest: HashMap<(u32, u64), Vec<PpRecord>> = HashMap::new();
             let mut max_seq = 0;
             if failed != Some(m) {
                 for zone in [PARTIAL_PARITY_ZONE, SWAP_ZONE] {
                     for r in self.scan_log(m, zone).await.map_err(|e| (m, e))? {
                         max_seq = max_seq.max(r.seq);
-                        let key = (r.zone, r.stripe);
-                        if newest.get(&key).is_none_or(|o| o.seq < r.seq) {
-                            newest.insert(key, r);
-                        }
+                        newest.entry((r.zone, r.stripe)).or_default().push(r);
                     }
                 }
+            }
+            for records in newest.values_mut() {
+                records.sort_by_key(|r| std::cmp::Reverse(r.seq));
             }
             if let Some(log) = self.pp.get(m) {
                 log.lock().await.seq = max_seq;
@@ -485,7 +510,7 @@ impl RaiznVolume {
         }
         let data_lost = failed.is_some_and(|f| l.unit_of_member(s, f).is_some());
         if data_lost {
-            let mut r = loaded.get(pm)?.get(&(zone, s))?.clone();
+            let mut r = loaded.get(pm)?.get(&(zone, s))?.first()?.clone();
             if r.end < within {
                 return None;
             }
