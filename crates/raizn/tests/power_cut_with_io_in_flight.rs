@@ -70,6 +70,20 @@ struct ZoneModel {
     durable: u64,
     /// A reset was submitted and has not completed: the zone may come back empty.
     reset_pending: bool,
+    /// Blocks whose writes completed (writes to a zone complete in order).
+    acked: u64,
+    /// Bumped by every reset, so a flush in flight does not vouch for a later incarnation.
+    incarnation: u64,
+}
+
+impl ZoneModel {
+    /// The zone after a reset.
+    fn fresh(&self) -> ZoneModel {
+        ZoneModel {
+            incarnation: self.incarnation + 1,
+            ..ZoneModel::default()
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -83,6 +97,7 @@ enum Op {
     Reset {
         zone: u32,
     },
+    Flush,
 }
 
 #[derive(Default, Debug)]
@@ -93,6 +108,7 @@ struct Coverage {
     fua_in_flight_at_cut: u64,
     partial_stripe_writes_in_flight_at_cut: u64,
     resets_in_flight_at_cut: u64,
+    flushes_in_flight_at_cut: u64,
     degraded_reopens: u64,
     stale_member_reopens: u64,
     partial_parity_replays: u64,
@@ -166,6 +182,11 @@ fn batch(rng: &mut SimRng, model: &[ZoneModel], cap: u64, max_blocks: u64) -> Ve
             ops.push(Op::Reset { zone });
         }
     }
+    if rng.chance(0.3) {
+        // A flush in flight among the writes, after a seeded number of them.
+        let at = rng.below(ops.len() as u64 + 1) as usize;
+        ops.insert(at, Op::Flush);
+    }
     ops
 }
 
@@ -201,9 +222,10 @@ async fn run_op(v: &RaiznVolume, model: &RefCell<Vec<ZoneModel>>, op: Op, versio
                 Ok(lba) => assert_eq!(lba, zslba + off, "{op:?} landed elsewhere"),
                 Err(e) => panic!("{op:?} at offset {off}: {e}"),
             }
+            let mut m = model.borrow_mut();
+            let z = &mut m[zone as usize];
+            z.acked = z.acked.max(off + blocks);
             if fua {
-                let mut m = model.borrow_mut();
-                let z = &mut m[zone as usize];
                 z.durable = z.durable.max(off + blocks);
             }
         }
@@ -215,7 +237,25 @@ async fn run_op(v: &RaiznVolume, model: &RefCell<Vec<ZoneModel>>, op: Op, versio
             {
                 panic!("{op:?}: {e}");
             }
-            model.borrow_mut()[zone as usize] = ZoneModel::default();
+            let mut m = model.borrow_mut();
+            let z = &mut m[zone as usize];
+            *z = z.fresh();
+        }
+        Op::Flush => {
+            // What completed before the flush was submitted is durable once it completes.
+            let before: Vec<(u64, u64)> = model
+                .borrow()
+                .iter()
+                .map(|z| (z.incarnation, z.acked))
+                .collect();
+            if let Err(e) = v.flush().await {
+                panic!("flush in flight: {e}");
+            }
+            for (z, (inc, acked)) in model.borrow_mut().iter_mut().zip(before) {
+                if z.incarnation == inc {
+                    z.durable = z.durable.max(acked);
+                }
+            }
         }
     }
 }
@@ -287,9 +327,10 @@ async fn check(
         }
         z.versions.truncate(wp as usize);
         z.durable = wp;
+        z.acked = wp;
         z.reset_pending = false;
         if wp == 0 {
-            *z = ZoneModel::default();
+            *z = z.fresh();
         }
         if std::env::var("RAIZN_CUT_TRACE").is_ok() {
             println!("{what}: zone {zone} back at {wp} ({:?})", d.state);
@@ -299,7 +340,7 @@ async fn check(
             if let Err(e) = v.zone_mgmt(ZoneAction::Reset, d.start, false).await {
                 panic!("{what}: reset of torn zone {zone}: {e}");
             }
-            *z = ZoneModel::default();
+            *z = z.fresh();
         }
     }
 }
@@ -390,13 +431,14 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
                 let mut m = model.borrow_mut();
                 let z = &mut m[zone as usize];
                 match action {
-                    ZoneAction::Reset => *z = ZoneModel::default(),
+                    ZoneAction::Reset => *z = z.fresh(),
                     _ => {
                         // Finished: the rest of the zone reads as zeros, durably.
                         let at = z.versions.len();
                         z.versions
                             .extend(std::iter::repeat_n(0, g.zone_capacity as usize - at));
                         z.durable = g.zone_capacity;
+                        z.acked = g.zone_capacity;
                     }
                 }
             }
@@ -456,6 +498,7 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
                             u64::from(!blocks.is_multiple_of(sdb));
                     }
                     Op::Reset { .. } => cov.resets_in_flight_at_cut += 1,
+                    Op::Flush => cov.flushes_in_flight_at_cut += 1,
                 }
             }
         }
@@ -520,6 +563,7 @@ fn power_cuts_with_writes_resets_and_member_failures_in_flight() {
         total.fua_in_flight_at_cut += c.fua_in_flight_at_cut;
         total.partial_stripe_writes_in_flight_at_cut += c.partial_stripe_writes_in_flight_at_cut;
         total.resets_in_flight_at_cut += c.resets_in_flight_at_cut;
+        total.flushes_in_flight_at_cut += c.flushes_in_flight_at_cut;
         total.degraded_reopens += c.degraded_reopens;
         total.stale_member_reopens += c.stale_member_reopens;
         total.partial_parity_replays += c.partial_parity_replays;
@@ -543,6 +587,7 @@ fn power_cuts_with_writes_resets_and_member_failures_in_flight() {
         "{total:?}"
     );
     assert!(total.resets_in_flight_at_cut >= 20, "{total:?}");
+    assert!(total.flushes_in_flight_at_cut >= 20, "{total:?}");
     assert!(total.degraded_reopens >= 200, "{total:?}");
     assert!(total.stale_member_reopens >= 20, "{total:?}");
     assert!(total.partial_parity_replays >= 50, "{total:?}");
