@@ -28,7 +28,10 @@ use futures::future::{join_all, LocalBoxFuture};
 use futures::FutureExt;
 use raizn::layout::META_ZONES;
 use raizn::{Member, RaiznConfig, RaiznVolume};
-use zns::{FaultyZoned, Geometry, ReportFilter, SimRng, ZoneAction, ZoneState, ZonedDevice};
+use zns::{
+    ErrorPlan, FaultyZoned, Geometry, NvmeStatus, OpSet, ReportFilter, SimRng, ZoneAction,
+    ZoneState, ZonedDevice,
+};
 
 const BS: usize = 512;
 const ZONES: u32 = 4;
@@ -111,6 +114,7 @@ struct Coverage {
     flushes_in_flight_at_cut: u64,
     degraded_reopens: u64,
     stale_member_reopens: u64,
+    runtime_failures: u64,
     partial_parity_replays: u64,
     torn_zones_reset: u64,
     blocks_checked: u64,
@@ -125,6 +129,8 @@ struct Rig {
     faulty: Vec<Arc<Faulty>>,
     /// The member the array lost, once it did.
     failed: Option<usize>,
+    /// The member set to start answering Namespace Not Ready at a seeded command.
+    armed: Option<usize>,
 }
 
 impl Rig {
@@ -394,6 +400,7 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
         emus,
         faulty,
         failed: None,
+        armed: None,
     };
     let cfg = RaiznConfig {
         stripe_unit_bytes: 8 * BS as u64,
@@ -464,8 +471,31 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
                 .boxed_local(),
             );
         }
+        if rig.failed.is_none() && rig.armed.is_none() && rng.chance(0.08) {
+            // A member starts failing at a seeded command of this round (or later) and
+            // keeps failing: the array must go on degraded and record it.
+            let m = rng.below(n as u64) as usize;
+            let plan = ErrorPlan {
+                seed,
+                ops: OpSet::ALL,
+                fail_nth: Some(rng.range_inclusive(1, 40)),
+                repeat: 1 << 40,
+                status: NvmeStatus::NamespaceNotReady,
+                ..ErrorPlan::default()
+            };
+            if let Err(e) = rig.faulty[m].set_errors(plan) {
+                panic!("{what}: error plan: {e}");
+            }
+            rig.armed = Some(m);
+        }
         if !rng.chance(0.45) {
             join_all(futs).await;
+            if let (None, Some(m)) = (rig.failed, rig.armed) {
+                if v.failed_member() == Some(m) {
+                    rig.failed = Some(m);
+                    cov.runtime_failures += 1;
+                }
+            }
             cov.writes_completed += ops.len() as u64;
             if rng.chance(0.3) {
                 if let Err(e) = v.flush().await {
@@ -512,13 +542,18 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
         // Now and then a member fails while the power is off (it is absent at the reopen);
         // at later reopens it is absent or back, stale, and must not be trusted again.
         let mut leave_out = None;
-        if rig.failed.is_none() && rng.chance(0.3) {
+        if rig.failed.is_none() && rig.armed.is_none() && rng.chance(0.3) {
             let f = rng.below(n as u64) as usize;
             rig.failed = Some(f);
             leave_out = Some(f);
         } else if let Some(f) = rig.failed {
             leave_out = rng.chance(0.5).then_some(f);
             cov.stale_member_reopens += u64::from(leave_out.is_none());
+            if leave_out.is_none() && rig.armed == Some(f) {
+                // Recorded at the latest by the last open: it may answer again, stale.
+                rig.faulty[f].clear_errors();
+                rig.armed = None;
+            }
         }
         if trace {
             println!(
@@ -530,6 +565,14 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
             Ok(v) => v,
             Err(e) => panic!("{what}: reopen: {e}"),
         };
+        if let (None, Some(m)) = (rig.failed, rig.armed) {
+            // The armed member may have failed during the cut round or at this open, or not
+            // yet; the open must not name any other.
+            if v.failed_member() == Some(m) {
+                rig.failed = Some(m);
+                cov.runtime_failures += 1;
+            }
+        }
         assert_eq!(
             v.failed_member(),
             rig.failed,
@@ -566,6 +609,7 @@ fn power_cuts_with_writes_resets_and_member_failures_in_flight() {
         total.flushes_in_flight_at_cut += c.flushes_in_flight_at_cut;
         total.degraded_reopens += c.degraded_reopens;
         total.stale_member_reopens += c.stale_member_reopens;
+        total.runtime_failures += c.runtime_failures;
         total.partial_parity_replays += c.partial_parity_replays;
         total.torn_zones_reset += c.torn_zones_reset;
         total.blocks_checked += c.blocks_checked;
@@ -590,5 +634,6 @@ fn power_cuts_with_writes_resets_and_member_failures_in_flight() {
     assert!(total.flushes_in_flight_at_cut >= 20, "{total:?}");
     assert!(total.degraded_reopens >= 200, "{total:?}");
     assert!(total.stale_member_reopens >= 20, "{total:?}");
+    assert!(total.runtime_failures >= 20, "{total:?}");
     assert!(total.partial_parity_replays >= 50, "{total:?}");
 }

@@ -95,7 +95,30 @@ impl RaiznVolume {
     /// Opens an array some of whose members may be absent (`None`). At most the parity count
     /// of members may be absent, unanswering or recorded failed, or open refuses naming
     /// them; a degraded open records the failure in a new superblock generation.
-    pub async fn open_degraded(members: Vec<Option<Member>>) -> Result<RaiznVolume, RaiznError> {
+    pub async fn open_degraded(
+        mut members: Vec<Option<Member>>,
+    ) -> Result<RaiznVolume, RaiznError> {
+        // A member that fails after its superblock was read (reporting zones, reading its
+        // log) is a failed member too: the open starts over without it, at most once per
+        // member (bounded by the member count).
+        for _ in 0..members.len() {
+            match RaiznVolume::open_once(members.clone()).await {
+                Err(RaiznError::Member { member, status, .. })
+                    if member_failed(status)
+                        && members.get(member).is_some_and(|m| m.is_some()) =>
+                {
+                    tracing::warn!(member, %status, "RAIZN member failed during open");
+                    if let Some(m) = members.get_mut(member) {
+                        *m = None;
+                    }
+                }
+                other => return other,
+            }
+        }
+        RaiznVolume::open_once(members).await
+    }
+
+    async fn open_once(members: Vec<Option<Member>>) -> Result<RaiznVolume, RaiznError> {
         let n = members.len();
         let mut sbs: Vec<Option<Superblock>> = Vec::new();
         let mut lost: Vec<usize> = Vec::new();

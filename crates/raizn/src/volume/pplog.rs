@@ -508,14 +508,17 @@ impl RaiznVolume {
         if failed == Some(pm) {
             return None;
         }
-        let data_lost = failed.is_some_and(|f| l.unit_of_member(s, f).is_some());
-        if data_lost {
+        let loaded_record = || {
             let mut r = loaded.get(pm)?.get(&(zone, s))?.first()?.clone();
             if r.end < within {
                 return None;
             }
             r.generation = generation;
-            return Some((pm, r));
+            Some((pm, r))
+        };
+        let data_lost = failed.is_some_and(|f| l.unit_of_member(s, f).is_some());
+        if data_lost {
+            return loaded_record();
         }
         let (bs, oob) = (self.block_size(), self.oob());
         let mut buf = super::StripeBuffer {
@@ -524,16 +527,21 @@ impl RaiznVolume {
             meta: vec![0u8; sdb as usize * oob],
         };
         let w = within as usize;
-        self.read_zone(
-            zone,
-            s * sdb,
-            within,
-            &mut buf.data[..w * bs],
-            &mut buf.meta[..w * oob],
-            false,
-        )
-        .await
-        .ok()?;
+        let read = self
+            .read_zone(
+                zone,
+                s * sdb,
+                within,
+                &mut buf.data[..w * bs],
+                &mut buf.meta[..w * oob],
+                false,
+            )
+            .await;
+        if read.is_err() {
+            // A member failed while the open read the stripe: keep the record it has, so
+            // the open that starts over without the member still finds it.
+            return loaded_record();
+        }
         let (mut pd, mut pmeta) =
             super::io::unit_parity(&buf, l.data_units(), su as usize * bs, su as usize * oob);
         let bulk = su.min(within) as usize;
