@@ -507,7 +507,8 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
             }
             continue;
         }
-        let cut_after = Duration::from_micros(rng.range_inclusive(100, 8000));
+        // Whole milliseconds: tokio rounds timers to them, from an origin that varies by run.
+        let cut_after = Duration::from_millis(rng.range_inclusive(1, 8));
         let finished = tokio::select! {
             _ = join_all(futs) => true,
             _ = tokio::time::sleep(cut_after) => false,
@@ -599,7 +600,13 @@ fn power_cuts_with_writes_resets_and_member_failures_in_flight() {
     };
     let mut total = Coverage::default();
     for seed in &seeds {
-        let c = runtime().block_on(schedule(*seed, 12));
+        // Each schedule on a fresh thread: the emulator keeps thread-local state, which
+        // would otherwise make a schedule depend on the ones run before it.
+        let seed = *seed;
+        let c = match std::thread::spawn(move || runtime().block_on(schedule(seed, 12))).join() {
+            Ok(c) => c,
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
         total.cuts += c.cuts;
         total.cuts_with_member_commands_in_flight += c.cuts_with_member_commands_in_flight;
         total.ops_in_flight_at_cut += c.ops_in_flight_at_cut;

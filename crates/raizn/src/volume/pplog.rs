@@ -217,7 +217,10 @@ impl RaiznVolume {
     async fn collect_log(&self, member: usize, log: &mut PpLog) -> NvmeResult<()> {
         self.flush_members().await?;
         let mut live = Vec::new();
-        let entries: Vec<((u32, u64), PpEntry)> = log.index.iter().map(|(k, e)| (*k, *e)).collect();
+        let mut entries: Vec<((u32, u64), PpEntry)> =
+            log.index.iter().map(|(k, e)| (*k, *e)).collect();
+        // In a fixed order, so a run is reproducible (member commands are counted by tests).
+        entries.sort_by_key(|(k, _)| *k);
         for ((zone, stripe), e) in entries {
             if self.pp_live(zone, stripe, e.generation) {
                 let (data, meta) = self.read_pp_bulk(member, &e).await?;
@@ -510,15 +513,13 @@ impl RaiznVolume {
         }
         let loaded_record = || {
             let mut r = loaded.get(pm)?.get(&(zone, s))?.first()?.clone();
-            if r.end < within {
-                return None;
-            }
             r.generation = generation;
             Some((pm, r))
         };
         let data_lost = failed.is_some_and(|f| l.unit_of_member(s, f).is_some());
         if data_lost {
-            return loaded_record();
+            // Recovery capped the write pointer at what this record covers.
+            return loaded_record().filter(|(_, r)| r.end >= within);
         }
         let (bs, oob) = (self.block_size(), self.oob());
         let mut buf = super::StripeBuffer {
@@ -538,8 +539,9 @@ impl RaiznVolume {
             )
             .await;
         if read.is_err() {
-            // A member failed while the open read the stripe: keep the record it has, so
-            // the open that starts over without the member still finds it.
+            // A member failed while the open read the stripe: keep the record it has, even
+            // if it covers less than the write pointer, so the open that starts over
+            // without the member still finds it (and caps the write pointer by it).
             return loaded_record();
         }
         let (mut pd, mut pmeta) =
