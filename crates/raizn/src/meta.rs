@@ -14,7 +14,9 @@ pub const VERSION: u16 = 1;
 /// Bytes of the record header.
 pub const HEADER_BYTES: usize = 64;
 /// Bytes of the superblock's inline payload.
-pub const SUPERBLOCK_BYTES: usize = 96;
+pub const SUPERBLOCK_BYTES: usize = 104;
+/// The superblock's failed-member field when no member has failed.
+const NO_FAILED_MEMBER: u32 = u32::MAX;
 /// Generations and sequence numbers stay below this, so `+ 1` never overflows.
 pub const COUNTER_LIMIT: u64 = 1 << 63;
 /// Flag bit: the record was written by metadata garbage collection.
@@ -217,6 +219,11 @@ pub struct Superblock {
     pub meta_zones: u32,
     /// The member geometry the array was formatted on.
     pub member_geometry: Geometry,
+    /// Superblock generation (the record's sequence number): 1 at format, +1 for every
+    /// rewrite; the highest one in a member's general zone is current.
+    pub generation: u64,
+    /// The member the array lost (degraded mode), as recorded by the survivors.
+    pub failed_member: Option<u32>,
 }
 
 impl Superblock {
@@ -248,13 +255,18 @@ impl Superblock {
         }
         p[48..56].copy_from_slice(&g.zone_size.to_le_bytes());
         p[56..64].copy_from_slice(&g.zone_capacity.to_le_bytes());
+        let failed = self.failed_member.unwrap_or(NO_FAILED_MEMBER);
+        p[96..100].copy_from_slice(&failed.to_le_bytes());
+        if self.generation == 0 || self.generation >= COUNTER_LIMIT {
+            return corrupt(format!("superblock generation {}", self.generation));
+        }
         let h = RecordHeader {
             kind: RecordType::Superblock,
             inline_len: SUPERBLOCK_BYTES as u32,
             start_lba: 0,
             end_lba: 0,
             generation: 0,
-            sequence: 1,
+            sequence: self.generation,
             bulk_blocks: 0,
             bulk_crc: 0,
             flags: 0,
@@ -277,6 +289,9 @@ impl Superblock {
         let flags = u32_at(p, 92);
         if flags & !1 != 0 {
             return corrupt(format!("superblock flags {flags:#x}"));
+        }
+        if u32_at(p, 100) != 0 {
+            return corrupt("superblock reserved bytes 100..104 not zero");
         }
         let g = Geometry {
             block_size: u32_at(p, 36),
@@ -313,6 +328,11 @@ impl Superblock {
             su_blocks: u32_at(p, 28),
             meta_zones: u32_at(p, 32),
             member_geometry: g,
+            generation: h.sequence,
+            failed_member: match u32_at(p, 96) {
+                NO_FAILED_MEMBER => None,
+                m => Some(m),
+            },
         };
         sb.validate()?;
         Ok(sb)
@@ -328,6 +348,14 @@ impl Superblock {
                 "member index {} of {} members",
                 self.member_index, self.members
             ));
+        }
+        if let Some(f) = self.failed_member {
+            if f >= self.members || f == self.member_index {
+                return corrupt(format!(
+                    "failed member {f} recorded by member {} of {}",
+                    self.member_index, self.members
+                ));
+            }
         }
         if self.parity != 1 && self.parity != 2 {
             return corrupt(format!("parity count {}", self.parity));

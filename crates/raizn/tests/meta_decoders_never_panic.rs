@@ -32,6 +32,8 @@ fn superblock(uuid: [u8; 16], members: u32, index: u32, bs: u32) -> Superblock {
         su_blocks: 8,
         meta_zones: 3,
         member_geometry: geo(bs),
+        generation: 1,
+        failed_member: None,
     }
 }
 
@@ -54,17 +56,21 @@ proptest! {
 
     #[test]
     fn superblock_round_trips(uuid in any::<[u8; 16]>(), members in 3u32..20, pick in any::<u32>(),
-                              big in any::<bool>()) {
+                              big in any::<bool>(), gen in 1u64..(1 << 63), lost in any::<u32>()) {
         let bs = if big { 4096 } else { 512 };
-        let sb = superblock(uuid, members, pick % members, bs);
+        let mut sb = superblock(uuid, members, pick % members, bs);
+        sb.generation = gen;
+        let lost = lost % members;
+        sb.failed_member = (lost != sb.member_index).then_some(lost);
         let bytes = sb.encode().map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(bytes.len(), bs as usize);
         prop_assert_eq!(Superblock::decode(&bytes), Ok(sb));
     }
 
     #[test]
-    fn a_flipped_bit_is_never_accepted_silently(byte in 0usize..160, bit in 0u8..8) {
-        let sb = superblock([7; 16], 4, 2, 512);
+    fn a_flipped_bit_is_never_accepted_silently(byte in 0usize..168, bit in 0u8..8) {
+        let mut sb = superblock([7; 16], 4, 2, 512);
+        sb.failed_member = Some(1);
         let mut bytes = sb.encode().map_err(|e| TestCaseError::fail(e.to_string()))?;
         bytes[byte] ^= 1 << bit;
         prop_assert!(Superblock::decode(&bytes).is_err(), "bit {} of byte {}", bit, byte);
@@ -112,7 +118,10 @@ fn typed_errors_name_what_is_wrong() {
     // A newer version with a valid CRC is refused as newer, not as damage.
     let mut newer = good.clone();
     newer[8] = 2;
-    let crc = crc32c::crc32c_append(crc32c::crc32c(&newer[..60]), &newer[64..64 + 96]);
+    let crc = crc32c::crc32c_append(
+        crc32c::crc32c(&newer[..60]),
+        &newer[64..64 + meta::SUPERBLOCK_BYTES],
+    );
     newer[60..64].copy_from_slice(&crc.to_le_bytes());
     assert_eq!(Superblock::decode(&newer), Err(MetaError::NewerVersion(2)));
     assert!(matches!(

@@ -82,7 +82,7 @@ async fn incomplete_stripe_reads_back_with_each_data_member_failed() {
             assert_eq!(r, Ok(()), "write at {at}");
         }
         assert!(v.pp_stats().records >= 2, "{:?}", v.pp_stats());
-        if let Err(e) = v.fail_member(failed) {
+        if let Err(e) = v.fail_member(failed).await {
             panic!("fail_member({failed}): {e}");
         }
         let (rd, rm) = read(&v, 0, 27).await;
@@ -121,7 +121,7 @@ async fn fua_partial_stripe_survives_power_cut_then_member_failure() {
             Err(e) => panic!("seed {seed}: reopen: {e}"),
         };
         let failed = (rng.next_u64() % 3) as usize;
-        if let Err(e) = v.fail_member(failed) {
+        if let Err(e) = v.fail_member(failed).await {
             panic!("seed {seed}: {e}");
         }
         let (rd, rm) = read(&v, 0, n).await;
@@ -161,7 +161,7 @@ async fn full_log_is_collected_and_still_protects() {
     assert_eq!(stats.unprotected, 0, "{stats:?}");
     // Stripe 1 (blocks 16..30) is incomplete; fail the member of its data unit 0.
     for failed in [v.layout().data_member(1, 0)] {
-        if let Err(e) = v.fail_member(failed) {
+        if let Err(e) = v.fail_member(failed).await {
             panic!("{e}");
         }
         for (zone, (d, m)) in expect.iter().enumerate() {

@@ -35,18 +35,6 @@ impl MemberRun {
     }
 }
 
-/// Whether a member's error means the member itself failed (rather than a zone rule).
-fn member_failed(status: NvmeStatus) -> bool {
-    matches!(
-        status,
-        NvmeStatus::NamespaceNotReady
-            | NvmeStatus::WriteFault
-            | NvmeStatus::UnrecoveredReadError
-            | NvmeStatus::DataTransferError
-            | NvmeStatus::InternalError
-    )
-}
-
 impl RaiznVolume {
     /// The write path shared by write, append, Write Zeroes and Copy: `nlb` blocks at offset
     /// `at` of `zone` (None: at the write pointer). Returns the offset written.
@@ -102,6 +90,9 @@ impl RaiznVolume {
         if fua {
             // Everything before this write in its zone must be durable too (docs/DESIGN.md).
             self.flush_members().await?;
+        } else {
+            // A failure met by this write is recorded before the write completes.
+            self.persist_health().await?;
         }
         let mut st = self.state.lock();
         st.table.commit_write(zone, nlb);
@@ -222,7 +213,7 @@ impl RaiznVolume {
 
     /// Sends every member its run, in MDTS-sized commands in order, members concurrently.
     async fn send_runs(&self, runs: Vec<MemberRun>) -> NvmeResult<()> {
-        let failed = self.state.lock().failed;
+        let failed = self.state.lock().health.failed;
         let mdts = u64::from(self.layout.member_geometry().mdts_blocks);
         let (bs, oob) = (self.block_size(), self.oob());
         let sends = runs.into_iter().enumerate().filter_map(|(m, run)| {
@@ -254,27 +245,9 @@ impl RaiznVolume {
         Ok(())
     }
 
-    /// A member command failed: a member failure within the parity's reach degrades the
-    /// array and the command goes on; anything else is the command's error.
-    pub(super) fn note_member_error(&self, member: usize, status: NvmeStatus) -> NvmeResult<()> {
-        if !member_failed(status) {
-            return Err(status);
-        }
-        let mut st = self.state.lock();
-        match st.failed {
-            None => {
-                tracing::warn!(member, %status, "RAIZN member failed; the array is degraded");
-                st.failed = Some(member);
-                Ok(())
-            }
-            Some(f) if f == member => Ok(()),
-            Some(_) => Err(status),
-        }
-    }
-
     /// Flushes every member that has not failed.
     pub(super) async fn flush_members(&self) -> NvmeResult<()> {
-        let failed = self.state.lock().failed;
+        let failed = self.state.lock().health.failed;
         let flushes = self
             .members
             .iter()
@@ -286,12 +259,12 @@ impl RaiznVolume {
                 self.note_member_error(m, status)?;
             }
         }
-        Ok(())
+        self.persist_health().await
     }
 
     /// Applies `action` to `zone` on every member that has not failed.
     pub(super) async fn members_mgmt(&self, action: ZoneAction, zone: u32) -> NvmeResult<()> {
-        let failed = self.state.lock().failed;
+        let failed = self.state.lock().health.failed;
         let zslba = self.layout.member_zone_start(zone);
         let ops = self
             .members
@@ -306,7 +279,7 @@ impl RaiznVolume {
                 self.note_member_error(m, status)?;
             }
         }
-        Ok(())
+        self.persist_health().await
     }
 
     /// Finish: the parity of a partial stripe (missing data as zeros, which is what the
@@ -406,7 +379,7 @@ impl RaiznVolume {
         let l = self.layout;
         let su = l.su_blocks();
         let (bs, oob) = (self.block_size(), self.oob());
-        let failed = self.state.lock().failed;
+        let failed = self.state.lock().health.failed;
         let mut pieces = Vec::new();
         let (mut drest, mut mrest) = (data, meta);
         let mut cur = off;
@@ -438,7 +411,7 @@ impl RaiznVolume {
         for r in join_all(reads).await {
             r?;
         }
-        Ok(())
+        self.persist_health().await
     }
 
     /// Rebuilds `k` blocks at offset `cur` of `zone` (within one unit) from the other units
@@ -478,7 +451,11 @@ impl RaiznVolume {
                 continue;
             }
             let mo = (oob > 0).then_some(&mut m[..]);
-            dev.read(target.lba, &mut d, mo).await?;
+            if let Err(status) = dev.read(target.lba, &mut d, mo).await {
+                // A second member failing here makes the array failed; no data is made up.
+                self.note_member_error(j, status)?;
+                return Err(status);
+            }
             xor_into(data, &d);
             xor_into(meta, &m);
         }

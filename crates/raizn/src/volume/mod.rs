@@ -2,13 +2,16 @@
 //!
 //! Fault model: members may lose power (each keeps a prefix of every zone, docs/DESIGN.md),
 //! one member may fail (its commands return errors; reads reconstruct from the others,
-//! writes skip it), and member zones may become Read Only or Offline by device faults (folded
-//! into the logical zone by `refresh_faults`). A second failure fails commands with the
-//! member's status; data is never made up.
+//! writes skip it; the failure is recorded in the survivors' superblocks, `health.rs`), and
+//! member zones may become Read Only or Offline by device faults (folded into the logical
+//! zone by `refresh_faults`). A second failure makes the array failed: every command
+//! errors; data is never made up.
 //!
-//! Lock order: a logical zone's `ZoneIo` async lock, then the `State` lock. The state lock is
-//! never held across an await.
+//! Lock order: a logical zone's `ZoneIo` async lock, then a member's partial-parity log
+//! lock, then the superblock lock, then the `State` lock. The state lock is never held
+//! across an await.
 
+mod health;
 mod io;
 mod mount;
 mod pplog;
@@ -68,10 +71,15 @@ pub enum RaiznError {
     HoldsData { member: usize },
     #[error("member {member} is not a RAIZN member: {why}")]
     NotFormatted { member: usize, why: MetaError },
-    #[error("member {member} does not belong with member 0: {why}")]
+    #[error("member {member} does not belong with the other members: {why}")]
     Foreign { member: usize, why: String },
-    #[error("more members failed ({failed}) than the parity count {parity} tolerates")]
-    TooManyFailed { failed: usize, parity: u32 },
+    #[error(
+        "members {members:?} failed, more than the {parity} parity unit(s) per stripe tolerate; \
+         the array is failed and its data cannot be served"
+    )]
+    TooManyFailed { members: Vec<usize>, parity: u32 },
+    #[error("no member {member}: the array has {members} members")]
+    NoSuchMember { member: usize, members: usize },
 }
 
 /// Mutable state shared by all commands.
@@ -79,8 +87,8 @@ struct State {
     table: ZoneTable,
     /// Generation counter of every logical zone (in memory; docs/DESIGN.md).
     generations: Vec<u64>,
-    /// The member that failed, if one did.
-    failed: Option<usize>,
+    /// Failed members and the superblock generation recording them.
+    health: health::Health,
 }
 
 /// The data of the stripe a zone's write pointer is in.
@@ -102,6 +110,10 @@ pub struct RaiznVolume {
     geo: Geometry,
     members: Vec<Member>,
     uuid: [u8; 16],
+    /// The current superblock (member 0's fields), the template of new generations.
+    sb: crate::meta::Superblock,
+    /// Serialises superblock generations.
+    sb_lock: tokio::sync::Mutex<()>,
     state: Mutex<State>,
     zone_io: Vec<tokio::sync::Mutex<ZoneIo>>,
     /// Every member's partial-parity log (docs/DESIGN.md, "Partial parity").
@@ -124,7 +136,7 @@ impl RaiznVolume {
 
     /// The member that failed, if any.
     pub fn failed_member(&self) -> Option<usize> {
-        self.state.lock().failed
+        self.state.lock().health.failed
     }
 
     /// What the partial-parity logs did since open.
@@ -135,21 +147,6 @@ impl RaiznVolume {
     /// Generation counter of logical zone `zone`.
     pub fn generation(&self, zone: u32) -> Option<u64> {
         self.state.lock().generations.get(zone as usize).copied()
-    }
-
-    /// Marks `member` failed: reads reconstruct its units, writes skip it.
-    pub fn fail_member(&self, member: usize) -> Result<(), RaiznError> {
-        let mut st = self.state.lock();
-        match st.failed {
-            Some(f) if f != member => Err(RaiznError::TooManyFailed {
-                failed: 2,
-                parity: self.layout.parity(),
-            }),
-            _ => {
-                st.failed = Some(member);
-                Ok(())
-            }
-        }
     }
 
     fn block_size(&self) -> usize {
@@ -217,6 +214,11 @@ impl RaiznVolume {
             self.members_mgmt(ZoneAction::Open, zone).await?;
             self.members_mgmt(ZoneAction::Close, zone).await?;
         }
+        if action == ZoneAction::Reset && tell_members {
+            // The zone's records go from the logs before its member zones are reset: a
+            // record that outlived the reset would rebuild old data into the new zone.
+            self.purge_zone_records(zone).await?;
+        }
         if tell_members {
             match action {
                 ZoneAction::Finish => self.finish_members(zone, &mut zio).await?,
@@ -229,12 +231,6 @@ impl RaiznVolume {
             ZoneAction::Close | ZoneAction::Finish | ZoneAction::Reset
         ) {
             zio.buffer = None;
-        }
-        if action == ZoneAction::Reset && tell_members {
-            // The zone's records are stale now; never reconstruct from them.
-            for log in &self.pp {
-                log.lock().await.index.retain(|(z, _), _| *z != zone);
-            }
         }
         let mut st = self.state.lock();
         st.table.apply_action(action, zone)?;
@@ -254,6 +250,7 @@ impl ZonedDevice for RaiznVolume {
     }
 
     async fn read(&self, lba: Lba, buf: &mut [u8], meta: Option<&mut [u8]>) -> NvmeResult<()> {
+        self.check_usable()?;
         check_range(&self.geo, lba, (buf.len() / self.block_size()) as u64)?;
         let nlb = self.transfer_blocks(buf.len(), meta.as_ref().map(|m| m.len()))?;
         self.check_readable(lba, nlb)?;
@@ -261,6 +258,7 @@ impl ZonedDevice for RaiznVolume {
     }
 
     async fn write(&self, lba: Lba, data: &[u8], meta: Option<&[u8]>, fua: bool) -> NvmeResult<()> {
+        self.check_usable()?;
         check_range(&self.geo, lba, (data.len() / self.block_size()) as u64)?;
         let nlb = self.transfer_blocks(data.len(), meta.map(|m| m.len()))?;
         if nlb > u64::from(self.geo.mdts_blocks) {
@@ -280,6 +278,7 @@ impl ZonedDevice for RaiznVolume {
         meta: Option<&[u8]>,
         fua: bool,
     ) -> NvmeResult<Lba> {
+        self.check_usable()?;
         check_range(&self.geo, zslba, (data.len() / self.block_size()) as u64)?;
         let zone = self.zone_of(zslba)?;
         if self.geo.zone_start(zone) != zslba {
@@ -296,6 +295,7 @@ impl ZonedDevice for RaiznVolume {
     }
 
     async fn write_zeroes(&self, lba: Lba, blocks: u64, fua: bool) -> NvmeResult<()> {
+        self.check_usable()?;
         check_range(&self.geo, lba, blocks)?;
         if blocks == 0 || blocks > u64::from(self.geo.mdts_blocks) {
             return Err(NvmeStatus::InvalidField);
@@ -308,10 +308,12 @@ impl ZonedDevice for RaiznVolume {
     }
 
     async fn flush(&self) -> NvmeResult<()> {
+        self.check_usable()?;
         self.flush_members().await
     }
 
     async fn copy(&self, sources: &[CopyRange], dest: Lba, fua: bool) -> NvmeResult<()> {
+        self.check_usable()?;
         let g = self.geo;
         let too_many = sources.is_empty() || sources.len() > g.copy_max_ranges as usize;
         let bad_range = sources
@@ -353,6 +355,7 @@ impl ZonedDevice for RaiznVolume {
     }
 
     async fn zone_mgmt(&self, action: ZoneAction, zslba: Lba, select_all: bool) -> NvmeResult<()> {
+        self.check_usable()?;
         if select_all {
             for zone in 0..self.geo.zone_count {
                 let state = self.state.lock().table.zone(zone).map(|z| z.state);
@@ -376,6 +379,7 @@ impl ZonedDevice for RaiznVolume {
         partial: bool,
         max_zones: usize,
     ) -> NvmeResult<ZoneReport> {
+        self.check_usable()?;
         let first = self.zone_of(lba)?;
         Ok(self
             .state

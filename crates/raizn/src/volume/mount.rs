@@ -9,7 +9,8 @@ use futures::future::join_all;
 use parking_lot::Mutex;
 use zns::{Geometry, NvmeStatus, ReportFilter, ZoneAction, ZoneDescriptor, ZoneState};
 
-use super::pplog::PpLog;
+use super::health::{member_failed, newest_superblock, Absent, Health, ReadSb};
+use super::pplog::{Loaded, PpLog};
 use super::{Member, PpStats, RaiznConfig, RaiznError, RaiznVolume, State, ZoneIo};
 use crate::layout::{ArrayLayout, GENERAL_ZONE, META_ZONES};
 use crate::meta::Superblock;
@@ -68,6 +69,8 @@ impl RaiznVolume {
                 su_blocks: layout.su_blocks() as u32,
                 meta_zones: META_ZONES,
                 member_geometry: g,
+                generation: 1,
+                failed_member: None,
             };
             let block = sb
                 .encode()
@@ -82,37 +85,123 @@ impl RaiznVolume {
     }
 
     /// Opens an array: every member's superblock must name the same array with this member
-    /// at its position; then every logical zone is recovered from its member zones.
+    /// at its position; then every logical zone is recovered from its member zones. A member
+    /// that does not answer, or that the survivors' superblocks record as failed, opens the
+    /// array degraded (see `open_degraded`).
     pub async fn open(members: Vec<Member>) -> Result<RaiznVolume, RaiznError> {
-        let mut sbs = Vec::new();
-        for (i, dev) in members.iter().enumerate() {
-            let g = dev.geometry();
-            let mut block = vec![0u8; g.block_size as usize];
-            dev.read(g.zone_start(GENERAL_ZONE), &mut block, None)
-                .await
-                .map_err(member_err(i, "reading the superblock"))?;
-            let sb = Superblock::decode(&block)
-                .map_err(|why| RaiznError::NotFormatted { member: i, why })?;
-            check_member(i, &sb, sbs.first(), members.len(), &g)?;
-            sbs.push(sb);
+        RaiznVolume::open_degraded(members.into_iter().map(Some).collect()).await
+    }
+
+    /// Opens an array some of whose members may be absent (`None`). At most the parity count
+    /// of members may be absent, unanswering or recorded failed, or open refuses naming
+    /// them; a degraded open records the failure in a new superblock generation.
+    pub async fn open_degraded(
+        mut members: Vec<Option<Member>>,
+    ) -> Result<RaiznVolume, RaiznError> {
+        // A member that fails after its superblock was read (reporting zones, reading its
+        // log) is a failed member too: the open starts over without it, at most once per
+        // member (bounded by the member count).
+        for _ in 0..members.len() {
+            match RaiznVolume::open_once(members.clone()).await {
+                Err(RaiznError::Member { member, status, .. })
+                    if member_failed(status)
+                        && members.get(member).is_some_and(|m| m.is_some()) =>
+                {
+                    tracing::warn!(member, %status, "RAIZN member failed during open");
+                    if let Some(m) = members.get_mut(member) {
+                        *m = None;
+                    }
+                }
+                other => return other,
+            }
         }
-        let first = sbs.first().copied().ok_or(RaiznError::Layout(
-            crate::layout::LayoutError::MemberCount(0),
-        ))?;
+        RaiznVolume::open_once(members).await
+    }
+
+    async fn open_once(members: Vec<Option<Member>>) -> Result<RaiznVolume, RaiznError> {
+        let n = members.len();
+        let mut sbs: Vec<Option<Superblock>> = Vec::new();
+        let mut lost: Vec<usize> = Vec::new();
+        for (i, dev) in members.iter().enumerate() {
+            let Some(dev) = dev else {
+                lost.push(i);
+                sbs.push(None);
+                continue;
+            };
+            match newest_superblock(i, dev.as_ref()).await {
+                Ok(sb) => sbs.push(Some(sb)),
+                Err(ReadSb::Device(status)) if member_failed(status) => {
+                    tracing::warn!(member = i, %status, "RAIZN member does not answer at open");
+                    lost.push(i);
+                    sbs.push(None);
+                }
+                Err(ReadSb::Device(status)) => {
+                    return Err(member_err(i, "reading the superblock")(status))
+                }
+                Err(ReadSb::Invalid(e)) => return Err(e),
+            }
+        }
+        // The newest generation is the reference (a stale member may be the failed one); of
+        // equals, the lowest position, so a stranger is named rather than its neighbours.
+        let first = sbs
+            .iter()
+            .flatten()
+            .fold(None::<Superblock>, |best, sb| match best {
+                Some(b) if b.generation >= sb.generation => Some(b),
+                _ => Some(*sb),
+            })
+            .ok_or(RaiznError::TooManyFailed {
+                members: lost.clone(),
+                parity: 0,
+            })?;
+        for (i, dev) in members.iter().enumerate() {
+            if let (Some(dev), Some(sb)) = (dev, sbs.get(i).copied().flatten()) {
+                check_member(i, &sb, &first, n, &dev.geometry())?;
+            }
+        }
+        for f in sbs.iter().flatten().filter_map(|sb| sb.failed_member) {
+            if !lost.contains(&(f as usize)) {
+                lost.push(f as usize);
+            }
+        }
+        lost.sort_unstable();
+        if lost.len() > first.parity as usize {
+            return Err(RaiznError::TooManyFailed {
+                members: lost,
+                parity: first.parity,
+            });
+        }
+        let members: Vec<Member> = members
+            .into_iter()
+            .map(|m| match m {
+                Some(m) => m,
+                None => std::sync::Arc::new(Absent {
+                    geo: first.member_geometry,
+                }) as Member,
+            })
+            .collect();
         let geos: Vec<Geometry> = members.iter().map(|m| m.geometry()).collect();
         let su_bytes = u64::from(first.su_blocks) * u64::from(first.member_geometry.block_size);
         let layout = ArrayLayout::new(&geos, first.parity, su_bytes)?;
         let geo = layout.logical_geometry();
         let zones = geo.zone_count as usize;
+        let failed = lost.first().copied();
         let vol = RaiznVolume {
             layout,
             geo,
             members,
             uuid: first.array_uuid,
+            sb: first,
+            sb_lock: tokio::sync::Mutex::new(()),
             state: Mutex::new(State {
                 table: ZoneTable::new(Vec::new(), geo.zone_size, geo.zone_capacity, 0, 0),
                 generations: vec![0; zones],
-                failed: None,
+                health: Health {
+                    failed,
+                    broken: None,
+                    persisted: first.failed_member.map(|f| f as usize),
+                    generation: first.generation,
+                },
             }),
             zone_io: (0..zones)
                 .map(|_| tokio::sync::Mutex::new(ZoneIo::default()))
@@ -122,38 +211,49 @@ impl RaiznVolume {
                 .collect(),
             pp_stats: Mutex::new(PpStats::default()),
         };
-        vol.recover().await?;
-        vol.open_logs()
-            .await
-            .map_err(|(member, status)| RaiznError::Member {
-                member,
-                what: "opening the partial-parity log",
-                status,
-            })?;
+        let log_err = |(member, status)| RaiznError::Member {
+            member,
+            what: "opening the partial-parity log",
+            status,
+        };
+        let mut loaded = vol.load_logs().await.map_err(log_err)?;
+        vol.recover(&mut loaded).await?;
+        vol.finish_logs(loaded).await.map_err(log_err)?;
+        if let Some(f) = failed {
+            vol.persist_health()
+                .await
+                .map_err(member_err(f, "recording the failure in the superblocks"))?;
+        }
         Ok(vol)
     }
 
     /// Derives every logical zone from its member zones and repairs what a power loss left
     /// half done: missing parity of complete stripes, a finish or a reset that reached only
-    /// some members.
-    async fn recover(&self) -> Result<(), RaiznError> {
+    /// some members. A failed member's zones are not asked; `failed_member_wp` stands in.
+    async fn recover(&self, loaded: &mut Loaded) -> Result<(), RaiznError> {
+        let failed = self.state.lock().health.failed;
         let mut all = Vec::new();
         for (i, dev) in self.members.iter().enumerate() {
-            all.push(member_zones(i, dev).await?);
+            match failed == Some(i) {
+                true => all.push(None),
+                false => all.push(Some(member_zones(i, dev).await?)),
+            }
         }
         let mut zones = Vec::new();
         for z in 0..self.geo.zone_count {
             let pz = (z + META_ZONES) as usize;
-            let descs: Vec<ZoneDescriptor> = all
-                .iter()
-                .map(|d| d.get(pz).copied())
-                .collect::<Option<_>>()
-                .ok_or(RaiznError::Member {
-                    member: 0,
-                    what: "reporting zones",
-                    status: NvmeStatus::InvalidField,
-                })?;
-            zones.push(self.recover_zone(z, &descs).await?);
+            let mut descs = Vec::new();
+            for (i, d) in all.iter().enumerate() {
+                match d {
+                    None => descs.push(None),
+                    Some(d) => descs.push(Some(d.get(pz).copied().ok_or(RaiznError::Member {
+                        member: i,
+                        what: "reporting zones",
+                        status: NvmeStatus::InvalidField,
+                    })?)),
+                }
+            }
+            zones.push(self.recover_zone(z, &descs, loaded).await?);
         }
         let g = self.geo;
         let mut st = self.state.lock();
@@ -175,44 +275,65 @@ impl RaiznVolume {
         Ok(())
     }
 
-    /// One logical zone from its member zones (`descs[j]` is member j's).
+    /// One logical zone from its member zones (`descs[j]` is member j's; None for the
+    /// failed member).
     async fn recover_zone(
         &self,
         zone: u32,
-        descs: &[ZoneDescriptor],
+        descs: &[Option<ZoneDescriptor>],
+        loaded: &mut Loaded,
     ) -> Result<LogicalZone, RaiznError> {
         let l = self.layout;
         let cap = self.geo.zone_capacity;
-        let wps: Vec<u64> = descs.iter().map(|d| d.wp - d.start).collect();
+        let live: Vec<ZoneDescriptor> = descs.iter().flatten().copied().collect();
+        let lost = descs.len() - live.len();
+        let mut wps: Vec<u64> = descs
+            .iter()
+            .map(|d| d.map(|d| d.wp - d.start).unwrap_or(0))
+            .collect();
+        let mut cap_wp = cap;
+        // Blocks the failed member may be counted for (rebuilt from parity or a record).
+        let mut failed_blocks = 0;
+        if let Some(f) = descs.iter().position(|d| d.is_none()) {
+            let (cover, limit) = self.failed_member_wp(zone, f, &wps, loaded);
+            if let Some(w) = wps.get_mut(f) {
+                *w = cover;
+            }
+            cap_wp = limit;
+            failed_blocks = cover;
+        }
+        let readable = l.readable_prefix(&wps).min(cap_wp);
         let lz = |state, wp| LogicalZone {
             state,
             wp,
             open_seq: 0,
         };
-        let offline = descs
+        let offline = live
             .iter()
             .filter(|d| d.state == ZoneState::Offline)
             .count();
-        if offline > l.parity() as usize {
+        if offline > 0 && offline + lost > l.parity() as usize {
             return Ok(lz(ZoneState::Offline, 0));
         }
-        if descs
+        if live
             .iter()
             .any(|d| matches!(d.state, ZoneState::ReadOnly | ZoneState::Offline))
         {
-            return Ok(lz(ZoneState::ReadOnly, l.readable_prefix(&wps)));
+            return Ok(lz(ZoneState::ReadOnly, readable));
         }
-        if descs.iter().all(|d| d.state == ZoneState::Empty) {
+        // Survivors all Empty while the failed member's units of the first stripe are
+        // covered by a record: the zone holds data only the record can rebuild.
+        if live.iter().all(|d| d.state == ZoneState::Empty) && failed_blocks == 0 {
             return Ok(lz(ZoneState::Empty, 0));
         }
-        if descs.iter().all(|d| d.state == ZoneState::Full) {
+        if live.iter().all(|d| d.state == ZoneState::Full) {
             return Ok(lz(ZoneState::Full, cap));
         }
         // Some members Full and others not: the members whose units reached the capacity
         // filled their zones by writing. (A Finish cut short by a power loss looks the same
         // and comes back Closed at its readable prefix; docs/DESIGN.md.)
-        let prefix = l.readable_prefix(&wps);
-        if wps.iter().all(|w| *w == 0) {
+        let prefix = readable;
+        if live.iter().all(|d| d.wp == d.start) && failed_blocks == 0 {
             // No data, some member zone Closed: the zone was closed without data.
             return Ok(lz(ZoneState::Closed, 0));
         }
@@ -227,6 +348,60 @@ impl RaiznVolume {
         Ok(lz(ZoneState::Closed, prefix))
     }
 
+    /// What recovery may count of failed member `f`'s zone: a unit of a stripe whose parity
+    /// is on its member (rebuilt from the parity), then the part of the incomplete stripe's
+    /// unit the newest partial-parity record covers, provided every other data unit holds
+    /// what that record was computed from. Nothing beyond: those blocks cannot be rebuilt.
+    /// The newest such record is left first in `loaded` (newer unusable ones dropped) for
+    /// the log's reopening; none is left when none is usable.
+    /// Returns that member write pointer and a cap on the logical write pointer: a stripe
+    /// rebuilt from a record stays incomplete (at most the record's end), since its parity
+    /// unit is not on the members.
+    fn failed_member_wp(
+        &self,
+        zone: u32,
+        f: usize,
+        wps: &[u64],
+        loaded: &mut Loaded,
+    ) -> (u64, u64) {
+        let l = self.layout;
+        let (su, sdb) = (l.su_blocks(), l.stripe_data_blocks());
+        let cap = self.geo.zone_capacity;
+        let have = |m: usize| wps.get(m).copied().unwrap_or(0);
+        for s in 0..l.stripes_per_zone() {
+            let pm = l.parity_member(s);
+            let data_full = (0..l.data_units())
+                .all(|k| l.data_member(s, k) == f || have(l.data_member(s, k)) >= (s + 1) * su);
+            let Some(kf) = l.unit_of_member(s, f) else {
+                // `f` holds this stripe's parity: it counts when the stripe's data is all there.
+                if data_full {
+                    continue;
+                }
+                return (s * su, cap);
+            };
+            if data_full && have(pm) >= (s + 1) * su {
+                continue;
+            }
+            let Some(records) = loaded.get_mut(pm).and_then(|r| r.get_mut(&(zone, s))) else {
+                return (s * su, cap);
+            };
+            let consistent = |end: u64| {
+                (0..l.data_units()).filter(|k| *k != kf).all(|k| {
+                    let need = end.saturating_sub(k * su).min(su);
+                    have(l.data_member(s, k)) >= s * su + need
+                })
+            };
+            let usable = records.iter().position(|r| consistent(r.end));
+            records.drain(..usable.unwrap_or(records.len()));
+            let Some(rec) = records.first() else {
+                return (s * su, cap);
+            };
+            let covered = rec.end.saturating_sub(kf * su).min(su);
+            return (s * su + covered, s * sdb + rec.end);
+        }
+        (l.stripes_per_zone() * su, cap)
+    }
+
     /// Writes the parity units missing from the complete stripes below `prefix`.
     async fn repair_parity(&self, zone: u32, prefix: u64, wps: &[u64]) -> Result<(), RaiznError> {
         let l = self.layout;
@@ -235,8 +410,14 @@ impl RaiznVolume {
         let (bs, oob) = (g.block_size as usize, g.oob_size as usize);
         let zstart = l.member_zone_start(zone);
         let mut wps = wps.to_vec();
+        let failed = self.state.lock().health.failed;
         for s in 0..prefix / sdb {
             let pm = l.parity_member(s);
+            if failed.is_some_and(|f| f == pm || l.unit_of_member(s, f).is_some()) {
+                // Degraded: a lost parity unit stays lost, and the parity of a stripe with a
+                // lost data unit is on its member (recovery counts the stripe only then).
+                continue;
+            }
             let have = wps.get(pm).copied().unwrap_or(0);
             if have >= (s + 1) * su {
                 continue;
@@ -317,11 +498,11 @@ impl RaiznVolume {
     }
 }
 
-/// Checks member `i`'s superblock against member 0's and the member's own geometry.
+/// Checks member `i`'s superblock against the newest one (`f`) and the member's own geometry.
 fn check_member(
     i: usize,
     sb: &Superblock,
-    first: Option<&Superblock>,
+    f: &Superblock,
     count: usize,
     geo: &Geometry,
 ) -> Result<(), RaiznError> {
@@ -341,15 +522,11 @@ fn check_member(
     if sb.member_geometry != *geo {
         return foreign("the device's geometry differs from the one it was formatted with".into());
     }
-    if let Some(f) = first {
-        if sb.array_uuid != f.array_uuid {
-            return foreign("it belongs to another array (UUID differs)".into());
-        }
-        if (sb.parity, sb.su_blocks, sb.member_geometry)
-            != (f.parity, f.su_blocks, f.member_geometry)
-        {
-            return foreign("parity, stripe unit or geometry differ".into());
-        }
+    if sb.array_uuid != f.array_uuid {
+        return foreign("it belongs to another array (UUID differs)".into());
+    }
+    if (sb.parity, sb.su_blocks, sb.member_geometry) != (f.parity, f.su_blocks, f.member_geometry) {
+        return foreign("parity, stripe unit or geometry differ".into());
     }
     Ok(())
 }

@@ -47,6 +47,10 @@ pub(crate) struct PpLog {
     pub index: HashMap<(u32, u64), PpEntry>,
 }
 
+/// Every record of every (logical zone, stripe) of every member's log at open, newest first
+/// (a newer record may be unusable: the data it covers can have been lost with the power).
+pub(super) type Loaded = Vec<HashMap<(u32, u64), Vec<PpRecord>>>;
+
 /// A record in memory: what collection and open carry from one zone to the other.
 #[derive(Clone, Debug)]
 pub(crate) struct PpRecord {
@@ -82,7 +86,7 @@ impl RaiznVolume {
     /// are written (`data`/`meta`: the XOR of its units, `min(su, end)` blocks).
     pub(super) async fn log_partial_parity(&self, mut rec: PpRecord) -> NvmeResult<()> {
         let member = self.layout.parity_member(rec.stripe);
-        if self.state.lock().failed == Some(member) {
+        if self.state.lock().health.failed == Some(member) {
             // The parity member is gone; every data unit of the stripe is on a survivor.
             return Ok(());
         }
@@ -186,10 +190,37 @@ impl RaiznVolume {
         }) && current == Some(generation)
     }
 
-    /// Collects `member`'s log: its live records are rewritten compactly.
+    /// Removes every record of `zone` from the logs, in memory and on the members (each log
+    /// holding one is rewritten without it), before the zone is reset. Without persisted
+    /// generations this is what keeps a record of the zone's old contents from being used
+    /// by a degraded open after the reset (docs/DESIGN.md, "Partial parity").
+    pub(super) async fn purge_zone_records(&self, zone: u32) -> NvmeResult<()> {
+        for (m, log_lock) in self.pp.iter().enumerate() {
+            let mut log = log_lock.lock().await;
+            let before = log.index.len();
+            log.index.retain(|(z, _), _| *z != zone);
+            let failed = self.state.lock().health.failed == Some(m);
+            if log.index.len() == before || failed {
+                continue;
+            }
+            if let Err(e) = self.collect_log(m, &mut log).await {
+                self.note_member_error(m, e)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Collects `member`'s log: its live records are rewritten compactly. Every member is
+    /// flushed first: a collection keeps only the newest record of a stripe, which may cover
+    /// data not yet durable on the other members, and must not outlive the older records
+    /// that cover what is.
     async fn collect_log(&self, member: usize, log: &mut PpLog) -> NvmeResult<()> {
+        self.flush_members().await?;
         let mut live = Vec::new();
-        let entries: Vec<((u32, u64), PpEntry)> = log.index.iter().map(|(k, e)| (*k, *e)).collect();
+        let mut entries: Vec<((u32, u64), PpEntry)> =
+            log.index.iter().map(|(k, e)| (*k, *e)).collect();
+        // In a fixed order, so a run is reproducible (member commands are counted by tests).
+        entries.sort_by_key(|(k, _)| *k);
         for ((zone, stripe), e) in entries {
             if self.pp_live(zone, stripe, e.generation) {
                 let (data, meta) = self.read_pp_bulk(member, &e).await?;
@@ -400,33 +431,42 @@ impl RaiznVolume {
 }
 
 impl RaiznVolume {
-    /// Opens every member's log after the zones are recovered: the newest record of every
-    /// stripe from the log and swap zones (a collection may have been cut short), replaced
-    /// by a fresh one computed from the data wherever every data unit is readable; then
-    /// every log is rewritten compactly, which also drops a torn tail.
-    pub(super) async fn open_logs(&self) -> Result<(), (usize, NvmeStatus)> {
+    /// Reads every surviving member's log before the zones are recovered: the newest
+    /// record of every stripe from the log and swap zones (a collection may have been cut
+    /// short). Recovery caps a failed member's units at what these records cover.
+    pub(super) async fn load_logs(&self) -> Result<Loaded, (usize, NvmeStatus)> {
         let n = self.layout.members();
-        let failed = self.state.lock().failed;
-        let mut loaded: Vec<HashMap<(u32, u64), PpRecord>> = Vec::new();
+        let failed = self.state.lock().health.failed;
+        let mut loaded: Loaded = Vec::new();
         for m in 0..n {
-            let mut newest: HashMap<(u32, u64), PpRecord> = HashMap::new();
+            let mut newest: HashMap<(u32, u64), Vec<PpRecord>> = HashMap::new();
             let mut max_seq = 0;
             if failed != Some(m) {
                 for zone in [PARTIAL_PARITY_ZONE, SWAP_ZONE] {
                     for r in self.scan_log(m, zone).await.map_err(|e| (m, e))? {
                         max_seq = max_seq.max(r.seq);
-                        let key = (r.zone, r.stripe);
-                        if newest.get(&key).is_none_or(|o| o.seq < r.seq) {
-                            newest.insert(key, r);
-                        }
+                        newest.entry((r.zone, r.stripe)).or_default().push(r);
                     }
                 }
+            }
+            for records in newest.values_mut() {
+                records.sort_by_key(|r| std::cmp::Reverse(r.seq));
             }
             if let Some(log) = self.pp.get(m) {
                 log.lock().await.seq = max_seq;
             }
             loaded.push(newest);
         }
+        Ok(loaded)
+    }
+
+    /// Opens every member's log after the zones are recovered: the loaded record of every
+    /// incomplete stripe is replaced by a fresh one computed from the data wherever every
+    /// data unit is readable; then every log is rewritten compactly, which also drops a
+    /// torn tail.
+    pub(super) async fn finish_logs(&self, loaded: Loaded) -> Result<(), (usize, NvmeStatus)> {
+        let n = self.layout.members();
+        let failed = self.state.lock().health.failed;
         let mut keep: Vec<Vec<PpRecord>> = vec![Vec::new(); n];
         for zone in 0..self.geo.zone_count {
             if let Some((pm, rec)) = self.open_record(zone, failed, &loaded).await {
@@ -455,7 +495,7 @@ impl RaiznVolume {
         &self,
         zone: u32,
         failed: Option<usize>,
-        loaded: &[HashMap<(u32, u64), PpRecord>],
+        loaded: &Loaded,
     ) -> Option<(usize, PpRecord)> {
         let l = self.layout;
         let (su, sdb) = (l.su_blocks(), l.stripe_data_blocks());
@@ -471,14 +511,15 @@ impl RaiznVolume {
         if failed == Some(pm) {
             return None;
         }
+        let loaded_record = || {
+            let mut r = loaded.get(pm)?.get(&(zone, s))?.first()?.clone();
+            r.generation = generation;
+            Some((pm, r))
+        };
         let data_lost = failed.is_some_and(|f| l.unit_of_member(s, f).is_some());
         if data_lost {
-            let mut r = loaded.get(pm)?.get(&(zone, s))?.clone();
-            if r.end < within {
-                return None;
-            }
-            r.generation = generation;
-            return Some((pm, r));
+            // Recovery capped the write pointer at what this record covers.
+            return loaded_record().filter(|(_, r)| r.end >= within);
         }
         let (bs, oob) = (self.block_size(), self.oob());
         let mut buf = super::StripeBuffer {
@@ -487,16 +528,22 @@ impl RaiznVolume {
             meta: vec![0u8; sdb as usize * oob],
         };
         let w = within as usize;
-        self.read_zone(
-            zone,
-            s * sdb,
-            within,
-            &mut buf.data[..w * bs],
-            &mut buf.meta[..w * oob],
-            false,
-        )
-        .await
-        .ok()?;
+        let read = self
+            .read_zone(
+                zone,
+                s * sdb,
+                within,
+                &mut buf.data[..w * bs],
+                &mut buf.meta[..w * oob],
+                false,
+            )
+            .await;
+        if read.is_err() {
+            // A member failed while the open read the stripe: keep the record it has, even
+            // if it covers less than the write pointer, so the open that starts over
+            // without the member still finds it (and caps the write pointer by it).
+            return loaded_record();
+        }
         let (mut pd, mut pmeta) =
             super::io::unit_parity(&buf, l.data_units(), su as usize * bs, su as usize * oob);
         let bulk = su.min(within) as usize;
