@@ -146,6 +146,16 @@ impl StreamWriter {
             }
             Err(e) => {
                 self.write_failed(z, WriteKind::Summary).await;
+                // A zone the device retired refused the summary before writing anything: the
+                // tags stay pending and the next flush checkpoints them, so only a FUA write,
+                // which needed them durable now, sees the error.
+                if is_zone_refusal(e) && !fua {
+                    tracing::warn!(
+                        zone = z,
+                        "the device refused a summary ({e}); the next flush checkpoints its blocks"
+                    );
+                    return Ok(());
+                }
                 Err(e.into())
             }
         }

@@ -191,12 +191,18 @@ async fn schedule(seed: u64, rounds: usize, oob: u32) -> Coverage {
             }
             continue;
         }
-        let finished = tokio::select! {
-            _ = batch => true,
-            _ = tokio::time::sleep(cut_after) => false,
+        // Power goes at the instant the timer fires, before the batch is dropped: nothing
+        // more reaches the device, then the host forgets its commands.
+        let cut = async {
+            tokio::time::sleep(cut_after).await;
+            faulty.cut_power()
         };
-        // Power goes: nothing more reaches the device, the host forgets its commands.
-        let in_flight = faulty.cut_power();
+        let (finished, in_flight) = tokio::select! {
+            // Polled in order, so a seed repeats its run exactly.
+            biased;
+            _ = batch => (true, faulty.cut_power()),
+            n = cut => (false, n),
+        };
         cov.cuts += 1;
         if in_flight > 0 {
             cov.cuts_with_commands_in_flight += 1;

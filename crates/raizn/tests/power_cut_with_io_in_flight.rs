@@ -509,11 +509,20 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
         }
         // Whole milliseconds: tokio rounds timers to them, from an origin that varies by run.
         let cut_after = Duration::from_millis(rng.range_inclusive(1, 8));
-        let finished = tokio::select! {
-            _ = join_all(futs) => true,
-            _ = tokio::time::sleep(cut_after) => false,
+        // Power goes on every member at the instant the timer fires, before the batch is
+        // dropped, so the commands it had in flight are counted.
+        let cut_all =
+            |faulty: &[Arc<FaultyZoned<_>>]| -> u64 { faulty.iter().map(|f| f.cut_power()).sum() };
+        let cut = async {
+            tokio::time::sleep(cut_after).await;
+            cut_all(&rig.faulty)
         };
-        let in_flight: u64 = rig.faulty.iter().map(|f| f.cut_power()).sum();
+        let (finished, in_flight) = tokio::select! {
+            // Polled in order, so a seed repeats its run exactly.
+            biased;
+            _ = join_all(futs) => (true, cut_all(&rig.faulty)),
+            n = cut => (false, n),
+        };
         cov.cuts += 1;
         cov.cuts_with_member_commands_in_flight += u64::from(in_flight > 0);
         if !finished {

@@ -232,8 +232,9 @@ impl<D: ZonedDevice> FaultyZoned<D> {
         self.st.lock().plan = ErrorPlan::default();
     }
 
-    /// Every command waits up to `max` (seeded, uniform; tokio time, exact under a paused
-    /// clock) before it reaches the device, so a power cut finds commands in flight.
+    /// Every command waits up to `max` (seeded, uniform, in whole milliseconds; tokio time,
+    /// exact under a paused clock) before it reaches the device, so a power cut finds commands
+    /// in flight.
     pub fn set_in_flight_delay(&self, max: Duration) {
         self.st.lock().delay_max = max;
     }
@@ -380,17 +381,20 @@ impl<D: ZonedDevice> FaultyZoned<D> {
 
     /// Waits the seeded in-flight delay; false if power was cut meanwhile.
     async fn reach_device(&self, epoch: u64) -> bool {
-        let delay = {
+        // Whole milliseconds: tokio's timer counts them, and a finer delay would be rounded
+        // from an origin that differs between processes, so a seed would not repeat its
+        // interleaving.
+        let delay_ms = {
             let mut st = self.st.lock();
-            let max = st.delay_max.as_nanos() as u64;
+            let max = st.delay_max.as_millis() as u64;
             if max == 0 {
                 0
             } else {
                 st.delay_rng.below(max + 1)
             }
         };
-        if delay > 0 {
-            tokio::time::sleep(Duration::from_nanos(delay)).await;
+        if delay_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
         }
         self.st.lock().epoch == epoch
     }
