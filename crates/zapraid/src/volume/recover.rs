@@ -16,7 +16,7 @@ use zns::{ReportFilter, ZoneAction, ZoneDescriptor, ZoneState, ZonedDevice};
 
 use super::write::{segment_header, SegWriter};
 use super::{FormatOptions, ZapRaidError, ZapRaidVolume};
-use crate::index::Index;
+use crate::index::{Index, TrimPlace};
 use crate::layout::{GroupMode, Layout, Pba, HEADER_BLOCKS};
 use crate::meta::{BlockRecord, FooterBlock, MetaError, RecordKind, SegmentHeader, TrimRecord};
 
@@ -250,6 +250,7 @@ pub(crate) async fn open(
                 apply(&mut index, &l, pba, &rec, h.volume_blocks, &mut trims)?;
                 if rec.kind != RecordKind::Parity {
                     max_seq = max_seq.max(rec.seq);
+                    index.stamp(z, rec.seq);
                 }
             }
             if states[i].state != ZoneState::Full {
@@ -272,6 +273,14 @@ pub(crate) async fn open(
         index
             .apply_trim(t.first, t.count, t.seq)
             .map_err(|e| ZapRaidError::Corrupt(format!("trim record at {pba:?}: {e}")))?;
+        index.note_trim_record(
+            t.seq,
+            TrimPlace {
+                pba,
+                first: t.first,
+                count: t.count,
+            },
+        );
     }
     index.verify().map_err(ZapRaidError::Corrupt)?;
     let vol = ZapRaidVolume::assemble(l, members, h.uuid, h.volume_blocks, index, max_seq + 1);
