@@ -78,6 +78,8 @@ struct Segment {
     table: Option<StripeTable>,
     /// The highest sequence number written into the segment (its age for cost-benefit).
     stamp: u64,
+    /// The segment header's sequence floor: a segment opened later has a higher one.
+    floor: u64,
 }
 
 /// Where a trim record lies and what it names, kept so that garbage collection can move a
@@ -145,6 +147,7 @@ impl Index {
                     valid: 0,
                     table: None,
                     stamp: 0,
+                    floor: 0,
                 };
                 layout.segments() as usize
             ],
@@ -230,6 +233,39 @@ impl Index {
             },
         );
         Ok(true)
+    }
+
+    /// A record found by recovery: as `apply_write`, except that of two copies of one block
+    /// (equal sequence numbers: a block and its copy made by garbage collection) the one in
+    /// the later segment (higher header floor) wins, so that a collection cut after its
+    /// copies were flushed leaves the victim with no live block, whatever order the
+    /// segments are loaded in.
+    pub fn apply_recovered(&mut self, lba: u64, pba: Pba, seq: u64) -> Result<bool, IndexError> {
+        self.check_pba(pba)?;
+        let old = self.entry(lba)?;
+        if seq == old.seq && old.pba != NO_PBA && seq != 0 {
+            let floor = |s: u32| self.segments.get(s as usize).map_or(0, |x| x.floor);
+            if floor(pba.segment) > floor(Pba::unpack(old.pba).segment) {
+                self.unlink(old);
+                self.set(
+                    lba,
+                    Entry {
+                        seq,
+                        pba: pba.pack(),
+                    },
+                );
+                return Ok(true);
+            }
+            return Ok(false);
+        }
+        self.apply_write(lba, pba, seq)
+    }
+
+    /// Records the sequence floor of a segment's header.
+    pub fn set_floor(&mut self, segment: u32, floor: u64) {
+        if let Some(s) = self.seg_mut(segment) {
+            s.floor = floor;
+        }
     }
 
     /// A trim record with sequence number `seq` over `first .. first + count`: every entry
@@ -374,6 +410,7 @@ impl Index {
             s.state = SegmentState::Free;
             s.table = None;
             s.stamp = 0;
+            s.floor = 0;
         }
         Ok(())
     }
@@ -389,6 +426,15 @@ impl Index {
             .iter()
             .position(|s| s.state == SegmentState::Free)
             .map(|i| i as u32)
+    }
+
+    /// Whether some segment other than `segment` is in use. The array's identity lives in
+    /// segment headers only, so the last segment in use is never reset.
+    pub fn others_in_use(&self, segment: u32) -> bool {
+        self.segments
+            .iter()
+            .enumerate()
+            .any(|(i, s)| i as u32 != segment && s.state != SegmentState::Free)
     }
 
     pub fn free_count(&self) -> usize {

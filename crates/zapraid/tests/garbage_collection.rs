@@ -104,9 +104,12 @@ fn a_volume_overwritten_ten_times_its_size_keeps_working() {
             );
             // 8 zones hold 8 segments of 186 client blocks; 10 volumes' worth needs dozens
             // of collections.
-            assert!(s.segments_collected >= 40, "{what}: {s:?}");
+            assert!(s.segments_collected >= 30, "{what}: {s:?}");
             assert!(s.relocated_blocks > 0, "{what}: {s:?}");
+            // Measured 2.10 (uniform random overwrites of a 90% full volume of 8 segments);
+            // a reserve the volume size does not leave room for thrashes at over 100.
             assert!(s.write_amplification() > 1.0, "{what}: {s:?}");
+            assert!(s.write_amplification() < 3.0, "{what}: {s:?}");
             vol.close().await.expect("close");
             let vol = ZapRaidVolume::open(as_zoned(&members)).await.expect("open");
             check(&vol, &model, &format!("{what} reopened")).await;

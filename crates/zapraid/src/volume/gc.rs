@@ -23,7 +23,7 @@ use crate::meta::{BlockRecord, RecordKind, TrimRecord};
 /// Collection starts when fewer segments than this are free: one for the relocated blocks
 /// (a victim never holds more live blocks than a segment), one for client writes that were
 /// admitted before the check.
-pub(crate) const FREE_SEGMENTS_LOW: usize = 2;
+pub(crate) const FREE_SEGMENTS_LOW: usize = 3;
 
 /// Live blocks read and rewritten at a time, so a collection holds a bounded amount of data.
 const MOVE_BATCH_BLOCKS: usize = 64;
@@ -59,6 +59,11 @@ fn plan(sh: &Arc<Shared>) -> Option<Plan> {
     let mut st = sh.st.lock();
     let now = st.next_seq;
     let victim = st.index.victim(sh.gc_policy(), now)?;
+    if !st.index.others_in_use(victim) {
+        // Its header would be the array's last: after the flush below every other segment
+        // in use has a durable header, so one other suffices.
+        return None;
+    }
     let live = st.index.live_in(victim);
     if live.len() as u64 >= sh.layout.data_blocks_per_segment() {
         // Moving a full segment frees nothing.

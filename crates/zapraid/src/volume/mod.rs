@@ -36,8 +36,8 @@ pub struct FormatOptions {
     /// Parity blocks per stripe; 1 (XOR).
     pub m: u32,
     pub mode: GroupMode,
-    /// Space kept back from clients, in permille of the data capacity of all segments but two
-    /// (for garbage collection).
+    /// Space kept back from clients, in permille of the data capacity of all segments but the
+    /// open one and the three collection keeps free.
     pub op_permille: u32,
     /// Format even over members holding data (every zone is reset).
     pub force: bool,

@@ -195,7 +195,9 @@ fn seal(sh: &Arc<Shared>, st: &mut State) {
                 .send_replace(Some(Err(BlockError::Failed(e.to_string()))));
             return;
         }
-        let h = segment_header(&l, sh.uuid, sh.volume_blocks, segment, st.next_seq);
+        let floor = st.next_seq;
+        st.index.set_floor(segment, floor);
+        let h = segment_header(&l, sh.uuid, sh.volume_blocks, segment, floor);
         st.seg = Some(Arc::new(SegWriter::new(&l, h, false)));
         st.next_stripe = 0;
     }
