@@ -555,6 +555,16 @@ impl Index {
         Ok(None)
     }
 
+    /// Bytes of the L2P table: `L2P_BYTES_PER_BLOCK` per logical block.
+    pub fn l2p_bytes(&self) -> u64 {
+        self.blocks() * L2P_BYTES_PER_BLOCK
+    }
+
+    /// Bytes of the trim record places (`TrimPlace` each, in a B-tree keyed by sequence).
+    pub fn trim_place_bytes(&self) -> u64 {
+        self.trims.len() as u64 * (8 + std::mem::size_of::<TrimPlace>() as u64)
+    }
+
     /// Bytes of the stripe tables now allocated.
     pub fn stripe_table_bytes(&self) -> u64 {
         self.segments

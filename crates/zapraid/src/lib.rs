@@ -10,4 +10,6 @@ mod volume;
 
 pub use index::GcPolicy;
 pub use layout::{GroupMode, Layout, LayoutError, Pba};
-pub use volume::{FormatOptions, ZapRaidError, ZapRaidStats, ZapRaidVolume, MAX_BLOCKS_IN_FLIGHT};
+pub use volume::{
+    FormatOptions, IndexMemory, ZapRaidError, ZapRaidStats, ZapRaidVolume, MAX_BLOCKS_IN_FLIGHT,
+};

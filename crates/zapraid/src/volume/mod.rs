@@ -118,6 +118,20 @@ impl ZapRaidStats {
     }
 }
 
+/// Memory of the in-memory index, in bytes (docs/DESIGN.md, "Index").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IndexMemory {
+    /// 16 bytes per logical block.
+    pub l2p_bytes: u64,
+    /// The compact stripe tables of the segments in use now.
+    pub stripe_table_bytes: u64,
+    /// Their bound, every segment in use: `(k + m) S Z ceil(log2 G)` bits, the paper's
+    /// formula (`index::stripe_table_bits`), rounded up to 64-bit words per segment.
+    pub stripe_table_bytes_max: u64,
+    /// Places of trim records (32 bytes per record on the members, live or not yet collected).
+    pub trim_place_bytes: u64,
+}
+
 /// State shared by the volume and its stripe tasks.
 pub(crate) struct Shared {
     pub(crate) layout: Layout,
@@ -269,6 +283,21 @@ impl ZapRaidVolume {
 
     pub fn layout(&self) -> Layout {
         self.sh.layout
+    }
+
+    /// The index's memory now and the stripe tables' bound.
+    pub fn index_memory(&self) -> IndexMemory {
+        let l = self.sh.layout;
+        let per_segment =
+            crate::index::stripe_table_bits(l.k, l.m, l.stripes, 1, l.group).div_ceil(64) * 8;
+        let st = self.sh.st.lock();
+        IndexMemory {
+            l2p_bytes: st.index.l2p_bytes(),
+            stripe_table_bytes: st.index.stripe_table_bytes(),
+            stripe_table_bytes_max: u64::try_from(per_segment * u128::from(l.segments()))
+                .unwrap_or(u64::MAX),
+            trim_place_bytes: st.index.trim_place_bytes(),
+        }
     }
 
     /// Bytes of memory the compact stripe tables use now.
