@@ -56,9 +56,10 @@ struct Plan {
 }
 
 fn plan(sh: &Arc<Shared>) -> Option<Plan> {
+    let policy = sh.gc_policy();
     let mut st = sh.st.lock();
     let now = st.next_seq;
-    let victim = st.index.victim(sh.gc_policy(), now)?;
+    let victim = st.index.victim(policy, now)?;
     if !st.index.others_in_use(victim) {
         // Its header would be the array's last: after the flush below every other segment
         // in use has a durable header, so one other suffices.

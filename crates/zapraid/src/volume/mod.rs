@@ -8,8 +8,9 @@
 //! reconstruction from the other members (degraded read). Nothing returns data the array did
 //! not hold for that LBA.
 //!
-//! Lock order: `Shared::st` (the index and the write state) is a leaf lock; it is never held
-//! across an await, and `SegWriter::records` is only taken without it.
+//! Lock order: `Shared::gc_lock` (async, held across a whole collection) before
+//! `Shared::st` (the index and the write state), a leaf lock never held across an await;
+//! `SegWriter::records`, `gc_policy` and `admission` are only taken without `st`.
 
 mod gc;
 mod read;
