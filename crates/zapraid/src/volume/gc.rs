@@ -114,6 +114,7 @@ pub(crate) async fn collect_one(sh: &Arc<Shared>) -> BlockResult<bool> {
         sh.fail(why.clone());
         return Err(BlockError::Failed(why));
     }
+    let _gate = sh.io_gate.write().await;
     reset_victim(sh, p.victim).await?;
     let mut st = sh.st.lock();
     st.index

@@ -9,6 +9,7 @@
 //! not hold for that LBA.
 //!
 //! Lock order: `Shared::gc_lock` (async, held across a whole collection) before
+//! `Shared::io_gate` (async; reads shared, a collection's reset exclusive) before
 //! `Shared::st` (the index and the write state), a leaf lock never held across an await;
 //! `SegWriter::records`, `gc_policy` and `admission` are only taken without `st`.
 
@@ -147,6 +148,10 @@ pub(crate) struct Shared {
     tasks: Mutex<Vec<JoinHandle<()>>>,
     /// One garbage collection at a time.
     pub(crate) gc_lock: tokio::sync::Mutex<()>,
+    /// Client reads hold it shared across their member reads; a collection holds it
+    /// exclusive while it resets and frees its victim, so no read of an address looked up
+    /// before the move reaches the reset zone.
+    pub(crate) io_gate: tokio::sync::RwLock<()>,
     gc_policy: Mutex<GcPolicy>,
     /// Admission of client data blocks (`MAX_BLOCKS_IN_FLIGHT`), with its size.
     admission: Mutex<(Arc<tokio::sync::Semaphore>, u64)>,
@@ -259,6 +264,7 @@ impl ZapRaidVolume {
                 failed,
                 tasks: Mutex::new(Vec::new()),
                 gc_lock: tokio::sync::Mutex::new(()),
+                io_gate: tokio::sync::RwLock::new(()),
                 gc_policy: Mutex::new(GcPolicy::Greedy),
                 admission: Mutex::new((
                     Arc::new(tokio::sync::Semaphore::new(MAX_BLOCKS_IN_FLIGHT as usize)),

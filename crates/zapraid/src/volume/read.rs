@@ -16,6 +16,7 @@ use crate::parity::xor_into;
 pub(crate) async fn read(sh: &Shared, lba: Lba, buf: &mut [u8]) -> BlockResult<()> {
     sh.check_failed()?;
     sh.check_range(lba, buf.len())?;
+    let _gate = sh.io_gate.read().await;
     let bs = sh.layout.block_size();
     let reads = buf
         .chunks_mut(bs)
