@@ -76,6 +76,30 @@ struct Segment {
     state: SegmentState,
     valid: u64,
     table: Option<StripeTable>,
+    /// The highest sequence number written into the segment (its age for cost-benefit).
+    stamp: u64,
+    /// The segment header's sequence floor: a segment opened later has a higher one.
+    floor: u64,
+}
+
+/// Where a trim record lies and what it names, kept so that garbage collection can move a
+/// live one without reading it back (and from a failed member).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TrimPlace {
+    pub pba: Pba,
+    pub first: u64,
+    pub count: u64,
+}
+
+/// How garbage collection picks its victim among sealed segments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum GcPolicy {
+    /// The fewest valid blocks.
+    #[default]
+    Greedy,
+    /// The highest `(1 - u) age / (1 + u)` (LFS cost-benefit), `u` the valid fraction and
+    /// `age` how many sequence numbers ago the segment was last written.
+    CostBenefit,
 }
 
 /// Why an index operation was refused (a caller bug or corrupt metadata, never panics).
@@ -89,6 +113,8 @@ pub enum IndexError {
     NoTable(u32),
     #[error("stripe id {id} does not fit a group of {group}")]
     BadStripeId { id: u32, group: u32 },
+    #[error("segment {segment} still holds {valid} valid blocks")]
+    StillValid { segment: u32, valid: u64 },
 }
 
 /// The index of one array.
@@ -98,6 +124,9 @@ pub struct Index {
     bits: u32,
     l2p: Vec<Entry>,
     segments: Vec<Segment>,
+    /// Per trim record sequence number: where it lies. 32 bytes per trim record on the
+    /// members; dead ones are dropped when their segment is collected.
+    trims: std::collections::BTreeMap<u64, TrimPlace>,
 }
 
 impl Index {
@@ -117,9 +146,12 @@ impl Index {
                     state: SegmentState::Free,
                     valid: 0,
                     table: None,
+                    stamp: 0,
+                    floor: 0,
                 };
                 layout.segments() as usize
             ],
+            trims: std::collections::BTreeMap::new(),
         }
     }
 
@@ -203,6 +235,39 @@ impl Index {
         Ok(true)
     }
 
+    /// A record found by recovery: as `apply_write`, except that of two copies of one block
+    /// (equal sequence numbers: a block and its copy made by garbage collection) the one in
+    /// the later segment (higher header floor) wins, so that a collection cut after its
+    /// copies were flushed leaves the victim with no live block, whatever order the
+    /// segments are loaded in.
+    pub fn apply_recovered(&mut self, lba: u64, pba: Pba, seq: u64) -> Result<bool, IndexError> {
+        self.check_pba(pba)?;
+        let old = self.entry(lba)?;
+        if seq == old.seq && old.pba != NO_PBA && seq != 0 {
+            let floor = |s: u32| self.segments.get(s as usize).map_or(0, |x| x.floor);
+            if floor(pba.segment) > floor(Pba::unpack(old.pba).segment) {
+                self.unlink(old);
+                self.set(
+                    lba,
+                    Entry {
+                        seq,
+                        pba: pba.pack(),
+                    },
+                );
+                return Ok(true);
+            }
+            return Ok(false);
+        }
+        self.apply_write(lba, pba, seq)
+    }
+
+    /// Records the sequence floor of a segment's header.
+    pub fn set_floor(&mut self, segment: u32, floor: u64) {
+        if let Some(s) = self.seg_mut(segment) {
+            s.floor = floor;
+        }
+    }
+
     /// A trim record with sequence number `seq` over `first .. first + count`: every entry
     /// older than it becomes trimmed. Returns how many entries changed.
     pub fn apply_trim(&mut self, first: u64, count: u64, seq: u64) -> Result<u64, IndexError> {
@@ -270,19 +335,89 @@ impl Index {
         Ok(())
     }
 
+    /// Notes that a block with sequence number `seq` was written into `segment`.
+    pub fn stamp(&mut self, segment: u32, seq: u64) {
+        if let Some(s) = self.seg_mut(segment) {
+            s.stamp = s.stamp.max(seq);
+        }
+    }
+
+    /// Notes where the trim record with sequence number `seq` lies (a newer copy, written
+    /// by garbage collection, replaces the old place).
+    pub fn note_trim_record(&mut self, seq: u64, place: TrimPlace) {
+        self.trims.insert(seq, place);
+    }
+
+    /// A trim record is live while some LBA of its range is still trimmed by it: removing it
+    /// could otherwise bring back an older version of that LBA at the next open.
+    pub fn trim_is_live(&self, seq: u64, first: u64, count: u64) -> bool {
+        (first..first.saturating_add(count)).any(|lba| {
+            self.entry(lba)
+                .is_ok_and(|e| e.seq == seq && e.pba == NO_PBA)
+        })
+    }
+
+    /// The trim records lying in `segment`: `(seq, place)`.
+    pub fn trim_records_in(&self, segment: u32) -> Vec<(u64, TrimPlace)> {
+        self.trims
+            .iter()
+            .filter(|(_, p)| p.pba.segment == segment)
+            .map(|(s, p)| (*s, *p))
+            .collect()
+    }
+
+    /// The live data blocks of `segment`: `(lba, pba, seq)`. A scan of the whole L2P (a
+    /// reverse map would trade 8 bytes per block for it).
+    pub fn live_in(&self, segment: u32) -> Vec<(u64, Pba, u64)> {
+        self.l2p
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.seq != 0 && e.pba != NO_PBA)
+            .map(|(lba, e)| (lba as u64, Pba::unpack(e.pba), e.seq))
+            .filter(|(_, p, _)| p.segment == segment)
+            .collect()
+    }
+
     pub fn seal_segment(&mut self, segment: u32) {
         if let Some(s) = self.seg_mut(segment) {
             s.state = SegmentState::Sealed;
         }
     }
 
-    /// Frees a collected segment. Its valid count must be zero: every live block moved.
-    pub fn free_segment(&mut self, segment: u32) {
+    /// Frees a collected segment. Its valid count must be zero (every live block moved) and
+    /// no trim record may still be noted in it.
+    pub fn free_segment(&mut self, segment: u32) -> Result<(), IndexError> {
+        let s = self
+            .segments
+            .get(segment as usize)
+            .ok_or(IndexError::BadPba(Pba {
+                segment,
+                member: 0,
+                offset: 0,
+            }))?;
+        let trims = self
+            .trims
+            .values()
+            .filter(|p| p.pba.segment == segment)
+            .count() as u64;
+        if s.valid + trims != 0 {
+            return Err(IndexError::StillValid {
+                segment,
+                valid: s.valid + trims,
+            });
+        }
         if let Some(s) = self.seg_mut(segment) {
-            assert_eq!(s.valid, 0, "freeing segment {segment} with valid blocks");
             s.state = SegmentState::Free;
             s.table = None;
+            s.stamp = 0;
+            s.floor = 0;
         }
+        Ok(())
+    }
+
+    /// Forgets a trim record (it is dead and its segment is being collected).
+    pub fn drop_trim_record(&mut self, seq: u64) {
+        self.trims.remove(&seq);
     }
 
     /// The lowest free segment.
@@ -291,6 +426,15 @@ impl Index {
             .iter()
             .position(|s| s.state == SegmentState::Free)
             .map(|i| i as u32)
+    }
+
+    /// Whether some segment other than `segment` is in use. The array's identity lives in
+    /// segment headers only, so the last segment in use is never reset.
+    pub fn others_in_use(&self, segment: u32) -> bool {
+        self.segments
+            .iter()
+            .enumerate()
+            .any(|(i, s)| i as u32 != segment && s.state != SegmentState::Free)
     }
 
     pub fn free_count(&self) -> usize {
@@ -308,6 +452,27 @@ impl Index {
             .filter(|(_, s)| s.state == SegmentState::Sealed)
             .min_by_key(|(i, s)| (s.valid, *i))
             .map(|(i, _)| i as u32)
+    }
+
+    /// The victim `policy` picks among sealed segments; `now` is the next sequence number.
+    pub fn victim(&self, policy: GcPolicy, now: u64) -> Option<u32> {
+        match policy {
+            GcPolicy::Greedy => self.greedy_victim(),
+            GcPolicy::CostBenefit => {
+                let cap = self.layout.data_blocks_per_segment().max(1) as f64;
+                self.segments
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| s.state == SegmentState::Sealed)
+                    .map(|(i, s)| {
+                        let u = s.valid as f64 / cap;
+                        let age = now.saturating_sub(s.stamp) as f64;
+                        ((1.0 - u) * age / (1.0 + u), i)
+                    })
+                    .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)))
+                    .map(|(_, i)| i as u32)
+            }
+        }
     }
 
     fn table_pos(&self, member: u8, offset: u32) -> u64 {
@@ -388,6 +553,16 @@ impl Index {
             }
         }
         Ok(None)
+    }
+
+    /// Bytes of the L2P table: `L2P_BYTES_PER_BLOCK` per logical block.
+    pub fn l2p_bytes(&self) -> u64 {
+        self.blocks() * L2P_BYTES_PER_BLOCK
+    }
+
+    /// Bytes of the trim record places (`TrimPlace` each, in a B-tree keyed by sequence).
+    pub fn trim_place_bytes(&self) -> u64 {
+        self.trims.len() as u64 * (8 + std::mem::size_of::<TrimPlace>() as u64)
     }
 
     /// Bytes of the stripe tables now allocated.
@@ -543,8 +718,60 @@ mod tests {
         ix.seal_segment(0);
         ix.seal_segment(2);
         assert_eq!(ix.greedy_victim(), Some(0));
-        ix.free_segment(0);
+        assert_eq!(ix.free_segment(0), Ok(()));
         assert_eq!(ix.first_free(), Some(0));
+        // A segment still holding a valid block is never freed.
+        assert!(matches!(
+            ix.free_segment(2),
+            Err(IndexError::StillValid { segment: 2, .. })
+        ));
+    }
+
+    #[test]
+    fn cost_benefit_prefers_old_cold_segments_greedy_the_emptiest() {
+        let mut ix = Index::new(layout(8), 400);
+        let per = layout(8).data_blocks_per_segment();
+        for seg in 0..3 {
+            ix.open_segment(seg).expect("open");
+        }
+        // Segment 0: old, half valid; segment 1: young, a quarter valid; 2: open.
+        let mut lba = 0;
+        for (seg, n, seq) in [(0u32, per / 2, 10u64), (1, per / 4, 1000)] {
+            for i in 0..n {
+                let p = Pba {
+                    segment: seg,
+                    member: (i % 4) as u8,
+                    offset: (i / 4) as u32,
+                };
+                ix.apply_write(lba, p, seq + i).expect("write");
+                ix.stamp(seg, seq + i);
+                lba += 1;
+            }
+            ix.seal_segment(seg);
+        }
+        assert_eq!(ix.victim(GcPolicy::Greedy, 1100), Some(1));
+        assert_eq!(ix.victim(GcPolicy::CostBenefit, 1100), Some(0));
+        // Trim records: live while they still trim something; their segment is kept.
+        ix.apply_trim(300, 2, 2000).expect("trim");
+        let place = TrimPlace {
+            pba: Pba {
+                segment: 1,
+                member: 0,
+                offset: 40,
+            },
+            first: 300,
+            count: 2,
+        };
+        ix.note_trim_record(2000, place);
+        assert!(ix.trim_is_live(2000, 300, 2));
+        assert_eq!(ix.trim_records_in(1), vec![(2000, place)]);
+        assert_eq!(ix.live_in(1).len() as u64, per / 4);
+        ix.apply_trim(0, 400, 3000).expect("trim all");
+        assert!(!ix.trim_is_live(2000, 300, 2));
+        assert!(ix.free_segment(1).is_err(), "a noted trim record keeps it");
+        ix.drop_trim_record(2000);
+        assert_eq!(ix.free_segment(1), Ok(()));
+        assert_eq!(ix.verify(), Ok(()));
     }
 
     #[test]

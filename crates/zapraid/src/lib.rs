@@ -8,5 +8,8 @@ pub mod meta;
 pub mod parity;
 mod volume;
 
+pub use index::GcPolicy;
 pub use layout::{GroupMode, Layout, LayoutError, Pba};
-pub use volume::{FormatOptions, ZapRaidError, ZapRaidVolume};
+pub use volume::{
+    FormatOptions, IndexMemory, ZapRaidError, ZapRaidStats, ZapRaidVolume, MAX_BLOCKS_IN_FLIGHT,
+};

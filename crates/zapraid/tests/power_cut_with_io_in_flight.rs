@@ -110,6 +110,23 @@ struct Coverage {
     multi_block_writes_in_flight_at_cut: u64,
     ops_completed: u64,
     blocks_checked: u64,
+    segments_collected: u64,
+    cuts_during_collection: u64,
+}
+
+impl Coverage {
+    fn add(&mut self, c: &Coverage) {
+        self.cuts += c.cuts;
+        self.cuts_with_commands_in_flight += c.cuts_with_commands_in_flight;
+        self.ops_in_flight_at_cut += c.ops_in_flight_at_cut;
+        self.fua_in_flight_at_cut += c.fua_in_flight_at_cut;
+        self.trims_in_flight_at_cut += c.trims_in_flight_at_cut;
+        self.multi_block_writes_in_flight_at_cut += c.multi_block_writes_in_flight_at_cut;
+        self.ops_completed += c.ops_completed;
+        self.blocks_checked += c.blocks_checked;
+        self.segments_collected += c.segments_collected;
+        self.cuts_during_collection += c.cuts_during_collection;
+    }
 }
 
 type Faulty = FaultyZoned<Arc<EmuDevice>>;
@@ -192,10 +209,13 @@ async fn run_op(
     Ok(())
 }
 
-async fn schedule(seed: u64, rounds: usize) -> Coverage {
+/// One seeded schedule over members of `zones` zones: with 5, the volume has 5 segments, so
+/// the segments each restart leaves sealed and the writes fill them and collection runs
+/// in most rounds, cuts included.
+async fn schedule(seed: u64, rounds: usize, zones: u32) -> Coverage {
     let mut cov = Coverage::default();
     let mut rng = SimRng::new(seed);
-    let emus = emu_members(4, 32, seed);
+    let emus = emu_members(4, zones, seed);
     let faulty: Vec<Arc<Faulty>> = emus
         .iter()
         .enumerate()
@@ -268,6 +288,9 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
         // Power goes on every member at once; the host forgets its commands.
         let in_flight: u64 = faulty.iter().map(|f| f.cut_power()).sum();
         vol.crash();
+        let st = vol.stats();
+        cov.segments_collected += st.segments_collected;
+        cov.cuts_during_collection += u64::from(st.collections_started > st.segments_collected);
         if std::env::var("ZAPRAID_CUT_TRACE").is_ok() {
             println!(
                 "{what}: cut after {cut_after:?}, finished {finished}, done {:?}",
@@ -313,6 +336,7 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
         }
         model.replace(m);
     }
+    cov.segments_collected += vol.stats().segments_collected;
     drop(vol);
     cov
 }
@@ -323,20 +347,13 @@ fn power_cuts_with_writes_trims_and_fua_in_flight() {
         .ok()
         .and_then(|s| s.parse().ok())
     {
-        Some(seed) => vec![seed],
+        Some(seed) if seed < 1000 => vec![seed],
+        Some(_) => return,
         None => (0..100).collect(),
     };
     let mut total = Coverage::default();
     for seed in &seeds {
-        let c = runtime().block_on(schedule(*seed, 16));
-        total.cuts += c.cuts;
-        total.cuts_with_commands_in_flight += c.cuts_with_commands_in_flight;
-        total.ops_in_flight_at_cut += c.ops_in_flight_at_cut;
-        total.fua_in_flight_at_cut += c.fua_in_flight_at_cut;
-        total.trims_in_flight_at_cut += c.trims_in_flight_at_cut;
-        total.multi_block_writes_in_flight_at_cut += c.multi_block_writes_in_flight_at_cut;
-        total.ops_completed += c.ops_completed;
-        total.blocks_checked += c.blocks_checked;
+        total.add(&runtime().block_on(schedule(*seed, 16, 32)));
     }
     println!("{total:?}");
     if seeds.len() == 1 {
@@ -352,4 +369,31 @@ fn power_cuts_with_writes_trims_and_fua_in_flight() {
         "{total:?}"
     );
     assert!(total.ops_completed >= 500, "{total:?}");
+}
+
+/// Seeds 1000 .. 1100: members of 5 zones, so garbage collection runs in most rounds (every
+/// restart leaves one more segment sealed) and power is cut during collections: before the
+/// copies are flushed, between the flush and the resets, and between resets of the members.
+#[test]
+fn power_cuts_during_garbage_collection() {
+    let seeds: Vec<u64> = match std::env::var("ZAPRAID_CUT_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        Some(seed) if seed >= 1000 => vec![seed],
+        Some(_) => return,
+        None => (1000..1100).collect(),
+    };
+    let mut total = Coverage::default();
+    for seed in &seeds {
+        total.add(&runtime().block_on(schedule(*seed, 24, 5)));
+    }
+    println!("{total:?}");
+    if seeds.len() == 1 {
+        return;
+    }
+    assert!(total.cuts >= 800, "{total:?}");
+    assert!(total.segments_collected >= 450, "{total:?}");
+    assert!(total.cuts_during_collection >= 120, "{total:?}");
+    assert!(total.ops_in_flight_at_cut >= 2000, "{total:?}");
 }

@@ -8,9 +8,12 @@
 //! reconstruction from the other members (degraded read). Nothing returns data the array did
 //! not hold for that LBA.
 //!
-//! Lock order: `Shared::st` (the index and the write state) is a leaf lock; it is never held
-//! across an await, and `SegWriter::records` is only taken without it.
+//! Lock order: `Shared::gc_lock` (async, held across a whole collection) before
+//! `Shared::io_gate` (async; reads shared, a collection's reset exclusive) before
+//! `Shared::st` (the index and the write state), a leaf lock never held across an await;
+//! `SegWriter::records`, `gc_policy` and `admission` are only taken without `st`.
 
+mod gc;
 mod read;
 mod recover;
 mod write;
@@ -24,7 +27,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use zns::{BlockDevice, BlockError, BlockResult, Lba, NvmeStatus, ZonedDevice};
 
-use crate::index::Index;
+use crate::index::{GcPolicy, Index};
 use crate::layout::{GroupMode, Layout, LayoutError};
 
 /// Options of `ZapRaidVolume::format`.
@@ -35,8 +38,8 @@ pub struct FormatOptions {
     /// Parity blocks per stripe; 1 (XOR).
     pub m: u32,
     pub mode: GroupMode,
-    /// Space kept back from clients, in permille of the data capacity of all segments but two
-    /// (for garbage collection).
+    /// Space kept back from clients, in permille of the data capacity of all segments but the
+    /// open one and the three collection keeps free.
     pub op_permille: u32,
     /// Format even over members holding data (every zone is reset).
     pub force: bool,
@@ -84,6 +87,53 @@ pub enum ZapRaidError {
     Options(String),
 }
 
+/// Client data blocks admitted into the write path at once, by default: the memory the
+/// stripes in flight hold is bounded by this many blocks of data plus their parity (`1/k`
+/// more) and one open stripe of padding.
+pub const MAX_BLOCKS_IN_FLIGHT: u64 = 4096;
+
+/// Counters of what the volume wrote since it was opened.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ZapRaidStats {
+    /// Data blocks and trim records written for clients.
+    pub client_blocks: u64,
+    /// Blocks rewritten by garbage collection.
+    pub relocated_blocks: u64,
+    /// Padding blocks of stripes sealed before they were full.
+    pub padding_blocks: u64,
+    /// Collections begun and finished (they differ while one runs).
+    pub collections_started: u64,
+    pub segments_collected: u64,
+    /// The most client data blocks admitted at once.
+    pub blocks_in_flight_max: u64,
+}
+
+impl ZapRaidStats {
+    /// Data-region blocks written per client block, parity excluded (it adds a constant
+    /// `(k + m) / k`): `(client + relocated + padding) / client`.
+    pub fn write_amplification(&self) -> f64 {
+        if self.client_blocks == 0 {
+            return 1.0;
+        }
+        (self.client_blocks + self.relocated_blocks + self.padding_blocks) as f64
+            / self.client_blocks as f64
+    }
+}
+
+/// Memory of the in-memory index, in bytes (docs/DESIGN.md, "Index").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IndexMemory {
+    /// 16 bytes per logical block.
+    pub l2p_bytes: u64,
+    /// The compact stripe tables of the segments in use now.
+    pub stripe_table_bytes: u64,
+    /// Their bound, every segment in use: `(k + m) S Z ceil(log2 G)` bits, the paper's
+    /// formula (`index::stripe_table_bits`), rounded up to 64-bit words per segment.
+    pub stripe_table_bytes_max: u64,
+    /// Places of trim records (32 bytes per record on the members, live or not yet collected).
+    pub trim_place_bytes: u64,
+}
+
 /// State shared by the volume and its stripe tasks.
 pub(crate) struct Shared {
     pub(crate) layout: Layout,
@@ -96,9 +146,41 @@ pub(crate) struct Shared {
     /// `Some(cause)` once the volume has failed.
     pub(crate) failed: watch::Sender<Option<String>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// One garbage collection at a time.
+    pub(crate) gc_lock: tokio::sync::Mutex<()>,
+    /// Client reads hold it shared across their member reads; a collection holds it
+    /// exclusive while it resets and frees its victim, so no read of an address looked up
+    /// before the move reaches the reset zone.
+    pub(crate) io_gate: tokio::sync::RwLock<()>,
+    gc_policy: Mutex<GcPolicy>,
+    /// Admission of client data blocks (`MAX_BLOCKS_IN_FLIGHT`), with its size.
+    admission: Mutex<(Arc<tokio::sync::Semaphore>, u64)>,
 }
 
 impl Shared {
+    pub(crate) fn gc_policy(&self) -> GcPolicy {
+        *self.gc_policy.lock()
+    }
+
+    /// Waits until `blocks` more data blocks (at most the whole limit) may enter the write
+    /// path; the permit is held until the command completes.
+    pub(crate) async fn admit(
+        &self,
+        blocks: u64,
+    ) -> BlockResult<tokio::sync::OwnedSemaphorePermit> {
+        let (sem, limit) = self.admission.lock().clone();
+        let want = blocks.clamp(1, limit);
+        let p = sem
+            .clone()
+            .acquire_many_owned(want as u32)
+            .await
+            .map_err(|_| BlockError::Failed("admission closed".into()))?;
+        let now = limit - sem.available_permits() as u64;
+        let mut st = self.st.lock();
+        st.stats.blocks_in_flight_max = st.stats.blocks_in_flight_max.max(now);
+        Ok(p)
+    }
+
     pub(crate) fn check_failed(&self) -> BlockResult<()> {
         match &*self.failed.borrow() {
             Some(why) => Err(BlockError::Failed(why.clone())),
@@ -181,6 +263,13 @@ impl ZapRaidVolume {
                 st: Mutex::new(write::State::new(index, next_seq)),
                 failed,
                 tasks: Mutex::new(Vec::new()),
+                gc_lock: tokio::sync::Mutex::new(()),
+                io_gate: tokio::sync::RwLock::new(()),
+                gc_policy: Mutex::new(GcPolicy::Greedy),
+                admission: Mutex::new((
+                    Arc::new(tokio::sync::Semaphore::new(MAX_BLOCKS_IN_FLIGHT as usize)),
+                    MAX_BLOCKS_IN_FLIGHT,
+                )),
             }),
         }
     }
@@ -203,9 +292,50 @@ impl ZapRaidVolume {
         self.sh.layout
     }
 
+    /// The index's memory now and the stripe tables' bound.
+    pub fn index_memory(&self) -> IndexMemory {
+        let l = self.sh.layout;
+        let per_segment =
+            crate::index::stripe_table_bits(l.k, l.m, l.stripes, 1, l.group).div_ceil(64) * 8;
+        let st = self.sh.st.lock();
+        IndexMemory {
+            l2p_bytes: st.index.l2p_bytes(),
+            stripe_table_bytes: st.index.stripe_table_bytes(),
+            stripe_table_bytes_max: u64::try_from(per_segment * u128::from(l.segments()))
+                .unwrap_or(u64::MAX),
+            trim_place_bytes: st.index.trim_place_bytes(),
+        }
+    }
+
     /// Bytes of memory the compact stripe tables use now.
     pub fn stripe_table_bytes(&self) -> u64 {
         self.sh.st.lock().index.stripe_table_bytes()
+    }
+
+    /// What the volume wrote since it was opened (write amplification, collections).
+    pub fn stats(&self) -> ZapRaidStats {
+        self.sh.st.lock().stats
+    }
+
+    /// How garbage collection picks victims (greedy by default).
+    pub fn set_gc_policy(&self, policy: GcPolicy) {
+        *self.sh.gc_policy.lock() = policy;
+    }
+
+    /// Limits the client data blocks in the write path at once (at least 1; default
+    /// `MAX_BLOCKS_IN_FLIGHT`). Commands admitted under the old limit finish under it.
+    pub fn set_blocks_in_flight_limit(&self, blocks: u64) {
+        let blocks = blocks.clamp(1, u64::from(u32::MAX));
+        *self.sh.admission.lock() = (
+            Arc::new(tokio::sync::Semaphore::new(blocks as usize)),
+            blocks,
+        );
+    }
+
+    /// Collects one sealed segment now, if one can be gained; returns whether it did.
+    pub async fn collect(&self) -> BlockResult<bool> {
+        let _one = self.sh.gc_lock.lock().await;
+        gc::collect_one(&self.sh).await
     }
 
     /// Checks the index's invariants (tests).

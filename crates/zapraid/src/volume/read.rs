@@ -16,6 +16,7 @@ use crate::parity::xor_into;
 pub(crate) async fn read(sh: &Shared, lba: Lba, buf: &mut [u8]) -> BlockResult<()> {
     sh.check_failed()?;
     sh.check_range(lba, buf.len())?;
+    let _gate = sh.io_gate.read().await;
     let bs = sh.layout.block_size();
     let reads = buf
         .chunks_mut(bs)
@@ -28,29 +29,30 @@ pub(crate) async fn read(sh: &Shared, lba: Lba, buf: &mut [u8]) -> BlockResult<(
 }
 
 async fn read_block(sh: &Shared, lba: Lba, out: &mut [u8]) -> BlockResult<()> {
-    let (mapping, member_failed) = {
-        let st = sh.st.lock();
-        let m = st
-            .index
-            .lookup(lba)
-            .map_err(|e| BlockError::Failed(e.to_string()))?;
-        let failed = match m {
-            Mapping::Mapped { pba, .. } => st
-                .failed_members
-                .get(usize::from(pba.member))
-                .copied()
-                .unwrap_or(false),
-            _ => false,
-        };
-        (m, failed)
-    };
-    let pba = match mapping {
+    let mapping = sh
+        .st
+        .lock()
+        .index
+        .lookup(lba)
+        .map_err(|e| BlockError::Failed(e.to_string()))?;
+    match mapping {
         Mapping::Unmapped | Mapping::Trimmed { .. } => {
             out.fill(0);
-            return Ok(());
+            Ok(())
         }
-        Mapping::Mapped { pba, .. } => pba,
-    };
+        Mapping::Mapped { pba, .. } => read_at(sh, pba, out).await,
+    }
+}
+
+/// Reads the block at `pba`, rebuilding it when its member failed or the read fails.
+pub(crate) async fn read_at(sh: &Shared, pba: Pba, out: &mut [u8]) -> BlockResult<()> {
+    let member_failed = sh
+        .st
+        .lock()
+        .failed_members
+        .get(usize::from(pba.member))
+        .copied()
+        .unwrap_or(false);
     if !member_failed {
         let dev = &sh.members[usize::from(pba.member)];
         match dev
@@ -59,7 +61,7 @@ async fn read_block(sh: &Shared, lba: Lba, out: &mut [u8]) -> BlockResult<()> {
         {
             Ok(()) => return Ok(()),
             Err(s) => tracing::warn!(
-                "member {}: read of LBA {lba} failed ({s}); rebuilding it",
+                "member {}: read of {pba:?} failed ({s}); rebuilding it",
                 pba.member
             ),
         }

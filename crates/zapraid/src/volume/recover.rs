@@ -16,7 +16,7 @@ use zns::{ReportFilter, ZoneAction, ZoneDescriptor, ZoneState, ZonedDevice};
 
 use super::write::{segment_header, SegWriter};
 use super::{FormatOptions, ZapRaidError, ZapRaidVolume};
-use crate::index::Index;
+use crate::index::{Index, TrimPlace};
 use crate::layout::{GroupMode, Layout, Pba, HEADER_BLOCKS};
 use crate::meta::{BlockRecord, FooterBlock, MetaError, RecordKind, SegmentHeader, TrimRecord};
 
@@ -57,12 +57,14 @@ pub(crate) async fn format(
             opts.op_permille
         )));
     }
-    let data_segments = u64::from(l.segments()).saturating_sub(2);
+    // Collection keeps FREE_SEGMENTS_LOW segments free and one is open: the rest hold data.
+    let kept = super::gc::FREE_SEGMENTS_LOW as u64 + 1;
+    let data_segments = u64::from(l.segments()).saturating_sub(kept);
     let volume_blocks =
         l.data_blocks_per_segment() * data_segments * u64::from(1000 - opts.op_permille) / 1000;
     if volume_blocks == 0 {
         return Err(ZapRaidError::Options(format!(
-            "{} segments leave no client space (2 are kept for collection)",
+            "{} segments leave no client space ({kept} are kept for collection)",
             l.segments()
         )));
     }
@@ -116,6 +118,8 @@ struct Found {
     first: SegmentHeader,
     /// Per segment: whether some member has a valid header.
     has_header: Vec<bool>,
+    /// Per segment: its headers' sequence floor (segments opened later have higher ones).
+    floors: Vec<u64>,
     max_floor: u64,
 }
 
@@ -127,6 +131,7 @@ async fn read_headers(
     let bs = g.block_size as usize;
     let mut first: Option<SegmentHeader> = None;
     let mut has_header = vec![false; g.zone_count as usize];
+    let mut floors = vec![0; g.zone_count as usize];
     let mut max_floor = 0;
     for z in 0..g.zone_count as usize {
         for (i, dev) in members.iter().enumerate() {
@@ -170,6 +175,7 @@ async fn read_headers(
                 first = Some(h.clone());
             }
             has_header[z] = true;
+            floors[z] = floors[z].max(h.seq_floor);
             max_floor = max_floor.max(h.seq_floor);
         }
     }
@@ -179,6 +185,7 @@ async fn read_headers(
     Ok(Found {
         first,
         has_header,
+        floors,
         max_floor,
     })
 }
@@ -239,6 +246,7 @@ pub(crate) async fn open(
         index
             .open_segment(z)
             .map_err(|e| ZapRaidError::Corrupt(e.to_string()))?;
+        index.set_floor(z, found.floors[z as usize]);
         for (i, dev) in members.iter().enumerate() {
             let recs = load_member(dev.as_ref(), &l, i, z, &states[i]).await?;
             for (offset, rec) in recs.into_iter().enumerate() {
@@ -250,6 +258,7 @@ pub(crate) async fn open(
                 apply(&mut index, &l, pba, &rec, h.volume_blocks, &mut trims)?;
                 if rec.kind != RecordKind::Parity {
                     max_seq = max_seq.max(rec.seq);
+                    index.stamp(z, rec.seq);
                 }
             }
             if states[i].state != ZoneState::Full {
@@ -272,11 +281,65 @@ pub(crate) async fn open(
         index
             .apply_trim(t.first, t.count, t.seq)
             .map_err(|e| ZapRaidError::Corrupt(format!("trim record at {pba:?}: {e}")))?;
+        index.note_trim_record(
+            t.seq,
+            TrimPlace {
+                pba,
+                first: t.first,
+                count: t.count,
+            },
+        );
     }
+    free_dead_segments(&members, &l, &mut index).await?;
     index.verify().map_err(ZapRaidError::Corrupt)?;
     let vol = ZapRaidVolume::assemble(l, members, h.uuid, h.volume_blocks, index, max_seq + 1);
     vol.sh.st.lock().failed_members = vec![false; l.n() as usize];
     Ok(vol)
+}
+
+/// Resets and frees every segment that holds no live block and no live trim record: the
+/// victim of a collection cut after its copies were flushed (copies win over originals, see
+/// `Index::apply_recovered`), or the target of one cut before, holding only copies that lost.
+/// Without this, every power cut inside a collection would keep a segment for nothing.
+async fn free_dead_segments(
+    members: &[Arc<dyn ZonedDevice>],
+    l: &Layout,
+    index: &mut Index,
+) -> Result<(), ZapRaidError> {
+    // What recovery read may still sit in the members' volatile caches (the host crashed,
+    // the members kept power): make it durable before anything it supersedes is reset.
+    for (i, dev) in members.iter().enumerate() {
+        dev.flush()
+            .await
+            .map_err(dev_err(i, "flush before resetting dead segments"))?;
+    }
+    for z in 0..l.segments() {
+        if index.state(z) != Some(crate::index::SegmentState::Sealed)
+            || index.valid(z) != Some(0)
+            || !index.others_in_use(z)
+        {
+            continue;
+        }
+        let trims = index.trim_records_in(z);
+        if trims
+            .iter()
+            .any(|(seq, p)| index.trim_is_live(*seq, p.first, p.count))
+        {
+            continue;
+        }
+        for (seq, _) in trims {
+            index.drop_trim_record(seq);
+        }
+        for (i, dev) in members.iter().enumerate() {
+            dev.zone_mgmt(ZoneAction::Reset, l.zone_start(z), false)
+                .await
+                .map_err(dev_err(i, format!("reset dead segment {z}")))?;
+        }
+        index
+            .free_segment(z)
+            .map_err(|e| ZapRaidError::Corrupt(e.to_string()))?;
+    }
+    Ok(())
 }
 
 /// A segment whose zones hold something but no valid header: a header torn by power loss
@@ -339,7 +402,7 @@ fn apply(
                 return Err(bad(format!("LBA {} beyond the volume", rec.lba)));
             }
             index
-                .apply_write(rec.lba, pba, rec.seq)
+                .apply_recovered(rec.lba, pba, rec.seq)
                 .map_err(|e| bad(e.to_string()))?;
         }
         RecordKind::Trim => trims.push(pba),

@@ -15,7 +15,7 @@ use tokio::sync::watch;
 use zns::{BlockError, BlockResult, Lba};
 
 use super::Shared;
-use crate::index::Index;
+use crate::index::{Index, TrimPlace};
 use crate::layout::{Pba, Role, HEADER_BLOCKS};
 use crate::meta::{BlockRecord, FooterBlock, RecordKind, SegmentHeader, TrimRecord};
 use crate::parity::xor_of;
@@ -60,6 +60,7 @@ pub(crate) struct State {
     next_stripe: u32,
     next_serial: u64,
     in_flight: BTreeMap<u64, watch::Receiver<StripeResult>>,
+    pub(crate) stats: super::ZapRaidStats,
 }
 
 impl State {
@@ -73,6 +74,7 @@ impl State {
             next_stripe: 0,
             next_serial: 0,
             in_flight: BTreeMap::new(),
+            stats: super::ZapRaidStats::default(),
         }
     }
 
@@ -193,7 +195,9 @@ fn seal(sh: &Arc<Shared>, st: &mut State) {
                 .send_replace(Some(Err(BlockError::Failed(e.to_string()))));
             return;
         }
-        let h = segment_header(&l, sh.uuid, sh.volume_blocks, segment, st.next_seq);
+        let floor = st.next_seq;
+        st.index.set_floor(segment, floor);
+        let h = segment_header(&l, sh.uuid, sh.volume_blocks, segment, floor);
         st.seg = Some(Arc::new(SegWriter::new(&l, h, false)));
         st.next_stripe = 0;
     }
@@ -263,11 +267,29 @@ async fn drive(
             member: member as u8,
             offset: offsets[member],
         };
+        if slot.rec.is_padding() {
+            st.stats.padding_blocks += 1;
+        } else {
+            st.index.stamp(seg.segment, slot.rec.seq);
+            if slot.from.is_some() {
+                st.stats.relocated_blocks += 1;
+            } else {
+                st.stats.client_blocks += 1;
+            }
+        }
         let r = match (slot.rec.kind, slot.from) {
             _ if slot.rec.is_padding() => Ok(true),
             (RecordKind::Trim, _) => TrimRecord::decode(&slot.data)
                 .map_err(|e| BlockError::Failed(format!("trim record: {e}")))
                 .and_then(|t| {
+                    st.index.note_trim_record(
+                        t.seq,
+                        TrimPlace {
+                            pba,
+                            first: t.first,
+                            count: t.count,
+                        },
+                    );
                     st.index
                         .apply_trim(t.first, t.count, t.seq)
                         .map_err(|e| BlockError::Failed(e.to_string()))
@@ -411,6 +433,32 @@ async fn write_footer(sh: &Shared, seg: &SegWriter, member: usize) -> Result<(),
     Ok(())
 }
 
+/// Waits for every stripe handed out so far, without sealing the open one.
+pub(crate) async fn wait_in_flight(sh: &Arc<Shared>) -> BlockResult<()> {
+    let rxs: Vec<_> = sh.st.lock().in_flight.values().cloned().collect();
+    wait_all(rxs).await
+}
+
+/// Queues a copy of a live block (garbage collection): it keeps its LBA and sequence number
+/// and moves the index from `from` only if the entry still points there.
+pub(crate) fn push_relocation(
+    sh: &Arc<Shared>,
+    rec: BlockRecord,
+    data: Vec<u8>,
+    from: Pba,
+) -> watch::Receiver<StripeResult> {
+    let mut st = sh.st.lock();
+    push(
+        sh,
+        &mut st,
+        Slot {
+            rec,
+            data,
+            from: Some(from),
+        },
+    )
+}
+
 /// Seals the open stripe now (Flush, FUA) and returns every stripe in flight.
 fn pad_and_collect(sh: &Arc<Shared>) -> Vec<watch::Receiver<StripeResult>> {
     let mut st = sh.st.lock();
@@ -418,7 +466,7 @@ fn pad_and_collect(sh: &Arc<Shared>) -> Vec<watch::Receiver<StripeResult>> {
     st.in_flight.values().cloned().collect()
 }
 
-async fn wait_all(rxs: Vec<watch::Receiver<StripeResult>>) -> BlockResult<()> {
+pub(crate) async fn wait_all(rxs: Vec<watch::Receiver<StripeResult>>) -> BlockResult<()> {
     for mut rx in rxs {
         let r = rx.wait_for(|v| v.is_some()).await.map(|v| v.clone());
         match r {
@@ -432,6 +480,8 @@ async fn wait_all(rxs: Vec<watch::Receiver<StripeResult>>) -> BlockResult<()> {
 pub(crate) async fn write(sh: &Arc<Shared>, lba: Lba, data: &[u8], fua: bool) -> BlockResult<()> {
     sh.check_failed()?;
     let blocks = sh.check_range(lba, data.len())?;
+    super::gc::ensure_space(sh).await?;
+    let _admitted = sh.admit(blocks).await?;
     let bs = sh.layout.block_size();
     let mut rxs: Vec<watch::Receiver<StripeResult>> = Vec::new();
     {
@@ -495,6 +545,8 @@ pub(crate) async fn trim(sh: &Arc<Shared>, lba: Lba, blocks: u64, fua: bool) -> 
     if blocks == 0 {
         return Ok(());
     }
+    super::gc::ensure_space(sh).await?;
+    let _admitted = sh.admit(1).await?;
     let rx = {
         let mut st = sh.st.lock();
         let seq = next_seq(&mut st)?;

@@ -1,0 +1,181 @@
+//! Garbage collection of sealed segments (docs/DESIGN.md, "Garbage collection"): pick a
+//! victim (greedy or cost-benefit), rewrite its live data blocks and live trim records
+//! through the write path keeping their sequence numbers, with compare-and-swap index
+//! updates so a client write that lands meanwhile wins, flush, and only then reset the
+//! victim's member zones and free it.
+//!
+//! Fault model: power may be cut at any point. Before the flush the victim is intact, so a
+//! cut leaves the live blocks there (copies, if any survived, carry the same sequence numbers
+//! and data). After the flush every copy is durable, so a cut during the resets (some member
+//! zones empty, others not) leaves a torn segment whose blocks are copies of durable ones;
+//! recovery loads it like any other and a later collection frees it. A member command that
+//! fails fails the volume, as on the write path.
+
+use std::sync::Arc;
+
+use zns::{BlockError, BlockResult, ZoneAction};
+
+use super::write::{self, push_relocation};
+use super::{read, Shared};
+use crate::layout::Pba;
+use crate::meta::{BlockRecord, RecordKind, TrimRecord};
+
+/// Collection starts when fewer segments than this are free: one for the relocated blocks
+/// (a victim never holds more live blocks than a segment), one for client writes that were
+/// admitted before the check.
+pub(crate) const FREE_SEGMENTS_LOW: usize = 3;
+
+/// Live blocks read and rewritten at a time, so a collection holds a bounded amount of data.
+const MOVE_BATCH_BLOCKS: usize = 64;
+
+/// Collects segments until at least `FREE_SEGMENTS_LOW` are free or nothing more can be
+/// gained. One collection runs at a time; writers that find space short wait for it.
+pub(crate) async fn ensure_space(sh: &Arc<Shared>) -> BlockResult<()> {
+    if sh.st.lock().index.free_count() >= FREE_SEGMENTS_LOW {
+        return Ok(());
+    }
+    let _one = sh.gc_lock.lock().await;
+    // A segment is collected at most once per round; the bound stops a loop that gains
+    // nothing (every sealed segment full of valid blocks).
+    for _ in 0..sh.layout.segments() {
+        if sh.st.lock().index.free_count() >= FREE_SEGMENTS_LOW {
+            break;
+        }
+        if !collect_one(sh).await? {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// What a collection moves.
+struct Plan {
+    victim: u32,
+    live: Vec<(u64, Pba, u64)>,
+    trims: Vec<(u64, crate::index::TrimPlace)>,
+}
+
+fn plan(sh: &Arc<Shared>) -> Option<Plan> {
+    let policy = sh.gc_policy();
+    let mut st = sh.st.lock();
+    let now = st.next_seq;
+    let victim = st.index.victim(policy, now)?;
+    if !st.index.others_in_use(victim) {
+        // Its header would be the array's last: after the flush below every other segment
+        // in use has a durable header, so one other suffices.
+        return None;
+    }
+    let live = st.index.live_in(victim);
+    if live.len() as u64 >= sh.layout.data_blocks_per_segment() {
+        // Moving a full segment frees nothing.
+        return None;
+    }
+    let mut trims = Vec::new();
+    for (seq, place) in st.index.trim_records_in(victim) {
+        if st.index.trim_is_live(seq, place.first, place.count) {
+            trims.push((seq, place));
+        } else {
+            st.index.drop_trim_record(seq);
+        }
+    }
+    st.stats.collections_started += 1;
+    Some(Plan {
+        victim,
+        live,
+        trims,
+    })
+}
+
+/// Collects one segment; returns whether it freed one.
+pub(crate) async fn collect_one(sh: &Arc<Shared>) -> BlockResult<bool> {
+    sh.check_failed()?;
+    // Every stripe handed out so far must be in the index before liveness is judged: a
+    // stripe of the victim whose update is still pending would otherwise look dead.
+    write::wait_in_flight(sh).await?;
+    let Some(p) = plan(sh) else {
+        return Ok(false);
+    };
+    tracing::debug!(
+        "zapraid: collecting segment {} ({} live blocks, {} live trim records)",
+        p.victim,
+        p.live.len(),
+        p.trims.len()
+    );
+    move_blocks(sh, &p).await?;
+    // The copies must be durable before the originals go: flush pads the open stripe, waits
+    // for every stripe handed out (the copies among them) and flushes every member.
+    write::flush(sh).await?;
+    let still = sh.st.lock().index.valid(p.victim).unwrap_or(0);
+    if still != 0 {
+        let why = format!(
+            "segment {} still holds {still} valid blocks after collection",
+            p.victim
+        );
+        sh.fail(why.clone());
+        return Err(BlockError::Failed(why));
+    }
+    let _gate = sh.io_gate.write().await;
+    reset_victim(sh, p.victim).await?;
+    let mut st = sh.st.lock();
+    st.index
+        .free_segment(p.victim)
+        .map_err(|e| BlockError::Failed(e.to_string()))?;
+    st.stats.segments_collected += 1;
+    Ok(true)
+}
+
+async fn move_blocks(sh: &Arc<Shared>, p: &Plan) -> BlockResult<()> {
+    let bs = sh.layout.block_size();
+    for chunk in p.live.chunks(MOVE_BATCH_BLOCKS) {
+        let permits = sh.admit(chunk.len() as u64).await?;
+        let mut rxs = Vec::new();
+        for (lba, pba, seq) in chunk {
+            let mut data = vec![0u8; bs];
+            read::read_at(sh, *pba, &mut data).await?;
+            let rec = BlockRecord {
+                kind: RecordKind::Data,
+                lba: *lba,
+                seq: *seq,
+                stripe: 0,
+            };
+            rxs.push(push_relocation(sh, rec, data, *pba));
+        }
+        write::wait_all(rxs).await?;
+        drop(permits);
+    }
+    let mut rxs = Vec::new();
+    for (seq, place) in &p.trims {
+        let t = TrimRecord {
+            first: place.first,
+            count: place.count,
+            seq: *seq,
+        };
+        let rec = BlockRecord {
+            kind: RecordKind::Trim,
+            lba: place.first,
+            seq: *seq,
+            stripe: 0,
+        };
+        rxs.push(push_relocation(sh, rec, t.encode(bs), place.pba));
+    }
+    write::wait_all(rxs).await
+}
+
+/// Resets the victim's zone on every member.
+async fn reset_victim(sh: &Arc<Shared>, victim: u32) -> BlockResult<()> {
+    let zslba = sh.layout.zone_start(victim);
+    let resets = sh
+        .members
+        .iter()
+        .enumerate()
+        .map(|(i, m)| async move { (i, m.zone_mgmt(ZoneAction::Reset, zslba, false).await) });
+    for (i, r) in futures::future::join_all(resets).await {
+        if let Err(s) = r {
+            sh.fail(format!(
+                "member {i}: reset of collected segment {victim}: {s}"
+            ));
+            return Err(BlockError::Device(s));
+        }
+    }
+    Ok(())
+}
