@@ -280,13 +280,21 @@ async fn schedule(seed: u64, rounds: usize, zones: u32) -> Coverage {
             }
             continue;
         }
-        let cut_after = Duration::from_micros(rng.range_inclusive(100, 6000));
-        let finished = tokio::select! {
-            _ = join_all(futs) => true,
-            _ = tokio::time::sleep(cut_after) => false,
+        // Whole milliseconds: tokio's timer counts them, so a seed repeats its run exactly.
+        let cut_after = Duration::from_millis(rng.range_inclusive(1, 6));
+        // Power goes on every member at once, at the instant the timer fires and before the
+        // batch is dropped (so its commands count as in flight); then the host forgets them.
+        let cut_all = || -> u64 { faulty.iter().map(|f| f.cut_power()).sum() };
+        let cut = async {
+            tokio::time::sleep(cut_after).await;
+            cut_all()
         };
-        // Power goes on every member at once; the host forgets its commands.
-        let in_flight: u64 = faulty.iter().map(|f| f.cut_power()).sum();
+        let (finished, in_flight) = tokio::select! {
+            // Polled in order, so a seed repeats its run exactly.
+            biased;
+            _ = join_all(futs) => (true, cut_all()),
+            n = cut => (false, n),
+        };
         vol.crash();
         let st = vol.stats();
         cov.segments_collected += st.segments_collected;
