@@ -2,12 +2,11 @@
 //! RAIZN (ASPLOS '23). docs/DESIGN.md ("RAIZN") describes the design, docs/FORMAT.md the
 //! metadata records.
 //!
-//! The sans-IO core (`layout`, `parity`, `meta`, `zones`) is plain synchronous code; the
+//! The sans-IO core (`layout`, `meta`, `zones`, and `zns::parity`) is plain synchronous code; the
 //! `volume` module does the member I/O.
 
 pub mod layout;
 pub mod meta;
-pub mod parity;
 
 pub use layout::{ArrayLayout, LayoutError, Placement};
 pub use meta::{MetaError, RecordHeader, RecordType, Superblock};

@@ -5,7 +5,6 @@
 pub mod index;
 pub mod layout;
 pub mod meta;
-pub mod parity;
 mod volume;
 
 pub use index::GcPolicy;

@@ -6,6 +6,7 @@ pub mod conformance;
 pub mod device;
 pub mod faulty;
 pub mod model;
+pub mod parity;
 pub mod rng;
 pub mod status;
 pub mod types;

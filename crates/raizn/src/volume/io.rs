@@ -7,7 +7,7 @@ use zns::{Lba, NvmeResult, NvmeStatus, ZoneAction, ZoneState};
 
 use super::pplog::PpRecord;
 use super::{RaiznVolume, StripeBuffer, ZoneIo};
-use crate::parity::xor_into;
+use zns::parity::xor_into;
 
 /// The contiguous range one member receives for one logical write.
 #[derive(Default)]

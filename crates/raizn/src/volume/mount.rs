@@ -14,8 +14,8 @@ use super::pplog::{Loaded, PpLog};
 use super::{Member, PpStats, RaiznConfig, RaiznError, RaiznVolume, State, ZoneIo};
 use crate::layout::{ArrayLayout, GENERAL_ZONE, META_ZONES};
 use crate::meta::Superblock;
-use crate::parity::xor_into;
 use crate::zones::{LogicalZone, ZoneTable};
+use zns::parity::xor_into;
 
 fn member_err(member: usize, what: &'static str) -> impl Fn(NvmeStatus) -> RaiznError {
     move |status| RaiznError::Member {

@@ -21,7 +21,7 @@ use zns::{Lba, NvmeResult, NvmeStatus, ReportFilter, ZoneAction, ZoneState};
 use super::RaiznVolume;
 use crate::layout::{PARTIAL_PARITY_ZONE, SWAP_ZONE};
 use crate::meta::{self, RecordHeader, RecordType, FLAG_CHECKPOINT};
-use crate::parity::xor_into;
+use zns::parity::xor_into;
 
 /// Where the newest record of one stripe is, in memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

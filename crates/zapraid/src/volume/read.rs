@@ -11,7 +11,7 @@ use zns::{BlockError, BlockResult, Lba};
 use super::Shared;
 use crate::index::Mapping;
 use crate::layout::Pba;
-use crate::parity::xor_into;
+use zns::parity::xor_into;
 
 pub(crate) async fn read(sh: &Shared, lba: Lba, buf: &mut [u8]) -> BlockResult<()> {
     sh.check_failed()?;

@@ -18,7 +18,7 @@ use super::Shared;
 use crate::index::{Index, TrimPlace};
 use crate::layout::{Pba, Role, HEADER_BLOCKS};
 use crate::meta::{BlockRecord, FooterBlock, RecordKind, SegmentHeader, TrimRecord};
-use crate::parity::xor_of;
+use zns::parity::xor_of;
 
 /// What a stripe's waiters learn: `None` while in flight.
 pub type StripeResult = Option<Result<(), BlockError>>;

@@ -1,5 +1,5 @@
-//! XOR parity (RAID-5, m = 1): the parity of a stripe is the XOR of its data units, and any
-//! one lost unit is the XOR of the others with the parity.
+//! XOR parity for the RAID layers (RAIZN, ZapRAID; m = 1): the parity of a stripe is the XOR of
+//! its data units, and any one lost unit is the XOR of the others with the parity.
 //!
 //! The loop works on 16-byte chunks (`u128`) so that the compiler keeps it in vector
 //! registers; the tail is done byte by byte.
@@ -28,7 +28,7 @@ pub fn xor_into(acc: &mut [u8], src: &[u8]) {
 }
 
 /// The XOR of `units` (all of length `len`; shorter ones count as zero-padded).
-pub fn parity_of<'a>(len: usize, units: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
+pub fn xor_of<'a>(len: usize, units: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
     let mut out = vec![0u8; len];
     for u in units {
         xor_into(&mut out, u);
@@ -60,11 +60,11 @@ mod tests {
         let units: Vec<Vec<u8>> = (0..4u8)
             .map(|u| (0..100).map(|i| i ^ (u * 37)).collect())
             .collect();
-        let p = parity_of(100, units.iter().map(|u| &u[..]));
-        let rebuilt = parity_of(100, units[1..].iter().map(|u| &u[..]).chain([&p[..]]));
+        let p = xor_of(100, units.iter().map(|u| &u[..]));
+        let rebuilt = xor_of(100, units[1..].iter().map(|u| &u[..]).chain([&p[..]]));
         assert_eq!(rebuilt, units[0]);
         // A shorter unit counts as zero-padded: partial stripes rely on it.
-        let short = parity_of(100, [&units[0][..10]]);
+        let short = xor_of(100, [&units[0][..10]]);
         assert_eq!(&short[..10], &units[0][..10]);
         assert!(short[10..].iter().all(|b| *b == 0));
     }
