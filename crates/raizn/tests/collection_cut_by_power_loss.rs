@@ -12,29 +12,11 @@ use std::sync::Arc;
 
 use emu::EmuDevice;
 use raizn::{Member, RaiznConfig, RaiznVolume};
-use zns::{ErrorPlan, FaultyZoned, Geometry, NvmeStatus, OpSet, SimRng, ZonedDevice};
+use zns::{ErrorPlan, FaultyZoned, NvmeStatus, OpSet, SimRng, ZonedDevice};
 
 const BS: usize = 4096;
 const OOB: usize = 16;
 const WRITES_PER_ZONE: u64 = 30;
-
-fn member_geo() -> Geometry {
-    Geometry {
-        block_size: BS as u32,
-        oob_size: OOB as u32,
-        zone_count: 8,
-        zone_size: 64,
-        zone_capacity: 48,
-        max_open: 6,
-        max_active: 7,
-        zasl_blocks: 16,
-        mdts_blocks: 32,
-        copy_max_ranges: 4,
-        copy_max_range_blocks: 32,
-        copy_max_blocks: 32,
-        cross_zone_reads: false,
-    }
-}
 
 type Faulty = Arc<FaultyZoned<Arc<EmuDevice>>>;
 
@@ -51,7 +33,7 @@ struct Run {
 /// stripe 0 has its parity, and so its log, on member 2); with `cut_at`, member 2's `cut_at`-th
 /// command from then on and everything after fail as a power cut would, and the others stop.
 async fn run(seed: u64, cut_at: Option<u64>) -> Run {
-    let emus = common::emu_members(&member_geo(), 3, seed);
+    let emus = common::emu_members(&common::small_member_geometry(), 3, seed);
     let faulty: Vec<Faulty> = emus
         .iter()
         .enumerate()

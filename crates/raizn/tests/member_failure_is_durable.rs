@@ -14,26 +14,7 @@ use zns::{
 };
 
 const BS: usize = 4096;
-const OOB: usize = 16;
 const SU: u64 = 8;
-
-fn member_geo() -> Geometry {
-    Geometry {
-        block_size: BS as u32,
-        oob_size: OOB as u32,
-        zone_count: 8,
-        zone_size: 64,
-        zone_capacity: 48,
-        max_open: 6,
-        max_active: 7,
-        zasl_blocks: 16,
-        mdts_blocks: 32,
-        copy_max_ranges: 4,
-        copy_max_range_blocks: 32,
-        copy_max_blocks: 32,
-        cross_zone_reads: false,
-    }
-}
 
 fn cfg(uuid: u8) -> RaiznConfig {
     RaiznConfig {
@@ -89,7 +70,7 @@ async fn read(v: &RaiznVolume, lba: u64, blocks: usize) -> Vec<u8> {
 async fn a_member_answering_not_ready_degrades_the_array_for_good() {
     // Before failures were persisted, a reopen trusted the stale member again: data written
     // while it was failed read back from its old contents.
-    let emus = common::emu_members(&member_geo(), 3, 11);
+    let emus = common::emu_members(&common::small_member_geometry(), 3, 11);
     let faulty: Vec<Arc<FaultyZoned<Arc<EmuDevice>>>> = emus
         .iter()
         .enumerate()
@@ -132,7 +113,7 @@ async fn a_member_answering_not_ready_degrades_the_array_for_good() {
 
 #[tokio::test]
 async fn fail_member_is_recorded_and_a_reopen_stays_degraded() {
-    let emus = common::emu_members(&member_geo(), 3, 12);
+    let emus = common::emu_members(&common::small_member_geometry(), 3, 12);
     let v = format(common::as_members(&emus), 2).await;
     let a = pattern(4, 12);
     write(&v, 0, &a, true).await;
@@ -154,7 +135,7 @@ async fn an_absent_member_opens_degraded_and_its_partial_stripe_reads_back() {
     // Each member in turn is absent at open; the acknowledged blocks of the incomplete
     // stripe are rebuilt from the partial-parity record when they were on it.
     for gone in 0..3 {
-        let emus = common::emu_members(&member_geo(), 3, 20 + gone as u64);
+        let emus = common::emu_members(&common::small_member_geometry(), 3, 20 + gone as u64);
         let v = format(common::as_members(&emus), 3).await;
         // 1.5 stripes: stripe 1 holds 12 of 16 data blocks (both units, the second in part).
         let a = pattern(6, 28);
@@ -178,7 +159,7 @@ async fn an_absent_member_opens_degraded_and_its_partial_stripe_reads_back() {
 
 #[tokio::test]
 async fn a_second_failure_fails_the_array_loudly() {
-    let emus = common::emu_members(&member_geo(), 3, 13);
+    let emus = common::emu_members(&common::small_member_geometry(), 3, 13);
     let v = format(common::as_members(&emus), 4).await;
     write(&v, 0, &pattern(8, 16), true).await;
     if let Err(e) = v.fail_member(0).await {
@@ -218,7 +199,7 @@ async fn a_second_failure_fails_the_array_loudly() {
 
 #[tokio::test]
 async fn a_second_member_failing_under_io_never_returns_wrong_data() {
-    let emus = common::emu_members(&member_geo(), 3, 14);
+    let emus = common::emu_members(&common::small_member_geometry(), 3, 14);
     let faulty: Vec<Arc<FaultyZoned<Arc<EmuDevice>>>> = emus
         .iter()
         .enumerate()
@@ -253,8 +234,8 @@ async fn a_second_member_failing_under_io_never_returns_wrong_data() {
 
 #[tokio::test]
 async fn open_refuses_members_that_do_not_belong() {
-    let a = common::emu_members(&member_geo(), 3, 15);
-    let b = common::emu_members(&member_geo(), 3, 16);
+    let a = common::emu_members(&common::small_member_geometry(), 3, 15);
+    let b = common::emu_members(&common::small_member_geometry(), 3, 16);
     drop(format(common::as_members(&a), 6).await);
     drop(format(common::as_members(&b), 7).await);
     // Members holding data are refused by format unless forced.
@@ -287,7 +268,7 @@ async fn open_refuses_members_that_do_not_belong() {
     // A member of another geometry.
     let g = Geometry {
         zone_count: 9,
-        ..member_geo()
+        ..common::small_member_geometry()
     };
     let c = common::emu_members(&g, 3, 17);
     drop(format(common::as_members(&c), 6).await);
@@ -301,7 +282,7 @@ async fn open_refuses_members_that_do_not_belong() {
         other => panic!("member of another geometry: {:?}", other.map(|_| ())),
     }
     // A blank member is not a member.
-    let blank = common::emu_members(&member_geo(), 1, 18);
+    let blank = common::emu_members(&common::small_member_geometry(), 1, 18);
     let with_blank = vec![
         Some(a[0].clone() as Member),
         Some(blank[0].clone() as Member),

@@ -8,31 +8,13 @@ use std::sync::Arc;
 
 use emu::EmuDevice;
 use raizn::{RaiznConfig, RaiznVolume};
-use zns::{Geometry, SimRng, ZonedDevice};
+use zns::{SimRng, ZonedDevice};
 
 const BS: usize = 4096;
 const OOB: usize = 16;
 
-fn member_geo() -> Geometry {
-    Geometry {
-        block_size: BS as u32,
-        oob_size: OOB as u32,
-        zone_count: 8,
-        zone_size: 64,
-        zone_capacity: 48,
-        max_open: 6,
-        max_active: 7,
-        zasl_blocks: 16,
-        mdts_blocks: 32,
-        copy_max_ranges: 4,
-        copy_max_range_blocks: 32,
-        copy_max_blocks: 32,
-        cross_zone_reads: false,
-    }
-}
-
 async fn new_array(seed: u64) -> (Vec<Arc<EmuDevice>>, RaiznVolume) {
-    let emus = common::emu_members(&member_geo(), 3, seed);
+    let emus = common::emu_members(&common::small_member_geometry(), 3, seed);
     let cfg = RaiznConfig {
         stripe_unit_bytes: 8 * BS as u64,
         ..RaiznConfig::new([7; 16])

@@ -5,33 +5,10 @@
 
 mod common;
 
-use common::{as_zoned, block, emu_members, runtime};
+use common::{as_zoned, block, check, emu_members, opts, runtime};
 use futures::future::join_all;
 use zapraid::{FormatOptions, GroupMode, ZapRaidError, ZapRaidVolume};
 use zns::{BlockDevice, SimRng};
-
-fn opts(mode: GroupMode) -> FormatOptions {
-    FormatOptions {
-        mode,
-        ..FormatOptions::new(3, 1)
-    }
-}
-
-async fn check(vol: &ZapRaidVolume, model: &[u64], what: &str) {
-    let bs = vol.block_size() as usize;
-    for (lba, v) in model.iter().enumerate() {
-        let mut b = vec![0u8; bs];
-        vol.read(lba as u64, &mut b)
-            .await
-            .unwrap_or_else(|e| panic!("{what}: read {lba}: {e}"));
-        let want = if *v == 0 {
-            vec![0u8; bs]
-        } else {
-            block(bs, lba as u64, *v)
-        };
-        assert!(b == want, "{what}: LBA {lba} does not hold version {v}");
-    }
-}
 
 /// Random concurrent writes over `span` LBAs, more than a segment holds; returns the model.
 async fn workload(vol: &ZapRaidVolume, span: u64, batches: usize, seed: u64) -> Vec<u64> {

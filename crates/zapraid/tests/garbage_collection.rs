@@ -5,33 +5,10 @@
 
 mod common;
 
-use common::{as_zoned, block, emu_members, runtime};
+use common::{as_zoned, block, check, emu_members, opts, runtime};
 use futures::future::join_all;
-use zapraid::{FormatOptions, GcPolicy, GroupMode, ZapRaidVolume};
+use zapraid::{GcPolicy, GroupMode, ZapRaidVolume};
 use zns::{BlockDevice, SimRng};
-
-fn opts(mode: GroupMode) -> FormatOptions {
-    FormatOptions {
-        mode,
-        ..FormatOptions::new(3, 1)
-    }
-}
-
-async fn check(vol: &ZapRaidVolume, model: &[u64], what: &str) {
-    let bs = vol.block_size() as usize;
-    for (lba, v) in model.iter().enumerate() {
-        let mut b = vec![0u8; bs];
-        vol.read(lba as u64, &mut b)
-            .await
-            .unwrap_or_else(|e| panic!("{what}: read {lba}: {e}"));
-        let want = if *v == 0 {
-            vec![0u8; bs]
-        } else {
-            block(bs, lba as u64, *v)
-        };
-        assert!(b == want, "{what}: LBA {lba} does not hold version {v}");
-    }
-}
 
 /// Concurrent batches of 1-8 block writes to disjoint ranges of `base ..` until `total`
 /// blocks were written; updates `model` (version per LBA from `base`) and `version`.

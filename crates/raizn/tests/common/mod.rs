@@ -155,3 +155,23 @@ impl DeviceFactory for RaiznFactory {
         }
     }
 }
+
+/// The small member geometry the partial-parity, collection and member-failure tests share:
+/// 4 KiB blocks, 16 B metadata, 8 zones of 64 blocks (48 writable), 6 open / 7 active.
+pub fn small_member_geometry() -> Geometry {
+    Geometry {
+        block_size: 4096,
+        oob_size: 16,
+        zone_count: 8,
+        zone_size: 64,
+        zone_capacity: 48,
+        max_open: 6,
+        max_active: 7,
+        zasl_blocks: 16,
+        mdts_blocks: 32,
+        copy_max_ranges: 4,
+        copy_max_range_blocks: 32,
+        copy_max_blocks: 32,
+        cross_zone_reads: false,
+    }
+}

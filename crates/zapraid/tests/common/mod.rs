@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use emu::{EmuConfig, EmuDevice};
-use zns::{Geometry, ZonedDevice};
+use zns::{BlockDevice, Geometry, ZonedDevice};
 
 /// 4 KiB blocks with 64 B metadata; zones of 64 blocks: 1 header, 62 data, 1 footer block.
 pub fn geometry(zones: u32) -> Geometry {
@@ -62,4 +62,29 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .start_paused(true)
         .build()
         .expect("runtime")
+}
+
+/// Format options of a 3 + 1 array in `mode`.
+pub fn opts(mode: zapraid::GroupMode) -> zapraid::FormatOptions {
+    zapraid::FormatOptions {
+        mode,
+        ..zapraid::FormatOptions::new(3, 1)
+    }
+}
+
+/// Reads every block and checks it holds its version in `model` (0: zeros).
+pub async fn check(vol: &zapraid::ZapRaidVolume, model: &[u64], what: &str) {
+    let bs = vol.block_size() as usize;
+    for (lba, v) in model.iter().enumerate() {
+        let mut b = vec![0u8; bs];
+        vol.read(lba as u64, &mut b)
+            .await
+            .unwrap_or_else(|e| panic!("{what}: read {lba}: {e}"));
+        let want = if *v == 0 {
+            vec![0u8; bs]
+        } else {
+            block(bs, lba as u64, *v)
+        };
+        assert!(b == want, "{what}: LBA {lba} does not hold version {v}");
+    }
 }
