@@ -7,13 +7,15 @@
 //! success and killed when a test fails (`Served` is dropped).
 
 mod common;
+#[path = "common/serve.rs"]
+mod serve_helper;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::ok;
-use common::serve::Served;
+use serve_helper::Served;
 
 fn require(tool: &str, package: &str) {
     let found = Command::new("sh")
