@@ -321,7 +321,10 @@ async fn wait_landed(
 ) -> BlockResult<()> {
     let mut rx = seg.landed[member].subscribe();
     let mut failed = sh.failed.subscribe();
+    // Biased: polled in a fixed order, so a seeded run repeats exactly (an unbiased select
+    // draws its order from the runtime's unseeded generator).
     tokio::select! {
+        biased;
         r = rx.wait_for(|v| ok(*v)) => r.map(|_| ()).map_err(|_| BlockError::Failed("segment writer gone".into())),
         _ = failed.wait_for(|f| f.is_some()) => Err(BlockError::Failed("the volume failed".into())),
     }
