@@ -157,7 +157,7 @@ async fn move_blocks(sh: &Arc<Shared>, p: &Plan) -> BlockResult<bool> {
             let rec = BlockRecord::new(RecordKind::Data, *lba, *seq, 0);
             rxs.push(push_relocation(sh, rec, data, *pba));
         }
-        write::wait_all(rxs).await?;
+        write::wait_all(sh, rxs).await?;
         drop(permits);
     }
     let mut rxs = Vec::new();
@@ -170,7 +170,7 @@ async fn move_blocks(sh: &Arc<Shared>, p: &Plan) -> BlockResult<bool> {
         let rec = BlockRecord::new(RecordKind::Trim, place.first, *seq, 0);
         rxs.push(push_relocation(sh, rec, t.encode(bs), place.pba));
     }
-    write::wait_all(rxs).await?;
+    write::wait_all(sh, rxs).await?;
     Ok(true)
 }
 

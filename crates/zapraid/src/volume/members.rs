@@ -71,7 +71,7 @@ pub(crate) fn member_failed(sh: &Shared, member: usize, why: &str) {
     let bits = failed_bits(&st);
     drop(st);
     tracing::error!("zapraid member {member} failed: {why}; the array runs degraded");
-    sh.member_events.send_replace(bits);
+    sh.member_events.set(bits);
 }
 
 /// Makes the current array state durable on every surviving member: a replicated state
@@ -91,7 +91,7 @@ pub(crate) async fn record_state(sh: &Arc<Shared>) -> BlockResult<()> {
             return Ok(());
         }
         let rx = write::push_state(sh, gen, bits);
-        write::wait_all(vec![rx]).await?;
+        write::wait_all(sh, vec![rx]).await?;
         sh.flush_members().await?;
         if sh.st.lock().state_gen == gen {
             *durable = gen;

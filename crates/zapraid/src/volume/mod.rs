@@ -20,6 +20,7 @@ mod gc;
 mod members;
 mod read;
 mod recover;
+mod signal;
 mod write;
 
 use std::sync::Arc;
@@ -27,7 +28,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use parking_lot::Mutex;
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use zns::{BlockDevice, BlockError, BlockResult, Lba, NvmeStatus, ZonedDevice};
 
@@ -151,7 +151,7 @@ pub(crate) struct Shared {
     pub(crate) pad_after: Duration,
     pub(crate) st: Mutex<write::State>,
     /// `Some(cause)` once the volume has failed.
-    pub(crate) failed: watch::Sender<Option<String>>,
+    pub(crate) failed: signal::Signal<Option<String>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
     /// One garbage collection at a time.
     pub(crate) gc_lock: tokio::sync::Mutex<()>,
@@ -164,7 +164,7 @@ pub(crate) struct Shared {
     /// written (`members::record_state`).
     pub(crate) state_lock: tokio::sync::Mutex<u64>,
     /// The failed members (bit `i` = member `i`), for tasks waiting on a member's progress.
-    pub(crate) member_events: watch::Sender<u64>,
+    pub(crate) member_events: signal::Signal<u64>,
     /// Admission of client data blocks (`MAX_BLOCKS_IN_FLIGHT`), with its size.
     admission: Mutex<(Arc<tokio::sync::Semaphore>, u64)>,
 }
@@ -194,15 +194,15 @@ impl Shared {
     }
 
     pub(crate) fn check_failed(&self) -> BlockResult<()> {
-        match &*self.failed.borrow() {
-            Some(why) => Err(BlockError::Failed(why.clone())),
+        match self.failed.get() {
+            Some(why) => Err(BlockError::Failed(why)),
             None => Ok(()),
         }
     }
 
     /// Fails the volume with `why` (the first cause wins).
     pub(crate) fn fail(&self, why: String) {
-        self.failed.send_if_modified(|f| {
+        self.failed.modify_if(|f| {
             if f.is_none() {
                 tracing::error!("zapraid volume failed: {why}");
                 *f = Some(why);
@@ -271,7 +271,7 @@ impl ZapRaidVolume {
         next_seq: u64,
         state: (u64, Vec<bool>),
     ) -> ZapRaidVolume {
-        let (failed, _) = watch::channel(None);
+        let failed = signal::Signal::new(None);
         let (state_gen, failed_members) = state;
         let mut st = write::State::new(index, next_seq);
         st.state_gen = state_gen;
@@ -291,7 +291,7 @@ impl ZapRaidVolume {
                 io_gate: tokio::sync::RwLock::new(()),
                 gc_policy: Mutex::new(GcPolicy::Greedy),
                 state_lock: tokio::sync::Mutex::new(state_gen),
-                member_events: watch::channel(bits).0,
+                member_events: signal::Signal::new(bits),
                 admission: Mutex::new((
                     Arc::new(tokio::sync::Semaphore::new(MAX_BLOCKS_IN_FLIGHT as usize)),
                     MAX_BLOCKS_IN_FLIGHT,
@@ -399,7 +399,7 @@ impl ZapRaidVolume {
 
     /// Why the volume failed, if it did (names every member whose failure caused it).
     pub fn failure(&self) -> Option<String> {
-        self.sh.failed.borrow().clone()
+        self.sh.failed.get()
     }
 
     /// The host goes away (tests of power loss): every stripe task stops where it is and

@@ -296,6 +296,8 @@ async fn open_attempt(
     let mut index = Index::new(l, h.volume_blocks);
     let mut max_seq = found.floor_max(0);
     let mut trims = Vec::new();
+    let mut torn = Vec::new();
+    let mut phantoms = Vec::new();
     for z in 0..l.segments() {
         let states: Vec<Option<ZoneDescriptor>> = (0..n)
             .map(|i| {
@@ -346,19 +348,25 @@ async fn open_attempt(
                     .map_err(dev_err(i, format!("finish zone {z}")))?;
             }
         }
-        for x in (0..n).filter(|i| !alive(*i)) {
-            let rebuilt = rebuild_member(&mut index, &l, z, x, &by_stripe, h.volume_blocks)?;
-            for (rec, pba, peers) in rebuilt {
-                max_seq = max_seq.max(rec.seq);
-                index.stamp(z, rec.seq);
-                if rec.kind == RecordKind::Trim {
-                    trims.push((pba, peers));
-                }
+        let settled = settle_stripes(&mut index, &l, z, &by_stripe, failed, h.volume_blocks)?;
+        for (rec, pba, peers) in settled.rebuilt {
+            max_seq = max_seq.max(rec.seq);
+            index.stamp(z, rec.seq);
+            if rec.kind == RecordKind::Trim {
+                trims.push((pba, peers));
             }
         }
+        for (rec, _) in &settled.phantoms {
+            max_seq = max_seq.max(rec.seq);
+        }
+        torn.extend(settled.torn);
+        phantoms.extend(settled.phantoms);
         index.seal_segment(z);
     }
     load_trims(members, &l, &mut index, trims).await?;
+    // Before dead segments are reset: a phantom is not in the index, so its stripe's
+    // segment may look dead.
+    let phantoms = read_phantoms(members, &l, &index, phantoms).await?;
     free_dead_segments(members, &l, &mut index, failed).await?;
     index.verify().map_err(ZapRaidError::Corrupt)?;
     let failed_members: Vec<bool> = (0..n).map(|i| !alive(i)).collect();
@@ -385,7 +393,88 @@ async fn open_attempt(
             ))
         })?;
     }
+    rewrite_torn(&vol.sh, torn, phantoms).await?;
     Ok(vol)
+}
+
+/// Rewrites the live blocks of torn stripes through the write path (as garbage collection
+/// does: same LBA and sequence number, compare-and-swap), then flushes, so a member failing
+/// after this open cannot take a block that read back now with it.
+async fn rewrite_torn(
+    sh: &Arc<super::Shared>,
+    torn: Vec<(BlockRecord, Pba)>,
+    phantoms: Vec<(BlockRecord, Vec<u8>)>,
+) -> Result<(), ZapRaidError> {
+    let failed = |e: zns::BlockError| ZapRaidError::Failed(format!("rewriting torn stripes: {e}"));
+    if !torn.is_empty() || !phantoms.is_empty() {
+        // Room first, as a client write would make it: rewrites at every open must not eat
+        // the segments collection keeps free.
+        super::gc::ensure_space(sh).await.map_err(failed)?;
+    }
+    let mut rxs = Vec::new();
+    for (rec, pba) in torn {
+        let (live, trim) = {
+            let st = sh.st.lock();
+            match rec.kind {
+                RecordKind::Trim => {
+                    let place = st
+                        .index
+                        .trim_records_in(pba.segment)
+                        .into_iter()
+                        .find(|(seq, p)| *seq == rec.seq && p.pba == pba);
+                    let live =
+                        place.is_some_and(|(seq, p)| st.index.trim_is_live(seq, p.first, p.count));
+                    (live, place)
+                }
+                _ => {
+                    let m = st
+                        .index
+                        .lookup(rec.lba)
+                        .map_err(|e| ZapRaidError::Corrupt(e.to_string()))?;
+                    (
+                        m == crate::index::Mapping::Mapped { pba, seq: rec.seq },
+                        None,
+                    )
+                }
+            }
+        };
+        if !live {
+            continue;
+        }
+        let data = match trim {
+            Some((seq, p)) => TrimRecord {
+                first: p.first,
+                count: p.count,
+                seq,
+            }
+            .encode(sh.layout.block_size()),
+            None => {
+                let member = usize::from(pba.member);
+                let dev = sh
+                    .members
+                    .get(member)
+                    .ok_or_else(|| ZapRaidError::Corrupt(format!("no member {member}")))?;
+                let mut b = vec![0u8; sh.layout.block_size()];
+                dev.read(sh.layout.data_lba(pba.segment, pba.offset), &mut b, None)
+                    .await
+                    .map_err(dev_err(member, "read of a torn stripe's block"))?;
+                b
+            }
+        };
+        let rec = BlockRecord::new(rec.kind, rec.lba, rec.seq, 0);
+        rxs.push(super::write::push_relocation(sh, rec, data, pba));
+    }
+    for (rec, data) in phantoms {
+        // Written like a client block with its own sequence number: it wins only over older
+        // versions, as it would have had it landed.
+        let rec = BlockRecord::new(rec.kind, rec.lba, rec.seq, 0);
+        rxs.push(super::write::push_copy(sh, rec, data));
+    }
+    if rxs.is_empty() {
+        return Ok(());
+    }
+    super::write::wait_all(sh, rxs).await.map_err(failed)?;
+    super::write::flush(sh).await.map_err(failed)
 }
 
 fn check_geometry(l: &Layout, h: &SegmentHeader) -> Result<(), ZapRaidError> {
@@ -453,26 +542,79 @@ async fn newest_state(
     Ok(state)
 }
 
-/// Rebuilds the records of failed member `x`'s blocks in segment `z` from the records of the
-/// other blocks of each stripe, for every stripe whose other blocks are all present (a stripe
-/// torn by power loss was never acknowledged). Its blocks are addressed by stripe index
-/// (`Index::remap_failed_member`). Returns the data and trim records rebuilt, with their
-/// address and the addresses of the blocks that rebuild them.
-fn rebuild_member(
+/// What the stripes of one segment left to do after their records were loaded.
+struct Settled {
+    /// Records of a failed member's blocks rebuilt from parity (entered in the index at
+    /// offset = stripe), with their address and the blocks that rebuild their data.
+    rebuilt: Vec<(BlockRecord, Pba, Vec<Pba>)>,
+    /// Records of blocks power loss took from a live member while the rest of their stripe
+    /// landed: rebuilt from parity but with no address, so they are rewritten after the open,
+    /// with the blocks that rebuild their data.
+    phantoms: Vec<(BlockRecord, Vec<Pba>)>,
+    /// Data and trim blocks of stripes missing a block (no parity left to protect them).
+    torn: Vec<(BlockRecord, Pba)>,
+}
+
+/// Sorts the stripes of segment `z` by the blocks present on the live members: complete;
+/// missing one block, which is rebuilt from the others (on a failed member: entered at
+/// offset = stripe; on a live member, a block power loss took: a phantom, rewritten after
+/// the open); or missing more, whose present blocks are kept unprotected until rewritten.
+/// Deciding by the blocks present, the same way at every open, is what keeps restarts
+/// consistent: a stripe one open rebuilt is rebuilt by the next, whichever member fails.
+fn settle_stripes(
     index: &mut Index,
     l: &Layout,
     z: u32,
-    x: usize,
     by_stripe: &[Vec<(usize, u32, BlockRecord)>],
+    failed: u64,
     volume_blocks: u64,
-) -> Result<Vec<(BlockRecord, Pba, Vec<Pba>)>, ZapRaidError> {
-    let mut out = Vec::new();
+) -> Result<Settled, ZapRaidError> {
+    let mut out = Settled {
+        rebuilt: Vec::new(),
+        phantoms: Vec::new(),
+        torn: Vec::new(),
+    };
     let mut no_trims = Vec::new();
     for (stripe, blocks) in by_stripe.iter().enumerate() {
         let stripe = stripe as u32;
-        if blocks.len() + 1 != l.n() as usize
-            || blocks.iter().any(|(_, _, r)| r.kind == RecordKind::State)
-        {
+        if blocks.is_empty() || blocks.iter().any(|(_, _, r)| r.kind == RecordKind::State) {
+            continue;
+        }
+        let present = blocks.iter().fold(0u64, |acc, (i, _, _)| acc | 1 << i);
+        let missing: Vec<u32> = (0..l.n()).filter(|i| present >> i & 1 == 0).collect();
+        let peers: Vec<Pba> = blocks
+            .iter()
+            .map(|(i, offset, _)| Pba {
+                segment: z,
+                member: *i as u8,
+                offset: *offset,
+            })
+            .collect();
+        let x = match missing.as_slice() {
+            [] => continue,
+            [x] => *x,
+            _ => {
+                out.torn.extend(torn_of(blocks, &peers));
+                continue;
+            }
+        };
+        let rec = match l.role(stripe, x) {
+            crate::layout::Role::Parity(_) => BlockRecord::parity_of(stripe, std::iter::empty()),
+            crate::layout::Role::Data(_) => {
+                BlockRecord::rebuild(stripe, blocks.iter().map(|b| &b.2)).ok_or_else(|| {
+                    ZapRaidError::Corrupt(format!(
+                        "segment {z} stripe {stripe}: the records of its blocks do not rebuild member {x}'s"
+                    ))
+                })?
+            }
+        };
+        let holds = matches!(rec.kind, RecordKind::Data | RecordKind::Trim) && !rec.is_padding();
+        if failed >> x & 1 == 0 {
+            // Power loss took this block from a live member: the stripe is unprotected.
+            out.torn.extend(torn_of(blocks, &peers));
+            if holds {
+                out.phantoms.push((rec, peers));
+            }
             continue;
         }
         let pba = Pba {
@@ -480,27 +622,68 @@ fn rebuild_member(
             member: x as u8,
             offset: stripe,
         };
-        let rec = match l.role(stripe, x as u32) {
-            crate::layout::Role::Parity(_) => BlockRecord::parity_of(stripe, std::iter::empty()),
-            crate::layout::Role::Data(_) => BlockRecord::rebuild(stripe, blocks.iter().map(|b| &b.2))
-                .ok_or_else(|| {
-                    ZapRaidError::Corrupt(format!(
-                        "segment {z} stripe {stripe}: the records of its blocks do not rebuild member {x}'s"
-                    ))
-                })?,
-        };
         apply(index, l, pba, &rec, volume_blocks, &mut no_trims)?;
-        if matches!(rec.kind, RecordKind::Data | RecordKind::Trim) && !rec.is_padding() {
-            let peers = blocks
-                .iter()
-                .map(|(i, offset, _)| Pba {
-                    segment: z,
-                    member: *i as u8,
-                    offset: *offset,
-                })
-                .collect();
-            out.push((rec, pba, peers));
+        if holds {
+            out.rebuilt.push((rec, pba, peers));
         }
+    }
+    Ok(out)
+}
+
+/// The data and trim blocks among a torn stripe's `blocks` (at `peers`).
+fn torn_of(blocks: &[(usize, u32, BlockRecord)], peers: &[Pba]) -> Vec<(BlockRecord, Pba)> {
+    blocks
+        .iter()
+        .zip(peers)
+        .filter(|((_, _, r), _)| {
+            matches!(r.kind, RecordKind::Data | RecordKind::Trim) && !r.is_padding()
+        })
+        .map(|((_, _, r), p)| (*r, *p))
+        .collect()
+}
+
+/// The phantoms (blocks of torn stripes that power loss took from a live member) that are
+/// newer than what the index holds for their LBA, with their data rebuilt from the rest of
+/// their stripe.
+async fn read_phantoms(
+    members: &[Arc<dyn ZonedDevice>],
+    l: &Layout,
+    index: &Index,
+    phantoms: Vec<(BlockRecord, Vec<Pba>)>,
+) -> Result<Vec<(BlockRecord, Vec<u8>)>, ZapRaidError> {
+    let mut out = Vec::new();
+    for (rec, peers) in phantoms {
+        if rec.kind == RecordKind::Data {
+            let seq = match index
+                .lookup(rec.lba)
+                .map_err(|e| ZapRaidError::Corrupt(e.to_string()))?
+            {
+                crate::index::Mapping::Unmapped => 0,
+                crate::index::Mapping::Trimmed { seq }
+                | crate::index::Mapping::Mapped { seq, .. } => seq,
+            };
+            if seq >= rec.seq {
+                continue;
+            }
+        }
+        let mut data = vec![0u8; l.block_size()];
+        for p in &peers {
+            let member = usize::from(p.member);
+            let dev = members
+                .get(member)
+                .ok_or_else(|| ZapRaidError::Corrupt(format!("no member {member}")))?;
+            let mut b = vec![0u8; l.block_size()];
+            dev.read(l.data_lba(p.segment, p.offset), &mut b, None)
+                .await
+                .map_err(dev_err(member, "read of a torn stripe's block"))?;
+            zns::parity::xor_into(&mut data, &b);
+        }
+        if rec.kind == RecordKind::Trim {
+            TrimRecord::decode(&data).map_err(|e| {
+                ZapRaidError::Corrupt(format!("rebuilt trim record of seq {}: {e}", rec.seq))
+            })?;
+        }
+        out.push((rec, data));
     }
     Ok(out)
 }

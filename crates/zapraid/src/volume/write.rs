@@ -13,9 +13,9 @@ use std::sync::Arc;
 
 use futures::future::join_all;
 use parking_lot::Mutex;
-use tokio::sync::watch;
 use zns::{BlockError, BlockResult, Lba};
 
+use super::signal::Signal;
 use super::{members, Shared};
 use crate::index::{Index, TrimPlace};
 use crate::layout::{Pba, Role, HEADER_BLOCKS};
@@ -24,6 +24,9 @@ use zns::parity::xor_of;
 
 /// What a stripe's waiters learn: `None` while in flight.
 pub type StripeResult = Option<Result<(), BlockError>>;
+
+/// A stripe's completion, shared by the writes waiting on it.
+pub(crate) type StripeDone = Arc<Signal<StripeResult>>;
 
 /// One data slot of a stripe.
 struct Slot {
@@ -37,7 +40,7 @@ struct Slot {
 struct OpenStripe {
     serial: u64,
     slots: Vec<Slot>,
-    done: watch::Sender<StripeResult>,
+    done: StripeDone,
     /// An array-state stripe: every member gets the same block and record (no parity).
     replicated: bool,
 }
@@ -46,7 +49,7 @@ struct OpenStripe {
 pub(crate) struct SegWriter {
     pub(crate) segment: u32,
     /// Per member: blocks of the zone written (header included).
-    landed: Vec<watch::Sender<u64>>,
+    landed: Vec<Signal<u64>>,
     /// Whether stripe 0's task writes the header (not when format already did).
     header_needed: bool,
     header: SegmentHeader,
@@ -68,7 +71,7 @@ pub(crate) struct State {
     seg: Option<Arc<SegWriter>>,
     next_stripe: u32,
     next_serial: u64,
-    in_flight: BTreeMap<u64, watch::Receiver<StripeResult>>,
+    in_flight: BTreeMap<u64, StripeDone>,
     pub(crate) stats: super::ZapRaidStats,
 }
 
@@ -106,7 +109,7 @@ impl SegWriter {
         let start = if header_written { HEADER_BLOCKS } else { 0 };
         SegWriter {
             segment: header.segment,
-            landed: (0..n).map(|_| watch::channel(start).0).collect(),
+            landed: (0..n).map(|_| Signal::new(start)).collect(),
             header_needed: !header_written,
             header,
             records: Mutex::new(vec![vec![None; sh_layout.stripes as usize]; n]),
@@ -157,15 +160,15 @@ fn next_seq(st: &mut State) -> BlockResult<u64> {
 
 /// Adds a slot to the open stripe (opening one, with its padding timer, when none is);
 /// seals the stripe when it has k slots. Returns the stripe's completion.
-fn push(sh: &Arc<Shared>, st: &mut State, slot: Slot) -> watch::Receiver<StripeResult> {
+fn push(sh: &Arc<Shared>, st: &mut State, slot: Slot) -> StripeDone {
     let k = sh.layout.k as usize;
     let o = match st.open.take() {
         Some(o) => o,
         None => {
             let serial = st.next_serial;
             st.next_serial += 1;
-            let (done, rx) = watch::channel(None);
-            st.in_flight.insert(serial, rx);
+            let done: StripeDone = Arc::new(Signal::new(None));
+            st.in_flight.insert(serial, done.clone());
             let (sh2, wait) = (sh.clone(), sh.pad_after);
             sh.spawn(async move {
                 tokio::time::sleep(wait).await;
@@ -184,7 +187,7 @@ fn push(sh: &Arc<Shared>, st: &mut State, slot: Slot) -> watch::Receiver<StripeR
     };
     let o = st.open.insert(o);
     o.slots.push(slot);
-    let rx = o.done.subscribe();
+    let rx = o.done.clone();
     if o.slots.len() >= k {
         seal(sh, st);
     }
@@ -201,13 +204,12 @@ fn seal(sh: &Arc<Shared>, st: &mut State) {
     if st.seg.is_none() || st.next_stripe >= l.stripes {
         let Some(segment) = st.index.first_free() else {
             st.in_flight.remove(&open.serial);
-            open.done.send_replace(Some(Err(BlockError::NoSpace)));
+            open.done.set(Some(Err(BlockError::NoSpace)));
             return;
         };
         if let Err(e) = st.index.open_segment(segment) {
             sh.fail(format!("opening segment {segment}: {e}"));
-            open.done
-                .send_replace(Some(Err(BlockError::Failed(e.to_string()))));
+            open.done.set(Some(Err(BlockError::Failed(e.to_string()))));
             return;
         }
         let floor = st.next_seq;
@@ -238,7 +240,7 @@ fn seal(sh: &Arc<Shared>, st: &mut State) {
             sh2.fail(format!("segment {} stripe {stripe}: {e}", seg.segment));
         }
         sh2.st.lock().in_flight.remove(&serial);
-        open.done.send_replace(Some(r));
+        open.done.set(Some(r));
     });
 }
 
@@ -373,20 +375,17 @@ async fn wait_landed(
     member: usize,
     ok: impl Fn(u64) -> bool,
 ) -> BlockResult<bool> {
-    let mut rx = seg
+    let landed = seg
         .landed
         .get(member)
-        .ok_or_else(|| BlockError::Failed(format!("no member {member}")))?
-        .subscribe();
-    let mut failed = sh.failed.subscribe();
-    let mut gone = sh.member_events.subscribe();
+        .ok_or_else(|| BlockError::Failed(format!("no member {member}")))?;
     // Biased: polled in a fixed order, so a seeded run repeats exactly (an unbiased select
     // draws its order from the runtime's unseeded generator).
     tokio::select! {
         biased;
-        r = rx.wait_for(|v| ok(*v)) => r.map(|_| true).map_err(|_| BlockError::Failed("segment writer gone".into())),
-        _ = failed.wait_for(|f| f.is_some()) => Err(BlockError::Failed("the volume failed".into())),
-        _ = gone.wait_for(|b| b >> member & 1 == 1) => Ok(false),
+        _ = landed.wait_for(|v| ok(*v)) => Ok(true),
+        _ = sh.failed.wait_for(|f| f.is_some()) => Err(BlockError::Failed("the volume failed".into())),
+        _ = sh.member_events.wait_for(|b| b >> member & 1 == 1) => Ok(false),
     }
 }
 
@@ -427,7 +426,7 @@ async fn put(
         {
             return lost("header write", s);
         }
-        seg.landed[member].send_modify(|v| *v = HEADER_BLOCKS);
+        seg.landed[member].set(HEADER_BLOCKS);
     }
     let (start, len) = l.group_range(l.group_of(stripe));
     let barrier = l.is_barrier(stripe);
@@ -471,7 +470,7 @@ async fn put(
     {
         *slot = Some(rec);
     }
-    seg.landed[member].send_modify(|v| *v += 1);
+    seg.landed[member].modify(|v| *v += 1);
     if stripe + 1 == l.stripes {
         if let Err(s) = write_footer(sh, seg, member).await {
             return lost("footer write", s);
@@ -512,7 +511,7 @@ async fn write_footer(sh: &Shared, seg: &SegWriter, member: usize) -> Result<(),
 /// Waits for every stripe handed out so far, without sealing the open one.
 pub(crate) async fn wait_in_flight(sh: &Arc<Shared>) -> BlockResult<()> {
     let rxs: Vec<_> = sh.st.lock().in_flight.values().cloned().collect();
-    wait_all(rxs).await
+    wait_all(sh, rxs).await
 }
 
 /// Queues a copy of a live block (garbage collection): it keeps its LBA and sequence number
@@ -522,7 +521,7 @@ pub(crate) fn push_relocation(
     rec: BlockRecord,
     data: Vec<u8>,
     from: Pba,
-) -> watch::Receiver<StripeResult> {
+) -> StripeDone {
     let mut st = sh.st.lock();
     push(
         sh,
@@ -537,12 +536,13 @@ pub(crate) fn push_relocation(
 
 /// Queues a state stripe (after the open stripe, sealed now): every member gets the record
 /// of generation `gen` naming the `failed` members.
-pub(crate) fn push_state(sh: &Arc<Shared>, gen: u64, failed: u64) -> watch::Receiver<StripeResult> {
+pub(crate) fn push_state(sh: &Arc<Shared>, gen: u64, failed: u64) -> StripeDone {
     let mut st = sh.st.lock();
     seal(sh, &mut st);
     let serial = st.next_serial;
     st.next_serial += 1;
-    let (done, rx) = watch::channel(None);
+    let done: StripeDone = Arc::new(Signal::new(None));
+    let rx = done.clone();
     st.in_flight.insert(serial, rx.clone());
     let slot = || Slot {
         rec: BlockRecord::state(gen, failed, 0),
@@ -559,19 +559,44 @@ pub(crate) fn push_state(sh: &Arc<Shared>, gen: u64, failed: u64) -> watch::Rece
     rx
 }
 
+/// Queues a block rebuilt at open (a block of a torn stripe that power loss took from its
+/// member): it keeps its LBA and sequence number and enters the index like a client write,
+/// so it wins only over older versions.
+pub(crate) fn push_copy(sh: &Arc<Shared>, rec: BlockRecord, data: Vec<u8>) -> StripeDone {
+    let mut st = sh.st.lock();
+    push(
+        sh,
+        &mut st,
+        Slot {
+            rec,
+            data,
+            from: None,
+        },
+    )
+}
+
 /// Seals the open stripe now (Flush, FUA) and returns every stripe in flight.
-fn pad_and_collect(sh: &Arc<Shared>) -> Vec<watch::Receiver<StripeResult>> {
+fn pad_and_collect(sh: &Arc<Shared>) -> Vec<StripeDone> {
     let mut st = sh.st.lock();
     seal(sh, &mut st);
     st.in_flight.values().cloned().collect()
 }
 
-pub(crate) async fn wait_all(rxs: Vec<watch::Receiver<StripeResult>>) -> BlockResult<()> {
-    for mut rx in rxs {
-        let r = rx.wait_for(|v| v.is_some()).await.map(|v| v.clone());
+/// Waits for every stripe of `rxs`; the first error wins. A stripe whose task the volume's
+/// failure stopped (a crash aborts it) ends the wait with that failure.
+pub(crate) async fn wait_all(sh: &Shared, rxs: Vec<StripeDone>) -> BlockResult<()> {
+    for rx in rxs {
+        let r = tokio::select! {
+            biased;
+            r = rx.wait_for(|v| v.is_some()) => r,
+            f = sh.failed.wait_for(|f| f.is_some()) => match rx.get() {
+                Some(r) => Some(r),
+                None => return Err(BlockError::Failed(f.unwrap_or_default())),
+            },
+        };
         match r {
-            Ok(Some(r)) => r?,
-            _ => return Err(BlockError::Failed("a stripe was abandoned".into())),
+            Some(r) => r?,
+            None => return Err(BlockError::Failed("a stripe was abandoned".into())),
         }
     }
     Ok(())
@@ -583,7 +608,7 @@ pub(crate) async fn write(sh: &Arc<Shared>, lba: Lba, data: &[u8], fua: bool) ->
     super::gc::ensure_space(sh).await?;
     let _admitted = sh.admit(blocks).await?;
     let bs = sh.layout.block_size();
-    let mut rxs: Vec<watch::Receiver<StripeResult>> = Vec::new();
+    let mut rxs: Vec<StripeDone> = Vec::new();
     {
         let mut st = sh.st.lock();
         for i in 0..blocks {
@@ -599,7 +624,7 @@ pub(crate) async fn write(sh: &Arc<Shared>, lba: Lba, data: &[u8], fua: bool) ->
                     from: None,
                 },
             );
-            if !rxs.last().is_some_and(|r| r.same_channel(&rx)) {
+            if !rxs.last().is_some_and(|r| Arc::ptr_eq(r, &rx)) {
                 rxs.push(rx);
             }
         }
@@ -608,16 +633,12 @@ pub(crate) async fn write(sh: &Arc<Shared>, lba: Lba, data: &[u8], fua: bool) ->
 }
 
 /// Waits for the stripes; with FUA seals the open stripe first and flushes every member after.
-async fn finish(
-    sh: &Arc<Shared>,
-    rxs: Vec<watch::Receiver<StripeResult>>,
-    fua: bool,
-) -> BlockResult<()> {
+async fn finish(sh: &Arc<Shared>, rxs: Vec<StripeDone>, fua: bool) -> BlockResult<()> {
     if fua {
         // Our last stripe may be the open one: seal it now rather than after the timeout.
         pad_and_collect(sh);
     }
-    wait_all(rxs).await?;
+    wait_all(sh, rxs).await?;
     if fua {
         sh.flush_members().await?;
         members::record_state(sh).await?;
@@ -628,7 +649,7 @@ async fn finish(
 pub(crate) async fn flush(sh: &Arc<Shared>) -> BlockResult<()> {
     sh.check_failed()?;
     let rxs = pad_and_collect(sh);
-    wait_all(rxs).await?;
+    wait_all(sh, rxs).await?;
     sh.flush_members().await?;
     // A member failed by request, or by this flush, is recorded before the flush completes.
     members::record_state(sh).await
