@@ -178,7 +178,7 @@ impl LinuxZoned {
     /// most the transfer limit.
     fn check_io(&self, lba: Lba, bytes: usize) -> NvmeResult<u64> {
         let bs = self.geo.block_size as usize;
-        if bytes == 0 || bytes % bs != 0 {
+        if bytes == 0 || !bytes.is_multiple_of(bs) {
             return Err(NvmeStatus::InvalidField);
         }
         let blocks = (bytes / bs) as u64;
@@ -200,8 +200,12 @@ impl LinuxZoned {
     async fn report_from(&self, lba: Lba, max_zones: u32) -> NvmeResult<Vec<ZoneDescriptor>> {
         let file = Arc::clone(&self.file);
         let (bs, spb) = (self.geo.block_size, self.spb());
-        let start_sector = lba / self.geo.zone_size * self.geo.zone_size * spb;
-        blocking(move || report_sectors(file.as_raw_fd(), start_sector, max_zones, bs)).await
+        let zone_sectors = self.geo.zone_size * spb;
+        let start_sector = lba / self.geo.zone_size * zone_sectors;
+        blocking(move || {
+            report_sectors(file.as_raw_fd(), start_sector, zone_sectors, max_zones, bs)
+        })
+        .await
     }
 
     async fn mgmt(&self, action: Mgmt, zslba: Lba) -> NvmeResult<()> {
@@ -262,10 +266,11 @@ async fn blocking<T: Send + 'static>(
     }
 }
 
-/// Reports up to `max_zones` zones from `sector`, in chunks.
+/// Reports up to `max_zones` zones of `zone_sectors` each from `sector`, in chunks.
 fn report_sectors(
     fd: RawFd,
     sector: u64,
+    zone_sectors: u64,
     max_zones: u32,
     bs: u32,
 ) -> NvmeResult<Vec<ZoneDescriptor>> {
@@ -275,22 +280,13 @@ fn report_sectors(
         let want = (max_zones - out.len() as u32).min(REPORT_CHUNK_ZONES);
         let raw = ioctl::report_zones(fd, next, want).map_err(|e| status_of(e, Op::Read))?;
         let zones = report::decode(&raw, bs).map_err(|_| NvmeStatus::InternalError)?;
-        let Some(last) = zones.last() else { break };
-        next = (last.start + last_len_blocks(&raw, bs)) * (u64::from(bs) / SECTOR_BYTES);
+        if zones.is_empty() {
+            break;
+        }
+        next += zone_sectors * zones.len() as u64;
         out.extend(zones);
     }
     Ok(out)
-}
-
-/// The length in blocks of the last zone of a raw report (the descriptors carry no length).
-fn last_len_blocks(raw: &[u8], bs: u32) -> u64 {
-    let mut nr = [0u8; 4];
-    nr.copy_from_slice(&raw[8..12]);
-    let last =
-        report::REPORT_HEADER_BYTES + (u32::from_ne_bytes(nr) as usize - 1) * report::ZONE_BYTES;
-    let mut len = [0u8; 8];
-    len.copy_from_slice(&raw[last + 8..last + 16]);
-    u64::from_ne_bytes(len) * SECTOR_BYTES / u64::from(bs)
 }
 
 /// The zone capacity, which must be the same for every zone (the `Geometry` has one).
@@ -438,7 +434,7 @@ impl ZonedDevice for LinuxZoned {
             };
         }
         check_range(&self.geo, zslba, 1)?;
-        if zslba % self.geo.zone_size != 0 {
+        if !zslba.is_multiple_of(self.geo.zone_size) {
             return Err(NvmeStatus::InvalidField);
         }
         self.mgmt(mgmt, zslba).await

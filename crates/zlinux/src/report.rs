@@ -79,7 +79,11 @@ fn decode_zone(
         return Err(ReportError::ZoneType { sector, zone_type });
     }
     let spb = u64::from(block_size) / SECTOR_BYTES;
-    if spb == 0 || sector % spb != 0 || len % spb != 0 || capacity % spb != 0 {
+    if spb == 0
+        || !sector.is_multiple_of(spb)
+        || !len.is_multiple_of(spb)
+        || !capacity.is_multiple_of(spb)
+    {
         return Err(ReportError::Misaligned { sector, block_size });
     }
     // The block layer's zone conditions are the ZNS zone state values.
@@ -90,7 +94,7 @@ fn decode_zone(
         // says ZSLBA + capacity, where Finish leaves it.
         ZoneState::Full => start + capacity / spb,
         ZoneState::Offline => start + len / spb,
-        _ if wp % spb != 0 => return Err(ReportError::Misaligned { sector, block_size }),
+        _ if !wp.is_multiple_of(spb) => return Err(ReportError::Misaligned { sector, block_size }),
         _ => wp / spb,
     };
     Ok(ZoneDescriptor {
