@@ -408,36 +408,42 @@ impl ZonedDevice for LinuxZoned {
 
     async fn zone_mgmt(&self, action: ZoneAction, zslba: Lba, select_all: bool) -> NvmeResult<()> {
         let mgmt = match action {
-            ZoneAction::Open => Mgmt::Open,
-            ZoneAction::Close => Mgmt::Close,
-            ZoneAction::Finish => Mgmt::Finish,
-            ZoneAction::Reset => Mgmt::Reset,
-            // An unsupported Zone Send Action is Invalid Field on a drive too.
-            ZoneAction::Offline => return Err(NvmeStatus::InvalidField),
+            ZoneAction::Open => Some(Mgmt::Open),
+            ZoneAction::Close => Some(Mgmt::Close),
+            ZoneAction::Finish => Some(Mgmt::Finish),
+            ZoneAction::Reset => Some(Mgmt::Reset),
+            // An unsupported Zone Send Action is Invalid Field on a drive too, after the
+            // address checks below.
+            ZoneAction::Offline => None,
         };
-        if select_all {
-            use ZoneState::*;
-            return match mgmt {
-                Mgmt::Open => self.select_all(mgmt, &[Closed]).await,
-                Mgmt::Close => {
-                    self.select_all(mgmt, &[ImplicitlyOpened, ExplicitlyOpened])
-                        .await
-                }
-                Mgmt::Finish => {
-                    self.select_all(mgmt, &[ImplicitlyOpened, ExplicitlyOpened, Closed])
-                        .await
-                }
-                Mgmt::Reset => {
-                    self.select_all(mgmt, &[ImplicitlyOpened, ExplicitlyOpened, Closed, Full])
-                        .await
-                }
-            };
+        if !select_all {
+            check_range(&self.geo, zslba, 1)?;
+            if !zslba.is_multiple_of(self.geo.zone_size) {
+                return Err(NvmeStatus::InvalidField);
+            }
         }
-        check_range(&self.geo, zslba, 1)?;
-        if !zslba.is_multiple_of(self.geo.zone_size) {
+        let Some(mgmt) = mgmt else {
             return Err(NvmeStatus::InvalidField);
+        };
+        if !select_all {
+            return self.mgmt(mgmt, zslba).await;
         }
-        self.mgmt(mgmt, zslba).await
+        use ZoneState::*;
+        match mgmt {
+            Mgmt::Open => self.select_all(mgmt, &[Closed]).await,
+            Mgmt::Close => {
+                self.select_all(mgmt, &[ImplicitlyOpened, ExplicitlyOpened])
+                    .await
+            }
+            Mgmt::Finish => {
+                self.select_all(mgmt, &[ImplicitlyOpened, ExplicitlyOpened, Closed])
+                    .await
+            }
+            Mgmt::Reset => {
+                self.select_all(mgmt, &[ImplicitlyOpened, ExplicitlyOpened, Closed, Full])
+                    .await
+            }
+        }
     }
 
     async fn report_zones(
