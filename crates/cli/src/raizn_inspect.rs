@@ -15,7 +15,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use raizn::layout::{ArrayLayout, GENERAL_ZONE, META_ZONES};
+use raizn::layout::{ArrayLayout, GENERAL_ZONE, META_ZONES, SWAP_ZONE};
 use raizn::Superblock;
 use serde_json::json;
 use zns::{Geometry, ReportFilter, ZoneDescriptor, ZoneState, ZonedDevice};
@@ -30,21 +30,25 @@ use crate::units::format_size;
 /// same rule as the volume's open (docs/FORMAT.md, "Superblock").
 pub async fn newest_superblock(dev: &dyn ZonedDevice) -> Result<Option<Superblock>, CliError> {
     let g = dev.geometry();
-    let start = g.zone_start(GENERAL_ZONE);
-    let r = dev.report_zones(start, ReportFilter::All, false, 1).await?;
-    let wp = match r.zones.first() {
-        Some(z) if z.start == start => z.wp.saturating_sub(start).min(g.zone_capacity),
-        _ => return Ok(None),
-    };
     let mut block = vec![0u8; g.block_size as usize];
     let mut best: Option<Superblock> = None;
-    for b in 0..wp {
-        dev.read(start + b, &mut block, None).await?;
-        match Superblock::decode(&block) {
-            Ok(sb) if best.is_none_or(|o| o.generation < sb.generation) => best = Some(sb),
-            Ok(_) => {}
-            // A block that is not a superblock ends the list (a torn generation).
-            Err(_) => break,
+    // The general zone holds superblocks among other records (zone log, generations); while
+    // it is compacted, the swap zone holds its copy. Every valid superblock counts; other
+    // records and torn blocks are passed over.
+    for zone in [GENERAL_ZONE, SWAP_ZONE] {
+        let start = g.zone_start(zone);
+        let r = dev.report_zones(start, ReportFilter::All, false, 1).await?;
+        let wp = match r.zones.first() {
+            Some(z) if z.start == start => z.wp.saturating_sub(start).min(g.zone_capacity),
+            _ => continue,
+        };
+        for b in 0..wp {
+            dev.read(start + b, &mut block, None).await?;
+            if let Ok(sb) = Superblock::decode(&block) {
+                if best.is_none_or(|o| o.generation < sb.generation) {
+                    best = Some(sb);
+                }
+            }
         }
     }
     Ok(best)

@@ -232,6 +232,17 @@ impl ZoneTable {
         }
     }
 
+    /// Whether an open slot is held only by zones with a write in flight on another thread:
+    /// a command refused Too Many Open Zones now would succeed once they finish.
+    pub fn open_room_waits_for_busy(&self) -> bool {
+        self.busy.iter().enumerate().any(|(z, &b)| {
+            b && self
+                .zones
+                .get(z)
+                .is_some_and(|zone| zone.state == ZoneState::ImplicitlyOpened)
+        })
+    }
+
     pub fn is_busy(&self, z: u32) -> bool {
         self.busy.get(z as usize).copied().unwrap_or(false)
     }

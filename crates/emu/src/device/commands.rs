@@ -165,7 +165,20 @@ impl ZonedDevice for EmuDevice {
             } else {
                 self.lock_zone_of(zslba).into_iter().collect()
             };
-            self.core.lock().manage(action, zslba, select_all)
+            loop {
+                let mut c = self.core.lock();
+                let out = c.manage(action, zslba, select_all);
+                // As for writes: an open that waits only for writes in flight elsewhere.
+                if out.0 == Err(NvmeStatus::TooManyOpenZones)
+                    && out.1.is_empty()
+                    && c.zones.open_room_waits_for_busy()
+                {
+                    drop(c);
+                    std::thread::yield_now();
+                    continue;
+                }
+                break out;
+            }
         };
         self.record(Op::ZoneMgmt, &r);
         if let Some(t) = &self.timing {
@@ -241,12 +254,23 @@ impl EmuDevice {
         fua: bool,
     ) -> NvmeResult<()> {
         let _zone = self.lock_zone_of(lba);
-        let z = {
+        let z = loop {
             let mut c = self.core.lock();
             c.drain_appends();
-            let z = c.zones.begin_write(lba, blocks)?;
-            c.zones.set_busy(z, true);
-            z
+            match c.zones.begin_write(lba, blocks) {
+                Ok(z) => {
+                    c.zones.set_busy(z, true);
+                    break z;
+                }
+                // The only zones the device could close for a slot have writes in flight on
+                // other threads: once one finishes, this write gets its slot, as if it had
+                // arrived after it (a copy takes microseconds; nothing here waits on I/O).
+                Err(NvmeStatus::TooManyOpenZones) if c.zones.open_room_waits_for_busy() => {
+                    drop(c);
+                    std::thread::yield_now();
+                }
+                Err(e) => return Err(e),
+            }
         };
         let zeros;
         let zeros: &[u8] = match zeros_needed(&self.geo, blocks, payload) {
