@@ -14,34 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::ok;
+use common::{ok, require, run};
 use serve_helper::Served;
-
-fn require(tool: &str, package: &str) {
-    let found = Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    assert!(
-        found,
-        "{tool} is missing: install the Debian package {package} (./scripts/test does)"
-    );
-}
-
-fn run(cmd: &mut Command) -> String {
-    let o = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert!(o.status.success(), "{cmd:?} failed: {text}");
-    text
-}
 
 fn s(p: &Path) -> &str {
     p.to_str().expect("utf-8 path")
