@@ -16,6 +16,7 @@ mod members;
 mod plot;
 mod quickstart;
 mod raizn_inspect;
+mod raizn_rebuild;
 mod serve;
 mod serve_zapraid;
 mod session;

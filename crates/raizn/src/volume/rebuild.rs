@@ -75,6 +75,21 @@ impl RaiznVolume {
     /// Client commands may run concurrently. A second failure during the rebuild fails the
     /// array (`TooManyFailed`); the new member failing leaves the array degraded.
     pub async fn replace_member(&self, index: usize, new_member: Member) -> Result<(), RaiznError> {
+        self.replace_member_up_to(index, new_member, u32::MAX)
+            .await
+            .map(|_| ())
+    }
+
+    /// `replace_member` that rebuilds at most `zones_max` zones in this call (a rebuild in
+    /// slices, say in quiet hours); returns whether the array is whole. When it is not, the
+    /// array stays degraded with `index` failed, as before the call, and a later call with
+    /// the same device goes on with the rest.
+    pub async fn replace_member_up_to(
+        &self,
+        index: usize,
+        new_member: Member,
+        zones_max: u32,
+    ) -> Result<bool, RaiznError> {
         let failed = {
             let st = self.state.lock();
             if let Some((a, b)) = st.health.broken {
@@ -109,8 +124,10 @@ impl RaiznVolume {
         }
         slot.set(new_member);
         self.start_rebuild(index);
-        let r = self.rebuild_all(index).await;
-        if r.is_err() {
+        let r = self.rebuild_all(index, zones_max).await;
+        if !matches!(r, Ok(true)) {
+            // Cut short (an error, or the slice is done): the member counts as failed in
+            // every zone again, and writes skip it until a rebuild resumes.
             self.state.lock().rebuild = None;
         }
         r
@@ -216,7 +233,7 @@ impl RaiznVolume {
 
     /// Rebuilds every zone (active ones first), then makes the array whole: every member
     /// flushed, and a superblock generation naming no failed member on all of them.
-    async fn rebuild_all(&self, member: usize) -> Result<(), RaiznError> {
+    async fn rebuild_all(&self, member: usize, zones_max: u32) -> Result<bool, RaiznError> {
         let mut order: Vec<u32> = (0..self.geo.zone_count).collect();
         {
             let st = self.state.lock();
@@ -232,7 +249,11 @@ impl RaiznVolume {
                 status,
             },
         };
-        for zone in order {
+        for (k, zone) in order.into_iter().enumerate() {
+            if k as u64 >= u64::from(zones_max) {
+                tracing::info!(member, zones = k, "RAIZN rebuild paused");
+                return Ok(false);
+            }
             self.rebuild_zone(zone, member).await.map_err(err)?;
             if self.rebuilding() != Some(member) {
                 // The new member failed while clients wrote to it: the rebuild is off.
@@ -249,7 +270,8 @@ impl RaiznVolume {
             st.rebuild = None;
         }
         tracing::info!(member, "RAIZN rebuild complete; the array is whole");
-        self.persist_health().await.map_err(err)
+        self.persist_health().await.map_err(err)?;
+        Ok(true)
     }
 
     /// Rebuilds `zone` on `member` under the zone's lock: the member's units below the zone's
@@ -331,6 +353,10 @@ impl RaiznVolume {
                 r.progress.blocks_done += blocks;
                 r.progress.blocks_total = r.progress.blocks_total.max(r.progress.blocks_done);
             }
+            // Members that complete at once (file images) would otherwise let a rebuild run
+            // to its end in one poll, starving client commands and progress reports on a
+            // single-threaded runtime.
+            tokio::task::yield_now().await;
         }
         let action = match z.state {
             ZoneState::Full => Some(ZoneAction::Finish),
