@@ -201,16 +201,17 @@ async fn run_rebuild(
             _ = tick.tick() => report.show(vol.rebuild_progress()),
         }
     };
-    let whole = match r {
-        Ok(w) => w,
+    let done = match r {
+        Ok(d) => d,
         Err(e) => {
             report.end(None);
             return Err(raizn_error(m, e));
         }
     };
     vol.flush().await?;
-    report.end(Some(whole));
-    Ok(whole)
+    report.last = Some(done.progress);
+    report.end(Some(done.whole));
+    Ok(done.whole)
 }
 
 /// Shows a rebuild's progress on stderr: a bar on a terminal, a plain line every
@@ -273,6 +274,12 @@ impl Reporter {
         if !self.plain {
             return;
         }
+        if let Some(p) = self.last.filter(|p| p.zones_resumed > 0) {
+            eprintln!(
+                "rebuild of {}: {} zone(s) ({} member blocks) kept from the run cut short",
+                self.who, p.zones_resumed, p.blocks_resumed
+            );
+        }
         match (whole, self.last) {
             (Some(true), _) => eprintln!("rebuild of {}: 100%, done", self.who),
             (_, Some(p)) => eprintln!("{} (stopped)", line(&self.who, &p)),
@@ -306,6 +313,8 @@ mod tests {
             blocks_total: 200,
             zones_done: 2,
             zones_total: 5,
+            blocks_resumed: 0,
+            zones_resumed: 0,
         };
         assert_eq!(
             line("member 1 (b.img)", &p),

@@ -107,6 +107,9 @@ fn rebuild_finishes_a_replace_that_stopped() {
     assert!(o.status.success(), "{err}");
     assert!(text.contains("rebuilt; the array is whole"), "{text}");
     assert!(err.contains("100%, done"), "{err}");
+    // Active zones go first: the replace rebuilt zone 3 and then the full zone 0 before it
+    // stopped. Zone 0 is kept, not redone; zone 3 took writes meanwhile and is redone.
+    assert!(err.contains("1 zone(s) (192 member blocks) kept"), "{err}");
     let st = ok(&["raizn", "status", m0, nw, m2]);
     assert!(st.contains("(optimal)"), "{st}");
     let text = ok(&["raizn", "rebuild", m0, nw, m2]);

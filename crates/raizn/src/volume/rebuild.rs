@@ -31,12 +31,28 @@ pub struct RebuildProgress {
     pub blocks_total: u64,
     pub zones_done: u32,
     pub zones_total: u32,
+    /// Of `blocks_done`, the blocks an earlier run of this rebuild (cut short by power loss
+    /// or stopped) completed and this one kept.
+    pub blocks_resumed: u64,
+    /// Of `zones_done`, the zones kept from an earlier run.
+    pub zones_resumed: u32,
+}
+
+/// What a call of `replace_member_up_to` did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RebuildReport {
+    /// Whether the array is whole (the rebuild completed).
+    pub whole: bool,
+    /// The rebuild's progress when the call ended.
+    pub progress: RebuildProgress,
 }
 
 /// A rebuild in progress, behind the `State` lock.
 #[derive(Clone, Debug)]
 pub(super) struct Rebuild {
     pub member: usize,
+    /// The superblock generation the new member was formatted with.
+    pub target: u64,
     /// Whether each logical zone is rebuilt on the new member.
     pub rebuilt: Vec<bool>,
     pub progress: RebuildProgress,
@@ -81,7 +97,7 @@ impl RaiznVolume {
     }
 
     /// `replace_member` that rebuilds at most `zones_max` zones in this call (a rebuild in
-    /// slices, say in quiet hours); returns whether the array is whole. When it is not, the
+    /// slices, say in quiet hours); reports whether the array is whole. When it is not, the
     /// array stays degraded with `index` failed, as before the call, and a later call with
     /// the same device goes on with the rest.
     pub async fn replace_member_up_to(
@@ -89,7 +105,7 @@ impl RaiznVolume {
         index: usize,
         new_member: Member,
         zones_max: u32,
-    ) -> Result<bool, RaiznError> {
+    ) -> Result<RebuildReport, RaiznError> {
         let failed = {
             let st = self.state.lock();
             if let Some((a, b)) = st.health.broken {
@@ -113,7 +129,7 @@ impl RaiznVolume {
                 },
             });
         }
-        self.format_replacement(index, &new_member).await?;
+        let (target, trusted) = self.format_replacement(index, &new_member).await?;
         let slot = self.slots.get(index).ok_or(RaiznError::NoSuchMember {
             member: index,
             members: self.members.len(),
@@ -123,9 +139,9 @@ impl RaiznVolume {
             *log.lock().await = super::pplog::PpLog::default();
         }
         slot.set(new_member);
-        self.start_rebuild(index);
+        self.start_rebuild(index, target, &trusted);
         let r = self.rebuild_all(index, zones_max).await;
-        if !matches!(r, Ok(true)) {
+        if !matches!(r, Ok(RebuildReport { whole: true, .. })) {
             // Cut short (an error, or the slice is done): the member counts as failed in
             // every zone again, and writes skip it until a rebuild resumes.
             self.state.lock().rebuild = None;
@@ -133,10 +149,18 @@ impl RaiznVolume {
         r
     }
 
-    /// Checks the new member and writes its superblock: its zones reset, then a superblock
-    /// of a new generation at the start of its general zone and on every survivor (which
-    /// still name it failed), FUA.
-    async fn format_replacement(&self, index: usize, dev: &Member) -> Result<(), RaiznError> {
+    /// Checks the new member and writes its superblock; returns the superblock generation
+    /// that names the new member (the rebuild's *target*) and the zones an earlier run of
+    /// this rebuild completed (`rebuild_log.rs`). A device this rebuild already formatted
+    /// keeps those zones and has the rest reset, and its superblock is written again at the
+    /// same generation. Any other device has all its zones reset, then a superblock of a new
+    /// generation at the start of its general zone and on every survivor (which still name
+    /// it failed), FUA.
+    async fn format_replacement(
+        &self,
+        index: usize,
+        dev: &Member,
+    ) -> Result<(u64, Vec<(u32, u64)>), RaiznError> {
         let err = |what| {
             move |status| RaiznError::Member {
                 member: index,
@@ -155,22 +179,30 @@ impl RaiznVolume {
             .report_zones(0, zns::ReportFilter::All, false, usize::MAX)
             .await
             .map_err(err("reporting the new member's zones"))?;
+        let mut log = self.general.lock().await;
+        let mut resume = None;
         if zones.zones.iter().any(|z| z.state != ZoneState::Empty) {
             let ours = super::general::read_general(index, dev.as_ref())
                 .await
                 .ok()
-                .is_some_and(|img| {
+                .filter(|img| {
                     img.sb.array_uuid == self.uuid && img.sb.member_index as usize == index
                 });
-            if !ours {
+            let Some(img) = ours else {
                 return Err(RaiznError::HoldsData { member: index });
-            }
-            dev.zone_mgmt(ZoneAction::Reset, 0, true)
+            };
+            resume = self
+                .trusted_zones(&log, index, img.sb.generation, &zones.zones)
+                .map(|t| (img.sb.generation, t));
+            let keep = resume.as_ref().map_or(&[][..], |(_, t)| &t[..]);
+            self.reset_except(dev, &zones.zones, keep)
                 .await
                 .map_err(err("resetting the new member"))?;
         }
-        let mut log = self.general.lock().await;
-        let generation = self.state.lock().health.generation + 1;
+        let generation = match &resume {
+            Some((target, _)) => *target,
+            None => self.state.lock().health.generation + 1,
+        };
         // A superblock never names its own member failed; the survivors' name it until the
         // rebuild completes, and open takes the union.
         let block = self
@@ -188,6 +220,19 @@ impl RaiznVolume {
         if let Some(w) = log.wp.get_mut(index) {
             *w = 1;
         }
+        if let Some((target, trusted)) = resume {
+            tracing::info!(
+                member = index,
+                zones = trusted.len(),
+                "RAIZN rebuild resumes; zones rebuilt before are kept"
+            );
+            log.rebuilt = Some(crate::meta::RebuiltZones {
+                member: index as u32,
+                target_generation: target,
+                zones: trusted.clone(),
+            });
+            return Ok((target, trusted));
+        }
         // The survivors get the same generation, so every member's newest superblock agrees.
         let survivors: Vec<usize> = (0..self.members.len()).filter(|m| *m != index).collect();
         self.append_general(
@@ -199,12 +244,18 @@ impl RaiznVolume {
         .await
         .map_err(err("writing the survivors' superblocks"))?;
         self.state.lock().health.generation = generation;
-        Ok(())
+        log.rebuilt = Some(crate::meta::RebuiltZones {
+            member: index as u32,
+            target_generation: generation,
+            zones: Vec::new(),
+        });
+        Ok((generation, Vec::new()))
     }
 
-    /// Starts the bookkeeping of a rebuild of `member`: nothing rebuilt, the total estimated
-    /// from the zones' write pointers now.
-    fn start_rebuild(&self, member: usize) {
+    /// Starts the bookkeeping of a rebuild of `member` (its superblock generation `target`):
+    /// the `trusted` zones rebuilt by an earlier run, the total estimated from the zones'
+    /// write pointers now.
+    fn start_rebuild(&self, member: usize, target: u64, trusted: &[(u32, u64)]) {
         let l = self.layout;
         let cap = l.member_geometry().zone_capacity;
         let mut st = self.state.lock();
@@ -218,22 +269,37 @@ impl RaiznVolume {
                 };
             }
         }
+        let mut rebuilt = vec![false; self.geo.zone_count as usize];
+        for (z, _) in trusted {
+            if let Some(r) = rebuilt.get_mut(*z as usize) {
+                *r = true;
+            }
+        }
+        let zones_resumed = trusted.len() as u32;
+        let blocks_resumed = u64::from(zones_resumed) * cap;
         st.rebuild = Some(super::rebuild::Rebuild {
             member,
-            rebuilt: vec![false; self.geo.zone_count as usize],
+            target,
+            rebuilt,
             progress: RebuildProgress {
                 member,
-                blocks_done: 0,
+                blocks_done: blocks_resumed,
                 blocks_total: total,
-                zones_done: 0,
+                zones_done: zones_resumed,
                 zones_total: self.geo.zone_count,
+                blocks_resumed,
+                zones_resumed,
             },
         });
     }
 
     /// Rebuilds every zone (active ones first), then makes the array whole: every member
     /// flushed, and a superblock generation naming no failed member on all of them.
-    async fn rebuild_all(&self, member: usize, zones_max: u32) -> Result<bool, RaiznError> {
+    async fn rebuild_all(
+        &self,
+        member: usize,
+        zones_max: u32,
+    ) -> Result<RebuildReport, RaiznError> {
         let mut order: Vec<u32> = (0..self.geo.zone_count).collect();
         {
             let st = self.state.lock();
@@ -249,10 +315,25 @@ impl RaiznVolume {
                 status,
             },
         };
+        {
+            // Zones an earlier run completed are not done again.
+            let st = self.state.lock();
+            let done = |z: &u32| {
+                st.rebuild
+                    .as_ref()
+                    .and_then(|r| r.rebuilt.get(*z as usize).copied())
+                    .unwrap_or(false)
+            };
+            order.retain(|z| !done(z));
+        }
         for (k, zone) in order.into_iter().enumerate() {
             if k as u64 >= u64::from(zones_max) {
                 tracing::info!(member, zones = k, "RAIZN rebuild paused");
-                return Ok(false);
+                let progress = self.rebuild_progress().unwrap_or_default();
+                return Ok(RebuildReport {
+                    whole: false,
+                    progress,
+                });
             }
             self.rebuild_zone(zone, member).await.map_err(err)?;
             if self.rebuilding() != Some(member) {
@@ -261,17 +342,22 @@ impl RaiznVolume {
             }
         }
         self.flush_members().await.map_err(err)?;
+        let progress;
         {
             let mut st = self.state.lock();
             if st.rebuild.as_ref().map(|r| r.member) != Some(member) {
                 return Err(err(NvmeStatus::NamespaceNotReady));
             }
             st.health.failed = None;
-            st.rebuild = None;
+            progress = st.rebuild.take().map(|r| r.progress).unwrap_or_default();
         }
         tracing::info!(member, "RAIZN rebuild complete; the array is whole");
         self.persist_health().await.map_err(err)?;
-        Ok(true)
+        self.forget_rebuild().await;
+        Ok(RebuildReport {
+            whole: true,
+            progress,
+        })
     }
 
     /// Rebuilds `zone` on `member` under the zone's lock: the member's units below the zone's
@@ -371,15 +457,28 @@ impl RaiznVolume {
         if let Some(a) = action {
             dev.zone_mgmt(a, zslba, false).await?;
         }
-        {
+        let (target, generation) = {
             let mut st = self.state.lock();
+            let generation = st.generations.get(zone as usize).copied();
             let Some(r) = st.rebuild.as_mut() else {
                 return Err(NvmeStatus::NamespaceNotReady);
             };
             if let Some(b) = r.rebuilt.get_mut(zone as usize) {
                 *b = true;
             }
-            r.progress.zones_done += 1;
+            (r.target, generation)
+        };
+        if let (true, Some(g)) = (full, generation) {
+            // A Full zone cannot change until it is reset (a new generation): a rebuild cut
+            // short keeps it (`rebuild_log.rs`). Recorded before it counts as done, so every
+            // Full zone `zones_done` counts is kept by a resume.
+            self.record_rebuilt(member, target, zone, g).await?;
+        }
+        {
+            let mut st = self.state.lock();
+            if let Some(r) = st.rebuild.as_mut() {
+                r.progress.zones_done += 1;
+            }
         }
         let incomplete = z.state.is_active() && !wp.is_multiple_of(sdb);
         if incomplete && l.parity_member(wp / sdb) == member {
