@@ -6,6 +6,7 @@ pub mod blockload;
 pub mod fio;
 pub mod jobfile;
 pub mod paper;
+pub mod raizn_fig12;
 pub mod series;
 pub mod workload;
 pub mod zns_fig1;

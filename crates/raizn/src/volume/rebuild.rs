@@ -326,8 +326,12 @@ impl RaiznVolume {
             };
             order.retain(|z| !done(z));
         }
+        // The record of a full zone (a flush of the new member, then FUA records) runs
+        // while the next zone is rebuilt, so the new member's writes do not stall on it.
+        let mut record = None;
         for (k, zone) in order.into_iter().enumerate() {
             if k as u64 >= u64::from(zones_max) {
+                self.record_zone(member, record.take()).await.map_err(err)?;
                 tracing::info!(member, zones = k, "RAIZN rebuild paused");
                 let progress = self.rebuild_progress().unwrap_or_default();
                 return Ok(RebuildReport {
@@ -335,12 +339,18 @@ impl RaiznVolume {
                     progress,
                 });
             }
-            self.rebuild_zone(zone, member).await.map_err(err)?;
+            let (recorded, rebuilt) = futures::join!(
+                self.record_zone(member, record.take()),
+                self.rebuild_zone(zone, member)
+            );
+            recorded.map_err(err)?;
+            record = rebuilt.map_err(err)?;
             if self.rebuilding() != Some(member) {
                 // The new member failed while clients wrote to it: the rebuild is off.
                 return Err(err(NvmeStatus::NamespaceNotReady));
             }
         }
+        self.record_zone(member, record.take()).await.map_err(err)?;
         self.flush_members().await.map_err(err)?;
         let progress;
         {
@@ -360,11 +370,28 @@ impl RaiznVolume {
         })
     }
 
+    /// Records `rec` (target generation, zone, zone generation) of a full zone `rebuild_zone`
+    /// completed, then counts the zone done: every full zone `zones_done` counts is kept by
+    /// a resume.
+    async fn record_zone(&self, member: usize, rec: Option<(u64, u32, u64)>) -> NvmeResult<()> {
+        let Some((target, zone, generation)) = rec else {
+            return Ok(());
+        };
+        self.record_rebuilt(member, target, zone, generation)
+            .await?;
+        if let Some(r) = self.state.lock().rebuild.as_mut() {
+            r.progress.zones_done += 1;
+        }
+        Ok(())
+    }
+
     /// Rebuilds `zone` on `member` under the zone's lock: the member's units below the zone's
     /// write pointer (data from the other units and parity, parity from the data), the
     /// member zone's state, then the partial-parity record of the incomplete stripe when
-    /// the member holds its parity.
-    async fn rebuild_zone(&self, zone: u32, member: usize) -> NvmeResult<()> {
+    /// the member holds its parity. A Full zone is returned to be recorded (`record_zone`;
+    /// a Full zone cannot change until a reset gives it a new generation, so a rebuild cut
+    /// short keeps it); any other zone is counted done here.
+    async fn rebuild_zone(&self, zone: u32, member: usize) -> NvmeResult<Option<(u64, u32, u64)>> {
         let mut zio = self.zone_lock(zone)?.lock().await;
         self.check_usable()?;
         let l = self.layout;
@@ -385,60 +412,47 @@ impl RaiznVolume {
         };
         let dev = self.members.get(member).ok_or(NvmeStatus::InternalError)?;
         let zslba = l.member_zone_start(zone);
-        let (bs, oob) = (self.block_size(), self.oob());
-        // Stripes per batch: one member command's worth.
+        let bs = self.block_size();
+        // Stripes per batch: one member command's worth. The survivors' reads of a batch
+        // overlap the new member's write of the one before (two batches in memory), so the
+        // rebuild runs at the new member's write bandwidth rather than read plus write.
         let batch = (u64::from(l.member_geometry().mdts_blocks) / su).max(1);
-        let mut at = 0u64;
-        while at < mend {
-            let s0 = at / su;
-            let s1 = (s0 + batch).min(mend.div_ceil(su));
-            let lend = (s1 * sdb).min(wp);
-            let n_log = lend - s0 * sdb;
-            let mut data = vec![0u8; (s1 - s0) as usize * sdb as usize * bs];
-            let mut meta = vec![0u8; (s1 - s0) as usize * sdb as usize * oob];
-            self.read_zone(
-                zone,
-                s0 * sdb,
-                n_log,
-                &mut data[..n_log as usize * bs],
-                &mut meta[..n_log as usize * oob],
-                full,
-            )
-            .await?;
-            let mut out = Vec::new();
-            let mut out_meta = Vec::new();
-            for s in s0..s1 {
-                let n = (mend - s * su).min(su) as usize;
-                let base = (s - s0) as usize * sdb as usize;
-                let unit = |k: u64| base + (k * su) as usize;
-                match l.unit_of_member(s, member) {
-                    Some(k) => {
-                        out.extend_from_slice(&data[unit(k) * bs..(unit(k) + n) * bs]);
-                        out_meta.extend_from_slice(&meta[unit(k) * oob..(unit(k) + n) * oob]);
+        let mut read_at = 0u64;
+        let mut pending: Option<(u64, Vec<u8>, Vec<u8>)> = None;
+        while read_at < mend || pending.is_some() {
+            let write = async {
+                match &pending {
+                    Some((at, out, out_meta)) => {
+                        self.write_member(member, zslba + at, out, out_meta).await?;
+                        Ok(Some((out.len() / bs) as u64))
                     }
-                    None => {
-                        let mut p = vec![0u8; n * bs];
-                        let mut pm = vec![0u8; n * oob];
-                        for k in 0..l.data_units() {
-                            zns::parity::xor_into(&mut p, &data[unit(k) * bs..(unit(k) + n) * bs]);
-                            zns::parity::xor_into(
-                                &mut pm,
-                                &meta[unit(k) * oob..(unit(k) + n) * oob],
-                            );
-                        }
-                        out.extend_from_slice(&p);
-                        out_meta.extend_from_slice(&pm);
-                    }
+                    None => Ok(None),
+                }
+            };
+            let read = async {
+                match read_at < mend {
+                    true => self
+                        .rebuild_batch(zone, member, read_at, mend, wp, full, batch)
+                        .await
+                        .map(Some),
+                    false => Ok(None),
+                }
+            };
+            let (w, r): (NvmeResult<Option<u64>>, NvmeResult<_>) = futures::join!(write, read);
+            if let Some(blocks) = w? {
+                if let Some(r) = self.state.lock().rebuild.as_mut() {
+                    r.progress.blocks_done += blocks;
+                    r.progress.blocks_total = r.progress.blocks_total.max(r.progress.blocks_done);
                 }
             }
-            let blocks = (out.len() / bs) as u64;
-            self.write_member(member, zslba + at, &out, &out_meta)
-                .await?;
-            at += blocks;
-            if let Some(r) = self.state.lock().rebuild.as_mut() {
-                r.progress.blocks_done += blocks;
-                r.progress.blocks_total = r.progress.blocks_total.max(r.progress.blocks_done);
-            }
+            pending = match r? {
+                Some((out, out_meta)) => {
+                    let at = read_at;
+                    read_at += (out.len() / bs) as u64;
+                    Some((at, out, out_meta))
+                }
+                None => None,
+            };
             // Members that complete at once (file images) would otherwise let a rebuild run
             // to its end in one poll, starving client commands and progress reports on a
             // single-threaded runtime.
@@ -469,16 +483,10 @@ impl RaiznVolume {
             (r.target, generation)
         };
         if let (true, Some(g)) = (full, generation) {
-            // A Full zone cannot change until it is reset (a new generation): a rebuild cut
-            // short keeps it (`rebuild_log.rs`). Recorded before it counts as done, so every
-            // Full zone `zones_done` counts is kept by a resume.
-            self.record_rebuilt(member, target, zone, g).await?;
+            return Ok(Some((target, zone, g)));
         }
-        {
-            let mut st = self.state.lock();
-            if let Some(r) = st.rebuild.as_mut() {
-                r.progress.zones_done += 1;
-            }
+        if let Some(r) = self.state.lock().rebuild.as_mut() {
+            r.progress.zones_done += 1;
         }
         let incomplete = z.state.is_active() && !wp.is_multiple_of(sdb);
         if incomplete && l.parity_member(wp / sdb) == member {
@@ -486,7 +494,65 @@ impl RaiznVolume {
             let rec = self.partial_parity_of(zone, &zio, wp)?;
             self.log_partial_parity(rec).await?;
         }
-        Ok(())
+        Ok(None)
+    }
+
+    /// The new member's blocks of the batch of stripes from member block `at` (at most
+    /// `batch` stripes, below member block `mend`): its data units read (rebuilt from the
+    /// others) and its parity units computed from the data, with their metadata.
+    #[allow(clippy::too_many_arguments)]
+    async fn rebuild_batch(
+        &self,
+        zone: u32,
+        member: usize,
+        at: u64,
+        mend: u64,
+        wp: u64,
+        full: bool,
+        batch: u64,
+    ) -> NvmeResult<(Vec<u8>, Vec<u8>)> {
+        let l = self.layout;
+        let (su, sdb) = (l.su_blocks(), l.stripe_data_blocks());
+        let (bs, oob) = (self.block_size(), self.oob());
+        let s0 = at / su;
+        let s1 = (s0 + batch).min(mend.div_ceil(su));
+        let lend = (s1 * sdb).min(wp);
+        let n_log = lend - s0 * sdb;
+        let mut data = vec![0u8; (s1 - s0) as usize * sdb as usize * bs];
+        let mut meta = vec![0u8; (s1 - s0) as usize * sdb as usize * oob];
+        self.read_zone(
+            zone,
+            s0 * sdb,
+            n_log,
+            &mut data[..n_log as usize * bs],
+            &mut meta[..n_log as usize * oob],
+            full,
+        )
+        .await?;
+        let mut out = Vec::new();
+        let mut out_meta = Vec::new();
+        for s in s0..s1 {
+            let n = (mend - s * su).min(su) as usize;
+            let base = (s - s0) as usize * sdb as usize;
+            let unit = |k: u64| base + (k * su) as usize;
+            match l.unit_of_member(s, member) {
+                Some(k) => {
+                    out.extend_from_slice(&data[unit(k) * bs..(unit(k) + n) * bs]);
+                    out_meta.extend_from_slice(&meta[unit(k) * oob..(unit(k) + n) * oob]);
+                }
+                None => {
+                    let mut p = vec![0u8; n * bs];
+                    let mut pm = vec![0u8; n * oob];
+                    for k in 0..l.data_units() {
+                        zns::parity::xor_into(&mut p, &data[unit(k) * bs..(unit(k) + n) * bs]);
+                        zns::parity::xor_into(&mut pm, &meta[unit(k) * oob..(unit(k) + n) * oob]);
+                    }
+                    out.extend_from_slice(&p);
+                    out_meta.extend_from_slice(&pm);
+                }
+            }
+        }
+        Ok((out, out_meta))
     }
 
     /// Writes a contiguous run to one member in MDTS-sized commands.
