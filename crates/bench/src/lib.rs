@@ -7,6 +7,7 @@ pub mod fio;
 pub mod jobfile;
 pub mod paper;
 pub mod raizn_fig12;
+pub mod raizn_seq;
 pub mod series;
 pub mod workload;
 pub mod zns_fig1;
