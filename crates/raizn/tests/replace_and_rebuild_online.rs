@@ -454,3 +454,49 @@ fn replace_refuses_what_it_must() {
         assert_eq!(r, Ok(2));
     });
 }
+
+/// Guards against a resumed rebuild trusting a zone that changed while the rebuild was
+/// paused: zone 0 was rebuilt (and recorded) Full, then reset and rewritten while the array
+/// ran degraded; the new member's old copy of it must be rebuilt again, not kept. Without
+/// the reset, the same zone is kept.
+#[test]
+fn a_zone_rewritten_while_paused_is_rebuilt_again() {
+    for rewrite in [false, true] {
+        runtime().block_on(async move {
+            let (_f, v, model) = setup(3, 60).await;
+            let new = fresh_member(60);
+            // Active zones 1 and 3 first, then the full zone 0.
+            match v.replace_member_up_to(1, new.clone() as Member, 3).await {
+                Ok(r) => assert!(!r.whole && r.progress.zones_done == 3, "{r:?}"),
+                Err(e) => panic!("first slice: {e}"),
+            }
+            assert_eq!(v.failed_member(), Some(1), "paused: degraded again");
+            if rewrite {
+                let g = v.geometry();
+                if let Err(e) = v.zone_mgmt(ZoneAction::Reset, g.zone_start(0), false).await {
+                    panic!("reset: {e}");
+                }
+                model.borrow_mut().zones[0] = Default::default();
+                write(&v, &model, 0, g.zone_capacity, 77).await;
+            }
+            let r = match v
+                .replace_member_up_to(1, new.clone() as Member, u32::MAX)
+                .await
+            {
+                Ok(r) => r,
+                Err(e) => panic!("resume: {e}"),
+            };
+            assert!(r.whole);
+            assert_eq!(
+                r.progress.zones_resumed,
+                u32::from(!rewrite),
+                "rewrite {rewrite}: zone 0 kept only when unchanged"
+            );
+            let model = model.into_inner();
+            if let Err(e) = v.fail_member(0).await {
+                panic!("fail member 0: {e}");
+            }
+            verify(&v, &model, "resumed rebuild, member 0 failed").await;
+        });
+    }
+}
