@@ -8,6 +8,7 @@ pub mod jobfile;
 pub mod paper;
 pub mod raizn_fig12;
 pub mod raizn_seq;
+pub mod raizn_xor;
 pub mod series;
 pub mod workload;
 pub mod zns_fig1;

@@ -46,6 +46,10 @@ pub const PAPERS: &[(&str, &str)] = &[
         "RAIZN (ASPLOS '23) section 6.1: 5-member array sequential write and read against 4x and 5x one device",
     ),
     (
+        "raizn-xor",
+        "RAIZN parity (XOR of a stripe's data units) against a memory copy, real time, same run",
+    ),
+    (
         "vroom-5.2.1",
         "vroom thesis section 5.2.1: 4 KiB write and append IOPS peaks on a ZNS drive",
     ),
@@ -387,6 +391,9 @@ pub fn run(name: &str, o: &Options) -> Result<Vec<Row>, String> {
     }
     if name == "raizn-seq" {
         return crate::raizn_seq::rows(o);
+    }
+    if name == "raizn-xor" {
+        return crate::raizn_xor::rows(o);
     }
     let pts = points(name).ok_or_else(|| {
         let names: Vec<&str> = PAPERS.iter().map(|p| p.0).collect();
