@@ -144,9 +144,7 @@ impl ValidBitmap {
 
     /// Valid blocks in `from..to`.
     pub fn count_valid(&self, from: u64, to: u64) -> u64 {
-        (from..to.min(self.blocks))
-            .filter(|&b| self.bit(b))
-            .count() as u64
+        (from..to.min(self.blocks)).filter(|&b| self.bit(b)).count() as u64
     }
 
     /// Blocks the bitmap covers (the zone capacity).
@@ -189,10 +187,7 @@ mod tests {
         assert_eq!(m.chip_of(&g, g.zone_start(3)), Some(0));
         assert_eq!(m.chip_of(&g, g.total_blocks()), None);
         assert_eq!(m.chips(), 6);
-        let bad = ChunkMapping {
-            zone_chips: 0,
-            ..m
-        };
+        let bad = ChunkMapping { zone_chips: 0, ..m };
         assert!(bad.validate().is_err());
     }
 

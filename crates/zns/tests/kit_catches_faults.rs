@@ -5,8 +5,8 @@
 use async_trait::async_trait;
 use zns::conformance::{self, DeviceFactory, KitFailure};
 use zns::{
-    CompactionExtent, CopyRange, Geometry, Lba, ModelDevice, NvmeResult, NvmeStatus, ReportFilter, ZoneAction,
-    ZoneReport, ZoneState, ZonedDevice,
+    CompactionExtent, CopyRange, Geometry, Lba, ModelDevice, NvmeResult, NvmeStatus, ReportFilter,
+    ZoneAction, ZoneReport, ZoneState, ZonedDevice,
 };
 
 /// The one thing a mutant device gets wrong.

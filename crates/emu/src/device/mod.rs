@@ -80,6 +80,30 @@ impl EmuDevice {
         Ok(self)
     }
 
+    /// The ZNS+ chunk mapping (docs/ZNSPLUS.md) when the device has the ZNS+ commands: the
+    /// timing model's units, dies per zone and die groups when timing is on, so the host
+    /// places copies where the model does copybacks; `untimed_chunk_mapping` otherwise.
+    pub fn chunk_mapping(&self) -> Option<zns::ChunkMapping> {
+        if !self.cfg.zns_plus {
+            return None;
+        }
+        let untimed = crate::config::untimed_chunk_mapping(&self.geo);
+        Some(match &self.timing {
+            None => untimed,
+            Some(t) => {
+                let p = t.profile();
+                let per_zone = p.dies_per_zone().max(1);
+                zns::ChunkMapping {
+                    chunk_blocks: (p.unit_bytes() / u64::from(self.geo.block_size.max(1)))
+                        .clamp(1, u64::from(u32::MAX)) as u32,
+                    zone_chips: per_zone,
+                    chip_groups: (p.dies() / per_zone).max(1),
+                    ..untimed
+                }
+            }
+        })
+    }
+
     /// The timing model's counters, when timing is enabled.
     pub fn timing_counters(&self) -> Option<TimingCounters> {
         self.timing.as_ref().map(Timing::counters)

@@ -101,7 +101,9 @@ async fn capability<F: DeviceFactory>(f: &F) -> KitResult {
     let Some(m) = dev.identify_mapping() else {
         ck.write(&dev, ck.zslba(0), 4).await?;
         ck.fill(&dev, 1, g.zone_capacity).await?;
-        let r = dev.zone_compaction(&[ext(ck.zslba(0), ck.zslba(0) + 4, 2)]).await;
+        let r = dev
+            .zone_compaction(&[ext(ck.zslba(0), ck.zslba(0) + 4, 2)])
+            .await;
         ck.err("zone_compaction without ZNS+", r, E::InvalidOpcode)?;
         let r = dev.tl_open(ck.zslba(1), &bitmap(&ck, &[])).await;
         ck.err("tl_open without ZNS+", r, E::InvalidOpcode)?;
@@ -110,7 +112,11 @@ async fn capability<F: DeviceFactory>(f: &F) -> KitResult {
         return ck.expect_pattern(&dev, ck.zslba(0), 4, 0).await;
     };
     mapping_ok(&ck, &m)?;
-    ck.eq("identify_mapping asked twice", dev.identify_mapping(), Some(m))
+    ck.eq(
+        "identify_mapping asked twice",
+        dev.identify_mapping(),
+        Some(m),
+    )
 }
 
 async fn compaction_copies<F: DeviceFactory>(f: &F) -> KitResult {
@@ -127,7 +133,10 @@ async fn compaction_copies<F: DeviceFactory>(f: &F) -> KitResult {
         ext(z0 + 5, z1 + 5, 2),
         ext(z0 + 18, z1 + 7, 4),
     ];
-    ck.ok("compaction of four extents", dev.zone_compaction(&extents).await)?;
+    ck.ok(
+        "compaction of four extents",
+        dev.zone_compaction(&extents).await,
+    )?;
     ck.expect_zone(&dev, 1, S::ImplicitlyOpened, 11).await?;
     ck.expect_zone(&dev, 2, S::ImplicitlyOpened, 4).await?;
     ck.expect_pattern(&dev, z1, 2, 1).await?;
@@ -148,7 +157,8 @@ async fn compaction_copies<F: DeviceFactory>(f: &F) -> KitResult {
     ck.ok("second of two compactions in flight", b)?;
     ck.expect_zone(&dev, 1, S::ImplicitlyOpened, 13).await?;
     ck.expect_zone(&dev, 2, S::ImplicitlyOpened, 6).await?;
-    ck.expect_pattern(&dev, z2 + 4, 2, 0).await?;
+    let (data, meta) = pattern(&g, z0 + 2, 2, 0);
+    ck.expect_content(&dev, z2 + 4, &data, &meta).await?;
     let cap = g.zone_capacity;
     ck.fill(&dev, 2, cap - 3).await?;
     let r = dev.zone_compaction(&[ext(z0, z2 + cap - 3, 3)]).await;
@@ -178,9 +188,15 @@ async fn compaction_errors<F: DeviceFactory>(f: &F) -> KitResult {
     );
     let too_big: [(&str, Vec<CompactionExtent>); 4] = [
         ("no extents", vec![]),
-        ("an extent of no blocks", vec![ext(z0, z1 + 2, 1), ext(z0, z1 + 3, 0)]),
+        (
+            "an extent of no blocks",
+            vec![ext(z0, z1 + 2, 1), ext(z0, z1 + 3, 0)],
+        ),
         ("one extent too many", vec![ext(z0, z1 + 2, 1); max_ext + 1]),
-        ("blocks over the limit", vec![ext(z0, z1 + 2, max_blocks + 1)]),
+        (
+            "blocks over the limit",
+            vec![ext(z0, z1 + 2, max_blocks + 1)],
+        ),
     ];
     for (what, extents) in too_big {
         let r = dev.zone_compaction(&extents).await;
@@ -194,15 +210,51 @@ async fn compaction_errors<F: DeviceFactory>(f: &F) -> KitResult {
     f.set_zone_state(&dev, 7, S::Offline).await;
     let good = ext(z0, z1 + 2, 2);
     let bad: [(&str, CompactionExtent, E); 9] = [
-        ("source across a zone boundary", ext(z1 - 2, z1 + 4, 4), E::ZoneBoundaryError),
-        ("source beyond the namespace", ext(total - 1, z1 + 4, 2), E::LbaOutOfRange),
-        ("destination beyond the namespace", ext(z0, total, 1), E::LbaOutOfRange),
-        ("source in an offline zone", ext(ck.zslba(7), z1 + 4, 1), E::ZoneIsOffline),
-        ("destination away from the WP", ext(z0, z1 + 2, 1), E::ZoneInvalidWrite),
-        ("destination past capacity", ext(z0, ck.zslba(2) + cap - 1, 2), E::ZoneBoundaryError),
-        ("destination in a full zone", ext(z0, ck.zslba(3) + cap, 1), E::ZoneIsFull),
-        ("destination in a read only zone", ext(z0, ck.zslba(6), 1), E::ZoneIsReadOnly),
-        ("destination in an offline zone", ext(z0, ck.zslba(7), 1), E::ZoneIsOffline),
+        (
+            "source across a zone boundary",
+            ext(z1 - 2, z1 + 4, 4),
+            E::ZoneBoundaryError,
+        ),
+        (
+            "source beyond the namespace",
+            ext(total - 1, z1 + 4, 2),
+            E::LbaOutOfRange,
+        ),
+        (
+            "destination beyond the namespace",
+            ext(z0, total, 1),
+            E::LbaOutOfRange,
+        ),
+        (
+            "source in an offline zone",
+            ext(ck.zslba(7), z1 + 4, 1),
+            E::ZoneIsOffline,
+        ),
+        (
+            "destination away from the WP",
+            ext(z0, z1 + 2, 1),
+            E::ZoneInvalidWrite,
+        ),
+        (
+            "destination past capacity",
+            ext(z0, ck.zslba(2) + cap - 1, 2),
+            E::ZoneBoundaryError,
+        ),
+        (
+            "destination in a full zone",
+            ext(z0, ck.zslba(3) + cap, 1),
+            E::ZoneIsFull,
+        ),
+        (
+            "destination in a read only zone",
+            ext(z0, ck.zslba(6), 1),
+            E::ZoneIsReadOnly,
+        ),
+        (
+            "destination in an offline zone",
+            ext(z0, ck.zslba(7), 1),
+            E::ZoneIsOffline,
+        ),
     ];
     for (what, second, want) in bad {
         // The first extent is fine: the command must still change nothing.
@@ -213,7 +265,11 @@ async fn compaction_errors<F: DeviceFactory>(f: &F) -> KitResult {
     // Zones 0, 1, 2 active; a fourth makes the active limit.
     ck.mgmt(&dev, A::Open, 4).await?;
     let r = dev.zone_compaction(&[good, ext(z0, ck.zslba(5), 1)]).await;
-    ck.err("destination zone over the active limit", r, E::TooManyActiveZones)?;
+    ck.err(
+        "destination zone over the active limit",
+        r,
+        E::TooManyActiveZones,
+    )?;
     ck.expect_zone(&dev, 1, S::ImplicitlyOpened, 2).await?;
     ck.expect_zone(&dev, 5, S::Empty, 0).await?;
     ck.expect_zeros(&dev, z1 + 2, 4).await
@@ -228,13 +284,13 @@ async fn tl_open_errors<F: DeviceFactory>(f: &F) -> KitResult {
     ck.err("tl_open beyond the namespace", r, E::LbaOutOfRange)?;
     let r = dev.tl_open(ck.zslba(1) + 1, &none).await;
     ck.err("tl_open away from a zone start", r, E::InvalidField)?;
+    ck.fill(&dev, 5, g.zone_capacity).await?;
     ck.write(&dev, ck.zslba(1), 4).await?;
     ck.mgmt(&dev, A::Open, 2).await?;
     ck.write(&dev, ck.zslba(3), 10).await?;
     ck.mgmt(&dev, A::Close, 3).await?;
     ck.mgmt(&dev, A::Open, 4).await?;
     ck.mgmt(&dev, A::Close, 4).await?;
-    ck.fill(&dev, 5, g.zone_capacity).await?;
     f.set_zone_state(&dev, 6, S::ReadOnly).await;
     f.set_zone_state(&dev, 7, S::Offline).await;
     for (zone, what) in [
@@ -246,31 +302,61 @@ async fn tl_open_errors<F: DeviceFactory>(f: &F) -> KitResult {
         (7, "an offline zone"),
     ] {
         let r = dev.tl_open(ck.zslba(zone), &none).await;
-        ck.err(&format!("tl_open of {what}"), r, E::InvalidZoneStateTransition)?;
+        ck.err(
+            &format!("tl_open of {what}"),
+            r,
+            E::InvalidZoneStateTransition,
+        )?;
     }
     let r = dev.tl_open(ck.zslba(5), &none[1..]).await;
     ck.err("tl_open with a short bitmap", r, E::InvalidField)?;
     let r = dev.tl_open(ck.zslba(3), &bitmap(&ck, &[(10, 11)])).await;
-    ck.err("tl_open keeping a block above the data end", r, E::InvalidField)?;
+    ck.err(
+        "tl_open keeping a block above the data end",
+        r,
+        E::InvalidField,
+    )?;
     // Zones 1, 2, 3 and 4 are active: the limit.
     let r = dev.tl_open(ck.zslba(5), &none).await;
-    ck.err("tl_open of a full zone at the active limit", r, E::TooManyActiveZones)?;
+    ck.err(
+        "tl_open of a full zone at the active limit",
+        r,
+        E::TooManyActiveZones,
+    )?;
     ck.expect_zone(&dev, 5, S::Full, g.zone_capacity).await?;
     ck.mgmt(&dev, A::Reset, 4).await?;
-    ck.ok("tl_open of a full zone", dev.tl_open(ck.zslba(5), &none).await)?;
+    ck.ok(
+        "tl_open of a full zone",
+        dev.tl_open(ck.zslba(5), &none).await,
+    )?;
     let r = dev.tl_open(ck.zslba(5), &none).await;
-    ck.err("tl_open of a TL-opened zone", r, E::InvalidZoneStateTransition)?;
+    ck.err(
+        "tl_open of a TL-opened zone",
+        r,
+        E::InvalidZoneStateTransition,
+    )?;
     // Open limit reached (1 implicit, 2 and 5 explicit): zone 1 is closed to make room.
     let keep = bitmap(&ck, &[(0, 2)]);
-    ck.ok("tl_open of a closed zone", dev.tl_open(ck.zslba(3), &keep).await)?;
+    ck.ok(
+        "tl_open of a closed zone",
+        dev.tl_open(ck.zslba(3), &keep).await,
+    )?;
     expect_tl(&ck, &dev, 1, S::Closed, 4, false).await?;
     expect_tl(&ck, &dev, 3, S::ExplicitlyOpened, 2, true).await?;
     let r = dev.tl_open(ck.zslba(1), &none).await;
-    ck.err("tl_open with only explicit zones open", r, E::TooManyOpenZones)?;
+    ck.err(
+        "tl_open with only explicit zones open",
+        r,
+        E::TooManyOpenZones,
+    )?;
     expect_tl(&ck, &dev, 1, S::Closed, 4, false).await?;
     ck.mgmt(&dev, A::Close, 3).await?;
     let r = dev.tl_open(ck.zslba(3), &keep).await;
-    ck.err("tl_open of a closed TL-opened zone", r, E::InvalidZoneStateTransition)?;
+    ck.err(
+        "tl_open of a closed TL-opened zone",
+        r,
+        E::InvalidZoneStateTransition,
+    )?;
     ck.expect_counts(&dev, 2, 4).await
 }
 
@@ -301,13 +387,19 @@ async fn tl_writes<F: DeviceFactory>(f: &F) -> KitResult {
     ck.write_err(&dev, z0 + 3, 3, E::ZoneInvalidWrite).await?;
     ck.write_salted(&dev, z0 + 3, 2, 1, false).await?;
     expect_tl(&ck, &dev, 0, S::ExplicitlyOpened, 7, true).await?;
-    ck.ok("write zeroes at the WP", dev.write_zeroes(z0 + 7, 1, false).await)?;
+    ck.ok(
+        "write zeroes at the WP",
+        dev.write_zeroes(z0 + 7, 1, false).await,
+    )?;
     let (data, meta) = pattern(&g, z0 + 8, 2, 1);
     let landed = ck.ok("append", dev.append(z0, &data, Some(&meta), false).await)?;
     ck.eq("append landing LBA", landed, z0 + 8)?;
     expect_tl(&ck, &dev, 0, S::ExplicitlyOpened, 13, true).await?;
     let range = crate::types::CopyRange { lba: z1, blocks: 3 };
-    ck.ok("simple copy into the zone", dev.copy(&[range], z0 + 13, false).await)?;
+    ck.ok(
+        "simple copy into the zone",
+        dev.copy(&[range], z0 + 13, false).await,
+    )?;
     let r = dev.zone_compaction(&[ext(z1, z0 + 16, 2)]).await;
     ck.ok("compaction into the zone", r)?;
     expect_tl(&ck, &dev, 0, S::ExplicitlyOpened, 18, true).await?;
@@ -331,7 +423,8 @@ async fn tl_writes<F: DeviceFactory>(f: &F) -> KitResult {
     // A write past the capacity over an invalid tail.
     let z2 = ck.zslba(2);
     fill_and_tl_open(&ck, &dev, 2, &[(0, 20)]).await?;
-    ck.write_err(&dev, z2 + 20, cap - 19, E::ZoneBoundaryError).await?;
+    ck.write_err(&dev, z2 + 20, cap - 19, E::ZoneBoundaryError)
+        .await?;
     ck.write_salted(&dev, z2 + 20, cap - 20, 4, false).await?;
     expect_tl(&ck, &dev, 2, S::Full, cap, false).await?;
     ck.expect_pattern(&dev, z2, 20, 0).await?;
@@ -385,7 +478,8 @@ async fn tl_clean_restart<F: DeviceFactory>(f: &F) -> KitResult {
     expect_tl(&ck, &dev, 1, S::Closed, 0, true).await?;
     ck.expect_pattern(&dev, z0 + 1, 4, 1).await?;
     ck.expect_pattern(&dev, z0 + 10, 10, 0).await?;
-    ck.expect_pattern(&dev, ck.zslba(1), g.zone_capacity, 0).await?;
+    ck.expect_pattern(&dev, ck.zslba(1), g.zone_capacity, 0)
+        .await?;
     // The bitmap came back too: block 10 is valid, 5..10 are not.
     ck.write_err(&dev, z0 + 5, 6, E::ZoneInvalidWrite).await?;
     ck.write_salted(&dev, z0 + 5, 5, 2, false).await?;

@@ -190,7 +190,10 @@ pub const ITEMS: &[(u32, &str)] = &[
     (50, "TL-opened zones take sparse sequential overwrites"),
     (51, "TL-opened zones under close, open, finish and reset"),
     (52, "clean restart keeps a TL-opened zone"),
-    (53, "power loss never loses a valid block of a TL-opened zone"),
+    (
+        53,
+        "power loss never loses a valid block of a TL-opened zone",
+    ),
 ];
 
 /// The description of `item`, or "property test" for item 0.
