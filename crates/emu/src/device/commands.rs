@@ -66,6 +66,7 @@ impl ZonedDevice for EmuDevice {
                 host_data: true,
             };
             t.complete(cmd, r.is_ok()).await;
+            self.book_plugs();
         }
         r
     }
@@ -131,6 +132,7 @@ impl ZonedDevice for EmuDevice {
                 host_data: false,
             };
             t.complete(cmd, r.is_ok()).await;
+            self.book_plugs();
         }
         r
     }
@@ -152,6 +154,7 @@ impl ZonedDevice for EmuDevice {
         if let Some(t) = &self.timing {
             let cmd = TimedCmd::Copy { sources, dest, fua };
             t.complete(cmd, r.is_ok()).await;
+            self.book_plugs();
         }
         r
     }
@@ -244,6 +247,7 @@ impl ZonedDevice for EmuDevice {
                     break;
                 }
             }
+            self.book_plugs();
         }
         r
     }
@@ -260,6 +264,8 @@ impl ZonedDevice for EmuDevice {
         };
         self.record(Op::ZoneMgmt, &r);
         if let Some(t) = &self.timing {
+            // The LogFBG allocation and the first plugging, then the command's own time.
+            self.book_plugs();
             t.complete(TimedCmd::Admin, r.is_ok()).await;
         }
         r
@@ -273,6 +279,7 @@ impl EmuDevice {
             let lba = *r.as_ref().unwrap_or(&0);
             t.complete(TimedCmd::Append { lba, blocks, fua }, r.is_ok())
                 .await;
+            self.book_plugs();
         }
     }
 

@@ -77,6 +77,16 @@ pub(super) struct Core {
     host_error: Option<String>,
     /// A host I/O error left the image in an unknown state: the device has failed.
     host_failed: bool,
+    /// ZNS+ work for the timing model (LogFBG allocations, plugged ranges), recorded only
+    /// when it is on (`Some`) and drained after every command that may add to it.
+    pub(super) plug_log: Option<Vec<PlugEvent>>,
+}
+
+/// Device-internal ZNS+ work the timing model books.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum PlugEvent {
+    TlOpen(u32),
+    Plug(Lba, u64),
 }
 
 /// What the device was doing on the host when an I/O error struck.
@@ -203,6 +213,7 @@ impl Core {
             read_only,
             host_error: None,
             host_failed: false,
+            plug_log: None,
         }
     }
 
@@ -475,6 +486,12 @@ impl Core {
         let durable = fua || !self.cfg.volatile_cache;
         let plugged = self.zones.finish_write(z, blocks, durable);
         self.stats.blocks_plugged += plugged;
+        if plugged > 0 {
+            let wp = self.zones.zone(z).wp;
+            if let Some(log) = self.plug_log.as_mut() {
+                log.push(PlugEvent::Plug(wp - plugged, plugged));
+            }
+        }
         self.stats.blocks_written += blocks;
         self.stats.zone_writes[z as usize] += 1;
         self.persist(z)?;
@@ -618,6 +635,12 @@ impl Core {
         let (z, plugged) = self.zones.tl_open(zslba, valid)?;
         self.stats.tl_opens += 1;
         self.stats.blocks_plugged += plugged;
+        if let Some(log) = self.plug_log.as_mut() {
+            log.push(PlugEvent::TlOpen(z));
+            if plugged > 0 {
+                log.push(PlugEvent::Plug(zslba, plugged));
+            }
+        }
         // An open slot may have come from implicitly closing another zone.
         for other in 0..self.geo.zone_count {
             if other == z || self.zones.zone(other).state != before[other as usize] {

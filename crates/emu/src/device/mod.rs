@@ -74,10 +74,32 @@ impl EmuDevice {
         self.timing = Some(Timing::new(profile, self.geo, mode).map_err(EmuError::Config)?);
         // The device may already hold data (an image opened from disk): the model must count
         // it as on flash, or it would book programs for data whose buffer space it never took.
-        let core = self.core.lock();
+        let mut core = self.core.lock();
         self.resync_timing(&core);
+        if self.cfg.zns_plus {
+            core.plug_log = Some(Vec::new());
+        }
         drop(core);
         Ok(self)
+    }
+
+    /// Books the ZNS+ work (LogFBG allocations, LBA-ordered plugging) the last commands left
+    /// for the timing model; nothing waits for it, but it occupies the flash.
+    fn book_plugs(&self) {
+        let Some(t) = &self.timing else {
+            return;
+        };
+        let events = match self.core.lock().plug_log.as_mut() {
+            Some(log) => std::mem::take(log),
+            None => return,
+        };
+        for e in events {
+            let cmd = match e {
+                core::PlugEvent::TlOpen(zone) => crate::timing::TimedCmd::TlOpen { zone },
+                core::PlugEvent::Plug(lba, blocks) => crate::timing::TimedCmd::Plug { lba, blocks },
+            };
+            t.book(cmd);
+        }
     }
 
     /// The ZNS+ chunk mapping (docs/ZNSPLUS.md) when the device has the ZNS+ commands: the
