@@ -616,3 +616,70 @@ fn selected_by_all(action: ZoneAction, state: ZoneState) -> bool {
         ZoneAction::Offline => state == ReadOnly,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn geo() -> Geometry {
+        zns::conformance::kit_geometry()
+    }
+
+    /// A Full zone 0 TL-opened with blocks 2..4 and 6 valid.
+    fn tl_table() -> ZoneTable {
+        let g = geo();
+        let mut t = ZoneTable::new(g);
+        let z = t.begin_write(0, g.zone_capacity).expect("fill");
+        t.finish_write(z, g.zone_capacity, false);
+        let mut map = ValidBitmap::empty(g.zone_capacity);
+        for b in [2, 3, 6] {
+            map.set(b, true);
+        }
+        assert_eq!(t.tl_open(0, map.as_bytes()), Ok((0, 0)));
+        t
+    }
+
+    #[test]
+    fn writes_plug_the_valid_runs_they_reach() {
+        let mut t = tl_table();
+        assert_eq!(t.zone(0).state, ZoneState::ExplicitlyOpened);
+        assert_ne!(t.zone(0).attributes & zone_attr::TLO, 0);
+        assert_eq!(t.begin_write(0, 3), Err(NvmeStatus::ZoneInvalidWrite));
+        assert_eq!(t.begin_write(1, 1), Err(NvmeStatus::ZoneInvalidWrite));
+        let z = t.begin_write(0, 2).expect("invalid run");
+        assert_eq!(t.finish_write(z, 2, false), 2);
+        assert_eq!(t.zone(0).wp, 4);
+        // The old data above the WP stays readable.
+        assert_eq!(t.zone(0).data_end, geo().zone_capacity);
+        let z = t.begin_write(4, 2).expect("next run");
+        assert_eq!(t.finish_write(z, 2, true), 1);
+        assert_eq!((t.zone(0).wp, t.zone(0).durable_wp), (7, 7));
+    }
+
+    #[test]
+    fn power_cut_keeps_valid_blocks_and_rests_past_them() {
+        let cap = geo().zone_capacity;
+        let mut cuts = std::collections::BTreeSet::new();
+        for seed in 0..64 {
+            let mut t = tl_table();
+            let z = t.begin_write(0, 2).expect("run");
+            t.finish_write(z, 2, false);
+            let z = t.begin_write(4, 2).expect("run");
+            t.finish_write(z, 2, false);
+            t.power_cut(&mut SimRng::new(seed));
+            let zone = *t.zone(0);
+            // Kept 0, 1 or 2 blocks of the first write (2 lands in the valid run: WP 4), or
+            // both writes (WP 5, or 6 which moves past block 6 to 7).
+            assert!(
+                [0, 1, 4, 5, 7].contains(&zone.wp),
+                "seed {seed}: WP {}",
+                zone.wp
+            );
+            assert_eq!(zone.state, ZoneState::Closed);
+            assert_eq!(zone.data_end, cap, "the old data must stay readable");
+            assert!(t.tl_map(0).is_some());
+            cuts.insert(zone.wp);
+        }
+        assert!(cuts.len() >= 4, "cut points seen: {cuts:?}");
+    }
+}
