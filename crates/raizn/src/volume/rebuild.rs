@@ -650,4 +650,13 @@ impl ZonedDevice for Slot {
             .report_zones(lba, filter, partial, max_zones)
             .await
     }
+    fn identify_mapping(&self) -> Option<zns::ChunkMapping> {
+        self.get().identify_mapping()
+    }
+    async fn zone_compaction(&self, extents: &[zns::CompactionExtent]) -> NvmeResult<()> {
+        self.get().zone_compaction(extents).await
+    }
+    async fn tl_open(&self, zslba: zns::Lba, valid: &[u8]) -> NvmeResult<()> {
+        self.get().tl_open(zslba, valid).await
+    }
 }
