@@ -13,6 +13,7 @@
 
 pub mod device;
 pub mod errno;
+pub mod known;
 pub mod report;
 pub mod ring;
 pub mod sysfs;
@@ -21,3 +22,4 @@ mod buf;
 mod ioctl;
 
 pub use device::{Capability, LinuxZoned, OpenError};
+pub use known::KNOWN_KIT_FAILURES;
