@@ -4,8 +4,9 @@
 //!
 //! The kit builds a fresh device for every item with the geometry the item needs. Here there
 //! is one device, so an item runs only when the device has that item's zone layout (block
-//! size, zone count, zone size and capacity, open and active limits; metadata size and size
-//! limits may differ and the items check against the device's own), and is not applicable
+//! size, zone count, zone size and capacity, open and active limits; metadata size, size
+//! limits and cross-zone reads may differ and the items check against the device's own), and
+//! is not applicable
 //! otherwise. "Fresh" means: every zone reset (a drive), or a scratch image with the image's
 //! configuration (an image, which itself is never written). A drive cannot be power-cycled
 //! or have zones forced Read Only or Offline from here, so those items are not applicable on
@@ -57,7 +58,9 @@ impl Notes {
     }
 }
 
-/// The zone layout an item needs: what must match for it to run on this device.
+/// The zone layout an item needs: what must match for it to run on this device. Whether reads
+/// may cross zones is not part of it: the Linux block layer always allows them, and the items
+/// check against the device's own setting.
 fn same_layout(a: &Geometry, b: &Geometry) -> bool {
     let key = |g: &Geometry| {
         (
@@ -67,7 +70,6 @@ fn same_layout(a: &Geometry, b: &Geometry) -> bool {
             g.zone_capacity,
             g.max_open,
             g.max_active,
-            g.cross_zone_reads,
         )
     };
     key(a) == key(b)
