@@ -3,7 +3,9 @@
 //! with the kit's layout fails only the items the block-layer backend is known to fail
 //! (zlinux::KNOWN_KIT_FAILURES); `ftl format` refuses a namespace holding data until
 //! --force; `zone reset` refuses too; a device held by a running `serve` is refused as busy;
-//! the volume mounts after format and serves.
+//! the volume mounts after format, and `serve --device` exports it to the kernel's own NBD
+//! client, where mkfs.ext4 makes a file system whose files read back after the server is
+//! stopped and started again.
 
 mod vm_harness;
 
@@ -13,6 +15,10 @@ const NAMESPACES: [&str; 2] = [
     "zones=8,zone_size=256K,zone_capacity=192K,max_open=3,max_active=4",
     "zones=32,zone_size=2M",
 ];
+
+/// The host's mke2fs, run as mkfs.ext4 in the guest, and its configuration.
+const MKFS: &str = "/usr/sbin/mke2fs:/bin/mkfs.ext4";
+const MKFS_CONF: &str = "/etc/mke2fs.conf:/etc/mke2fs.conf";
 
 /// The guest script: each step prints its output and then `@@ STEP exit=N`.
 const GUEST: &str = r#"
@@ -29,12 +35,34 @@ step mount $Z ftl mount /dev/nvme0n2
 step stats $Z ftl stats /dev/nvme0n2
 step report $Z zone report /dev/nvme0n2 --count 3
 ip link set lo up
-$Z serve --device /dev/nvme0n2 --listen tcp:127.0.0.1:10809 >/tmp/serve.log 2>&1 &
-pid=$!
-t=0; while ! grep -q serving /tmp/serve.log && [ $t -lt 300 ]; do sleep 0.1; t=$((t + 1)); done
+serve() {
+  $Z serve --device /dev/nvme0n2 --listen tcp:127.0.0.1:10809 >/tmp/serve.log 2>&1 &
+  pid=$!
+  t=0; while ! grep -q serving /tmp/serve.log && [ $t -lt 300 ]; do sleep 0.1; t=$((t + 1)); done
+}
+serve
 step busy $Z zone report /dev/nvme0n2
+step nbd-connect nbd-client 127.0.0.1 10809 /dev/nbd0
+step mkfs mkfs.ext4 -q -F /dev/nbd0
+mkdir -p /mnt
+step ext4-mount mount -t ext4 /dev/nbd0 /mnt
+dd if=/dev/urandom of=/mnt/big bs=1M count=8 2>/dev/null
+echo hello >/mnt/small.txt
+md5sum /mnt/big /mnt/small.txt >/tmp/sums
+sync
+step umount umount /mnt
+step nbd-disconnect nbd-client -d /dev/nbd0
 kill -TERM $pid; wait $pid; echo "@@ serve exit=$?"
 cat /tmp/serve.log
+serve
+step nbd-reconnect nbd-client 127.0.0.1 10809 /dev/nbd0
+step ext4-remount mount -t ext4 /dev/nbd0 /mnt
+step verify md5sum -c /tmp/sums
+umount /mnt
+nbd-client -d /dev/nbd0
+kill -TERM $pid; wait $pid; echo "@@ serve-again exit=$?"
+cat /tmp/serve.log
+step ftl-check $Z ftl check /dev/nvme0n2
 step reset-forced $Z zone reset /dev/nvme0n2 --all --force
 "#;
 
@@ -64,6 +92,19 @@ fn zonestack_runs_on_qemu_zns_namespaces() {
         args.extend(["--ns", ns]);
     }
     args.extend(["--file", &file, "--timeout", "400"]);
+    // The kernel's NBD client and ext4 over the served volume: nbd-client is not in busybox,
+    // so it comes from Debian's package (with the one library the host may lack); mkfs.ext4
+    // is the host's.
+    args.extend([
+        "--module",
+        "nbd",
+        "--module",
+        "ext4",
+        "--module",
+        "crc32c_generic",
+    ]);
+    args.extend(["--deb", "nbd-client", "--deb", "libnl-genl-3-200"]);
+    args.extend(["--file", MKFS, "--file", MKFS_CONF]);
     let Some(run) = vm_harness::run_vm(&args, GUEST) else {
         return;
     };
@@ -113,6 +154,28 @@ fn zonestack_runs_on_qemu_zns_namespaces() {
     assert_eq!(code, 1, "a device held by serve is refused: {text}");
     assert!(text.contains("busy"), "{text}");
     assert_eq!(text.trim().lines().count(), 1, "one line: {text}");
-    assert_eq!(step(out, "serve").1, 0, "serve stops cleanly");
-    assert_eq!(step(out, "reset-forced").1, 0);
+    for s in [
+        "nbd-connect",
+        "mkfs",
+        "ext4-mount",
+        "umount",
+        "nbd-disconnect",
+        "serve",
+        "nbd-reconnect",
+        "ext4-remount",
+        "serve-again",
+        "ftl-check",
+        "reset-forced",
+    ] {
+        let (text, code) = step(out, s);
+        assert_eq!(code, 0, "{s}: {text}");
+    }
+    // The files written through the kernel's NBD client and ext4 read back after the server
+    // was stopped (volume flushed and checkpointed) and started again on the drive.
+    let (text, code) = step(out, "verify");
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains("/mnt/big: OK") && text.contains("/mnt/small.txt: OK"),
+        "{text}"
+    );
 }
