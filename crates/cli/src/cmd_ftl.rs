@@ -196,6 +196,7 @@ pub async fn run(cmd: &FtlCmd, out: &mut impl Write) -> CliResult {
         FtlCmd::Mount { path, opts } => {
             let opts = opts.options();
             let text = with_device(path, |dev| async move {
+                let opts = dev.fit_mount_options(opts)?;
                 let d: Arc<dyn ZonedDevice> = dev;
                 let (vol, r) = FtlVolume::mount(d, opts)
                     .await

@@ -12,7 +12,8 @@ use std::path::Path;
 
 use async_trait::async_trait;
 use emu::EmuDevice;
-use zlinux::LinuxZoned;
+use ftl::{MountOptions, WriteMode};
+use zlinux::{Capability, LinuxZoned};
 use zns::{
     CopyRange, Geometry, Lba, NvmeResult, ReportFilter, ZoneAction, ZoneReport, ZoneState,
     ZonedDevice,
@@ -81,6 +82,27 @@ impl Opened {
             }
             (e, _) => e,
         }
+    }
+
+    /// `o` made to fit what the device can do. A drive without Simple Copy relocates by host
+    /// read and write (otherwise garbage collection would fail the volume at its first copy);
+    /// Zone Append asked of a drive without it is a usage error naming what is missing.
+    pub fn fit_mount_options(&self, mut o: MountOptions) -> Result<MountOptions, CliError> {
+        let Opened::Drive(d) = self else {
+            return Ok(o);
+        };
+        if matches!(o.write_mode, WriteMode::ZoneAppend) {
+            if let Err(why) = d.supports(Capability::ZoneAppend) {
+                return Err(CliError::Usage(format!(
+                    "--write-mode append on {}: {why}; use --write-mode write",
+                    d.path().display()
+                )));
+            }
+        }
+        if o.use_copy && d.supports(Capability::SimpleCopy).is_err() {
+            o.use_copy = false;
+        }
+        Ok(o)
     }
 
     fn dev(&self) -> &dyn ZonedDevice {

@@ -417,7 +417,15 @@ pub async fn run(a: &ServeArgs, out: &mut impl Write) -> CliResult {
         .transpose()?;
     let op_permille = (a.op * 10.0).round() as u32;
     let (zoned, backing, what) = zoned_for(a, op_permille, timing).await?;
-    let (vol, report) = match FtlVolume::mount(zoned.clone(), a.mount.options()).await {
+    let opts = match &backing {
+        Backing::Device(d) => d.fit_mount_options(a.mount.options()),
+        Backing::Array(_) => Ok(a.mount.options()),
+    };
+    let opts = match opts {
+        Ok(o) => o,
+        Err(e) => return Err(close_after(e, backing.close())),
+    };
+    let (vol, report) = match FtlVolume::mount(zoned.clone(), opts).await {
         Ok(m) => m,
         Err(e) => {
             return Err(close_after(CliError::Other(e.to_string()), backing.close()));
