@@ -5,17 +5,20 @@
 //! --force; `zone reset` refuses too; a device held by a running `serve` is refused as busy;
 //! the volume mounts after format, and `serve --device` exports it to the kernel's own NBD
 //! client, where mkfs.ext4 makes a file system whose files read back after the server is
-//! stopped and started again.
+//! stopped and started again; a RAIZN array runs over three namespaces.
 
 mod vm_harness;
 
 /// /dev/nvme0n1 has the kit's layout (8 zones of 64 blocks, 48 writable, 4 KiB, max open 3,
 /// max active 4); /dev/nvme0n2 holds an FTL volume (24 zones of 1 MiB, no limits: an 18.5 MiB
 /// volume on 22 data zones, small enough that writing it three times needs garbage
-/// collection).
-const NAMESPACES: [&str; 2] = [
+/// collection); /dev/nvme0n3-5 are the members of a RAIZN array (8 zones of 1 MiB each).
+const NAMESPACES: [&str; 5] = [
     "zones=8,zone_size=256K,zone_capacity=192K,max_open=3,max_active=4",
     "zones=24,zone_size=1M",
+    "zones=8,zone_size=1M",
+    "zones=8,zone_size=1M",
+    "zones=8,zone_size=1M",
 ];
 
 /// The host's mke2fs, run as mkfs.ext4 in the guest, and its configuration.
@@ -67,6 +70,15 @@ kill -TERM $pid; wait $pid; echo "@@ serve-again exit=$?"
 cat /tmp/serve.log
 step ftl-check $Z ftl check /dev/nvme0n2
 step reset-forced $Z zone reset /dev/nvme0n2 --all --force
+M="/dev/nvme0n3 /dev/nvme0n4 /dev/nvme0n5"
+A=/dev/nvme0n3,/dev/nvme0n4,/dev/nvme0n5
+step raizn-create $Z raizn create $M
+step raizn-write $Z io write --raizn $A --lba 0 --blocks 32 --pattern 0x5c
+step raizn-read $Z io read --raizn $A --lba 31 --blocks 1
+step raizn-check $Z raizn check $M
+step raizn-reset-refused $Z zone reset --raizn $A --all
+step raizn-reset-forced $Z zone reset --raizn $A --all --force
+step zapraid-refused $Z zapraid format $M --force
 "#;
 
 /// The output of step `name` (between the previous marker and its own) and its exit status.
@@ -177,6 +189,27 @@ fn zonestack_runs_on_qemu_zns_namespaces() {
         let (text, code) = step(out, s);
         assert_eq!(code, 0, "{s}: {text}");
     }
+    // RAIZN over three drives: created, written, read back, parity checked; its reset needs
+    // --force like a drive's. ZapRAID needs per-block metadata, which drives through the
+    // block layer do not have: refused with the reason.
+    for s in [
+        "raizn-create",
+        "raizn-write",
+        "raizn-check",
+        "raizn-reset-forced",
+    ] {
+        let (text, code) = step(out, s);
+        assert_eq!(code, 0, "{s}: {text}");
+    }
+    let (text, code) = step(out, "raizn-read");
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("5c 5c 5c 5c"), "{text}");
+    let (text, code) = step(out, "raizn-reset-refused");
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("--force"), "{text}");
+    let (text, code) = step(out, "zapraid-refused");
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("metadata"), "{text}");
     // The files written through the kernel's NBD client and ext4 read back after the server
     // was stopped (volume flushed and checkpointed) and started again on the drive.
     let (text, code) = step(out, "verify");
