@@ -14,6 +14,7 @@
 pub mod device;
 pub mod errno;
 pub mod known;
+pub mod nvme;
 pub mod report;
 pub mod ring;
 pub mod sysfs;
