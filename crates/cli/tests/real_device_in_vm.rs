@@ -75,6 +75,7 @@ step append-1 $Z io append /dev/nvme0n2 --zone 3 --blocks 2 --pattern 0x11
 step append-2 $Z io append /dev/nvme0n2 --zone 3 --blocks 1 --pattern 0x22 --fua
 step ftl-append $Z ftl format /dev/nvme0n2 --force
 step ftl-append-mount $Z ftl mount /dev/nvme0n2 --write-mode append
+step session sh -c "printf 'zone report --count 1\nstats\n' | $Z session /dev/nvme0n2"
 M="/dev/nvme0n3 /dev/nvme0n4 /dev/nvme0n5"
 A=/dev/nvme0n3,/dev/nvme0n4,/dev/nvme0n5
 step raizn-create $Z raizn create $M
@@ -209,6 +210,12 @@ fn zonestack_runs_on_qemu_zns_namespaces() {
         let (text, code) = step(out, s);
         assert_eq!(code, 0, "{s}: {text}");
     }
+    // A session on a drive runs its lines; the emulator-only ones say so.
+    let (text, code) = step(out, "session");
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("zcond:"), "{text}");
+    assert!(text.contains("error: line 2:"), "{text}");
+    assert!(text.contains("emulator images only"), "{text}");
     // RAIZN over three drives: created, written, read back, parity checked; its reset needs
     // --force like a drive's. ZapRAID needs per-block metadata, which drives through the
     // block layer do not have: refused with the reason.
