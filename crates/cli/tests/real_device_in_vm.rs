@@ -42,6 +42,8 @@ step stats $Z ftl stats /dev/nvme0n2
 step report $Z zone report /dev/nvme0n2 --count 3
 ip link set lo up
 serve() {
+  # The log of an earlier run must not satisfy the wait below before this one starts.
+  rm -f /tmp/serve.log
   $Z serve --device /dev/nvme0n2 --listen tcp:127.0.0.1:10809 >/tmp/serve.log 2>&1 &
   pid=$!
   t=0; while ! grep -q serving /tmp/serve.log && [ $t -lt 300 ]; do sleep 0.1; t=$((t + 1)); done
@@ -65,6 +67,7 @@ serve
 step nbd-reconnect nbd-client 127.0.0.1 10809 /dev/nbd0
 step ext4-remount mount -t ext4 /dev/nbd0 /mnt
 step verify md5sum -c /tmp/sums
+md5sum /mnt/big /mnt/small.txt
 umount /mnt
 nbd-client -d /dev/nbd0
 kill -TERM $pid; wait $pid; echo "@@ serve-again exit=$?"
