@@ -30,6 +30,13 @@ const MKFS_CONF: &str = "/etc/mke2fs.conf:/etc/mke2fs.conf";
 const GUEST: &str = r#"
 Z=/bin/zonestack
 step() { name=$1; shift; "$@"; echo "@@ $name exit=$?"; }
+# NBD steps are bounded: the kernel client fails requests the server has not answered in
+# 60 s (-t), each step is killed after 120 s, and a failed one prints what the server and
+# the kernel said, so a stuck volume fails the test with its story, not the VM's timeout.
+nstep() {
+  name=$1; shift; timeout 120 "$@"; rc=$?; echo "@@ $name exit=$rc"
+  [ $rc = 0 ] || { cat /tmp/serve.log; dmesg | tail -n 20; }
+}
 step check $Z device check /dev/nvme0n1 --destructive
 step report-empty $Z zone report /dev/nvme0n2 --count 2
 step write $Z io write /dev/nvme0n2 --lba 0 --blocks 1 --pattern 0xab
@@ -44,29 +51,29 @@ ip link set lo up
 serve() {
   # The log of an earlier run must not satisfy the wait below before this one starts.
   rm -f /tmp/serve.log
-  $Z serve --device /dev/nvme0n2 --listen tcp:127.0.0.1:10809 >/tmp/serve.log 2>&1 &
+  $Z serve --device /dev/nvme0n2 --listen tcp:127.0.0.1:10809 --log-level info >/tmp/serve.log 2>&1 &
   pid=$!
   t=0; while ! grep -q serving /tmp/serve.log && [ $t -lt 300 ]; do sleep 0.1; t=$((t + 1)); done
 }
 serve
 step busy $Z zone report /dev/nvme0n2
-step nbd-connect nbd-client 127.0.0.1 10809 /dev/nbd0
-step overwrite sh -c 'for i in 1 2 3; do dd if=/dev/urandom of=/dev/nbd0 bs=1M count=18 conv=fsync 2>&1 || exit 1; done'
-step mkfs mkfs.ext4 -q -F /dev/nbd0
+nstep nbd-connect nbd-client -t 60 127.0.0.1 10809 /dev/nbd0
+nstep overwrite sh -c 'for i in 1 2 3; do dd if=/dev/urandom of=/dev/nbd0 bs=1M count=18 conv=fsync 2>&1 || exit 1; done'
+nstep mkfs mkfs.ext4 -q -F /dev/nbd0
 mkdir -p /mnt
-step ext4-mount mount -t ext4 /dev/nbd0 /mnt
+nstep ext4-mount mount -t ext4 /dev/nbd0 /mnt
 dd if=/dev/urandom of=/mnt/big bs=1M count=8 2>/dev/null
 echo hello >/mnt/small.txt
 md5sum /mnt/big /mnt/small.txt >/tmp/sums
 sync
-step umount umount /mnt
-step nbd-disconnect nbd-client -d /dev/nbd0
+nstep umount umount /mnt
+nstep nbd-disconnect nbd-client -d /dev/nbd0
 kill -TERM $pid; wait $pid; echo "@@ serve exit=$?"
 cat /tmp/serve.log
 serve
-step nbd-reconnect nbd-client 127.0.0.1 10809 /dev/nbd0
-step ext4-remount mount -t ext4 /dev/nbd0 /mnt
-step verify md5sum -c /tmp/sums
+nstep nbd-reconnect nbd-client -t 60 127.0.0.1 10809 /dev/nbd0
+nstep ext4-remount mount -t ext4 /dev/nbd0 /mnt
+nstep verify md5sum -c /tmp/sums
 md5sum /mnt/big /mnt/small.txt
 umount /mnt
 nbd-client -d /dev/nbd0
