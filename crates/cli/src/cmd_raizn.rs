@@ -287,6 +287,10 @@ pub async fn run_zoned(cmd: &Cmd, out: &mut impl Write) -> CliResult {
     let m = Members::open(&paths, false, true)?;
     let r = async {
         let vol = open_array(&m).await?;
+        // A reset of the array resets zones of every member: on drives, only with --force.
+        if m.devs.iter().flatten().any(|d| d.is_drive()) {
+            commands::guard_reset(&vol, std::path::Path::new("the RAIZN array"), cmd).await?;
+        }
         let r = commands::execute_zoned(&vol, cmd, out).await;
         // What the command wrote is made durable on the members before they are closed.
         let flushed = vol.flush().await.map_err(CliError::from);
