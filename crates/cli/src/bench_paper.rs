@@ -152,7 +152,10 @@ pub async fn run(a: &BenchPaperArgs, out: &mut impl Write) -> CliResult {
     }
     let worst = rows.iter().map(|r| r.diff_pct.abs()).fold(0.0, f64::max);
     // raizn-xor is CPU work timed in real time; every other set runs in virtual time.
-    let real = rows.iter().filter(|r| r.figure.starts_with("raizn-xor")).count();
+    let real = rows
+        .iter()
+        .filter(|r| r.figure.starts_with("raizn-xor"))
+        .count();
     let how = match (real, rows.len() - real) {
         (0, _) => "on the zn540 timing profile in virtual time",
         (_, 0) => "in real time (CPU work)",

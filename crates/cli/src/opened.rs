@@ -173,4 +173,13 @@ impl ZonedDevice for Opened {
             .report_zones(lba, filter, partial, max_zones)
             .await
     }
+    fn identify_mapping(&self) -> Option<zns::ChunkMapping> {
+        self.dev().identify_mapping()
+    }
+    async fn zone_compaction(&self, extents: &[zns::CompactionExtent]) -> NvmeResult<()> {
+        self.dev().zone_compaction(extents).await
+    }
+    async fn tl_open(&self, zslba: Lba, valid: &[u8]) -> NvmeResult<()> {
+        self.dev().tl_open(zslba, valid).await
+    }
 }

@@ -69,9 +69,11 @@ pub async fn replace(
     Ok(())
 }
 
-fn close_image(path: &Path, dev: &emu::EmuDevice) -> CliResult {
-    dev.shutdown()
-        .map_err(|e| CliError::Other(format!("closing {}: {e}", path.display())))
+fn close_image(path: &Path, dev: &crate::opened::Opened) -> CliResult {
+    dev.shutdown().map_err(|e| match e {
+        CliError::Other(m) => CliError::Other(format!("closing {}: {m}", path.display())),
+        e => e,
+    })
 }
 
 async fn replace_on(
@@ -79,7 +81,7 @@ async fn replace_on(
     m: &Members,
     i: usize,
     new: &Path,
-    newdev: &Arc<emu::EmuDevice>,
+    newdev: &Arc<crate::opened::Opened>,
     force: bool,
 ) -> Result<String, CliError> {
     let vol = open_array(m).await?;
