@@ -60,7 +60,9 @@ fn every_applicable_item_passes_on_emulator_images_of_the_kit_geometries() {
     }
     // One device has one layout: items that build devices of two layouts (8, 11, 21, 31,
     // 38, 41, 42: the kit's and another) or of one no image here has (37: ten zones) never
-    // apply to a single device. Every other item ran on some image and passed.
+    // apply to a single device. The ZNS+ items after 45 (46-53) need a device with the ZNS+
+    // commands, which file images do not offer yet (item 45 checks their clean refusal).
+    // Every other item ran on some image and passed.
     let missing: Vec<u32> = ITEMS
         .iter()
         .map(|(n, _)| *n)
@@ -68,7 +70,7 @@ fn every_applicable_item_passes_on_emulator_images_of_the_kit_geometries() {
         .collect();
     assert_eq!(
         missing,
-        [8, 11, 21, 31, 37, 38, 41, 42],
+        [8, 11, 21, 31, 37, 38, 41, 42, 46, 47, 48, 49, 50, 51, 52, 53],
         "items that passed on no image"
     );
 }
