@@ -194,7 +194,7 @@ async fn used_because(dev: &dyn ZonedDevice) -> Result<Option<String>, CliError>
 }
 
 /// The position a `--member` argument names: a number, or one of the member paths.
-fn member_index(m: &[PathBuf], spec: &str) -> Result<usize, CliError> {
+pub fn member_index(m: &[PathBuf], spec: &str) -> Result<usize, CliError> {
     if let Ok(i) = spec.parse::<usize>() {
         if i < m.len() {
             return Ok(i);

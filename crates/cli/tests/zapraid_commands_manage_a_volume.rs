@@ -94,3 +94,31 @@ fn format_names_what_is_wrong_with_the_options() {
     );
     assert!(err.contains("member 2"), "{err}");
 }
+
+#[test]
+fn fail_records_a_member_failed_across_restarts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let m = members(dir.path(), 4);
+    ok(&with_members(&["zapraid", "format", "--group", "16"], &m));
+    let text = ok(&with_members(&["zapraid", "fail", "--member", "1"], &m));
+    assert!(text.contains("z1.img) recorded failed"), "{text}");
+    let st = ok(&with_members(&["zapraid", "status"], &m));
+    assert!(
+        st.contains("degraded: member 1 (") && st.contains("z1.img) failed"),
+        "{st}"
+    );
+    let js = ok(&with_members(&["zapraid", "status", "--json"], &m));
+    let v: serde_json::Value = serde_json::from_str(&js).expect("json");
+    assert_eq!(v["failed_members"], serde_json::json!([1]), "{js}");
+    // Failing it again says so; failing a second member is refused (one parity block).
+    let again = ok(&with_members(&["zapraid", "fail", "--member", "1"], &m));
+    assert!(again.contains("already recorded failed"), "{again}");
+    let err = fails(&with_members(&["zapraid", "fail", "--member", "3"], &m), 1);
+    assert!(err.contains("z1.img) already failed"), "{err}");
+    // A member named by its image path; an unknown one is a usage error.
+    let path = m[1].to_str().expect("path").to_string();
+    ok(&with_members(&["zapraid", "fail", "--member", &path], &m));
+    fails(&with_members(&["zapraid", "fail", "--member", "9"], &m), 2);
+    let c = ok(&with_members(&["zapraid", "check"], &m));
+    assert!(c.starts_with("clean:"), "{c}");
+}
