@@ -174,11 +174,53 @@ async fn move_blocks(sh: &Arc<Shared>, p: &Plan) -> BlockResult<bool> {
     Ok(true)
 }
 
+/// Frees sealed segment `z` when it holds no live block and no live trim record, as a
+/// collection frees its victim: the copies that made it dead are made durable first.
+/// Returns whether it did. The caller holds `gc_lock`.
+pub(crate) async fn free_if_dead(sh: &Arc<Shared>, z: u32) -> BlockResult<bool> {
+    sh.check_failed()?;
+    write::wait_in_flight(sh).await?;
+    let dead = |sh: &Shared| {
+        let st = sh.st.lock();
+        st.index.state(z) == Some(crate::index::SegmentState::Sealed)
+            && st.index.valid(z) == Some(0)
+            && st.index.others_in_use(z)
+            && st
+                .index
+                .trim_records_in(z)
+                .iter()
+                .all(|(seq, p)| !st.index.trim_is_live(*seq, p.first, p.count))
+    };
+    if !dead(sh) {
+        return Ok(false);
+    }
+    write::flush(sh).await?;
+    {
+        let _gate = sh.io_gate.write().await;
+        if !dead(sh) {
+            return Ok(false);
+        }
+        {
+            let mut st = sh.st.lock();
+            for (seq, _) in st.index.trim_records_in(z) {
+                st.index.drop_trim_record(seq);
+            }
+        }
+        reset_victim(sh, z).await?;
+        let mut st = sh.st.lock();
+        st.index
+            .free_segment(z)
+            .map_err(|e| BlockError::Failed(e.to_string()))?;
+    }
+    members::record_state(sh).await?;
+    Ok(true)
+}
+
 /// Resets the victim's zone on every member.
 async fn reset_victim(sh: &Arc<Shared>, victim: u32) -> BlockResult<()> {
     let zslba = sh.layout.zone_start(victim);
-    let resets = sh
-        .members
+    let devs = sh.member_devs();
+    let resets = devs
         .iter()
         .enumerate()
         .filter(|(i, _)| !members::is_failed(sh, *i))

@@ -451,8 +451,7 @@ async fn rewrite_torn(
             None => {
                 let member = usize::from(pba.member);
                 let dev = sh
-                    .members
-                    .get(member)
+                    .member(member)
                     .ok_or_else(|| ZapRaidError::Corrupt(format!("no member {member}")))?;
                 let mut b = vec![0u8; sh.layout.block_size()];
                 dev.read(sh.layout.data_lba(pba.segment, pba.offset), &mut b, None)
