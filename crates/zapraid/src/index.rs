@@ -453,6 +453,18 @@ impl Index {
             .map(|i| i as u32)
     }
 
+    /// The segment in use opened last (the highest floor). It may hold an array-state record
+    /// newer than every segment header, found at open only there: it is not freed while no
+    /// later segment's header carries that state.
+    pub fn newest_segment(&self) -> Option<u32> {
+        self.segments
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.state != SegmentState::Free)
+            .max_by_key(|(i, s)| (s.floor, *i))
+            .map(|(i, _)| i as u32)
+    }
+
     /// Whether some segment other than `segment` is in use. The array's identity lives in
     /// segment headers only, so the last segment in use is never reset.
     pub fn others_in_use(&self, segment: u32) -> bool {

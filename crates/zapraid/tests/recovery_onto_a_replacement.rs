@@ -174,6 +174,18 @@ fn recovery_under_client_io_for_every_member_position() {
             // Writes after the recovery reach the replacement too.
             writes(&vol, &mut model, &mut version, 20, seed + 7).await;
             vol.close().await.expect("close");
+            // Several opens: one must not forget the recorded return of the member that the
+            // one before found (see member_failure_is_durable.rs).
+            for _ in 0..2 {
+                let vol = ZapRaidVolume::open(a.members(Some(p)))
+                    .await
+                    .expect("reopen");
+                assert!(
+                    vol.failed_members().is_empty(),
+                    "member {p}: reopened degraded"
+                );
+                vol.close().await.expect("close");
+            }
             let vol = ZapRaidVolume::open(a.members(Some(p)))
                 .await
                 .expect("reopen");

@@ -57,6 +57,9 @@ struct Plan {
     trims: Vec<(u64, crate::index::TrimPlace)>,
     /// `State::remap_epoch` when the addresses above were taken.
     epoch: u64,
+    /// The victim is the newest segment (no segment was opened after it): it may hold the
+    /// only record of the array state, which is written again first (`Index::newest_segment`).
+    restate: Option<(u64, u64)>,
 }
 
 fn plan(sh: &Arc<Shared>) -> Option<Plan> {
@@ -66,7 +69,8 @@ fn plan(sh: &Arc<Shared>) -> Option<Plan> {
     let victim = st.index.victim(policy, now)?;
     if !st.index.others_in_use(victim) {
         // Its header would be the array's last: after the flush below every other segment
-        // in use has a durable header, so one other suffices.
+        // in use has a durable header, so one other suffices. The newest may hold the only
+        // record of the array state (`Index::newest_segment`).
         return None;
     }
     let live = st.index.live_in(victim);
@@ -83,11 +87,15 @@ fn plan(sh: &Arc<Shared>) -> Option<Plan> {
         }
     }
     st.stats.collections_started += 1;
+    // Generation 0 (no failure ever) is what every header carries: nothing to lose.
+    let restate = (st.index.newest_segment() == Some(victim) && st.state_gen > 0)
+        .then(|| (st.state_gen, members::failed_bits(&st)));
     Some(Plan {
         victim,
         live,
         trims,
         epoch: st.remap_epoch,
+        restate,
     })
 }
 
@@ -106,6 +114,12 @@ pub(crate) async fn collect_one(sh: &Arc<Shared>) -> BlockResult<bool> {
         p.live.len(),
         p.trims.len()
     );
+    if let Some((gen, bits)) = p.restate {
+        // A state stripe opens a segment whose header carries the state too; both are
+        // durable before the victim goes (the flush below).
+        let rx = write::push_state(sh, gen, bits);
+        write::wait_all(sh, vec![rx]).await?;
+    }
     if !move_blocks(sh, &p).await? {
         return Ok(false);
     }
@@ -185,6 +199,7 @@ pub(crate) async fn free_if_dead(sh: &Arc<Shared>, z: u32) -> BlockResult<bool> 
         st.index.state(z) == Some(crate::index::SegmentState::Sealed)
             && st.index.valid(z) == Some(0)
             && st.index.others_in_use(z)
+            && st.index.newest_segment() != Some(z)
             && st
                 .index
                 .trim_records_in(z)
