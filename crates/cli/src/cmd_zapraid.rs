@@ -1,10 +1,10 @@
-//! `zonestack zapraid format|status|fail|check`: a ZapRAID log-structured RAID block volume
+//! `zonestack zapraid format|status|fail|replace|check`: a ZapRAID log-structured RAID block volume
 //! over k + m emulated device images (k from the member count and --parity).
 //!
 //! Opening a ZapRAID array recovers its index and finishes the zones of segments that were
 //! open, so it writes: `status` and `check` open the images read-write. `fail` records a
 //! member failed on every survivor (the array then runs degraded across restarts, as
-//! `raizn fail` does for RAIZN).
+//! `raizn fail` does for RAIZN); `replace` (zapraid_replace.rs) rebuilds one onto a new image.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -71,6 +71,28 @@ pub enum ZapraidCmd {
         /// The member that failed: its position (0-based) or its image path as given.
         #[arg(long)]
         member: String,
+    },
+    /// Rebuild a failed member onto a new device image (recorded failed first if it is not):
+    /// every live block it held is rebuilt from the others; the new image then takes its
+    /// place in the member list. Shows a progress bar on a terminal, a line every few
+    /// seconds otherwise.
+    Replace {
+        /// Member device images, in array order (the failed member's image as it was given).
+        #[arg(required = true)]
+        members: Vec<PathBuf>,
+        /// The member to replace: its position (0-based) or its image path as given.
+        #[arg(long)]
+        member: String,
+        /// The new device image (same geometry; empty, or holding this member's partial
+        /// recovery).
+        #[arg(long, value_name = "NEWIMG")]
+        with: PathBuf,
+        /// Overwrite the new image even if it holds other data.
+        #[arg(long)]
+        force: bool,
+        /// Print no progress, only the result.
+        #[arg(long)]
+        quiet: bool,
     },
     /// Open the array, check the index's invariants and read every block; exit 1 naming
     /// each problem.
@@ -351,6 +373,22 @@ pub async fn run(cmd: &ZapraidCmd, out: &mut impl Write) -> CliResult {
         }
         ZapraidCmd::Status { members, json } => status(members, *json, out).await,
         ZapraidCmd::Fail { members, member } => fail(members, member, out).await,
+        ZapraidCmd::Replace {
+            members,
+            member,
+            with,
+            force,
+            quiet,
+        } => {
+            let r = crate::zapraid_replace::Request {
+                paths: members,
+                spec: member,
+                with,
+                force: *force,
+                quiet: *quiet,
+            };
+            crate::zapraid_replace::run(&r, out).await
+        }
         ZapraidCmd::Check { members } => check(members, out).await,
     }
 }

@@ -173,6 +173,28 @@ fn fio_verifies_through_the_zapraid_export_with_a_member_failed_mid_run() {
     assert!(server.started.contains("degraded"), "{}", server.started);
     fio_verify_only(dir.path(), &uri, "16M");
     stop(server);
+    // The dead member is rebuilt onto a new image, which takes its place: the array is
+    // healthy and fio's data verifies, also with another member failed (so the rebuilt
+    // blocks are read).
+    let new = dir.path().join("new.img");
+    ok(&["device", "create", s(&new), "--zones", "24", "--oob", "64"]);
+    let mut replace = vec!["zapraid", "replace", "--member", "2", "--with", s(&new)];
+    replace.extend(m.iter().map(|p| s(p)));
+    let text = ok(&replace);
+    assert!(text.contains("recovering member 2: 100%"), "{text}");
+    assert!(text.contains("the array is healthy"), "{text}");
+    let mut m2 = m.clone();
+    m2[2] = new;
+    let mut status = vec!["zapraid", "status"];
+    status.extend(m2.iter().map(|p| s(p)));
+    let st = ok(&status);
+    assert!(st.contains("all 4 healthy"), "{st}");
+    let mut fail = vec!["zapraid", "fail", "--member", "0"];
+    fail.extend(m2.iter().map(|p| s(p)));
+    ok(&fail);
+    let (server, uri) = serve(dir.path(), &["--zapraid", &list(&m2)]);
+    fio_verify_only(dir.path(), &uri, "16M");
+    stop(server);
 }
 
 #[test]

@@ -122,3 +122,55 @@ fn fail_records_a_member_failed_across_restarts() {
     let c = ok(&with_members(&["zapraid", "check"], &m));
     assert!(c.starts_with("clean:"), "{c}");
 }
+
+#[test]
+fn replace_rebuilds_a_member_onto_a_new_image_and_refuses_foreign_ones() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let m = members(dir.path(), 4);
+    ok(&with_members(&["zapraid", "format", "--group", "16"], &m));
+    ok(&with_members(&["zapraid", "fail", "--member", "3"], &m));
+    // An image holding another array's data is refused without --force, named.
+    std::fs::create_dir_all(dir.path().join("o")).expect("mkdir");
+    let foreign: Vec<PathBuf> = (0..3)
+        .map(|i| {
+            let p = dir.path().join("o").join(format!("f{i}.img"));
+            let ps = p.to_str().expect("path");
+            ok(&["device", "create", ps, "--zones", "12", "--oob", "64"]);
+            p
+        })
+        .collect();
+    ok(&with_members(
+        &["zapraid", "format", "--group", "16"],
+        &foreign,
+    ));
+    let f0 = foreign[0].to_str().expect("path");
+    let err = fails(
+        &with_members(&["zapraid", "replace", "--member", "3", "--with", f0], &m),
+        1,
+    );
+    assert!(
+        err.contains("f0.img holds data") && err.contains("--force"),
+        "{err}"
+    );
+    // A member of the array is not a replacement.
+    let m1 = m[1].to_str().expect("path");
+    fails(
+        &with_members(&["zapraid", "replace", "--member", "3", "--with", m1], &m),
+        2,
+    );
+    // --quiet prints the result only; the new image then stands in for member 3.
+    let text = ok(&with_members(
+        &[
+            "zapraid", "replace", "--member", "3", "--with", f0, "--force", "--quiet",
+        ],
+        &m,
+    ));
+    assert!(!text.contains("recovering member"), "{text}");
+    assert!(text.contains("member 3 rebuilt onto"), "{text}");
+    let mut m2 = m.clone();
+    m2[3] = foreign[0].clone();
+    let st = ok(&with_members(&["zapraid", "status"], &m2));
+    assert!(st.contains("all 4 healthy"), "{st}");
+    let c = ok(&with_members(&["zapraid", "check"], &m2));
+    assert!(c.starts_with("clean:"), "{c}");
+}
