@@ -415,3 +415,47 @@ fn replacements_that_hold_other_data_or_fit_badly_are_refused() {
         replacement_holds_the_data(&vol, 1, &model, "forced").await;
     });
 }
+
+#[test]
+fn a_segment_filled_just_before_the_last_step_is_sealed_on_the_replacement() {
+    // Regression: when the open segment had just been filled (sealed, but still the writer's
+    // segment) the last step rebuilt it twice, the second time as an open segment without
+    // its footer, leaving the replacement's zone open for good.
+    runtime().block_on(async {
+        let a = Array::new(11);
+        let vol = ZapRaidVolume::format(a.members(None), &opts(GroupMode::Grouped(8)))
+            .await
+            .expect("format");
+        // The state stripe takes stripe 0 of segment 0; these writes fill the rest of it.
+        vol.fail_member_durably(3).await.expect("fail");
+        let l = vol.layout();
+        let bs = vol.block_size() as usize;
+        let blocks = u64::from(l.stripes - 1) * u64::from(l.k);
+        let mut model = vec![0u64; blocks as usize];
+        let mut data = Vec::new();
+        for lba in 0..blocks {
+            model[lba as usize] = 1;
+            data.extend(block(bs, lba, 1));
+        }
+        vol.write(0, &data, false).await.expect("write");
+        vol.replace_member(3, a.spare(), false)
+            .await
+            .expect("recovery");
+        let zones = a
+            .spare()
+            .report_zones(0, zns::ReportFilter::All, false, 1)
+            .await
+            .expect("report");
+        assert_eq!(
+            zones.zones[0].state,
+            zns::ZoneState::Full,
+            "{:?}",
+            zones.zones[0]
+        );
+        check(&vol, &model, "after recovery").await;
+        vol.close().await.expect("close");
+        let vol = ZapRaidVolume::open(a.members(Some(3))).await.expect("open");
+        assert!(vol.failed_members().is_empty());
+        check(&vol, &model, "reopened").await;
+    });
+}

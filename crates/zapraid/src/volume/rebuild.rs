@@ -271,8 +271,11 @@ async fn finish(
             member: member as u16,
             ..h.clone()
         };
-        // A segment whose stripe 0 has not been handed out writes its header itself.
-        if !(header_needed && *stripes == 0) {
+        let floor = sh.st.lock().index.floor(seg.segment);
+        // A segment whose stripe 0 has not been handed out writes its header itself; one
+        // whose last stripe landed is sealed and was rebuilt whole just above.
+        let rebuilt = floor.is_some() && done.get(&seg.segment) == floor.as_ref();
+        if !(header_needed && *stripes == 0) && !rebuilt {
             bump(sh, |p| p.blocks_total += u64::from(*stripes));
             let records =
                 rebuild_segment(sh, member, dev, seg.segment, *stripes, header, false).await?;
