@@ -275,7 +275,7 @@ async fn finish(
         // A segment whose stripe 0 has not been handed out writes its header itself; one
         // whose last stripe landed is sealed and was rebuilt whole just above.
         let rebuilt = floor.is_some() && done.get(&seg.segment) == floor.as_ref();
-        if !(header_needed && *stripes == 0) && !rebuilt {
+        if !(rebuilt || header_needed && *stripes == 0) {
             bump(sh, |p| p.blocks_total += u64::from(*stripes));
             let records =
                 rebuild_segment(sh, member, dev, seg.segment, *stripes, header, false).await?;
