@@ -88,7 +88,13 @@ impl Display {
 
     fn end(self, p: Option<&RecoveryProgress>, out: &mut impl Write) -> std::io::Result<()> {
         match (self, p) {
-            (Display::Bar(bar), _) => bar.finish_and_clear(),
+            // The finished bar stays on the terminal (a short recovery is drawn at least once).
+            (Display::Bar(bar), Some(p)) => {
+                bar.set_length(p.blocks_total);
+                bar.set_position(p.blocks_done);
+                bar.finish_with_message(format!("{} segments done", p.segments_done));
+            }
+            (Display::Bar(bar), None) => bar.abandon(),
             (Display::Lines(_), Some(p)) => writeln!(out, "{}", progress_line(p))?,
             _ => {}
         }

@@ -4,7 +4,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{fails, ok};
+use common::{fails, ok, require, run};
 
 /// `n` empty member images with room for ZapRAID's per-block metadata.
 fn members(dir: &Path, n: usize) -> Vec<PathBuf> {
@@ -173,4 +173,30 @@ fn replace_rebuilds_a_member_onto_a_new_image_and_refuses_foreign_ones() {
     assert!(st.contains("all 4 healthy"), "{st}");
     let c = ok(&with_members(&["zapraid", "check"], &m2));
     assert!(c.starts_with("clean:"), "{c}");
+}
+
+#[test]
+fn replace_draws_a_progress_bar_on_a_terminal() {
+    // `script` runs the command on a pseudo-terminal, as a user at a shell would.
+    require("script", "bsdutils");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let m = members(dir.path(), 4);
+    ok(&with_members(&["zapraid", "format", "--group", "16"], &m));
+    ok(&with_members(&["zapraid", "fail", "--member", "0"], &m));
+    let new = dir.path().join("new.img");
+    let ns = new.to_str().expect("path");
+    ok(&["device", "create", ns, "--zones", "12", "--oob", "64"]);
+    let mut cmd = format!(
+        "{} zapraid replace --member 0 --with {ns}",
+        env!("CARGO_BIN_EXE_zonestack")
+    );
+    for p in &m {
+        cmd += &format!(" {}", p.to_str().expect("path"));
+    }
+    let out = run(std::process::Command::new("script").args(["-qec", &cmd, "/dev/null"]));
+    assert!(out.contains("stripes rebuilt"), "no progress bar: {out}");
+    assert!(out.contains("100%"), "{out}");
+    // A bar, not the plain lines of a pipe.
+    assert!(!out.contains("recovering member 0:"), "{out}");
+    assert!(out.contains("the array is healthy"), "{out}");
 }
