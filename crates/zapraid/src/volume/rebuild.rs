@@ -417,6 +417,9 @@ async fn rebuild_segment(
         let recs = rebuild_group(sh, member, dev, z, start, end).await?;
         records.extend(recs);
         bump(sh, |p| p.blocks_done += u64::from(end - start));
+        // Client I/O goes first between groups: on a runtime with one thread a recovery
+        // whose member commands complete at once would otherwise hold it to the end.
+        tokio::task::yield_now().await;
     }
     if !sealed {
         return Ok(records);
