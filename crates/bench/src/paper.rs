@@ -38,6 +38,18 @@ pub const PAPERS: &[(&str, &str)] = &[
         "RAIZN (ASPLOS '23) section 6.1: raw ZN540 sequential write and read throughput",
     ),
     (
+        "raizn-fig12",
+        "RAIZN (ASPLOS '23) Fig. 12: rebuild time proportional to valid data, at the replacement's write bandwidth",
+    ),
+    (
+        "raizn-seq",
+        "RAIZN (ASPLOS '23) section 6.1: 5-member array sequential write and read against 4x and 5x one device",
+    ),
+    (
+        "raizn-xor",
+        "RAIZN parity (XOR of a stripe's data units) against a memory copy, real time, same run",
+    ),
+    (
         "vroom-5.2.1",
         "vroom thesis section 5.2.1: 4 KiB write and append IOPS peaks on a ZNS drive",
     ),
@@ -373,6 +385,15 @@ fn round(x: f64, places: i32) -> f64 {
 pub fn run(name: &str, o: &Options) -> Result<Vec<Row>, String> {
     if name == "zns-fig1" {
         return crate::zns_fig1::rows(o);
+    }
+    if name == "raizn-fig12" {
+        return crate::raizn_fig12::rows(o);
+    }
+    if name == "raizn-seq" {
+        return crate::raizn_seq::rows(o);
+    }
+    if name == "raizn-xor" {
+        return crate::raizn_xor::rows(o);
     }
     let pts = points(name).ok_or_else(|| {
         let names: Vec<&str> = PAPERS.iter().map(|p| p.0).collect();

@@ -29,7 +29,7 @@ pub enum Cmd {
     /// Create emulated devices in a temporary directory, run a short mixed workload, and print
     /// the zone report and statistics.
     Quickstart(QuickstartArgs),
-    /// Create and inspect emulated ZNS device images.
+    /// Create and inspect emulated ZNS device images; check any device against the ZNS checklist.
     #[command(subcommand)]
     Device(DeviceCmd),
     /// Report zones and send zone management commands.
@@ -42,7 +42,7 @@ pub enum Cmd {
     Fault(FaultArgs),
     /// Run commands read from stdin, one per line, against one open device.
     Session {
-        /// Device image.
+        /// Device image, or zoned block device (/dev/...).
         path: PathBuf,
         /// Delay completions in real time as this flash timing profile says (see `zonestack
         /// device profiles`); off by default.
@@ -97,7 +97,7 @@ pub enum DeviceCmd {
     Create(CreateArgs),
     /// Show a device's geometry and limits.
     Info {
-        /// Device image file (made by `zonestack device create`).
+        /// Device image file (made by `zonestack device create`) or zoned block device.
         path: PathBuf,
         /// Print one JSON object instead of text.
         #[arg(long)]
@@ -112,6 +112,19 @@ pub enum DeviceCmd {
     },
     /// List the named profiles.
     Profiles,
+    /// Run the ZNS conformance kit against a device (image or /dev path): one line per
+    /// checklist item (pass, FAIL with the difference, or not applicable with why); exits 1
+    /// on any failure. The kit writes and resets zones.
+    Check(CheckArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// Device image file or zoned block device (/dev/...).
+    pub path: PathBuf,
+    /// Allow the check on a device holding data (any zone not Empty): the data is lost.
+    #[arg(long)]
+    pub destructive: bool,
 }
 
 #[derive(Args, Debug)]
@@ -172,7 +185,8 @@ pub struct ZoneSelect {
 /// its member images (the array is a zoned device too).
 #[derive(Args, Debug, Clone)]
 pub struct Target {
-    /// Device image file (made by `zonestack device create`); or give --raizn.
+    /// Device image file (made by `zonestack device create`) or zoned block device
+    /// (/dev/...); or give --raizn.
     #[arg(required_unless_present = "raizn")]
     pub path: Option<PathBuf>,
     /// Address a RAIZN array instead: its member images in order, comma separated
@@ -240,6 +254,10 @@ pub enum ZoneCmd {
         target: Target,
         #[command(flatten)]
         sel: ZoneSelect,
+        /// Reset zones holding data on a real device (/dev/...); without it such a reset is
+        /// refused. Images need no --force.
+        #[arg(long)]
+        force: bool,
     },
     /// Take read-only zones offline (a zone becomes read only by `zonestack fault`).
     Offline {

@@ -1,23 +1,24 @@
-//! `zonestack ftl format|mount|check|stats`: the host FTL volume on an emulated device image.
+//! `zonestack ftl format|mount|check|stats`: the host FTL volume on an emulated device image
+//! or a zoned block device.
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::{Args, Subcommand, ValueEnum};
-use emu::EmuDevice;
 use ftl::{FormatOptions, FtlVolume, MountOptions, VictimPolicy, WriteMode};
 use serde_json::json;
 use zns::ZonedDevice;
 
 use crate::commands::{self, plural};
 use crate::error::{CliError, CliResult};
+use crate::opened::Opened;
 
 #[derive(Subcommand, Debug)]
 pub enum FtlCmd {
     /// Format a block volume on a device image (refuses a device holding data without --force).
     Format {
-        /// Device image file (made by `zonestack device create`).
+        /// Device image file (made by `zonestack device create`) or zoned block device.
         path: PathBuf,
         /// Over-provisioning in percent of the data area (space kept for garbage collection).
         #[arg(long, default_value_t = 7.0)]
@@ -28,19 +29,19 @@ pub enum FtlCmd {
     },
     /// Mount the volume (recovering after a crash), report what recovery did, unmount cleanly.
     Mount {
-        /// Device image file holding a volume (`zonestack ftl format`).
+        /// Device image or zoned block device holding a volume (`zonestack ftl format`).
         path: PathBuf,
         #[command(flatten)]
         opts: MountArgs,
     },
     /// Rebuild the mapping read-only and check its invariants; exit 1 if the volume is corrupt.
     Check {
-        /// Device image file holding a volume (`zonestack ftl format`).
+        /// Device image or zoned block device holding a volume (`zonestack ftl format`).
         path: PathBuf,
     },
     /// Sizes and usage of the volume (read-only).
     Stats {
-        /// Device image file holding a volume (`zonestack ftl format`).
+        /// Device image or zoned block device holding a volume (`zonestack ftl format`).
         path: PathBuf,
         /// Print one JSON object instead of text.
         #[arg(long)]
@@ -128,7 +129,7 @@ pub fn new_volume_id() -> u64 {
 
 async fn with_device<T, F, Fut>(path: &std::path::Path, f: F) -> Result<T, CliError>
 where
-    F: FnOnce(Arc<EmuDevice>) -> Fut,
+    F: FnOnce(Arc<Opened>) -> Fut,
     Fut: std::future::Future<Output = Result<T, CliError>>,
 {
     with_device_mode(path, false, f).await
@@ -141,7 +142,7 @@ async fn with_device_mode<T, F, Fut>(
     f: F,
 ) -> Result<T, CliError>
 where
-    F: FnOnce(Arc<EmuDevice>) -> Fut,
+    F: FnOnce(Arc<Opened>) -> Fut,
     Fut: std::future::Future<Output = Result<T, CliError>>,
 {
     let dev = Arc::new(if read_only {
@@ -150,7 +151,7 @@ where
         commands::open(path)?
     });
     let r = f(dev.clone()).await;
-    dev.shutdown().map_err(other)?;
+    dev.shutdown()?;
     r
 }
 
@@ -195,6 +196,7 @@ pub async fn run(cmd: &FtlCmd, out: &mut impl Write) -> CliResult {
         FtlCmd::Mount { path, opts } => {
             let opts = opts.options();
             let text = with_device(path, |dev| async move {
+                let opts = dev.fit_mount_options(opts)?;
                 let d: Arc<dyn ZonedDevice> = dev;
                 let (vol, r) = FtlVolume::mount(d, opts)
                     .await

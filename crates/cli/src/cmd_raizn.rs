@@ -1,4 +1,4 @@
-//! `zonestack raizn create|status|fail|check`, and zone and I/O commands on a RAIZN array
+//! `zonestack raizn create|status|fail|replace|rebuild|check`, and zone and I/O commands on a RAIZN array
 //! (`--raizn a.img,b.img,c.img`): a zoned RAID-5 volume over emulated device images.
 //!
 //! An array is named by its member images in order (`missing` for an absent one); nothing
@@ -58,6 +58,41 @@ pub enum RaiznCmd {
         /// The member that failed: its position (0-based) or its image path as given.
         #[arg(long)]
         member: String,
+    },
+    /// Put a new device image in a failed member's place and rebuild it from the others
+    /// (refuses an image holding data without --force).
+    Replace {
+        /// Member device images, in array order (`missing` for an absent member).
+        #[arg(required = true)]
+        members: Vec<PathBuf>,
+        /// The failed member to replace: its position (0-based) or its image path as given.
+        #[arg(long)]
+        member: String,
+        /// The new device image (made by `zonestack device create` with the members' geometry).
+        #[arg(long = "with", value_name = "NEW_IMAGE")]
+        with: PathBuf,
+        /// Replace even with an image holding data (its zones are reset; the data is lost).
+        #[arg(long)]
+        force: bool,
+        /// Print no progress on stderr.
+        #[arg(long)]
+        quiet: bool,
+        /// Stop after rebuilding this many zones, as if interrupted.
+        #[arg(long, hide = true)]
+        stop_after_zones: Option<u32>,
+    },
+    /// Continue a rebuild that was cut short: the member list names the new image in the
+    /// failed member's place.
+    Rebuild {
+        /// Member device images, in array order, with the image being rebuilt in its place.
+        #[arg(required = true)]
+        members: Vec<PathBuf>,
+        /// Print no progress on stderr.
+        #[arg(long)]
+        quiet: bool,
+        /// Stop after rebuilding this many zones, as if interrupted.
+        #[arg(long, hide = true)]
+        stop_after_zones: Option<u32>,
     },
     /// Verify read-only the parity of every complete stripe; exit 1 naming each problem.
     Check {
@@ -182,7 +217,7 @@ async fn create_on(
 
 /// Why a member image counts as holding data: it belongs to a RAIZN array, or a zone of it
 /// is not Empty. None for an empty image.
-async fn used_because(dev: &dyn ZonedDevice) -> Result<Option<String>, CliError> {
+pub async fn used_because(dev: &dyn ZonedDevice) -> Result<Option<String>, CliError> {
     if let Ok(Some(sb)) = crate::raizn_inspect::newest_superblock(dev).await {
         return Ok(Some(format!(
             "it is member {} of RAIZN array {}",
@@ -252,6 +287,10 @@ pub async fn run_zoned(cmd: &Cmd, out: &mut impl Write) -> CliResult {
     let m = Members::open(&paths, false, true)?;
     let r = async {
         let vol = open_array(&m).await?;
+        // A reset of the array resets zones of every member: on drives, only with --force.
+        if m.devs.iter().flatten().any(|d| d.is_drive()) {
+            commands::guard_reset(&vol, std::path::Path::new("the RAIZN array"), cmd).await?;
+        }
         let r = commands::execute_zoned(&vol, cmd, out).await;
         // What the command wrote is made durable on the members before they are closed.
         let flushed = vol.flush().await.map_err(CliError::from);
@@ -272,6 +311,33 @@ pub async fn run(cmd: &RaiznCmd, out: &mut impl Write) -> CliResult {
         RaiznCmd::Fail { members, member } => fail(members, member, out).await,
         RaiznCmd::Status { members, json } => {
             crate::raizn_inspect::status(members, *json, out).await
+        }
+        RaiznCmd::Replace {
+            members,
+            member,
+            with,
+            force,
+            quiet,
+            stop_after_zones,
+        } => {
+            let a = crate::raizn_rebuild::RebuildArgs {
+                members,
+                quiet: *quiet,
+                stop_after_zones: *stop_after_zones,
+            };
+            crate::raizn_rebuild::replace(&a, member, with, *force, out).await
+        }
+        RaiznCmd::Rebuild {
+            members,
+            quiet,
+            stop_after_zones,
+        } => {
+            let a = crate::raizn_rebuild::RebuildArgs {
+                members,
+                quiet: *quiet,
+                stop_after_zones: *stop_after_zones,
+            };
+            crate::raizn_rebuild::rebuild(&a, out).await
         }
         RaiznCmd::Check { members } => crate::raizn_inspect::check(members, out).await,
     }

@@ -12,16 +12,19 @@ use crate::args::{
     Cmd, CreateArgs, DataSource, DeviceCmd, FaultArgs, IoCmd, Target, ZoneCmd, ZoneSelect,
 };
 use crate::error::{CliError, CliResult};
+use crate::opened::{is_block_device, Opened};
 use crate::units::{format_size, hexdump};
 
-/// Opens an existing image with a message that says what to do when it cannot.
-pub fn open(path: &Path) -> Result<EmuDevice, CliError> {
+/// Opens an existing image, or a zoned block device (`/dev/...`), with a message that says
+/// what to do when it cannot.
+pub fn open(path: &Path) -> Result<Opened, CliError> {
     open_mode(path, false)
 }
 
 /// Opens an existing image read-only (O_RDONLY, shared lock): for commands that only read,
-/// so that they work on a read-only file or mount and beside other readers.
-pub fn open_read_only(path: &Path) -> Result<EmuDevice, CliError> {
+/// so that they work on a read-only file or mount and beside other readers. A drive is
+/// opened as `open` does (the zone ioctls need it open for writing).
+pub fn open_read_only(path: &Path) -> Result<Opened, CliError> {
     open_mode(path, true)
 }
 
@@ -35,18 +38,10 @@ pub fn is_read_only(cmd: &Cmd) -> bool {
     )
 }
 
-/// A failed command's error, with the host I/O error behind it when there was one (a Write
-/// Fault alone does not say that the host file system is full).
-pub fn with_host_error(dev: &EmuDevice, e: CliError) -> CliError {
-    match (e, dev.host_error()) {
-        (CliError::Device(s), Some(host)) => {
-            CliError::Other(format!("{s} (status {:#05x}): {host}", s.code()))
-        }
-        (e, _) => e,
+fn open_mode(path: &Path, read_only: bool) -> Result<Opened, CliError> {
+    if is_block_device(path) {
+        return Ok(Opened::Drive(crate::opened::open_drive(path)?));
     }
-}
-
-fn open_mode(path: &Path, read_only: bool) -> Result<EmuDevice, CliError> {
     if !path.exists() {
         return Err(CliError::Other(format!(
             "{} does not exist; create it with `zonestack device create {}`",
@@ -59,7 +54,8 @@ fn open_mode(path: &Path, read_only: bool) -> Result<EmuDevice, CliError> {
     } else {
         EmuDevice::open_file(path, false)
     };
-    dev.map_err(|e| CliError::Other(format!("cannot open {}: {e}", path.display())))
+    dev.map(Opened::Image)
+        .map_err(|e| CliError::Other(format!("cannot open {}: {e}", path.display())))
 }
 
 /// The image path a device subcommand names.
@@ -72,6 +68,7 @@ pub fn path_of(cmd: &Cmd) -> &Path {
         Cmd::Session { path, .. } | Cmd::Flush { path } | Cmd::PowerLoss { path, .. } => path,
         Cmd::Quickstart(_)
         | Cmd::Device(DeviceCmd::Profiles)
+        | Cmd::Device(DeviceCmd::Check(_))
         | Cmd::Bench(_)
         | Cmd::Ftl(_)
         | Cmd::Raizn(_)
@@ -218,16 +215,17 @@ pub fn list_profiles(out: &mut impl Write) -> CliResult {
     crate::timing::list(out)
 }
 
-fn info(dev: &EmuDevice, json: bool, out: &mut impl Write) -> CliResult {
+fn info(dev: &Opened, json: bool, out: &mut impl Write) -> CliResult {
     let g = dev.geometry();
-    let cfg = dev.config();
+    // A drive's write cache is the drive's; only an image's is known here.
+    let cache = dev.image().map(|d| d.config().volatile_cache);
     if json {
         let v = json!({
             "zones": g.zone_count, "zone_size": g.zone_size, "zone_capacity": g.zone_capacity,
             "block_size": g.block_size, "oob": g.oob_size, "max_open": g.max_open,
             "max_active": g.max_active, "zasl": g.zasl_blocks, "mdts": g.mdts_blocks,
             "copy_max_ranges": g.copy_max_ranges, "copy_max_range_blocks": g.copy_max_range_blocks,
-            "copy_max_blocks": g.copy_max_blocks, "volatile_write_cache": cfg.volatile_cache,
+            "copy_max_blocks": g.copy_max_blocks, "volatile_write_cache": cache,
         });
         writeln!(out, "{v}")?;
         return Ok(());
@@ -276,10 +274,10 @@ fn info(dev: &EmuDevice, json: bool, out: &mut impl Write) -> CliResult {
     writeln!(
         out,
         "write cache:      {}",
-        if cfg.volatile_cache {
-            "volatile"
-        } else {
-            "off"
+        match cache {
+            Some(true) => "volatile",
+            Some(false) => "off",
+            None => "the drive's (a real device: flush and FUA make writes durable)",
         }
     )?;
     Ok(())
@@ -649,8 +647,28 @@ pub async fn execute_zoned(dev: &dyn ZonedDevice, cmd: &Cmd, out: &mut impl Writ
     }
 }
 
-/// Runs one device subcommand against an open device.
-pub async fn execute(dev: &EmuDevice, cmd: &Cmd, out: &mut impl Write) -> CliResult {
+/// Refuses `zone reset` on a real device when a zone it selects holds data, unless --force:
+/// a drive's data is nobody's test fixture. Images need no --force (their reset has always
+/// been the point of the emulator).
+pub async fn guard_reset(dev: &dyn ZonedDevice, name: &Path, cmd: &Cmd) -> CliResult {
+    let Cmd::Zone(ZoneCmd::Reset {
+        sel, force: false, ..
+    }) = cmd
+    else {
+        return Ok(());
+    };
+    let used = crate::opened::used_zone_among(dev, |z| sel.all || sel.zone == Some(z)).await?;
+    match used {
+        Some(why) => Err(CliError::Other(format!(
+            "{}: {why}: resetting it erases its data on a real device; pass --force to reset it",
+            name.display()
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Runs one device subcommand against an open device (image or drive).
+pub async fn execute(dev: &Opened, name: &Path, cmd: &Cmd, out: &mut impl Write) -> CliResult {
     match cmd {
         Cmd::Device(DeviceCmd::Info { json, .. }) => info(dev, *json, out),
         Cmd::Zone(_) | Cmd::Io(_) => {
@@ -659,11 +677,15 @@ pub async fn execute(dev: &EmuDevice, cmd: &Cmd, out: &mut impl Write) -> CliRes
                     "--raizn cannot be used inside a session of one device".into(),
                 ));
             }
+            if dev.is_drive() {
+                guard_reset(dev, name, cmd).await?;
+            }
             execute_zoned(dev, cmd, out).await
         }
-        Cmd::Fault(a) => fault(dev, a),
+        Cmd::Fault(a) => fault(dev.require_image("`fault`")?, a),
         Cmd::Device(DeviceCmd::Restart { .. }) => {
-            dev.restart().map_err(|e| CliError::Other(e.to_string()))?;
+            let img = dev.require_image("`device restart`")?;
+            img.restart().map_err(|e| CliError::Other(e.to_string()))?;
             writeln!(
                 out,
                 "restarted: write cache flushed, open zones closed (Empty if unwritten)"
@@ -673,6 +695,7 @@ pub async fn execute(dev: &EmuDevice, cmd: &Cmd, out: &mut impl Write) -> CliRes
         Cmd::Flush { .. } => Ok(dev.flush().await?),
         Cmd::PowerLoss { seed, .. } => {
             let cut = dev
+                .require_image("`power-loss`")?
                 .power_loss(*seed)
                 .map_err(|e| CliError::Other(e.to_string()))?;
             for (z, kept, lost) in &cut {
@@ -691,6 +714,7 @@ pub async fn execute(dev: &EmuDevice, cmd: &Cmd, out: &mut impl Write) -> CliRes
         }
         Cmd::Device(DeviceCmd::Create(_))
         | Cmd::Device(DeviceCmd::Profiles)
+        | Cmd::Device(DeviceCmd::Check(_))
         | Cmd::Quickstart(_)
         | Cmd::Session { .. }
         | Cmd::Bench(_)

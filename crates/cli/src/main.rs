@@ -9,13 +9,16 @@ mod cmd_ftl;
 mod cmd_raizn;
 mod cmd_zapraid;
 mod commands;
+mod device_check;
 mod error;
 mod lines;
 mod logging;
 mod members;
+mod opened;
 mod plot;
 mod quickstart;
 mod raizn_inspect;
+mod raizn_rebuild;
 mod serve;
 mod serve_zapraid;
 mod session;
@@ -62,14 +65,18 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         Cmd::Quickstart(a) => quickstart::run(&a, &mut out).await,
         Cmd::Device(DeviceCmd::Create(a)) => commands::create(&a, &mut out),
         Cmd::Device(DeviceCmd::Profiles) => commands::list_profiles(&mut out),
+        Cmd::Device(DeviceCmd::Check(a)) => device_check::run(&a, &mut out).await,
         Cmd::Session { path, timing } => {
             // An unknown profile is refused before the image is opened.
             let profile = timing.as_deref().map(timing::profile_named).transpose()?;
             let mut dev = commands::open(&path)?;
             if let Some(p) = profile {
-                dev = timing::enable(dev, p)?;
+                dev = match dev {
+                    opened::Opened::Image(img) => opened::Opened::Image(timing::enable(img, p)?),
+                    opened::Opened::Drive(_) => return Err(timing::not_on_drive()),
+                };
             }
-            session::run(&dev, std::io::stdin().lock(), &mut out).await
+            session::run(&dev, &path, std::io::stdin().lock(), &mut out).await
         }
         Cmd::Bench(args::BenchCmd::Emu(a)) => bench_emu::run(&a, &mut out).await,
         Cmd::Bench(args::BenchCmd::Ftl(a)) => bench_ftl::run(&a, &mut out).await,
@@ -90,11 +97,12 @@ async fn run(cli: Cli) -> Result<(), CliError> {
             } else {
                 commands::open(&path)?
             };
-            let r = commands::execute(&dev, &cmd, &mut out)
+            let r = commands::execute(&dev, &path, &cmd, &mut out)
                 .await
-                .map_err(|e| commands::with_host_error(&dev, e));
-            dev.shutdown()
-                .map_err(|e| CliError::Other(format!("closing {}: {e}", path.display())))?;
+                .map_err(|e| dev.with_host_error(e));
+            dev.shutdown().map_err(|e| {
+                CliError::Other(format!("closing {}: {}", path.display(), e.message()))
+            })?;
             r
         }
     }

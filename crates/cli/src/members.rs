@@ -5,10 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use emu::EmuDevice;
-
 use crate::commands;
 use crate::error::CliError;
+use crate::opened::Opened;
 
 /// The word that names an absent member in a member list.
 pub const MISSING: &str = "missing";
@@ -16,7 +15,7 @@ pub const MISSING: &str = "missing";
 /// The opened member images of an array, in order; None for a `missing` member.
 pub struct Members {
     pub paths: Vec<PathBuf>,
-    pub devs: Vec<Option<Arc<EmuDevice>>>,
+    pub devs: Vec<Option<Arc<Opened>>>,
 }
 
 /// Whether `path` is the `missing` placeholder rather than an image.
@@ -93,7 +92,7 @@ impl Members {
         for (p, d) in self.paths.iter().zip(self.devs) {
             if let Some(d) = d {
                 if let Err(e) = d.shutdown() {
-                    problems.push(format!("closing {}: {e}", p.display()));
+                    problems.push(format!("closing {}: {}", p.display(), e.message()));
                 }
             }
         }

@@ -177,8 +177,9 @@ pub async fn run(a: &QuickstartArgs, out: &mut impl Write) -> CliResult {
         count: None,
         json: false,
     });
-    commands::execute(&dev, &report, out).await?;
-    dev.shutdown().map_err(other)?;
+    let dev = crate::opened::Opened::Image(dev);
+    commands::execute(&dev, &path, &report, out).await?;
+    dev.shutdown()?;
     if a.keep {
         let kept = dir.keep();
         writeln!(out, "\nkept {}", kept.display())?;

@@ -22,11 +22,13 @@ use crate::cmd_ftl::MountArgs;
 use crate::commands;
 use crate::error::{CliError, CliResult};
 use crate::members::Members;
+use crate::opened::Opened;
 use crate::units::format_size;
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
-    /// Emulated device image holding the volume (formatted on first use if it is empty).
+    /// Emulated device image, or zoned block device (/dev/...), holding the volume
+    /// (formatted on first use if every zone is empty).
     #[arg(long, conflicts_with = "memory")]
     pub device: Option<PathBuf>,
     /// Serve a volume of this size on an in-memory emulated device (the default, 1G).
@@ -114,11 +116,15 @@ fn memory_geometry(bytes: u64, op_permille: u32) -> Result<Geometry, CliError> {
     Ok(g)
 }
 
-/// Switches the timing model on when a profile was given.
-fn timed(dev: EmuDevice, timing: Option<TimingProfile>) -> Result<Arc<EmuDevice>, CliError> {
-    match timing {
-        Some(p) => Ok(Arc::new(crate::timing::enable(dev, p)?)),
-        None => Ok(Arc::new(dev)),
+/// Switches the timing model on when a profile was given (on an image only: a drive has
+/// its own timing).
+fn timed(dev: Opened, timing: Option<TimingProfile>) -> Result<Arc<Opened>, CliError> {
+    match (timing, dev) {
+        (Some(p), Opened::Image(img)) => {
+            Ok(Arc::new(Opened::Image(crate::timing::enable(img, p)?)))
+        }
+        (Some(_), Opened::Drive(_)) => Err(crate::timing::not_on_drive()),
+        (None, dev) => Ok(Arc::new(dev)),
     }
 }
 
@@ -159,7 +165,7 @@ async fn device_for(
     a: &ServeArgs,
     op_permille: u32,
     timing: Option<TimingProfile>,
-) -> Result<(Arc<EmuDevice>, String), CliError> {
+) -> Result<(Arc<Opened>, String), CliError> {
     match &a.device {
         Some(path) => {
             let dev = timed(commands::open(path)?, timing)?;
@@ -167,7 +173,7 @@ async fn device_for(
             match format_if_empty(dev.as_ref(), &name, op_permille).await {
                 Ok(Some(did)) => Ok((dev, format!("{name} ({did})"))),
                 Ok(None) => Ok((dev, name)),
-                Err(e) => Err(close_after(e, dev.shutdown())),
+                Err(e) => Err(close_after(e, dev.shutdown().map_err(|c| c.message()))),
             }
         }
         None => {
@@ -179,7 +185,7 @@ async fn device_for(
             }
             let g = memory_geometry(bytes, op_permille)?;
             let dev = timed(
-                EmuDevice::new_memory(EmuConfig::new(g)).map_err(other)?,
+                Opened::Image(EmuDevice::new_memory(EmuConfig::new(g)).map_err(other)?),
                 timing,
             )?;
             let fmt = FormatOptions {
@@ -211,7 +217,7 @@ fn close_after<E: std::fmt::Display>(e: CliError, closed: Result<(), E>) -> CliE
 
 /// What a served volume lives on, closed last at shutdown.
 enum Backing {
-    Device(Arc<EmuDevice>),
+    Device(Arc<Opened>),
     /// The member images of an array (the array itself is flushed before they close).
     Array(Members),
 }
@@ -219,7 +225,7 @@ enum Backing {
 impl Backing {
     fn close(self) -> Result<(), String> {
         match self {
-            Backing::Device(d) => d.shutdown().map_err(|e| e.to_string()),
+            Backing::Device(d) => d.shutdown().map_err(|e| e.message()),
             Backing::Array(m) => m.close().map_err(|e| e.message()),
         }
     }
@@ -435,7 +441,15 @@ pub async fn run(a: &ServeArgs, out: &mut impl Write) -> CliResult {
         .transpose()?;
     let op_permille = (a.op * 10.0).round() as u32;
     let (zoned, backing, what) = zoned_for(a, op_permille, timing).await?;
-    let (vol, report) = match FtlVolume::mount(zoned.clone(), a.mount.options()).await {
+    let opts = match &backing {
+        Backing::Device(d) => d.fit_mount_options(a.mount.options()),
+        Backing::Array(_) => Ok(a.mount.options()),
+    };
+    let opts = match opts {
+        Ok(o) => o,
+        Err(e) => return Err(close_after(e, backing.close())),
+    };
+    let (vol, report) = match FtlVolume::mount(zoned.clone(), opts).await {
         Ok(m) => m,
         Err(e) => {
             return Err(close_after(CliError::Other(e.to_string()), backing.close()));

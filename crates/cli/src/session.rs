@@ -7,12 +7,13 @@
 use std::io::{BufRead, Write};
 
 use clap::Parser;
-use emu::EmuDevice;
+use std::path::Path;
 
 use crate::args::Cli;
 use crate::commands;
 use crate::error::{CliError, CliResult};
 use crate::lines::{BoundedLines, Line, MAX_LINE_BYTES};
+use crate::opened::Opened;
 
 /// Subcommands followed by a second word before the PATH position.
 const TWO_WORD: [&str; 3] = ["zone", "io", "device"];
@@ -34,9 +35,9 @@ pub fn argv_of(line: &str) -> Vec<String> {
     argv
 }
 
-async fn run_line(dev: &EmuDevice, line: &str, out: &mut impl Write) -> CliResult {
+async fn run_line(dev: &Opened, name: &Path, line: &str, out: &mut impl Write) -> CliResult {
     match line {
-        "stats" => return commands::print_stats(dev, out),
+        "stats" => return commands::print_stats(dev.require_image("`stats`")?, out),
         "help" => {
             writeln!(out, "lines are zonestack subcommands without PATH, e.g. `io write --lba 0 --blocks 1 --pattern 0xab`;")?;
             writeln!(out, "also: flush, power-loss [--seed N], stats, quit")?;
@@ -59,7 +60,7 @@ async fn run_line(dev: &EmuDevice, line: &str, out: &mut impl Write) -> CliResul
             "--log-level applies to the whole session: give it before `session`".into(),
         ));
     }
-    commands::execute(dev, &cli.cmd, out).await
+    commands::execute(dev, name, &cli.cmd, out).await
 }
 
 /// What a session did with its lines.
@@ -88,7 +89,8 @@ fn report(out: &mut impl Write, tally: &mut Tally, number: u64, message: &str) -
 /// Runs the lines until the end of input or `quit`. An error here is an error of the output
 /// or of reading the input, which ends the session; a failed line does not.
 async fn run_lines(
-    dev: &EmuDevice,
+    dev: &Opened,
+    name: &Path,
     input: impl BufRead,
     out: &mut impl Write,
     tally: &mut Tally,
@@ -134,7 +136,7 @@ async fn run_lines(
         }
         tally.commands += 1;
         let mut buf = Vec::new();
-        match run_line(dev, line, &mut buf).await {
+        match run_line(dev, name, line, &mut buf).await {
             Ok(()) if buf.is_empty() => writeln!(out, "ok")?,
             Ok(()) => out.write_all(&buf)?,
             Err(e) => {
@@ -149,9 +151,14 @@ async fn run_lines(
 /// Runs every line of `input`, then closes the device. Fails (exit 1) when any line failed,
 /// when the input could not be read, or when the device could not be closed; each failed
 /// line has already printed its error, naming its line number.
-pub async fn run(dev: &EmuDevice, input: impl BufRead, out: &mut impl Write) -> CliResult {
+pub async fn run(
+    dev: &Opened,
+    name: &Path,
+    input: impl BufRead,
+    out: &mut impl Write,
+) -> CliResult {
     let mut tally = Tally::default();
-    let ran = run_lines(dev, input, out, &mut tally).await;
+    let ran = run_lines(dev, name, input, out, &mut tally).await;
     let closed = dev.shutdown();
     let mut problems = Vec::new();
     if let Err(e) = ran {
@@ -164,7 +171,7 @@ pub async fn run(dev: &EmuDevice, input: impl BufRead, out: &mut impl Write) -> 
         ));
     }
     if let Err(e) = closed {
-        problems.push(format!("closing the device: {e}"));
+        problems.push(format!("closing the device: {}", e.message()));
     }
     if problems.is_empty() {
         Ok(())

@@ -30,6 +30,14 @@ pub fn enable(dev: EmuDevice, p: TimingProfile) -> Result<EmuDevice, CliError> {
         .map_err(|e| CliError::Usage(format!("{e}, or pick another timing profile")))
 }
 
+/// The error for --timing on a real device: the timing model delays an emulator's
+/// completions; a drive has its own timing.
+pub fn not_on_drive() -> CliError {
+    CliError::Usage(
+        "--timing works on emulator images only: a real device has its own timing".into(),
+    )
+}
+
 /// One line for a startup banner: the profile and its clock.
 pub fn describe(p: &TimingProfile) -> String {
     format!("timing profile {} in real time", p.name)

@@ -16,12 +16,38 @@ pub struct EmuConfig {
     /// File backend only: fdatasync the image on Flush/FUA, for durability across host
     /// crashes (slow). Off, the image survives a process kill but not a host crash.
     pub host_sync: bool,
+    /// ZNS+ commands (docs/ZNSPLUS.md): identify_mapping, zone_compaction, tl_open. Memory
+    /// backend only in this build (the image format has no place for TL bitmaps yet).
+    pub zns_plus: bool,
 }
 
 /// The reference defaults of ZNS-CONFORMANCE.md item 44 for blocks of `block_size` bytes.
 pub fn reference_limits(block_size: u32) -> (u32, u32, u32, u32) {
     let zasl = (512 * 1024) / block_size;
     (zasl, 128, 128, 128)
+}
+
+/// Most extents one zone_compaction takes on the emulator.
+pub const COMPACTION_MAX_EXTENTS: u32 = 256;
+/// Most bytes one zone_compaction copies on the emulator (capped by the zone capacity).
+pub const COMPACTION_MAX_BYTES: u64 = 16 << 20;
+
+/// The ZNS+ mapping of a device without a timing model: 16 KiB chunks (a 16 KiB page, as
+/// ZNS+ Table 2's chips) over 16 chips in one group (the paper's D_zone = 16).
+pub fn untimed_chunk_mapping(g: &zns::Geometry) -> zns::ChunkMapping {
+    zns::ChunkMapping {
+        chunk_blocks: (16 * 1024 / g.block_size).max(1),
+        zone_chips: 16,
+        chip_groups: 1,
+        compaction_max_extents: COMPACTION_MAX_EXTENTS,
+        compaction_max_blocks: compaction_max_blocks(g),
+    }
+}
+
+/// The zone_compaction block limit for a geometry: 16 MiB or one zone capacity if less.
+pub fn compaction_max_blocks(g: &zns::Geometry) -> u32 {
+    let blocks = COMPACTION_MAX_BYTES / u64::from(g.block_size.max(1));
+    blocks.min(g.zone_capacity).clamp(1, u64::from(u32::MAX)) as u32
 }
 
 /// A named profile.
@@ -91,6 +117,7 @@ impl EmuConfig {
             seed: 0,
             reorder_appends: true,
             host_sync: false,
+            zns_plus: false,
         }
     }
 }

@@ -62,6 +62,14 @@ pub struct Stats {
     /// Write-type commands (write, append, write zeroes, copy) that landed in each zone.
     pub zone_writes: Vec<u64>,
     pub power_losses: u64,
+    /// ZNS+ zone_compaction commands that succeeded (admitted as Copy).
+    pub compactions: u64,
+    /// Blocks copied by zone_compaction (also in `blocks_copied`).
+    pub blocks_compacted: u64,
+    /// ZNS+ tl_open commands that succeeded (admitted as zone management).
+    pub tl_opens: u64,
+    /// Valid blocks of TL-opened zones the device plugged (kept in place as the WP passed).
+    pub blocks_plugged: u64,
 }
 
 impl Stats {

@@ -44,6 +44,16 @@ impl Timing {
         wait_until(self.mode, deadline).await;
     }
 
+    /// Books device-internal work (ZNS+ plugging) that no command waits for: it occupies
+    /// dies, channels and the buffer, and so delays the commands that come after it.
+    pub fn book(&self, cmd: TimedCmd<'_>) {
+        let now = Instant::now();
+        let epoch = *self.epoch.get_or_init(|| now);
+        let mut m = self.model.lock();
+        let now_ns = (now.saturating_duration_since(epoch).as_nanos() as u64).max(m.now_ns());
+        m.submit(now_ns, &cmd);
+    }
+
     pub fn counters(&self) -> TimingCounters {
         self.model.lock().counters()
     }

@@ -6,10 +6,18 @@
 //! power loss. It advances on Flush (every zone), on a FUA write (to that write's end), when a
 //! zone becomes Full (the device seals a full zone), on Finish, and on every write when the
 //! volatile write cache is off. A Reset is durable when it completes.
+//!
+//! ZNS+ (docs/ZNSPLUS.md): a TL-opened zone carries the `TLO` attribute and its valid-block
+//! bitmap here. Its write pointer always rests on an invalid block or the capacity: after
+//! `tl_open`, after each write and after a power cut it moves past the valid blocks that
+//! follow (plugging them, which keeps their bytes where they are). Its data end is the old
+//! data's end (or the writes' end, if later), so blocks at or above the write pointer read
+//! the old data. A power cut keeps a prefix of the writes, never touches a valid block, and
+//! leaves invalid blocks above the write pointer as they are (unspecified to the host).
 
 use zns::{
-    zone_attr, Geometry, Lba, NvmeResult, NvmeStatus, ReportFilter, SimRng, ZoneAction,
-    ZoneDescriptor, ZoneReport, ZoneState,
+    zone_attr, Geometry, Lba, NvmeResult, NvmeStatus, ReportFilter, SimRng, ValidBitmap,
+    ZoneAction, ZoneDescriptor, ZoneReport, ZoneState,
 };
 
 /// The state of one zone.
@@ -40,6 +48,8 @@ pub struct ZoneTable {
     /// not yet finished). Never persisted; on one thread a writer begins and finishes
     /// without anything in between, so only concurrent writers ever see one set.
     busy: Vec<bool>,
+    /// The valid-block bitmap of each TL-opened zone (Some exactly when `TLO` is set).
+    tl: Vec<Option<ValidBitmap>>,
 }
 
 impl ZoneTable {
@@ -65,6 +75,7 @@ impl ZoneTable {
             nr_active: 0,
             open_seq: 0,
             busy: vec![false; geo.zone_count as usize],
+            tl: vec![None; geo.zone_count as usize],
         }
     }
 
@@ -75,6 +86,7 @@ impl ZoneTable {
         let mut t = ZoneTable {
             geo,
             busy: vec![false; zones.len()],
+            tl: vec![None; zones.len()],
             zones,
             nr_open: 0,
             nr_active: 0,
@@ -200,8 +212,88 @@ impl ZoneTable {
         if lba + blocks > self.cap_end(z) {
             return Err(NvmeStatus::ZoneBoundaryError);
         }
+        self.check_tl_write(z, lba, blocks)?;
         self.acquire_open(z, ZoneState::ImplicitlyOpened)?;
         Ok(z)
+    }
+
+    /// A write to a TL-opened zone covers invalid blocks only (item 50).
+    fn check_tl_write(&self, z: u32, lba: Lba, blocks: u64) -> NvmeResult<()> {
+        if let Some(map) = self.tl_map(z) {
+            let from = lba - self.start(z);
+            if !map.all_invalid(from, from + blocks) {
+                return Err(NvmeStatus::ZoneInvalidWrite);
+            }
+        }
+        Ok(())
+    }
+
+    /// The valid-block bitmap of zone `z` when it is TL-opened.
+    pub fn tl_map(&self, z: u32) -> Option<&ValidBitmap> {
+        self.tl.get(z as usize).and_then(Option::as_ref)
+    }
+
+    /// ZNS+ TL_open (items 48, 49): validates, takes an open (and, from Full, an active)
+    /// resource like an explicit Open, and moves the WP to the first invalid block. Returns
+    /// the zone and the blocks plugged. Nothing changes on error.
+    pub fn tl_open(&mut self, zslba: Lba, bits: &[u8]) -> NvmeResult<(u32, u64)> {
+        zns::check_range(&self.geo, zslba, 1)?;
+        let z = self.zone_index(zslba)?;
+        if zslba != self.start(z) {
+            return Err(NvmeStatus::InvalidField);
+        }
+        let zone = self.zones[z as usize];
+        let start = self.start(z);
+        let with_data = zone.data_end > start && zone.attributes & zone_attr::TLO == 0;
+        match zone.state {
+            ZoneState::Full => {}
+            ZoneState::Closed if with_data => {}
+            _ => return Err(NvmeStatus::InvalidZoneStateTransition),
+        }
+        let map = ValidBitmap::parse(bits, self.geo.zone_capacity, zone.data_end - start)?;
+        if zone.state == ZoneState::Full
+            && self.geo.max_active != 0
+            && self.nr_active >= self.geo.max_active
+        {
+            return Err(NvmeStatus::TooManyActiveZones);
+        }
+        self.make_open_room()?;
+        self.set_state(z, ZoneState::ExplicitlyOpened);
+        let zone = &mut self.zones[z as usize];
+        zone.wp = start;
+        zone.durable_wp = start;
+        zone.attributes |= zone_attr::TLO;
+        self.tl[z as usize] = Some(map);
+        let plugged = self.plug(z);
+        let zone = &mut self.zones[z as usize];
+        zone.durable_wp = zone.wp;
+        Ok((z, plugged))
+    }
+
+    /// Moves a TL-opened zone's WP past the valid blocks at it (plugging them) and makes it
+    /// Full at the capacity. Returns the blocks plugged.
+    fn plug(&mut self, z: u32) -> u64 {
+        let start = self.start(z);
+        let cap_end = self.cap_end(z);
+        let Some(map) = self.tl_map(z) else {
+            return 0;
+        };
+        let wp = self.zones[z as usize].wp;
+        let next = start + map.next_invalid(wp - start);
+        let plugged = next - wp;
+        self.zones[z as usize].wp = next;
+        if next == cap_end {
+            self.zones[z as usize].durable_wp = cap_end;
+            self.end_tl(z);
+            self.set_state(z, ZoneState::Full);
+        }
+        plugged
+    }
+
+    /// Ends threaded logging of zone `z`: the bitmap and `TLO` go.
+    fn end_tl(&mut self, z: u32) {
+        self.tl[z as usize] = None;
+        self.zones[z as usize].attributes &= !zone_attr::TLO;
     }
 
     /// Validates a Zone Append of `blocks` to the zone starting at `zslba`, opens the zone
@@ -220,6 +312,7 @@ impl ZoneTable {
         if wp + blocks > self.cap_end(z) {
             return Err(NvmeStatus::ZoneBoundaryError);
         }
+        self.check_tl_write(z, wp, blocks)?;
         self.acquire_open(z, ZoneState::ImplicitlyOpened)?;
         Ok((z, wp))
     }
@@ -262,23 +355,32 @@ impl ZoneTable {
 
     /// Completes a write begun with `begin_write`/`begin_append`: advances the WP, makes the
     /// zone Full at capacity, and moves the durable point.
-    pub fn finish_write(&mut self, z: u32, blocks: u64, durable: bool) {
+    pub fn finish_write(&mut self, z: u32, blocks: u64, durable: bool) -> u64 {
         let cap_end = self.cap_end(z);
+        let tl = self.tl_map(z).is_some();
         let zone = &mut self.zones[z as usize];
         assert!(
             zone.state.is_open(),
             "write completion on a zone that is not open"
         );
         zone.wp += blocks;
-        zone.data_end = zone.wp;
+        // A TL-opened zone's old data above the WP stays readable.
+        zone.data_end = if tl {
+            zone.data_end.max(zone.wp)
+        } else {
+            zone.wp
+        };
         assert!(zone.wp <= cap_end, "write pointer beyond zone capacity");
+        let plugged = self.plug(z);
+        let zone = &mut self.zones[z as usize];
         if durable {
             zone.durable_wp = zone.wp;
         }
-        if zone.wp == cap_end {
+        if zone.wp == cap_end && zone.state != ZoneState::Full {
             zone.durable_wp = zone.wp;
             self.set_state(z, ZoneState::Full);
         }
+        plugged
     }
 
     /// Validates a read of `blocks` at `lba`; returns the zone it starts in.
@@ -351,6 +453,7 @@ impl ZoneTable {
             (ZoneAction::Finish, Full) => Ok(()),
             (ZoneAction::Finish, _) => {
                 let cap_end = self.cap_end(z);
+                self.end_tl(z);
                 let zone = &mut self.zones[z as usize];
                 zone.wp = cap_end;
                 zone.durable_wp = cap_end;
@@ -365,6 +468,7 @@ impl ZoneTable {
                 zone.data_end = start;
                 zone.durable_wp = start;
                 zone.attributes = 0;
+                self.tl[z as usize] = None;
                 self.set_state(z, Empty);
                 reset.push(z);
                 Ok(())
@@ -391,6 +495,7 @@ impl ZoneTable {
             }
             _ => return Err(NvmeStatus::InvalidField),
         }
+        self.end_tl(z);
         let zone = &mut self.zones[z as usize];
         zone.durable_wp = zone.wp;
         self.set_state(z, to);
@@ -403,7 +508,8 @@ impl ZoneTable {
         for z in 0..self.geo.zone_count {
             let zone = self.zones[z as usize];
             if zone.state.is_open() {
-                let to = if zone.wp == self.start(z) {
+                // A TL-opened zone holds its old data even with its WP at the start.
+                let to = if zone.wp == self.start(z) && self.tl_map(z).is_none() {
                     ZoneState::Empty
                 } else {
                     ZoneState::Closed
@@ -419,6 +525,7 @@ impl ZoneTable {
     pub fn power_cut(&mut self, rng: &mut SimRng) -> Vec<(u32, Lba, Lba)> {
         let mut cut = Vec::new();
         for z in 0..self.geo.zone_count {
+            let tl = self.tl_map(z).is_some();
             let zone = &mut self.zones[z as usize];
             assert!(
                 zone.durable_wp <= zone.wp,
@@ -430,8 +537,15 @@ impl ZoneTable {
                     cut.push((z, keep, zone.wp));
                 }
                 zone.wp = keep;
-                zone.data_end = zone.data_end.min(keep);
+                // A TL-opened zone's valid blocks above the kept prefix still hold data.
+                if !tl {
+                    zone.data_end = zone.data_end.min(keep);
+                }
             }
+            if tl {
+                self.plug(z);
+            }
+            let zone = &mut self.zones[z as usize];
             zone.durable_wp = zone.wp;
         }
         self.restart();
@@ -500,5 +614,72 @@ fn selected_by_all(action: ZoneAction, state: ZoneState) -> bool {
         ZoneAction::Finish => state.is_active(),
         ZoneAction::Reset => state.is_active() || state == Full,
         ZoneAction::Offline => state == ReadOnly,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn geo() -> Geometry {
+        zns::conformance::kit_geometry()
+    }
+
+    /// A Full zone 0 TL-opened with blocks 2..4 and 6 valid.
+    fn tl_table() -> ZoneTable {
+        let g = geo();
+        let mut t = ZoneTable::new(g);
+        let z = t.begin_write(0, g.zone_capacity).expect("fill");
+        t.finish_write(z, g.zone_capacity, false);
+        let mut map = ValidBitmap::empty(g.zone_capacity);
+        for b in [2, 3, 6] {
+            map.set(b, true);
+        }
+        assert_eq!(t.tl_open(0, map.as_bytes()), Ok((0, 0)));
+        t
+    }
+
+    #[test]
+    fn writes_plug_the_valid_runs_they_reach() {
+        let mut t = tl_table();
+        assert_eq!(t.zone(0).state, ZoneState::ExplicitlyOpened);
+        assert_ne!(t.zone(0).attributes & zone_attr::TLO, 0);
+        assert_eq!(t.begin_write(0, 3), Err(NvmeStatus::ZoneInvalidWrite));
+        assert_eq!(t.begin_write(1, 1), Err(NvmeStatus::ZoneInvalidWrite));
+        let z = t.begin_write(0, 2).expect("invalid run");
+        assert_eq!(t.finish_write(z, 2, false), 2);
+        assert_eq!(t.zone(0).wp, 4);
+        // The old data above the WP stays readable.
+        assert_eq!(t.zone(0).data_end, geo().zone_capacity);
+        let z = t.begin_write(4, 2).expect("next run");
+        assert_eq!(t.finish_write(z, 2, true), 1);
+        assert_eq!((t.zone(0).wp, t.zone(0).durable_wp), (7, 7));
+    }
+
+    #[test]
+    fn power_cut_keeps_valid_blocks_and_rests_past_them() {
+        let cap = geo().zone_capacity;
+        let mut cuts = std::collections::BTreeSet::new();
+        for seed in 0..64 {
+            let mut t = tl_table();
+            let z = t.begin_write(0, 2).expect("run");
+            t.finish_write(z, 2, false);
+            let z = t.begin_write(4, 2).expect("run");
+            t.finish_write(z, 2, false);
+            t.power_cut(&mut SimRng::new(seed));
+            let zone = *t.zone(0);
+            // Kept 0, 1 or 2 blocks of the first write (2 lands in the valid run: WP 4), or
+            // both writes (WP 5, or 6 which moves past block 6 to 7).
+            assert!(
+                [0, 1, 4, 5, 7].contains(&zone.wp),
+                "seed {seed}: WP {}",
+                zone.wp
+            );
+            assert_eq!(zone.state, ZoneState::Closed);
+            assert_eq!(zone.data_end, cap, "the old data must stay readable");
+            assert!(t.tl_map(0).is_some());
+            cuts.insert(zone.wp);
+        }
+        assert!(cuts.len() >= 4, "cut points seen: {cuts:?}");
     }
 }

@@ -5,4 +5,7 @@ mod memory_factory;
 
 use memory_factory::MemoryFactory;
 
-zns::conformance_tests!(MemoryFactory { timing: None });
+zns::conformance_tests!(MemoryFactory {
+    timing: None,
+    zns_plus: false,
+});

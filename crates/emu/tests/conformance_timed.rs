@@ -1,6 +1,7 @@
 //! The conformance kit against devices with the timing model on: timing decides only when
 //! commands complete, so every checklist item and the differential and power-loss properties
-//! must hold exactly as without it. Runs in virtual time (`SimRuntime`), for every profile.
+//! must hold exactly as without it, the ZNS+ items (45-53) included. Runs in virtual time
+//! (`SimRuntime`), for every profile.
 
 mod memory_factory;
 
@@ -12,10 +13,13 @@ use zns::conformance::{differential, power_loss_prefix, run_item};
 #[test]
 fn every_item_and_property_holds_with_timing_on() {
     for p in timing_profiles() {
-        let f = MemoryFactory { timing: Some(p) };
+        let f = MemoryFactory {
+            timing: Some(p),
+            zns_plus: true,
+        };
         let rt = SimRuntime::new().expect("runtime");
         let r = rt.block_on(async {
-            for item in 1..=44 {
+            for item in 1..=53 {
                 run_item(&f, item).await?;
             }
             for seed in 1..=4u64 {

@@ -13,4 +13,4 @@ pub use meta::{MetaError, RecordHeader, RecordType, Superblock};
 pub mod volume;
 pub mod zones;
 
-pub use volume::{Member, RaiznConfig, RaiznError, RaiznVolume};
+pub use volume::{Member, RaiznConfig, RaiznError, RaiznVolume, RebuildProgress, RebuildReport};

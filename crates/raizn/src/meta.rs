@@ -30,6 +30,7 @@ pub enum RecordType {
     ZoneReset = 3,
     PartialParity = 4,
     Relocated = 5,
+    RebuiltZones = 6,
 }
 
 impl RecordType {
@@ -40,6 +41,7 @@ impl RecordType {
             RecordType::ZoneReset,
             RecordType::PartialParity,
             RecordType::Relocated,
+            RecordType::RebuiltZones,
         ]
         .into_iter()
         .find(|t| *t as u16 == v)
@@ -440,6 +442,74 @@ pub fn decode_zone_log(p: &[u8], zones: u32) -> Result<(u32, ZoneLogAction), Met
         return corrupt(format!("zone log of zone {zone} of {zones}"));
     }
     Ok((zone, action))
+}
+
+/// Zones a rebuild completed on its new member (type 6): the member, the superblock
+/// generation the new member was formatted with (which identifies that device), and each
+/// zone with its generation when it was rebuilt.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RebuiltZones {
+    pub member: u32,
+    pub target_generation: u64,
+    pub zones: Vec<(u32, u64)>,
+}
+
+/// Bytes of a rebuilt-zones payload before its entries.
+const REBUILT_HEAD_BYTES: usize = 16;
+/// Bytes of one rebuilt-zones entry.
+const REBUILT_ENTRY_BYTES: usize = 12;
+
+impl RebuiltZones {
+    /// Entries that fit one header block of `block_size` bytes.
+    pub fn per_block(block_size: usize) -> usize {
+        (block_size.saturating_sub(HEADER_BYTES + REBUILT_HEAD_BYTES) / REBUILT_ENTRY_BYTES).max(1)
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut p = Vec::with_capacity(REBUILT_HEAD_BYTES + REBUILT_ENTRY_BYTES * self.zones.len());
+        p.extend_from_slice(&self.member.to_le_bytes());
+        p.extend_from_slice(&(self.zones.len() as u32).to_le_bytes());
+        p.extend_from_slice(&self.target_generation.to_le_bytes());
+        for (z, g) in &self.zones {
+            p.extend_from_slice(&z.to_le_bytes());
+            p.extend_from_slice(&g.to_le_bytes());
+        }
+        p
+    }
+
+    /// Decodes a payload against an array of `members` members and `zones` logical zones.
+    pub fn decode(p: &[u8], members: u32, zones: u32) -> Result<RebuiltZones, MetaError> {
+        if p.len() < REBUILT_HEAD_BYTES {
+            return corrupt("rebuilt-zones payload shorter than 16 bytes");
+        }
+        let member = u32_at(p, 0);
+        let count = u32_at(p, 4);
+        let target_generation = u64_at(p, 8);
+        let expected = REBUILT_HEAD_BYTES as u64 + REBUILT_ENTRY_BYTES as u64 * u64::from(count);
+        if p.len() as u64 != expected {
+            return corrupt(format!("{count} rebuilt zones in {} bytes", p.len()));
+        }
+        if member >= members {
+            return corrupt(format!("rebuilt zones of member {member} of {members}"));
+        }
+        if target_generation == 0 || target_generation >= COUNTER_LIMIT {
+            return corrupt(format!("rebuild target generation {target_generation}"));
+        }
+        let mut out = Vec::with_capacity(count as usize);
+        for i in 0..count as usize {
+            let at = REBUILT_HEAD_BYTES + REBUILT_ENTRY_BYTES * i;
+            let (z, g) = (u32_at(p, at), u64_at(p, at + 4));
+            if z >= zones || g >= COUNTER_LIMIT {
+                return corrupt(format!("rebuilt zone {z} generation {g} of {zones} zones"));
+            }
+            out.push((z, g));
+        }
+        Ok(RebuiltZones {
+            member,
+            target_generation,
+            zones: out,
+        })
+    }
 }
 
 /// CRC-32C of a record's bulk data followed by its metadata.

@@ -44,6 +44,19 @@ proptest! {
         let _ = Superblock::decode(&bytes);
         let _ = meta::decode_generations(&bytes, 100);
         let _ = meta::decode_zone_log(&bytes, 100);
+        let _ = meta::RebuiltZones::decode(&bytes, 5, 100);
+    }
+
+    #[test]
+    fn rebuilt_zones_round_trip(member in 0u32..5, target in 1u64..(1 << 63),
+                                zones in proptest::collection::vec((0u32..100, 0u64..(1 << 63)), 0..300)) {
+        let r = meta::RebuiltZones { member, target_generation: target, zones };
+        prop_assert_eq!(meta::RebuiltZones::decode(&r.encode(), 5, 100), Ok(r.clone()));
+        // One more member or zone than the array has is corruption.
+        if !r.zones.is_empty() {
+            prop_assert!(meta::RebuiltZones::decode(&r.encode(), 5, r.zones[0].0).is_err());
+        }
+        prop_assert!(meta::RebuiltZones::decode(&r.encode(), member, 100).is_err());
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Replacing a failed member and rebuilding it while clients write and read: afterwards the
 //! array is whole, and with another member failed every block still reads back (so the new
 //! member holds correct data and parity); a power cut during the rebuild reopens degraded
-//! (never reading the new member's unrebuilt zones) and the rebuild started again finishes;
+//! (never reading the new member's unrebuilt zones) and the rebuild resumes, keeping the
+//! full zones it completed before the cut;
 //! a second failure during the rebuild fails the array loudly.
 //!
 //! Members are emulated drives behind `FaultyZoned` with a 1 ms in-flight delay on a paused
@@ -259,8 +260,10 @@ fn rebuild_under_client_io_then_another_failure_reads_everything() {
 }
 
 /// One power cut `cut_ms` into a rebuild; None when the rebuild finished first, else
-/// whether the cut came inside the rebuild proper (not while it recorded its completion).
-async fn cut_rebuild(cut_ms: u64) -> Option<bool> {
+/// whether the cut came inside the rebuild proper (not while it recorded its completion)
+/// and how many zones the rebuild that followed kept from the one cut.
+async fn cut_rebuild(cut_ms: u64) -> Option<(bool, u64)> {
+    let mut resumed = 0u64;
     {
         {
             let seed = 10 + cut_ms;
@@ -278,6 +281,7 @@ async fn cut_rebuild(cut_ms: u64) -> Option<bool> {
                 _ = cut => {}
             }
             let partly = v.rebuild_progress().map(|p| p.blocks_done);
+            let zones_done_at_cut = v.rebuild_progress().map(|p| p.zones_done);
             for m in f.iter().chain([&new]) {
                 m.cut_power();
             }
@@ -298,7 +302,7 @@ async fn cut_rebuild(cut_ms: u64) -> Option<bool> {
             verify(&v, &model, "reopened after the cut").await;
             if partly.is_none() && v.failed_member().is_none() {
                 // Cut while the completed rebuild recorded the whole array: it is whole.
-                return Some(false);
+                return Some((false, 0));
             }
             assert_eq!(
                 v.failed_member(),
@@ -306,30 +310,77 @@ async fn cut_rebuild(cut_ms: u64) -> Option<bool> {
                 "cut at {cut_ms} ms ({partly:?} blocks rebuilt): a rebuild cut short leaves \
                  the member failed"
             );
-            if let Err(e) = v.replace_member(1, new.clone() as Member).await {
-                panic!("cut at {cut_ms} ms: rebuild again: {e}");
-            }
+            let before = new.inner().stats();
+            let report = match v
+                .replace_member_up_to(1, new.clone() as Member, u32::MAX)
+                .await
+            {
+                Ok(r) => r,
+                Err(e) => panic!("cut at {cut_ms} ms: rebuild again: {e}"),
+            };
+            let after = new.inner().stats();
+            let p = report.progress;
+            assert!(report.whole);
+            // Rebuild order: the active zones 1 and 3, then the full zones 0 and 2. A full
+            // zone counted done before the cut was recorded, and is kept.
+            let full_done = zones_done_at_cut.unwrap_or(0).saturating_sub(2).min(2);
+            assert!(
+                p.zones_resumed >= full_done && p.zones_resumed <= 2,
+                "cut at {cut_ms} ms: {} zones were done ({full_done} full), {} kept",
+                zones_done_at_cut.unwrap_or(0),
+                p.zones_resumed
+            );
+            // Kept zones are neither reset nor written again on the new member.
+            let kept: Vec<usize> = [0usize, 2]
+                .into_iter()
+                .filter(|z| {
+                    let pz = z + raizn::layout::META_ZONES as usize;
+                    after.zone_writes[pz] == before.zone_writes[pz]
+                        && after.zone_resets[pz] == before.zone_resets[pz]
+                })
+                .collect();
+            assert_eq!(
+                kept.len() as u32,
+                p.zones_resumed,
+                "cut at {cut_ms} ms: zones untouched by the resumed rebuild {kept:?}"
+            );
+            assert_eq!(
+                p.blocks_resumed,
+                u64::from(p.zones_resumed) * new.geometry().zone_capacity,
+                "kept blocks are the kept zones' member capacity"
+            );
+            resumed += u64::from(p.zones_resumed);
             assert_eq!(v.failed_member(), None);
             if let Err(e) = v.fail_member(2).await {
                 panic!("fail member 2: {e}");
             }
             verify(&v, &model, "rebuilt again, member 2 failed").await;
-            Some(partly.is_some())
+            Some((partly.is_some(), resumed))
         }
     }
 }
 
+/// Guards against a rebuild cut by power loss starting over: the full zones it completed
+/// before the cut must be kept (not reset, not written again) by the rebuild that follows,
+/// and every block must still read back.
 #[test]
-fn power_cut_during_rebuild_reopens_degraded_and_rebuilds_again() {
-    let mut inside = 0;
+fn power_cut_during_rebuild_reopens_degraded_and_rebuild_resumes() {
+    let (mut inside, mut resumed_cuts) = (0, 0);
     for cut_ms in 1u64.. {
         match runtime().block_on(cut_rebuild(cut_ms)) {
             None => break,
-            Some(i) => inside += u64::from(i),
+            Some((i, resumed)) => {
+                inside += u64::from(i);
+                resumed_cuts += u64::from(resumed > 0);
+            }
         }
     }
-    println!("{inside} cuts inside a rebuild");
+    println!("{inside} cuts inside a rebuild, {resumed_cuts} resumed with zones kept");
     assert!(inside >= 8, "only {inside} cuts came inside a rebuild");
+    assert!(
+        resumed_cuts >= 4,
+        "only {resumed_cuts} cuts resumed with zones kept"
+    );
 }
 
 #[test]
@@ -402,4 +453,50 @@ fn replace_refuses_what_it_must() {
             });
         assert_eq!(r, Ok(2));
     });
+}
+
+/// Guards against a resumed rebuild trusting a zone that changed while the rebuild was
+/// paused: zone 0 was rebuilt (and recorded) Full, then reset and rewritten while the array
+/// ran degraded; the new member's old copy of it must be rebuilt again, not kept. Without
+/// the reset, the same zone is kept.
+#[test]
+fn a_zone_rewritten_while_paused_is_rebuilt_again() {
+    for rewrite in [false, true] {
+        runtime().block_on(async move {
+            let (_f, v, model) = setup(3, 60).await;
+            let new = fresh_member(60);
+            // Active zones 1 and 3 first, then the full zone 0.
+            match v.replace_member_up_to(1, new.clone() as Member, 3).await {
+                Ok(r) => assert!(!r.whole && r.progress.zones_done == 3, "{r:?}"),
+                Err(e) => panic!("first slice: {e}"),
+            }
+            assert_eq!(v.failed_member(), Some(1), "paused: degraded again");
+            if rewrite {
+                let g = v.geometry();
+                if let Err(e) = v.zone_mgmt(ZoneAction::Reset, g.zone_start(0), false).await {
+                    panic!("reset: {e}");
+                }
+                model.borrow_mut().zones[0] = Default::default();
+                write(&v, &model, 0, g.zone_capacity, 77).await;
+            }
+            let r = match v
+                .replace_member_up_to(1, new.clone() as Member, u32::MAX)
+                .await
+            {
+                Ok(r) => r,
+                Err(e) => panic!("resume: {e}"),
+            };
+            assert!(r.whole);
+            assert_eq!(
+                r.progress.zones_resumed,
+                u32::from(!rewrite),
+                "rewrite {rewrite}: zone 0 kept only when unchanged"
+            );
+            let model = model.into_inner();
+            if let Err(e) = v.fail_member(0).await {
+                panic!("fail member 0: {e}");
+            }
+            verify(&v, &model, "resumed rebuild, member 0 failed").await;
+        });
+    }
 }

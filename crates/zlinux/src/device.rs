@@ -25,6 +25,7 @@ use zns::{
 use crate::buf::AlignedBuf;
 use crate::errno::{diagnose_read, diagnose_write, status_of, Op};
 use crate::ioctl::{self, Mgmt};
+use crate::nvme::{completion, Completion, NvmeCmd};
 use crate::report::{self, ReportError, SECTOR_BYTES};
 use crate::ring::{Cmd, Done, Ring};
 use crate::sysfs::{self, SysfsError};
@@ -47,11 +48,54 @@ impl Capability {
     /// What is missing, and what would provide it; one line for users.
     pub fn missing(self) -> &'static str {
         match self {
-            Capability::ZoneAppend => "Zone Append needs NVMe passthrough (IORING_OP_URING_CMD on /dev/ngXnY), which this backend does not implement yet; the block device interface offers no append to user space",
+            Capability::ZoneAppend => "Zone Append needs NVMe passthrough (IORING_OP_URING_CMD on /dev/ngXnY), which this device does not offer; the block device interface offers no append to user space",
             Capability::SimpleCopy => "Simple Copy needs NVMe passthrough (/dev/ngXnY), which this backend does not implement yet",
             Capability::Metadata => "per-block metadata needs NVMe passthrough (/dev/ngXnY), which this backend does not implement yet",
             Capability::ZoneOffline => "the Offline zone action has no block layer ioctl; it needs NVMe passthrough (/dev/ngXnY)",
         }
+    }
+}
+
+/// NVMe passthrough on the namespace's generic character device: Zone Append.
+struct Passthru {
+    /// Declared before `_file`: the ring thread stops before the descriptor closes.
+    ring: Ring,
+    /// The character device the ring's commands go to, held open for it.
+    _file: File,
+    nsid: u32,
+}
+
+impl Passthru {
+    /// Opens /dev/ngXnY for the NVMe namespace block device `rdev`; why not, when it cannot.
+    fn open(rdev: u64) -> Result<Passthru, String> {
+        let link = format!("/sys/dev/block/{}:{}", libc::major(rdev), libc::minor(rdev));
+        let target = std::fs::read_link(&link).map_err(|e| format!("{link}: {e}"))?;
+        let name = target
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| format!("{link}: no device name"))?;
+        let ng = crate::nvme::char_device_name(name)
+            .ok_or_else(|| format!("{name} is not an NVMe namespace"))?;
+        let path = PathBuf::from("/dev").join(ng);
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(&path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        // SAFETY: NVME_IOCTL_ID takes no argument and returns the namespace id or -1.
+        let nsid = unsafe { libc::ioctl(file.as_raw_fd(), crate::nvme::NVME_IOCTL_ID) };
+        if nsid <= 0 {
+            let e = std::io::Error::last_os_error();
+            return Err(format!("{}: namespace id: {e}", path.display()));
+        }
+        let ring = Ring::start_passthru(file.as_raw_fd(), QUEUE_DEPTH)
+            .map_err(|e| format!("{}: io_uring with 128-byte entries: {e}", path.display()))?;
+        Ok(Passthru {
+            ring,
+            _file: file,
+            nsid: nsid as u32,
+        })
     }
 }
 
@@ -87,6 +131,8 @@ pub struct LinuxZoned {
     geo: Geometry,
     ring: Ring,
     queued: Semaphore,
+    /// NVMe passthrough, or why there is none.
+    passthru: Result<Passthru, String>,
 }
 
 impl LinuxZoned {
@@ -135,6 +181,7 @@ impl LinuxZoned {
             geo,
             ring,
             queued: Semaphore::new(QUEUE_DEPTH as usize),
+            passthru: Passthru::open(rdev),
         })
     }
 
@@ -143,8 +190,12 @@ impl LinuxZoned {
     }
 
     /// Whether the device offers `cap`: `Err` with the one-line reason when it does not.
-    pub fn supports(&self, cap: Capability) -> Result<(), &'static str> {
-        Err(cap.missing())
+    pub fn supports(&self, cap: Capability) -> Result<(), String> {
+        match (cap, &self.passthru) {
+            (Capability::ZoneAppend, Ok(_)) => Ok(()),
+            (Capability::ZoneAppend, Err(why)) => Err(format!("{} ({why})", cap.missing())),
+            _ => Err(cap.missing().to_string()),
+        }
     }
 
     fn spb(&self) -> u64 {
@@ -157,20 +208,45 @@ impl LinuxZoned {
 
     /// Runs one ring command, bounded by the queue depth.
     async fn run(&self, cmd: Cmd) -> Done {
+        self.run_on(&self.ring, cmd).await
+    }
+
+    /// Runs one command on `ring` (the block device's or the passthrough one), bounded by
+    /// the queue depth both share.
+    async fn run_on(&self, ring: &Ring, cmd: Cmd) -> Done {
         // The semaphore is never closed, so acquire fails only if it were.
         let Ok(_permit) = self.queued.acquire().await else {
-            return Done {
-                result: -libc::ENXIO,
-                buf: None,
-            };
+            return Done::failed(libc::ENXIO);
         };
-        match self.ring.submit(cmd).await {
+        match ring.submit(cmd).await {
             Ok(done) => done,
             // The ring thread is gone: the device is not usable any more.
-            Err(_) => Done {
-                result: -libc::ENXIO,
-                buf: None,
-            },
+            Err(_) => Done::failed(libc::ENXIO),
+        }
+    }
+
+    /// Zone Append through passthrough: the drive checks it and says where the data landed.
+    async fn append_passthru(
+        &self,
+        pt: &Passthru,
+        zslba: Lba,
+        data: &[u8],
+        fua: bool,
+    ) -> NvmeResult<Lba> {
+        let bs = self.geo.block_size as usize;
+        if data.is_empty() || !data.len().is_multiple_of(bs) {
+            return Err(NvmeStatus::InvalidField);
+        }
+        // NLB is a 16-bit field; anything longer cannot be encoded, let alone sent.
+        let blocks = u16::try_from(data.len() / bs - 1).map_err(|_| NvmeStatus::InvalidField)?;
+        let len = u32::try_from(data.len()).map_err(|_| NvmeStatus::InvalidField)?;
+        let buf = AlignedBuf::copy_of(data).ok_or(NvmeStatus::InternalError)?;
+        let cmd = NvmeCmd::zone_append(pt.nsid, zslba, u32::from(blocks) + 1, len, fua);
+        let done = self.run_on(&pt.ring, Cmd::Passthru { cmd, buf }).await;
+        match completion(done.result) {
+            Completion::Ok => Ok(done.result64),
+            Completion::Status(s) => Err(s),
+            Completion::Errno(e) => Err(status_of(e, Op::Write)),
         }
     }
 
@@ -374,14 +450,20 @@ impl ZonedDevice for LinuxZoned {
 
     async fn append(
         &self,
-        _zslba: Lba,
-        _data: &[u8],
-        _meta: Option<&[u8]>,
-        _fua: bool,
+        zslba: Lba,
+        data: &[u8],
+        meta: Option<&[u8]>,
+        fua: bool,
     ) -> NvmeResult<Lba> {
-        // Not emulated with a write: that would serialise appends and hide what the drive
-        // does. `supports(Capability::ZoneAppend)` names what is missing.
-        Err(NvmeStatus::InvalidOpcode)
+        // Without passthrough, not emulated with a write: that would serialise appends and
+        // hide what the drive does. `supports(Capability::ZoneAppend)` names what is missing.
+        let Ok(pt) = &self.passthru else {
+            return Err(NvmeStatus::InvalidOpcode);
+        };
+        if meta.is_some_and(|m| !m.is_empty()) {
+            return Err(NvmeStatus::InvalidField);
+        }
+        self.append_passthru(pt, zslba, data, fua).await
     }
 
     async fn write_zeroes(&self, lba: Lba, blocks: u64, fua: bool) -> NvmeResult<()> {

@@ -3,16 +3,21 @@
 //! The kernel's zoned block device interface carries most of the ZNS command set: zone
 //! reports and zone management through ioctls (BLKREPORTZONE, BLKOPENZONE, BLKCLOSEZONE,
 //! BLKFINISHZONE, BLKRESETZONE), reads and writes as O_DIRECT I/O (here through one io_uring
-//! with many commands in flight), flush as fdatasync, and the geometry in sysfs. What it does
-//! not carry (Zone Append, Simple Copy, per-block metadata, Offline) fails with a status and
-//! a [`Capability`] that names what is missing; see docs/DESIGN.md, "Real zoned devices".
+//! with many commands in flight), flush as fdatasync, and the geometry in sysfs. Zone Append
+//! goes through NVMe passthrough on the namespace's character device (/dev/ngXnY) when there
+//! is one. What neither carries here (Zone Append without passthrough, Simple Copy,
+//! per-block metadata, Offline) fails with a status and a [`Capability`] that names what is
+//! missing; see docs/DESIGN.md, "Real zoned devices".
 //!
 //! Layout: [`sysfs`] and [`report`] decode what the kernel hands over (sans-IO), [`errno`]
-//! maps errors to NVMe statuses (sans-IO), [`ring`] owns the io_uring thread, [`device`]
-//! puts them together.
+//! maps errors to NVMe statuses (sans-IO), [`nvme`] lays out passthrough commands and reads
+//! their completions (sans-IO), [`ring`] owns the io_uring threads, [`device`] puts them
+//! together, and [`known`] lists the checklist items the backend is known to fail.
 
 pub mod device;
 pub mod errno;
+pub mod known;
+pub mod nvme;
 pub mod report;
 pub mod ring;
 pub mod sysfs;
@@ -21,3 +26,4 @@ mod buf;
 mod ioctl;
 
 pub use device::{Capability, LinuxZoned, OpenError};
+pub use known::KNOWN_KIT_FAILURES;

@@ -5,6 +5,11 @@
 //! itself fails (io_uring_enter errors other than EINTR) every queued and later command
 //! fails with ENXIO, so callers see a dead device instead of hanging.
 //!
+//! The same loop drives a plain ring on the block device and, for NVMe passthrough, a ring
+//! with 128-byte submission and 32-byte completion entries on the generic character device
+//! (IORING_OP_URING_CMD needs both; the completion's extra words carry the command's result,
+//! e.g. the LBA a Zone Append landed at).
+//!
 //! Wake-ups: the thread sleeps in io_uring_enter waiting for completions, so a new command
 //! must be able to wake it. A read on an eventfd stays armed in the ring; [`Ring::submit`]
 //! writes the eventfd after queueing, which completes that read and wakes the thread.
@@ -14,10 +19,11 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
-use io_uring::{opcode, types, IoUring};
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use tokio::sync::oneshot;
 
 use crate::buf::AlignedBuf;
+use crate::nvme::{NvmeCmd, NVME_URING_CMD_IO};
 
 /// One command for the ring.
 pub enum Cmd {
@@ -31,12 +37,73 @@ pub enum Cmd {
         fua: bool,
     },
     Flush,
+    /// An NVMe command through passthrough, with its data buffer (passthrough rings only).
+    Passthru {
+        cmd: NvmeCmd,
+        buf: AlignedBuf,
+    },
 }
 
-/// The reply: the kernel's result (bytes moved, or -errno) and the buffer back.
+/// The reply: the kernel's result (bytes moved, or -errno; for passthrough 0, a positive
+/// NVMe status or -errno), the command's 64-bit result (passthrough: CQE DW0-1; else 0) and
+/// the buffer back.
 pub struct Done {
     pub result: i32,
+    pub result64: u64,
     pub buf: Option<AlignedBuf>,
+}
+
+impl Done {
+    /// A command that never reached the device: the ring is gone.
+    pub fn failed(errno: i32) -> Done {
+        Done {
+            result: -errno,
+            result64: 0,
+            buf: None,
+        }
+    }
+}
+
+/// Submission entries this ring can carry: a plain ring has no room for a passthrough
+/// command.
+pub trait SqEntry: squeue::EntryMarker + Send + 'static {
+    fn uring_cmd(e: squeue::Entry128) -> Option<Self>;
+}
+
+impl SqEntry for squeue::Entry {
+    fn uring_cmd(_: squeue::Entry128) -> Option<Self> {
+        None
+    }
+}
+
+impl SqEntry for squeue::Entry128 {
+    fn uring_cmd(e: squeue::Entry128) -> Option<Self> {
+        Some(e)
+    }
+}
+
+/// Completion entries, with the big completion's first extra word where there is one.
+pub trait CqEntry: cqueue::EntryMarker + Send + 'static {
+    fn result64(&self) -> u64;
+    fn parts(&self) -> (u64, i32);
+}
+
+impl CqEntry for cqueue::Entry {
+    fn result64(&self) -> u64 {
+        0
+    }
+    fn parts(&self) -> (u64, i32) {
+        (self.user_data(), self.result())
+    }
+}
+
+impl CqEntry for cqueue::Entry32 {
+    fn result64(&self) -> u64 {
+        self.big_cqe()[0]
+    }
+    fn parts(&self) -> (u64, i32) {
+        (self.user_data(), self.result())
+    }
 }
 
 struct Queued {
@@ -56,7 +123,24 @@ const WAKE: u64 = u64::MAX;
 impl Ring {
     /// Starts the ring thread for `fd` (which must outlive the ring) with `depth` entries.
     pub fn start(fd: RawFd, depth: u32) -> std::io::Result<Ring> {
-        let uring = IoUring::new(depth)?;
+        Ring::start_with(
+            IoUring::<squeue::Entry, cqueue::Entry>::new(depth)?,
+            fd,
+            depth,
+        )
+    }
+
+    /// Starts a passthrough ring (SQE128, CQE32) for the NVMe character device `fd`.
+    pub fn start_passthru(fd: RawFd, depth: u32) -> std::io::Result<Ring> {
+        let uring = IoUring::<squeue::Entry128, cqueue::Entry32>::builder().build(depth)?;
+        Ring::start_with(uring, fd, depth)
+    }
+
+    fn start_with<S: SqEntry, C: CqEntry>(
+        uring: IoUring<S, C>,
+        fd: RawFd,
+        depth: u32,
+    ) -> std::io::Result<Ring> {
         // SAFETY: eventfd returns a new descriptor or -1.
         let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
         if efd < 0 {
@@ -118,9 +202,10 @@ struct InFlight {
     reply: oneshot::Sender<Done>,
 }
 
-fn entry(fd: RawFd, cmd: &mut Cmd, slot: u64) -> io_uring::squeue::Entry {
+/// The submission entry of `cmd`, or None when this ring cannot carry it.
+fn entry<S: SqEntry>(fd: RawFd, cmd: &mut Cmd, slot: u64) -> Option<S> {
     let fd = types::Fd(fd);
-    match cmd {
+    let plain = match cmd {
         Cmd::Read { offset, buf } => opcode::Read::new(fd, buf.as_mut_ptr(), buf.len() as u32)
             .offset(*offset)
             .build(),
@@ -134,11 +219,25 @@ fn entry(fd: RawFd, cmd: &mut Cmd, slot: u64) -> io_uring::squeue::Entry {
         Cmd::Flush => opcode::Fsync::new(fd)
             .flags(types::FsyncFlags::DATASYNC)
             .build(),
-    }
-    .user_data(slot)
+        Cmd::Passthru { cmd, buf } => {
+            let bytes = cmd.encode(buf.as_mut_ptr() as u64);
+            let e = opcode::UringCmd80::new(fd, NVME_URING_CMD_IO)
+                .cmd(bytes)
+                .build()
+                .user_data(slot);
+            return S::uring_cmd(e);
+        }
+    };
+    Some(S::from(plain.user_data(slot)))
 }
 
-fn drive(mut uring: IoUring, fd: RawFd, efd: RawFd, rx: mpsc::Receiver<Queued>, depth: usize) {
+fn drive<S: SqEntry, C: CqEntry>(
+    mut uring: IoUring<S, C>,
+    fd: RawFd,
+    efd: RawFd,
+    rx: mpsc::Receiver<Queued>,
+    depth: usize,
+) {
     let mut slots: Vec<Option<InFlight>> = (0..depth).map(|_| None).collect();
     let mut free: Vec<usize> = (0..depth).rev().collect();
     let mut backlog: VecDeque<Queued> = VecDeque::new();
@@ -149,9 +248,11 @@ fn drive(mut uring: IoUring, fd: RawFd, efd: RawFd, rx: mpsc::Receiver<Queued>, 
     let mut open = true;
     loop {
         if !wake_armed && open {
-            let e = opcode::Read::new(types::Fd(efd), &mut *wake_buf as *mut u64 as *mut u8, 8)
-                .build()
-                .user_data(WAKE);
+            let e = S::from(
+                opcode::Read::new(types::Fd(efd), &mut *wake_buf as *mut u64 as *mut u8, 8)
+                    .build()
+                    .user_data(WAKE),
+            );
             // SAFETY: wake_buf is never freed.
             if unsafe { uring.submission().push(&e) }.is_ok() {
                 wake_armed = true;
@@ -171,7 +272,11 @@ fn drive(mut uring: IoUring, fd: RawFd, efd: RawFd, rx: mpsc::Receiver<Queued>, 
             let Some(mut q) = backlog.pop_front() else {
                 break;
             };
-            let e = entry(fd, &mut q.cmd, slot as u64);
+            let Some(e) = entry::<S>(fd, &mut q.cmd, slot as u64) else {
+                // The caller may have given up on the command; its reply is then dropped.
+                let _ = q.reply.send(Done::failed(libc::EOPNOTSUPP));
+                continue;
+            };
             // SAFETY: the buffer the entry points to moves into `slots` and stays there, at a
             // fixed heap address, until the completion for this slot arrives.
             if unsafe { uring.submission().push(&e) }.is_err() {
@@ -180,7 +285,9 @@ fn drive(mut uring: IoUring, fd: RawFd, efd: RawFd, rx: mpsc::Receiver<Queued>, 
             }
             free.pop();
             let buf = match q.cmd {
-                Cmd::Read { buf, .. } | Cmd::Write { buf, .. } => Some(buf),
+                Cmd::Read { buf, .. } | Cmd::Write { buf, .. } | Cmd::Passthru { buf, .. } => {
+                    Some(buf)
+                }
                 Cmd::Flush => None,
             };
             slots[slot] = Some(InFlight {
@@ -201,16 +308,18 @@ fn drive(mut uring: IoUring, fd: RawFd, efd: RawFd, rx: mpsc::Receiver<Queued>, 
             }
         }
         for cqe in uring.completion() {
-            if cqe.user_data() == WAKE {
+            let (user_data, result) = cqe.parts();
+            if user_data == WAKE {
                 wake_armed = false;
                 continue;
             }
-            let slot = cqe.user_data() as usize;
+            let slot = user_data as usize;
             if let Some(f) = slots.get_mut(slot).and_then(Option::take) {
                 free.push(slot);
                 // The caller may have given up on the command; its reply is then dropped.
                 let _ = f.reply.send(Done {
-                    result: cqe.result(),
+                    result,
+                    result64: cqe.result64(),
                     buf: f.buf,
                 });
             }
@@ -226,16 +335,10 @@ fn fail_all(
     // In-flight buffers are leaked rather than freed: the kernel may still write into them.
     for f in slots.iter_mut().filter_map(Option::take) {
         std::mem::forget(f.buf);
-        let _ = f.reply.send(Done {
-            result: -libc::ENXIO,
-            buf: None,
-        });
+        let _ = f.reply.send(Done::failed(libc::ENXIO));
     }
     backlog.extend(rx.try_iter());
     for q in backlog.drain(..) {
-        let _ = q.reply.send(Done {
-            result: -libc::ENXIO,
-            buf: None,
-        });
+        let _ = q.reply.send(Done::failed(libc::ENXIO));
     }
 }

@@ -7,6 +7,7 @@
 
 use async_trait::async_trait;
 
+use crate::plus::{ChunkMapping, CompactionExtent};
 use crate::status::{NvmeResult, NvmeStatus};
 use crate::types::{CopyRange, Geometry, Lba, ReportFilter, ZoneAction, ZoneReport};
 
@@ -58,6 +59,26 @@ pub trait ZonedDevice: Send + Sync {
         partial: bool,
         max_zones: usize,
     ) -> NvmeResult<ZoneReport>;
+
+    /// ZNS+ identify_mapping (docs/ZNSPLUS.md): how chunks map to chips, or None when the
+    /// device lacks the ZNS+ commands. Constant for the life of the device.
+    fn identify_mapping(&self) -> Option<ChunkMapping> {
+        None
+    }
+
+    /// ZNS+ zone_compaction: copies each extent's source blocks to its destination, in
+    /// order, inside the device. A device without ZNS+ answers Invalid Command Opcode, and
+    /// the caller falls back to Simple Copy or read + write.
+    async fn zone_compaction(&self, _extents: &[CompactionExtent]) -> NvmeResult<()> {
+        Err(NvmeStatus::InvalidOpcode)
+    }
+
+    /// ZNS+ TL_open: opens the zone at `zslba` for threaded logging with the bitmap of its
+    /// blocks the host still needs (`plus::ValidBitmap` layout). A device without ZNS+
+    /// answers Invalid Command Opcode.
+    async fn tl_open(&self, _zslba: Lba, _valid: &[u8]) -> NvmeResult<()> {
+        Err(NvmeStatus::InvalidOpcode)
+    }
 }
 
 /// A shared device is a device: layers and wrappers hold their members as `Arc`s.
@@ -101,6 +122,15 @@ impl<T: ZonedDevice + ?Sized> ZonedDevice for std::sync::Arc<T> {
         max_zones: usize,
     ) -> NvmeResult<ZoneReport> {
         (**self).report_zones(lba, filter, partial, max_zones).await
+    }
+    fn identify_mapping(&self) -> Option<ChunkMapping> {
+        (**self).identify_mapping()
+    }
+    async fn zone_compaction(&self, extents: &[CompactionExtent]) -> NvmeResult<()> {
+        (**self).zone_compaction(extents).await
+    }
+    async fn tl_open(&self, zslba: Lba, valid: &[u8]) -> NvmeResult<()> {
+        (**self).tl_open(zslba, valid).await
     }
 }
 

@@ -27,6 +27,7 @@ use async_trait::async_trait;
 use parking_lot::Mutex;
 
 use crate::device::ZonedDevice;
+use crate::plus::{ChunkMapping, CompactionExtent};
 use crate::rng::SimRng;
 use crate::status::{NvmeResult, NvmeStatus};
 use crate::types::{CopyRange, Geometry, Lba, ReportFilter, ZoneAction, ZoneReport, ZoneState};
@@ -568,6 +569,30 @@ impl<D: ZonedDevice> ZonedDevice for FaultyZoned<D> {
             .try_for_each(|r| self.check_read(r.lba, r.blocks))
             .and_then(|()| self.check_write(dest));
         self.run(OpKind::Copy, check, || self.inner.copy(sources, dest, fua))
+            .await
+    }
+
+    fn identify_mapping(&self) -> Option<ChunkMapping> {
+        self.inner.identify_mapping()
+    }
+
+    /// Counted and faulted as a Copy: it is one, with its destinations spread out.
+    async fn zone_compaction(&self, extents: &[CompactionExtent]) -> NvmeResult<()> {
+        let check = extents.iter().try_for_each(|e| {
+            self.check_read(e.src, e.blocks)
+                .and_then(|()| self.check_write(e.dst))
+        });
+        self.run(OpKind::Copy, check, || self.inner.zone_compaction(extents))
+            .await
+    }
+
+    /// Counted and faulted as a zone management command, which it is (an Open with a bitmap).
+    async fn tl_open(&self, zslba: Lba, valid: &[u8]) -> NvmeResult<()> {
+        let check = match self.fault_of(self.zone_of(zslba)) {
+            Some(_) => Err(NvmeStatus::InvalidZoneStateTransition),
+            None => Ok(()),
+        };
+        self.run(OpKind::ZoneMgmt, check, || self.inner.tl_open(zslba, valid))
             .await
     }
 

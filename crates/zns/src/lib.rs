@@ -7,6 +7,7 @@ pub mod device;
 pub mod faulty;
 pub mod model;
 pub mod parity;
+pub mod plus;
 pub mod rng;
 pub mod status;
 pub mod types;
@@ -14,6 +15,7 @@ pub mod types;
 pub use device::{BlockDevice, BlockError, BlockResult, ZonedDevice};
 pub use faulty::{ErrorPlan, ErrorTiming, FaultCounters, FaultyZoned, OpKind, OpSet};
 pub use model::{ModelDevice, RefModel};
+pub use plus::{ChunkMapping, CompactionExtent, ValidBitmap};
 pub use rng::SimRng;
 pub use status::{NvmeResult, NvmeStatus};
 pub use types::{

@@ -112,6 +112,9 @@ pub mod zone_attr {
     pub const FZR: u8 = 0x02;
     /// Reset Zone Recommended.
     pub const RZR: u8 = 0x04;
+    /// TL-opened (ZNS+, docs/ZNSPLUS.md): the zone is open for threaded logging. A bit the
+    /// ZNS specification reserves; zonestack devices with ZNS+ set it.
+    pub const TLO: u8 = 0x08;
 }
 
 /// One entry of a Report Zones reply.

@@ -5,8 +5,8 @@
 use async_trait::async_trait;
 use zns::conformance::{self, DeviceFactory, KitFailure};
 use zns::{
-    CopyRange, Geometry, Lba, ModelDevice, NvmeResult, NvmeStatus, ReportFilter, ZoneAction,
-    ZoneReport, ZoneState, ZonedDevice,
+    CompactionExtent, CopyRange, Geometry, Lba, ModelDevice, NvmeResult, NvmeStatus, ReportFilter,
+    ZoneAction, ZoneReport, ZoneState, ZonedDevice,
 };
 
 /// The one thing a mutant device gets wrong.
@@ -24,6 +24,8 @@ enum Bug {
     PowerLossLosesEverything,
     /// Device-side faults are ignored.
     IgnoresFaults,
+    /// Has no ZNS+ mapping, yet answers zone_compaction with success and does nothing.
+    FakesCompaction,
 }
 
 struct Mutant {
@@ -78,6 +80,13 @@ impl ZonedDevice for Mutant {
 
     async fn copy(&self, sources: &[CopyRange], dest: Lba, fua: bool) -> NvmeResult<()> {
         self.inner.copy(sources, dest, fua).await
+    }
+
+    async fn zone_compaction(&self, extents: &[CompactionExtent]) -> NvmeResult<()> {
+        if self.bug == Bug::FakesCompaction {
+            return Ok(());
+        }
+        self.inner.zone_compaction(extents).await
     }
 
     async fn zone_mgmt(&self, action: ZoneAction, zslba: Lba, select_all: bool) -> NvmeResult<()> {
@@ -217,14 +226,19 @@ fn catches_ignored_zone_faults() {
 }
 
 #[test]
+fn catches_zns_plus_commands_that_are_neither_there_nor_refused() {
+    expect_caught(Bug::FakesCompaction, &[45], false);
+}
+
+#[test]
 fn item_table_is_complete_and_unknown_items_fail() {
     // A wrapper whose bug is not exercised by item 1 passes it, so the failures above come
     // from the bugs and not from the wrapper.
     let f = MutantFactory(Bug::IgnoresFaults);
     assert!(block_on(conformance::run_item(&f, 1)).is_ok());
-    let r = block_on(conformance::run_item(&f, 45));
-    assert_eq!(r.map_err(|e| e.item), Err(45));
-    assert_eq!(conformance::ITEMS.len(), 44);
+    let r = block_on(conformance::run_item(&f, 54));
+    assert_eq!(r.map_err(|e| e.item), Err(54));
+    assert_eq!(conformance::ITEMS.len(), 53);
     for (i, (n, _)) in conformance::ITEMS.iter().enumerate() {
         assert_eq!(*n as usize, i + 1);
     }

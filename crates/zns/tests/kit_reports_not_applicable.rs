@@ -84,3 +84,16 @@ fn runnable_items_still_fail_on_a_defective_device() {
         "capacity differs from the geometry"
     );
 }
+
+#[test]
+fn zns_plus_items_are_not_applicable_to_a_device_without_the_commands() {
+    let f = DriveLike::default();
+    // Item 45 applies to every device: one without ZNS+ must refuse the commands cleanly.
+    assert_eq!(run(&f, 45), Outcome::Pass);
+    for item in 46..=53 {
+        match run(&f, item) {
+            Outcome::NotApplicable(why) => assert!(why.contains("ZNS+"), "item {item}: {why}"),
+            other => panic!("item {item} on a device without ZNS+: {other:?}"),
+        }
+    }
+}

@@ -5,8 +5,8 @@
 
 use async_trait::async_trait;
 use zns::{
-    CopyRange, Geometry, Lba, NvmeResult, NvmeStatus, ReportFilter, ZoneAction, ZoneReport,
-    ZoneState, ZonedDevice,
+    ChunkMapping, CompactionExtent, CopyRange, Geometry, Lba, NvmeResult, NvmeStatus, ReportFilter,
+    ZoneAction, ZoneReport, ZoneState, ZonedDevice,
 };
 
 use super::core::{read_pieces, store_payload, zeros_needed, Payload};
@@ -66,6 +66,7 @@ impl ZonedDevice for EmuDevice {
                 host_data: true,
             };
             t.complete(cmd, r.is_ok()).await;
+            self.book_plugs();
         }
         r
     }
@@ -131,6 +132,7 @@ impl ZonedDevice for EmuDevice {
                 host_data: false,
             };
             t.complete(cmd, r.is_ok()).await;
+            self.book_plugs();
         }
         r
     }
@@ -152,6 +154,7 @@ impl ZonedDevice for EmuDevice {
         if let Some(t) = &self.timing {
             let cmd = TimedCmd::Copy { sources, dest, fua };
             t.complete(cmd, r.is_ok()).await;
+            self.book_plugs();
         }
         r
     }
@@ -212,6 +215,61 @@ impl ZonedDevice for EmuDevice {
         }
         r
     }
+
+    fn identify_mapping(&self) -> Option<ChunkMapping> {
+        self.chunk_mapping()
+    }
+
+    /// Admitted and counted as a Copy; on the timing model each extent is a Simple Copy of
+    /// one range (copyback for whole units on the same die, else read and program on the
+    /// device), none of it crossing the host link.
+    async fn zone_compaction(&self, extents: &[CompactionExtent]) -> NvmeResult<()> {
+        let Some(m) = self.chunk_mapping() else {
+            return Err(NvmeStatus::InvalidOpcode);
+        };
+        self.enter(Op::Copy).await?;
+        let r = self.compaction_now(&m, extents);
+        self.record(Op::Copy, &r);
+        if let Some(t) = &self.timing {
+            let ok = r.is_ok();
+            for e in extents {
+                let sources = [CopyRange {
+                    lba: e.src,
+                    blocks: e.blocks,
+                }];
+                let cmd = TimedCmd::Copy {
+                    sources: &sources,
+                    dest: e.dst,
+                    fua: false,
+                };
+                t.complete(cmd, ok).await;
+                if !ok {
+                    break;
+                }
+            }
+            self.book_plugs();
+        }
+        r
+    }
+
+    /// Admitted and counted as zone management (an Open with a bitmap).
+    async fn tl_open(&self, zslba: Lba, valid: &[u8]) -> NvmeResult<()> {
+        if !self.cfg.zns_plus {
+            return Err(NvmeStatus::InvalidOpcode);
+        }
+        self.enter(Op::ZoneMgmt).await?;
+        let r = {
+            let _zone = self.lock_zone_of(zslba);
+            self.core.lock().tl_open(zslba, valid)
+        };
+        self.record(Op::ZoneMgmt, &r);
+        if let Some(t) = &self.timing {
+            // The LogFBG allocation and the first plugging, then the command's own time.
+            self.book_plugs();
+            t.complete(TimedCmd::Admin, r.is_ok()).await;
+        }
+        r
+    }
 }
 
 impl EmuDevice {
@@ -221,7 +279,37 @@ impl EmuDevice {
             let lba = *r.as_ref().unwrap_or(&0);
             t.complete(TimedCmd::Append { lba, blocks, fua }, r.is_ok())
                 .await;
+            self.book_plugs();
         }
+    }
+
+    /// Checks a zone_compaction's sizes against the mapping's limits, then runs it with
+    /// every destination zone locked (ascending, as Select All takes them).
+    fn compaction_now(&self, m: &ChunkMapping, extents: &[CompactionExtent]) -> NvmeResult<()> {
+        if extents.is_empty() || extents.len() > m.compaction_max_extents as usize {
+            return Err(NvmeStatus::CommandSizeLimitExceeded);
+        }
+        let mut total = 0u64;
+        for e in extents {
+            if e.blocks == 0 {
+                return Err(NvmeStatus::CommandSizeLimitExceeded);
+            }
+            total = total.saturating_add(e.blocks);
+        }
+        if total > u64::from(m.compaction_max_blocks) {
+            return Err(NvmeStatus::CommandSizeLimitExceeded);
+        }
+        let mut zones: Vec<u32> = extents
+            .iter()
+            .filter_map(|e| self.geo.zone_of(e.dst))
+            .collect();
+        zones.sort_unstable();
+        zones.dedup();
+        let _locks: Vec<_> = zones
+            .iter()
+            .filter_map(|&z| self.lock_zone_of(self.geo.zone_start(z)))
+            .collect();
+        self.core.lock().compaction(extents)
     }
 
     fn copy_now(&self, sources: &[CopyRange], dest: Lba, fua: bool) -> NvmeResult<()> {

@@ -34,8 +34,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use zns::{
-    CopyRange, Geometry, Lba, NvmeResult, NvmeStatus, ReportFilter, SimRng, ZoneAction, ZoneReport,
-    ZoneState,
+    CompactionExtent, CopyRange, Geometry, Lba, NvmeResult, NvmeStatus, ReportFilter, SimRng,
+    ZoneAction, ZoneReport, ZoneState,
 };
 
 use super::append::AppendQueue;
@@ -77,6 +77,16 @@ pub(super) struct Core {
     host_error: Option<String>,
     /// A host I/O error left the image in an unknown state: the device has failed.
     host_failed: bool,
+    /// ZNS+ work for the timing model (LogFBG allocations, plugged ranges), recorded only
+    /// when it is on (`Some`) and drained after every command that may add to it.
+    pub(super) plug_log: Option<Vec<PlugEvent>>,
+}
+
+/// Device-internal ZNS+ work the timing model books.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum PlugEvent {
+    TlOpen(u32),
+    Plug(Lba, u64),
 }
 
 /// What the device was doing on the host when an I/O error struck.
@@ -113,15 +123,21 @@ impl HostOp {
 /// The restart form of a zone: what the image records, and what power loss leaves.
 pub(super) fn restart_form(geo: &Geometry, index: u32, z: &Zone) -> Zone {
     let start = geo.zone_start(index);
+    // A TL-opened zone keeps its old data above the WP, and is never Empty (ZNS+ item 52).
+    let tl = z.attributes & zns::zone_attr::TLO != 0;
     let mut p = Zone {
         wp: z.durable_wp,
-        data_end: z.data_end.min(z.durable_wp),
+        data_end: if tl {
+            z.data_end
+        } else {
+            z.data_end.min(z.durable_wp)
+        },
         durable_wp: z.durable_wp,
         opened_seq: 0,
         ..*z
     };
     if z.state.is_open() {
-        p.state = if p.wp == start {
+        p.state = if p.wp == start && !tl {
             ZoneState::Empty
         } else {
             ZoneState::Closed
@@ -197,6 +213,7 @@ impl Core {
             read_only,
             host_error: None,
             host_failed: false,
+            plug_log: None,
         }
     }
 
@@ -467,7 +484,14 @@ impl Core {
     /// here on a host failure fails the device (see the fault model above).
     pub(super) fn complete_write(&mut self, z: u32, blocks: u64, fua: bool) -> NvmeResult<()> {
         let durable = fua || !self.cfg.volatile_cache;
-        self.zones.finish_write(z, blocks, durable);
+        let plugged = self.zones.finish_write(z, blocks, durable);
+        self.stats.blocks_plugged += plugged;
+        if plugged > 0 {
+            let wp = self.zones.zone(z).wp;
+            if let Some(log) = self.plug_log.as_mut() {
+                log.push(PlugEvent::Plug(wp - plugged, plugged));
+            }
+        }
         self.stats.blocks_written += blocks;
         self.stats.zone_writes[z as usize] += 1;
         self.persist(z)?;
@@ -599,6 +623,69 @@ impl Core {
         self.zoned_write(dest, total, payload, fua)?;
         self.stats.blocks_written -= total;
         self.stats.blocks_copied += total;
+        Ok(())
+    }
+}
+
+impl Core {
+    /// ZNS+ TL_open (docs/ZNSPLUS.md items 48, 49), persisted at once like an Open.
+    pub(super) fn tl_open(&mut self, zslba: Lba, valid: &[u8]) -> NvmeResult<()> {
+        self.drain_appends();
+        let before: Vec<ZoneState> = self.zones.zones().iter().map(|z| z.state).collect();
+        let (z, plugged) = self.zones.tl_open(zslba, valid)?;
+        self.stats.tl_opens += 1;
+        self.stats.blocks_plugged += plugged;
+        if let Some(log) = self.plug_log.as_mut() {
+            log.push(PlugEvent::TlOpen(z));
+            if plugged > 0 {
+                log.push(PlugEvent::Plug(zslba, plugged));
+            }
+        }
+        // An open slot may have come from implicitly closing another zone.
+        for other in 0..self.geo.zone_count {
+            if other == z || self.zones.zone(other).state != before[other as usize] {
+                self.persist(other)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// ZNS+ zone_compaction (items 46, 47) of `extents` whose sizes are validated: the whole
+    /// command is first run on a copy of the zone table, so an error changes nothing; then
+    /// each extent is copied in pieces of at most MDTS blocks.
+    pub(super) fn compaction(&mut self, extents: &[CompactionExtent]) -> NvmeResult<()> {
+        self.drain_appends();
+        let mut trial = self.zones.clone();
+        for e in extents {
+            trial.check_read(e.src, e.blocks)?;
+            let z = trial.begin_write(e.dst, e.blocks)?;
+            trial.finish_write(z, e.blocks, false);
+        }
+        let (bs, oob) = (self.geo.block_size as usize, self.geo.oob_size as usize);
+        let piece_max = u64::from(self.geo.mdts_blocks.max(1));
+        let mut data = vec![0u8; piece_max as usize * bs];
+        let mut meta = vec![0u8; piece_max as usize * oob];
+        let mut total = 0u64;
+        for e in extents {
+            let mut done = 0u64;
+            while done < e.blocks {
+                let n = (e.blocks - done).min(piece_max);
+                let (d, m) = (&mut data[..n as usize * bs], &mut meta[..n as usize * oob]);
+                self.read_blocks(e.src + done, d, (oob > 0).then_some(&mut *m))?;
+                let payload = Payload {
+                    data: Some(d),
+                    meta: (oob > 0).then_some(&*m),
+                };
+                self.zoned_write(e.dst + done, n, payload, false)?;
+                done += n;
+            }
+            total += e.blocks;
+        }
+        self.stats.blocks_read -= total;
+        self.stats.blocks_written -= total;
+        self.stats.blocks_copied += total;
+        self.stats.blocks_compacted += total;
+        self.stats.compactions += 1;
         Ok(())
     }
 }

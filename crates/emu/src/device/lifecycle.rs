@@ -46,6 +46,11 @@ impl EmuDevice {
     /// Creates a file image at `path`. An existing file is refused unless `force`.
     pub fn create_file(path: &Path, cfg: EmuConfig, force: bool) -> Result<EmuDevice, EmuError> {
         cfg.geometry.validate()?;
+        if cfg.zns_plus {
+            return Err(EmuError::Config(
+                "ZNS+ commands need the memory backend in this build: the image format has no place for TL-opened zones' bitmaps yet".into(),
+            ));
+        }
         let sb = Superblock {
             geometry: cfg.geometry,
             volatile_cache: cfg.volatile_cache,
@@ -75,6 +80,7 @@ impl EmuDevice {
             seed: sb.seed,
             reorder_appends: true,
             host_sync,
+            zns_plus: false,
         };
         Ok(Self::assemble(
             cfg,
@@ -100,6 +106,7 @@ impl EmuDevice {
             seed: sb.seed,
             reorder_appends: true,
             host_sync: false,
+            zns_plus: false,
         };
         Ok(Self::assemble(
             cfg,

@@ -74,10 +74,56 @@ impl EmuDevice {
         self.timing = Some(Timing::new(profile, self.geo, mode).map_err(EmuError::Config)?);
         // The device may already hold data (an image opened from disk): the model must count
         // it as on flash, or it would book programs for data whose buffer space it never took.
-        let core = self.core.lock();
+        let mut core = self.core.lock();
         self.resync_timing(&core);
+        if self.cfg.zns_plus {
+            core.plug_log = Some(Vec::new());
+        }
         drop(core);
         Ok(self)
+    }
+
+    /// Books the ZNS+ work (LogFBG allocations, LBA-ordered plugging) the last commands left
+    /// for the timing model; nothing waits for it, but it occupies the flash.
+    fn book_plugs(&self) {
+        let Some(t) = &self.timing else {
+            return;
+        };
+        let events = match self.core.lock().plug_log.as_mut() {
+            Some(log) => std::mem::take(log),
+            None => return,
+        };
+        for e in events {
+            let cmd = match e {
+                core::PlugEvent::TlOpen(zone) => crate::timing::TimedCmd::TlOpen { zone },
+                core::PlugEvent::Plug(lba, blocks) => crate::timing::TimedCmd::Plug { lba, blocks },
+            };
+            t.book(cmd);
+        }
+    }
+
+    /// The ZNS+ chunk mapping (docs/ZNSPLUS.md) when the device has the ZNS+ commands: the
+    /// timing model's units, dies per zone and die groups when timing is on, so the host
+    /// places copies where the model does copybacks; `untimed_chunk_mapping` otherwise.
+    pub fn chunk_mapping(&self) -> Option<zns::ChunkMapping> {
+        if !self.cfg.zns_plus {
+            return None;
+        }
+        let untimed = crate::config::untimed_chunk_mapping(&self.geo);
+        Some(match &self.timing {
+            None => untimed,
+            Some(t) => {
+                let p = t.profile();
+                let per_zone = p.dies_per_zone().max(1);
+                zns::ChunkMapping {
+                    chunk_blocks: (p.unit_bytes() / u64::from(self.geo.block_size.max(1)))
+                        .clamp(1, u64::from(u32::MAX)) as u32,
+                    zone_chips: per_zone,
+                    chip_groups: (p.dies() / per_zone).max(1),
+                    ..untimed
+                }
+            }
+        })
     }
 
     /// The timing model's counters, when timing is enabled.

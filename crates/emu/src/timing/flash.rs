@@ -17,6 +17,9 @@ pub struct FlashCounters {
     pub programs: u64,
     pub erases: u64,
     pub copybacks: u64,
+    /// Nanoseconds dies were booked, summed over dies (chip utilisation = this over dies x
+    /// elapsed time).
+    pub die_busy_ns: u64,
 }
 
 struct Die {
@@ -66,6 +69,7 @@ impl FlashArray {
         let (start, end) = d.array.reserve(now_ns, xfer_end, self.p.page_program_ns);
         d.cache_free_ns = d.cache_free_ns.max(start);
         self.counters.programs += 1;
+        self.counters.die_busy_ns += self.p.page_program_ns;
         self.last_program_end_ns = self.last_program_end_ns.max(end);
         end
     }
@@ -81,6 +85,7 @@ impl FlashArray {
         let (start, _) = self.dies[die].array.reserve(now_ns, ready_ns, tr + xfer);
         let (_, out) = self.channels[ch].reserve(now_ns, start + tr, xfer);
         self.counters.reads += 1;
+        self.counters.die_busy_ns += tr + xfer;
         out
     }
 
@@ -89,6 +94,7 @@ impl FlashArray {
         let dur = self.p.block_erase_ns * blocks;
         let (_, end) = self.dies[die].array.reserve(now_ns, ready_ns, dur);
         self.counters.erases += blocks;
+        self.counters.die_busy_ns += dur;
         end
     }
 
@@ -98,6 +104,7 @@ impl FlashArray {
             .array
             .reserve(now_ns, ready_ns, self.p.copyback_ns);
         self.counters.copybacks += 1;
+        self.counters.die_busy_ns += self.p.copyback_ns;
         self.last_program_end_ns = self.last_program_end_ns.max(end);
         end
     }

@@ -151,6 +151,7 @@ impl PageMapped {
             buffer_waits: self.buffer.waits,
             buffer_wait_ns: self.buffer.wait_ns,
             buffer_overcommits: self.buffer.overcommits,
+            ..TimingCounters::default()
         }
     }
 

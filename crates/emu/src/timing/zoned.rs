@@ -57,6 +57,17 @@ pub enum TimedCmd<'a> {
     Finish {
         zones: &'a [u32],
     },
+    /// ZNS+ TL_open of `zone`: a LogFBG is allocated (pre-erased blocks on the zone's dies),
+    /// the zone's new data starts at its first block, and the old data stays on flash.
+    TlOpen {
+        zone: u32,
+    },
+    /// ZNS+ plugging of `blocks` valid blocks at `lba` of a TL-opened zone into its LogFBG,
+    /// LBA-ordered (at the WP, right after the command that passed them).
+    Plug {
+        lba: Lba,
+        blocks: u64,
+    },
     /// Open, close, report zones: controller time only.
     Admin,
     /// A command that failed its checks: controller time only.
@@ -73,6 +84,35 @@ pub struct TimingCounters {
     pub buffer_waits: u64,
     pub buffer_wait_ns: u64,
     pub buffer_overcommits: u64,
+    /// Units copied inside the device (Simple Copy, zone_compaction, plugging) by a read
+    /// and a program rather than a copyback; copyback ratio = copybacks / (copybacks + this).
+    pub copied_units_read_program: u64,
+    /// Bytes of valid blocks plugged into LogFBGs.
+    pub plugged_bytes: u64,
+    /// Model time of the last submission, for utilisation figures.
+    pub now_ns: u64,
+}
+
+impl TimingCounters {
+    /// Share of internally copied units done by copyback (0 when nothing was copied).
+    pub fn copyback_ratio(&self) -> f64 {
+        let all = self.flash.copybacks + self.copied_units_read_program;
+        if all == 0 {
+            0.0
+        } else {
+            self.flash.copybacks as f64 / all as f64
+        }
+    }
+
+    /// Mean share of time the `dies` dies were busy, up to the last submission.
+    pub fn chip_utilisation(&self, dies: u32) -> f64 {
+        let span = self.now_ns.saturating_mul(u64::from(dies));
+        if span == 0 {
+            0.0
+        } else {
+            (self.flash.die_busy_ns as f64 / span as f64).min(1.0)
+        }
+    }
 }
 
 /// Where the bytes at one offset of a zone are.
@@ -111,6 +151,8 @@ pub struct ZonedTiming {
     now_ns: u64,
     commands: u64,
     padded_programs: u64,
+    copied_units_read_program: u64,
+    plugged_bytes: u64,
 }
 
 impl ZonedTiming {
@@ -146,6 +188,8 @@ impl ZonedTiming {
             now_ns: 0,
             commands: 0,
             padded_programs: 0,
+            copied_units_read_program: 0,
+            plugged_bytes: 0,
         })
     }
 
@@ -177,6 +221,8 @@ impl ZonedTiming {
             TimedCmd::Copy { sources, dest, fua } => self.copy(sources, dest, fua),
             TimedCmd::Reset { zones } => self.reset(zones),
             TimedCmd::Finish { zones } => self.finish(zones),
+            TimedCmd::TlOpen { zone } => self.tl_open(zone),
+            TimedCmd::Plug { lba, blocks } => self.plug(lba, blocks),
             TimedCmd::Admin | TimedCmd::Rejected => self.front(self.p.ctrl_admin_ns),
         };
         let done = done + self.p.complete_ns;
@@ -192,6 +238,9 @@ impl ZonedTiming {
             buffer_waits: self.buffer.waits,
             buffer_wait_ns: self.buffer.wait_ns,
             buffer_overcommits: self.buffer.overcommits,
+            copied_units_read_program: self.copied_units_read_program,
+            plugged_bytes: self.plugged_bytes,
+            now_ns: self.now_ns,
         }
     }
 
@@ -457,7 +506,10 @@ impl ZonedTiming {
                 done = done.max(end);
             } else {
                 let read = match src {
-                    Loc::Flash(die) => self.flash.read(die, now, c, len),
+                    Loc::Flash(die) => {
+                        self.copied_units_read_program += 1;
+                        self.flash.read(die, now, c, len)
+                    }
                     Loc::Buffer | Loc::Unwritten => c,
                 };
                 let ready = self.buffer.admit(c, len).max(read);
@@ -470,6 +522,55 @@ impl ZonedTiming {
             done = done
                 .max(self.pad_partial(dz, done))
                 .max(self.zones[dz as usize].last_program_end_ns);
+        }
+        done
+    }
+
+    /// TL_open: the zone's LogFBG starts empty (its blocks come pre-erased from the free
+    /// pool, so no erase is booked); the old block group keeps the old data for plugging.
+    fn tl_open(&mut self, zone: u32) -> u64 {
+        let c = self.front(self.p.ctrl_admin_ns);
+        if let Some(z) = self.zones.get_mut(zone as usize) {
+            *z = ZoneTiming {
+                sequencer: std::mem::take(&mut z.sequencer),
+                ..ZoneTiming::default()
+            };
+        }
+        c
+    }
+
+    /// LBA-ordered plugging of valid blocks at the zone's WP: a whole unit at a unit boundary
+    /// is a copyback from the old block group on the same die (the mapping is static); a
+    /// part of a unit is read from the old die and merged in the buffer with the host data.
+    fn plug(&mut self, lba: Lba, blocks: u64) -> u64 {
+        let now = self.now_ns;
+        let ub = self.p.unit_bytes();
+        let (zone, start) = self.zone_of(lba);
+        let end_off = start + blocks * u64::from(self.geo.block_size);
+        self.plugged_bytes += end_off - start;
+        let mut off = start;
+        let mut done = now;
+        while off < end_off {
+            let unit = off / ub;
+            let len = ((unit + 1) * ub).min(end_off) - off;
+            let die = self.die_of(zone, unit);
+            let booked_here = self.zones[zone as usize].booked_bytes == off;
+            if off % ub == 0 && len == ub && booked_here {
+                let end = self.flash.copyback(die, now, now);
+                let z = &mut self.zones[zone as usize];
+                z.inflight.push_back((unit, end));
+                z.last_program_end_ns = z.last_program_end_ns.max(end);
+                z.data_bytes = off + len;
+                z.booked_bytes = off + len;
+                done = done.max(end);
+            } else {
+                self.copied_units_read_program += 1;
+                let read = self.flash.read(die, now, now, len);
+                let ready = self.buffer.admit(now, len).max(read);
+                self.add_data(zone, off + len, ready);
+                done = done.max(ready);
+            }
+            off += len;
         }
         done
     }

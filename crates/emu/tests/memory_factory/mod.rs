@@ -7,9 +7,11 @@ use emu::{ClockMode, EmuConfig, EmuDevice};
 use zns::conformance::DeviceFactory;
 use zns::{Geometry, ZoneState};
 
-/// Builds memory-backed devices; `timing` turns the timing model on in virtual time.
+/// Builds memory-backed devices; `timing` turns the timing model on in virtual time,
+/// `zns_plus` the ZNS+ commands.
 pub struct MemoryFactory {
     pub timing: Option<TimingProfile>,
+    pub zns_plus: bool,
 }
 
 #[async_trait]
@@ -19,6 +21,7 @@ impl DeviceFactory for MemoryFactory {
     async fn create(&self, geometry: &Geometry) -> EmuDevice {
         let cfg = EmuConfig {
             seed: 0x5eed,
+            zns_plus: self.zns_plus,
             ..EmuConfig::new(*geometry)
         };
         let dev = EmuDevice::new_memory(cfg).and_then(|d| match self.timing {

@@ -53,6 +53,9 @@ pub(super) struct GeneralLog {
     pub seq: Vec<u64>,
     /// Logged commands not yet completed: a collection must keep their records.
     pub pending: HashMap<u32, ZoneLogEntry>,
+    /// The zones the current rebuild completed on its new member, as the survivors' records
+    /// say (a collection keeps them); None when no rebuild is recorded.
+    pub rebuilt: Option<meta::RebuiltZones>,
 }
 
 /// One member's general zone as open reads it.
@@ -76,6 +79,8 @@ pub(super) struct Folded {
     pub finishes: HashMap<u32, u64>,
     /// Highest zone log or generation record sequence number of every member.
     pub seq: Vec<u64>,
+    /// The rebuilt-zones records of the newest rebuild target, merged.
+    pub rebuilt: Option<meta::RebuiltZones>,
 }
 
 /// Every valid record of one metadata zone of `dev`, from its start up to the first block
@@ -162,6 +167,7 @@ pub(super) fn fold(
     images: &[Option<GeneralImage>],
     geo: &zns::Geometry,
 ) -> Result<Folded, RaiznError> {
+    let mut rebuilt: Option<meta::RebuiltZones> = None;
     let zones = geo.zone_count;
     let mut gen_rec = vec![0u64; zones as usize];
     let mut reset: Vec<Option<u64>> = vec![None; zones as usize];
@@ -202,6 +208,11 @@ pub(super) fn fold(
                         }
                     }
                 }
+                RecordType::RebuiltZones => {
+                    let r =
+                        meta::RebuiltZones::decode(p, images.len() as u32, zones).map_err(bad)?;
+                    merge_rebuilt(&mut rebuilt, r);
+                }
                 _ => {}
             }
             if h.kind != RecordType::Superblock {
@@ -213,6 +224,7 @@ pub(super) fn fold(
     }
     let mut f = Folded {
         seq,
+        rebuilt,
         ..Folded::default()
     };
     for z in 0..zones {
@@ -232,6 +244,23 @@ pub(super) fn fold(
         }
     }
     Ok(f)
+}
+
+/// Merges `r` into `into`: the records of the newest rebuild target (superblock generation)
+/// win; those of one target add up (a zone's newest generation kept).
+pub(super) fn merge_rebuilt(into: &mut Option<meta::RebuiltZones>, r: meta::RebuiltZones) {
+    match into {
+        Some(x) if x.target_generation > r.target_generation => {}
+        Some(x) if x.target_generation == r.target_generation && x.member == r.member => {
+            for (z, g) in r.zones {
+                match x.zones.iter_mut().find(|(xz, _)| *xz == z) {
+                    Some(e) => e.1 = e.1.max(g),
+                    None => x.zones.push((z, g)),
+                }
+            }
+        }
+        _ => *into = Some(r),
+    }
 }
 
 impl RaiznVolume {
@@ -287,7 +316,7 @@ impl RaiznVolume {
         fua: bool,
     ) -> NvmeResult<()> {
         let cap = self.layout.member_geometry().zone_capacity;
-        let checkpoint = self.checkpoint_blocks(&log.pending);
+        let checkpoint = self.checkpoint_blocks(log);
         let GeneralLog { wp, seq, .. } = log;
         let appends = wp
             .iter_mut()
@@ -329,15 +358,16 @@ impl RaiznVolume {
 
     /// What a collection keeps: the superblock, the generation counters and the pending
     /// zone log entries (encoded per member by `encode_checkpoint`).
-    fn checkpoint_blocks(&self, pending: &HashMap<u32, ZoneLogEntry>) -> Checkpoint {
+    fn checkpoint_blocks(&self, log: &GeneralLog) -> Checkpoint {
         let st = self.state.lock();
-        let mut entries: Vec<ZoneLogEntry> = pending.values().copied().collect();
+        let mut entries: Vec<ZoneLogEntry> = log.pending.values().copied().collect();
         entries.sort_by_key(|e| e.zone);
         Checkpoint {
             sb_generation: st.health.generation,
             failed: st.health.persisted,
             generations: st.generations.clone(),
             pending: entries,
+            rebuilt: log.rebuilt.clone(),
         }
     }
 
@@ -366,6 +396,19 @@ impl RaiznVolume {
         for e in &c.pending {
             seq += 1;
             out.push(self.encode_zone_log(e, seq, FLAG_CHECKPOINT).map_err(err)?);
+        }
+        if let Some(r) = &c.rebuilt {
+            for chunk in r.zones.chunks(meta::RebuiltZones::per_block(bs)) {
+                seq += 1;
+                let part = meta::RebuiltZones {
+                    zones: chunk.to_vec(),
+                    ..r.clone()
+                };
+                out.push(
+                    self.encode_rebuilt(&part, seq, FLAG_CHECKPOINT)
+                        .map_err(err)?,
+                );
+            }
         }
         let cap = self.layout.member_geometry().zone_capacity;
         if out.len() as u64 >= cap {
@@ -427,11 +470,33 @@ impl RaiznVolume {
         meta::encode_record(&h, &p, self.block_size())
     }
 
+    fn encode_rebuilt(
+        &self,
+        r: &meta::RebuiltZones,
+        seq: u64,
+        flags: u16,
+    ) -> Result<Vec<u8>, MetaError> {
+        let p = r.encode();
+        let h = RecordHeader {
+            kind: RecordType::RebuiltZones,
+            inline_len: p.len() as u32,
+            start_lba: 0,
+            end_lba: 0,
+            generation: 0,
+            sequence: seq,
+            bulk_blocks: 0,
+            bulk_crc: 0,
+            flags,
+        };
+        meta::encode_record(&h, &p, self.block_size())
+    }
+
     fn encode_rec(&self, m: usize, rec: &Rec, seq: u64) -> NvmeResult<Vec<u8>> {
         let r = match rec {
             Rec::Superblock(generation, failed) => self.superblock_of(m, *generation, *failed),
             Rec::Zone(e) => self.encode_zone_log(e, seq, 0),
             Rec::Generation(zone, g) => self.encode_gens(*zone, &[*g], seq, 0),
+            Rec::Rebuilt(r) => self.encode_rebuilt(r, seq, 0),
         };
         r.map_err(|_| NvmeStatus::InternalError)
     }
@@ -467,7 +532,7 @@ impl RaiznVolume {
     pub(super) async fn checkpoint_general(&self) -> Result<(), RaiznError> {
         let mut log = self.general.lock().await;
         let failed = self.state.lock().health.failed;
-        let c = self.checkpoint_blocks(&log.pending);
+        let c = self.checkpoint_blocks(&log);
         for m in 0..self.members.len() {
             if failed == Some(m) {
                 continue;
@@ -496,6 +561,7 @@ pub(super) struct Checkpoint {
     failed: Option<usize>,
     generations: Vec<u64>,
     pending: Vec<ZoneLogEntry>,
+    rebuilt: Option<meta::RebuiltZones>,
 }
 
 /// A record to append to the general zone.
@@ -505,4 +571,6 @@ pub(super) enum Rec {
     Zone(ZoneLogEntry),
     /// The generation of one zone.
     Generation(u32, u64),
+    /// Zones a rebuild completed.
+    Rebuilt(meta::RebuiltZones),
 }

@@ -7,7 +7,7 @@ use zns::{Lba, NvmeResult, NvmeStatus, ReportFilter, ZoneAction, ZoneState};
 
 use super::pplog::PpRecord;
 use super::{RaiznVolume, StripeBuffer, ZoneIo};
-use zns::parity::xor_into;
+use zns::parity::{parity_into, xor_into};
 
 /// The contiguous range one member receives for one logical write.
 #[derive(Default)]
@@ -570,9 +570,12 @@ pub(super) fn unit_parity(
 ) -> (Vec<u8>, Vec<u8>) {
     let mut pd = vec![0u8; unit_bytes];
     let mut pm = vec![0u8; unit_meta];
-    for k in 0..d as usize {
-        xor_into(&mut pd, &buf.data[k * unit_bytes..(k + 1) * unit_bytes]);
-        xor_into(&mut pm, &buf.meta[k * unit_meta..(k + 1) * unit_meta]);
+    fn units(all: &[u8], d: u64, size: usize) -> Vec<&[u8]> {
+        (0..d as usize)
+            .map(|k| all.get(k * size..(k + 1) * size).unwrap_or(&[]))
+            .collect()
     }
+    parity_into(&mut pd, &units(&buf.data, d, unit_bytes));
+    parity_into(&mut pm, &units(&buf.meta, d, unit_meta));
     (pd, pm)
 }

@@ -17,9 +17,10 @@ mod io;
 mod mount;
 mod pplog;
 mod rebuild;
+mod rebuild_log;
 
 pub use pplog::PpStats;
-pub use rebuild::RebuildProgress;
+pub use rebuild::{RebuildProgress, RebuildReport};
 
 use std::sync::Arc;
 

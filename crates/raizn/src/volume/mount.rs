@@ -220,6 +220,11 @@ impl RaiznVolume {
                 wp: general_wp,
                 seq: folded.seq.clone(),
                 pending: Default::default(),
+                // Records of a rebuild onto the member still failed; others are history.
+                rebuilt: folded
+                    .rebuilt
+                    .clone()
+                    .filter(|r| failed == Some(r.member as usize)),
             }),
             swap: (0..n).map(|_| tokio::sync::Mutex::new(())).collect(),
             state: Mutex::new(State {

@@ -31,12 +31,28 @@ pub struct RebuildProgress {
     pub blocks_total: u64,
     pub zones_done: u32,
     pub zones_total: u32,
+    /// Of `blocks_done`, the blocks an earlier run of this rebuild (cut short by power loss
+    /// or stopped) completed and this one kept.
+    pub blocks_resumed: u64,
+    /// Of `zones_done`, the zones kept from an earlier run.
+    pub zones_resumed: u32,
+}
+
+/// What a call of `replace_member_up_to` did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RebuildReport {
+    /// Whether the array is whole (the rebuild completed).
+    pub whole: bool,
+    /// The rebuild's progress when the call ended.
+    pub progress: RebuildProgress,
 }
 
 /// A rebuild in progress, behind the `State` lock.
 #[derive(Clone, Debug)]
 pub(super) struct Rebuild {
     pub member: usize,
+    /// The superblock generation the new member was formatted with.
+    pub target: u64,
     /// Whether each logical zone is rebuilt on the new member.
     pub rebuilt: Vec<bool>,
     pub progress: RebuildProgress,
@@ -75,6 +91,21 @@ impl RaiznVolume {
     /// Client commands may run concurrently. A second failure during the rebuild fails the
     /// array (`TooManyFailed`); the new member failing leaves the array degraded.
     pub async fn replace_member(&self, index: usize, new_member: Member) -> Result<(), RaiznError> {
+        self.replace_member_up_to(index, new_member, u32::MAX)
+            .await
+            .map(|_| ())
+    }
+
+    /// `replace_member` that rebuilds at most `zones_max` zones in this call (a rebuild in
+    /// slices, say in quiet hours); reports whether the array is whole. When it is not, the
+    /// array stays degraded with `index` failed, as before the call, and a later call with
+    /// the same device goes on with the rest.
+    pub async fn replace_member_up_to(
+        &self,
+        index: usize,
+        new_member: Member,
+        zones_max: u32,
+    ) -> Result<RebuildReport, RaiznError> {
         let failed = {
             let st = self.state.lock();
             if let Some((a, b)) = st.health.broken {
@@ -98,7 +129,7 @@ impl RaiznVolume {
                 },
             });
         }
-        self.format_replacement(index, &new_member).await?;
+        let (target, trusted) = self.format_replacement(index, &new_member).await?;
         let slot = self.slots.get(index).ok_or(RaiznError::NoSuchMember {
             member: index,
             members: self.members.len(),
@@ -108,18 +139,28 @@ impl RaiznVolume {
             *log.lock().await = super::pplog::PpLog::default();
         }
         slot.set(new_member);
-        self.start_rebuild(index);
-        let r = self.rebuild_all(index).await;
-        if r.is_err() {
+        self.start_rebuild(index, target, &trusted);
+        let r = self.rebuild_all(index, zones_max).await;
+        if !matches!(r, Ok(RebuildReport { whole: true, .. })) {
+            // Cut short (an error, or the slice is done): the member counts as failed in
+            // every zone again, and writes skip it until a rebuild resumes.
             self.state.lock().rebuild = None;
         }
         r
     }
 
-    /// Checks the new member and writes its superblock: its zones reset, then a superblock
-    /// of a new generation at the start of its general zone and on every survivor (which
-    /// still name it failed), FUA.
-    async fn format_replacement(&self, index: usize, dev: &Member) -> Result<(), RaiznError> {
+    /// Checks the new member and writes its superblock; returns the superblock generation
+    /// that names the new member (the rebuild's *target*) and the zones an earlier run of
+    /// this rebuild completed (`rebuild_log.rs`). A device this rebuild already formatted
+    /// keeps those zones and has the rest reset, and its superblock is written again at the
+    /// same generation. Any other device has all its zones reset, then a superblock of a new
+    /// generation at the start of its general zone and on every survivor (which still name
+    /// it failed), FUA.
+    async fn format_replacement(
+        &self,
+        index: usize,
+        dev: &Member,
+    ) -> Result<(u64, Vec<(u32, u64)>), RaiznError> {
         let err = |what| {
             move |status| RaiznError::Member {
                 member: index,
@@ -138,22 +179,30 @@ impl RaiznVolume {
             .report_zones(0, zns::ReportFilter::All, false, usize::MAX)
             .await
             .map_err(err("reporting the new member's zones"))?;
+        let mut log = self.general.lock().await;
+        let mut resume = None;
         if zones.zones.iter().any(|z| z.state != ZoneState::Empty) {
             let ours = super::general::read_general(index, dev.as_ref())
                 .await
                 .ok()
-                .is_some_and(|img| {
+                .filter(|img| {
                     img.sb.array_uuid == self.uuid && img.sb.member_index as usize == index
                 });
-            if !ours {
+            let Some(img) = ours else {
                 return Err(RaiznError::HoldsData { member: index });
-            }
-            dev.zone_mgmt(ZoneAction::Reset, 0, true)
+            };
+            resume = self
+                .trusted_zones(&log, index, img.sb.generation, &zones.zones)
+                .map(|t| (img.sb.generation, t));
+            let keep = resume.as_ref().map_or(&[][..], |(_, t)| &t[..]);
+            self.reset_except(dev, &zones.zones, keep)
                 .await
                 .map_err(err("resetting the new member"))?;
         }
-        let mut log = self.general.lock().await;
-        let generation = self.state.lock().health.generation + 1;
+        let generation = match &resume {
+            Some((target, _)) => *target,
+            None => self.state.lock().health.generation + 1,
+        };
         // A superblock never names its own member failed; the survivors' name it until the
         // rebuild completes, and open takes the union.
         let block = self
@@ -171,6 +220,19 @@ impl RaiznVolume {
         if let Some(w) = log.wp.get_mut(index) {
             *w = 1;
         }
+        if let Some((target, trusted)) = resume {
+            tracing::info!(
+                member = index,
+                zones = trusted.len(),
+                "RAIZN rebuild resumes; zones rebuilt before are kept"
+            );
+            log.rebuilt = Some(crate::meta::RebuiltZones {
+                member: index as u32,
+                target_generation: target,
+                zones: trusted.clone(),
+            });
+            return Ok((target, trusted));
+        }
         // The survivors get the same generation, so every member's newest superblock agrees.
         let survivors: Vec<usize> = (0..self.members.len()).filter(|m| *m != index).collect();
         self.append_general(
@@ -182,12 +244,18 @@ impl RaiznVolume {
         .await
         .map_err(err("writing the survivors' superblocks"))?;
         self.state.lock().health.generation = generation;
-        Ok(())
+        log.rebuilt = Some(crate::meta::RebuiltZones {
+            member: index as u32,
+            target_generation: generation,
+            zones: Vec::new(),
+        });
+        Ok((generation, Vec::new()))
     }
 
-    /// Starts the bookkeeping of a rebuild of `member`: nothing rebuilt, the total estimated
-    /// from the zones' write pointers now.
-    fn start_rebuild(&self, member: usize) {
+    /// Starts the bookkeeping of a rebuild of `member` (its superblock generation `target`):
+    /// the `trusted` zones rebuilt by an earlier run, the total estimated from the zones'
+    /// write pointers now.
+    fn start_rebuild(&self, member: usize, target: u64, trusted: &[(u32, u64)]) {
         let l = self.layout;
         let cap = l.member_geometry().zone_capacity;
         let mut st = self.state.lock();
@@ -201,22 +269,37 @@ impl RaiznVolume {
                 };
             }
         }
+        let mut rebuilt = vec![false; self.geo.zone_count as usize];
+        for (z, _) in trusted {
+            if let Some(r) = rebuilt.get_mut(*z as usize) {
+                *r = true;
+            }
+        }
+        let zones_resumed = trusted.len() as u32;
+        let blocks_resumed = u64::from(zones_resumed) * cap;
         st.rebuild = Some(super::rebuild::Rebuild {
             member,
-            rebuilt: vec![false; self.geo.zone_count as usize],
+            target,
+            rebuilt,
             progress: RebuildProgress {
                 member,
-                blocks_done: 0,
+                blocks_done: blocks_resumed,
                 blocks_total: total,
-                zones_done: 0,
+                zones_done: zones_resumed,
                 zones_total: self.geo.zone_count,
+                blocks_resumed,
+                zones_resumed,
             },
         });
     }
 
     /// Rebuilds every zone (active ones first), then makes the array whole: every member
     /// flushed, and a superblock generation naming no failed member on all of them.
-    async fn rebuild_all(&self, member: usize) -> Result<(), RaiznError> {
+    async fn rebuild_all(
+        &self,
+        member: usize,
+        zones_max: u32,
+    ) -> Result<RebuildReport, RaiznError> {
         let mut order: Vec<u32> = (0..self.geo.zone_count).collect();
         {
             let st = self.state.lock();
@@ -232,31 +315,83 @@ impl RaiznVolume {
                 status,
             },
         };
-        for zone in order {
-            self.rebuild_zone(zone, member).await.map_err(err)?;
+        {
+            // Zones an earlier run completed are not done again.
+            let st = self.state.lock();
+            let done = |z: &u32| {
+                st.rebuild
+                    .as_ref()
+                    .and_then(|r| r.rebuilt.get(*z as usize).copied())
+                    .unwrap_or(false)
+            };
+            order.retain(|z| !done(z));
+        }
+        // The record of a full zone (a flush of the new member, then FUA records) runs
+        // while the next zone is rebuilt, so the new member's writes do not stall on it.
+        let mut record = None;
+        for (k, zone) in order.into_iter().enumerate() {
+            if k as u64 >= u64::from(zones_max) {
+                self.record_zone(member, record.take()).await.map_err(err)?;
+                tracing::info!(member, zones = k, "RAIZN rebuild paused");
+                let progress = self.rebuild_progress().unwrap_or_default();
+                return Ok(RebuildReport {
+                    whole: false,
+                    progress,
+                });
+            }
+            let (recorded, rebuilt) = futures::join!(
+                self.record_zone(member, record.take()),
+                self.rebuild_zone(zone, member)
+            );
+            recorded.map_err(err)?;
+            record = rebuilt.map_err(err)?;
             if self.rebuilding() != Some(member) {
                 // The new member failed while clients wrote to it: the rebuild is off.
                 return Err(err(NvmeStatus::NamespaceNotReady));
             }
         }
+        self.record_zone(member, record.take()).await.map_err(err)?;
         self.flush_members().await.map_err(err)?;
+        let progress;
         {
             let mut st = self.state.lock();
             if st.rebuild.as_ref().map(|r| r.member) != Some(member) {
                 return Err(err(NvmeStatus::NamespaceNotReady));
             }
             st.health.failed = None;
-            st.rebuild = None;
+            progress = st.rebuild.take().map(|r| r.progress).unwrap_or_default();
         }
         tracing::info!(member, "RAIZN rebuild complete; the array is whole");
-        self.persist_health().await.map_err(err)
+        self.persist_health().await.map_err(err)?;
+        self.forget_rebuild().await;
+        Ok(RebuildReport {
+            whole: true,
+            progress,
+        })
+    }
+
+    /// Records `rec` (target generation, zone, zone generation) of a full zone `rebuild_zone`
+    /// completed, then counts the zone done: every full zone `zones_done` counts is kept by
+    /// a resume.
+    async fn record_zone(&self, member: usize, rec: Option<(u64, u32, u64)>) -> NvmeResult<()> {
+        let Some((target, zone, generation)) = rec else {
+            return Ok(());
+        };
+        self.record_rebuilt(member, target, zone, generation)
+            .await?;
+        if let Some(r) = self.state.lock().rebuild.as_mut() {
+            r.progress.zones_done += 1;
+        }
+        Ok(())
     }
 
     /// Rebuilds `zone` on `member` under the zone's lock: the member's units below the zone's
     /// write pointer (data from the other units and parity, parity from the data), the
     /// member zone's state, then the partial-parity record of the incomplete stripe when
-    /// the member holds its parity.
-    async fn rebuild_zone(&self, zone: u32, member: usize) -> NvmeResult<()> {
+    /// the member holds its parity. A Full zone is returned to be recorded (`record_zone`;
+    /// a Full zone cannot change until a reset gives it a new generation, so a rebuild cut
+    /// short keeps it); any other zone is counted done here.
+    async fn rebuild_zone(&self, zone: u32, member: usize) -> NvmeResult<Option<(u64, u32, u64)>> {
         let mut zio = self.zone_lock(zone)?.lock().await;
         self.check_usable()?;
         let l = self.layout;
@@ -277,60 +412,51 @@ impl RaiznVolume {
         };
         let dev = self.members.get(member).ok_or(NvmeStatus::InternalError)?;
         let zslba = l.member_zone_start(zone);
-        let (bs, oob) = (self.block_size(), self.oob());
-        // Stripes per batch: one member command's worth.
+        let bs = self.block_size();
+        // Stripes per batch: one member command's worth. The survivors' reads of a batch
+        // overlap the new member's write of the one before (two batches in memory), so the
+        // rebuild runs at the new member's write bandwidth rather than read plus write.
         let batch = (u64::from(l.member_geometry().mdts_blocks) / su).max(1);
-        let mut at = 0u64;
-        while at < mend {
-            let s0 = at / su;
-            let s1 = (s0 + batch).min(mend.div_ceil(su));
-            let lend = (s1 * sdb).min(wp);
-            let n_log = lend - s0 * sdb;
-            let mut data = vec![0u8; (s1 - s0) as usize * sdb as usize * bs];
-            let mut meta = vec![0u8; (s1 - s0) as usize * sdb as usize * oob];
-            self.read_zone(
-                zone,
-                s0 * sdb,
-                n_log,
-                &mut data[..n_log as usize * bs],
-                &mut meta[..n_log as usize * oob],
-                full,
-            )
-            .await?;
-            let mut out = Vec::new();
-            let mut out_meta = Vec::new();
-            for s in s0..s1 {
-                let n = (mend - s * su).min(su) as usize;
-                let base = (s - s0) as usize * sdb as usize;
-                let unit = |k: u64| base + (k * su) as usize;
-                match l.unit_of_member(s, member) {
-                    Some(k) => {
-                        out.extend_from_slice(&data[unit(k) * bs..(unit(k) + n) * bs]);
-                        out_meta.extend_from_slice(&meta[unit(k) * oob..(unit(k) + n) * oob]);
+        let mut read_at = 0u64;
+        let mut pending: Option<(u64, Vec<u8>, Vec<u8>)> = None;
+        while read_at < mend || pending.is_some() {
+            let write = async {
+                match &pending {
+                    Some((at, out, out_meta)) => {
+                        self.write_member(member, zslba + at, out, out_meta).await?;
+                        Ok(Some((out.len() / bs) as u64))
                     }
-                    None => {
-                        let mut p = vec![0u8; n * bs];
-                        let mut pm = vec![0u8; n * oob];
-                        for k in 0..l.data_units() {
-                            zns::parity::xor_into(&mut p, &data[unit(k) * bs..(unit(k) + n) * bs]);
-                            zns::parity::xor_into(
-                                &mut pm,
-                                &meta[unit(k) * oob..(unit(k) + n) * oob],
-                            );
-                        }
-                        out.extend_from_slice(&p);
-                        out_meta.extend_from_slice(&pm);
-                    }
+                    None => Ok(None),
+                }
+            };
+            let read = async {
+                match read_at < mend {
+                    true => self
+                        .rebuild_batch(zone, member, read_at, mend, wp, full, batch)
+                        .await
+                        .map(Some),
+                    false => Ok(None),
+                }
+            };
+            let (w, r): (NvmeResult<Option<u64>>, NvmeResult<_>) = futures::join!(write, read);
+            if let Some(blocks) = w? {
+                if let Some(r) = self.state.lock().rebuild.as_mut() {
+                    r.progress.blocks_done += blocks;
+                    r.progress.blocks_total = r.progress.blocks_total.max(r.progress.blocks_done);
                 }
             }
-            let blocks = (out.len() / bs) as u64;
-            self.write_member(member, zslba + at, &out, &out_meta)
-                .await?;
-            at += blocks;
-            if let Some(r) = self.state.lock().rebuild.as_mut() {
-                r.progress.blocks_done += blocks;
-                r.progress.blocks_total = r.progress.blocks_total.max(r.progress.blocks_done);
-            }
+            pending = match r? {
+                Some((out, out_meta)) => {
+                    let at = read_at;
+                    read_at += (out.len() / bs) as u64;
+                    Some((at, out, out_meta))
+                }
+                None => None,
+            };
+            // Members that complete at once (file images) would otherwise let a rebuild run
+            // to its end in one poll, starving client commands and progress reports on a
+            // single-threaded runtime.
+            tokio::task::yield_now().await;
         }
         let action = match z.state {
             ZoneState::Full => Some(ZoneAction::Finish),
@@ -345,14 +471,21 @@ impl RaiznVolume {
         if let Some(a) = action {
             dev.zone_mgmt(a, zslba, false).await?;
         }
-        {
+        let (target, generation) = {
             let mut st = self.state.lock();
+            let generation = st.generations.get(zone as usize).copied();
             let Some(r) = st.rebuild.as_mut() else {
                 return Err(NvmeStatus::NamespaceNotReady);
             };
             if let Some(b) = r.rebuilt.get_mut(zone as usize) {
                 *b = true;
             }
+            (r.target, generation)
+        };
+        if let (true, Some(g)) = (full, generation) {
+            return Ok(Some((target, zone, g)));
+        }
+        if let Some(r) = self.state.lock().rebuild.as_mut() {
             r.progress.zones_done += 1;
         }
         let incomplete = z.state.is_active() && !wp.is_multiple_of(sdb);
@@ -361,7 +494,65 @@ impl RaiznVolume {
             let rec = self.partial_parity_of(zone, &zio, wp)?;
             self.log_partial_parity(rec).await?;
         }
-        Ok(())
+        Ok(None)
+    }
+
+    /// The new member's blocks of the batch of stripes from member block `at` (at most
+    /// `batch` stripes, below member block `mend`): its data units read (rebuilt from the
+    /// others) and its parity units computed from the data, with their metadata.
+    #[allow(clippy::too_many_arguments)]
+    async fn rebuild_batch(
+        &self,
+        zone: u32,
+        member: usize,
+        at: u64,
+        mend: u64,
+        wp: u64,
+        full: bool,
+        batch: u64,
+    ) -> NvmeResult<(Vec<u8>, Vec<u8>)> {
+        let l = self.layout;
+        let (su, sdb) = (l.su_blocks(), l.stripe_data_blocks());
+        let (bs, oob) = (self.block_size(), self.oob());
+        let s0 = at / su;
+        let s1 = (s0 + batch).min(mend.div_ceil(su));
+        let lend = (s1 * sdb).min(wp);
+        let n_log = lend - s0 * sdb;
+        let mut data = vec![0u8; (s1 - s0) as usize * sdb as usize * bs];
+        let mut meta = vec![0u8; (s1 - s0) as usize * sdb as usize * oob];
+        self.read_zone(
+            zone,
+            s0 * sdb,
+            n_log,
+            &mut data[..n_log as usize * bs],
+            &mut meta[..n_log as usize * oob],
+            full,
+        )
+        .await?;
+        let mut out = Vec::new();
+        let mut out_meta = Vec::new();
+        for s in s0..s1 {
+            let n = (mend - s * su).min(su) as usize;
+            let base = (s - s0) as usize * sdb as usize;
+            let unit = |k: u64| base + (k * su) as usize;
+            match l.unit_of_member(s, member) {
+                Some(k) => {
+                    out.extend_from_slice(&data[unit(k) * bs..(unit(k) + n) * bs]);
+                    out_meta.extend_from_slice(&meta[unit(k) * oob..(unit(k) + n) * oob]);
+                }
+                None => {
+                    let mut p = vec![0u8; n * bs];
+                    let mut pm = vec![0u8; n * oob];
+                    for k in 0..l.data_units() {
+                        zns::parity::xor_into(&mut p, &data[unit(k) * bs..(unit(k) + n) * bs]);
+                        zns::parity::xor_into(&mut pm, &meta[unit(k) * oob..(unit(k) + n) * oob]);
+                    }
+                    out.extend_from_slice(&p);
+                    out_meta.extend_from_slice(&pm);
+                }
+            }
+        }
+        Ok((out, out_meta))
     }
 
     /// Writes a contiguous run to one member in MDTS-sized commands.
@@ -458,5 +649,14 @@ impl ZonedDevice for Slot {
         self.get()
             .report_zones(lba, filter, partial, max_zones)
             .await
+    }
+    fn identify_mapping(&self) -> Option<zns::ChunkMapping> {
+        self.get().identify_mapping()
+    }
+    async fn zone_compaction(&self, extents: &[zns::CompactionExtent]) -> NvmeResult<()> {
+        self.get().zone_compaction(extents).await
+    }
+    async fn tl_open(&self, zslba: zns::Lba, valid: &[u8]) -> NvmeResult<()> {
+        self.get().tl_open(zslba, valid).await
     }
 }

@@ -33,7 +33,8 @@ macro_rules! __conformance_item_test {
 }
 
 /// Generates the conformance test suite for a `DeviceFactory` expression:
-/// `item_01_...` to `item_44_...`, `differential_random_*`, `power_loss_prefix_*` and
+/// `item_01_...` to `item_53_...` (45-53: ZNS+, passing on devices without it once item 45
+/// checked they refuse it cleanly), `differential_random_*`, `power_loss_prefix_*` and
 /// `reopen_identical_*`.
 #[macro_export]
 macro_rules! conformance_tests {
@@ -82,6 +83,15 @@ macro_rules! conformance_tests {
         $crate::__conformance_item_test!($factory, 42, item_42_metadata_round_trips);
         $crate::__conformance_item_test!($factory, 43, item_43_status_codes);
         $crate::__conformance_item_test!($factory, 44, item_44_reference_defaults);
+        $crate::__conformance_item_test!($factory, 45, item_45_zns_plus_capability);
+        $crate::__conformance_item_test!($factory, 46, item_46_zone_compaction_copies);
+        $crate::__conformance_item_test!($factory, 47, item_47_zone_compaction_errors);
+        $crate::__conformance_item_test!($factory, 48, item_48_tl_open_errors);
+        $crate::__conformance_item_test!($factory, 49, item_49_tl_open_effect);
+        $crate::__conformance_item_test!($factory, 50, item_50_tl_writes);
+        $crate::__conformance_item_test!($factory, 51, item_51_tl_management);
+        $crate::__conformance_item_test!($factory, 52, item_52_tl_clean_restart);
+        $crate::__conformance_item_test!($factory, 53, item_53_tl_power_loss);
 
         #[test]
         fn differential_random_seeds_1_to_64() {

@@ -1,0 +1,144 @@
+//! ZNS+ on the timing model (femu-mlc, ZNS+ Table 2), in virtual time: zone_compaction of
+//! whole chunks to the same chip is a copyback and beats a copy that moves every chunk to
+//! another chip; TL_open's LBA-ordered plugging copies fully valid chunks by copyback and
+//! merges partly valid ones; the counters (copyback ratio, plugged bytes, chip utilisation)
+//! say so, and `identify_mapping` agrees with where the model put the chunks.
+
+use emu::timing::timing_profile;
+use emu::{ClockMode, EmuConfig, EmuDevice, SimRuntime};
+use tokio::time::Instant;
+use zns::{CompactionExtent, Geometry, ValidBitmap, ZonedDevice};
+
+const ZONE: u64 = 512;
+
+fn device() -> EmuDevice {
+    let g = Geometry {
+        block_size: 4096,
+        oob_size: 0,
+        zone_count: 8,
+        zone_size: ZONE,
+        zone_capacity: ZONE,
+        max_open: 8,
+        max_active: 8,
+        zasl_blocks: 64,
+        mdts_blocks: 64,
+        copy_max_ranges: 4,
+        copy_max_range_blocks: 64,
+        copy_max_blocks: 64,
+        cross_zone_reads: false,
+    };
+    let cfg = EmuConfig {
+        zns_plus: true,
+        ..EmuConfig::new(g)
+    };
+    let p = timing_profile("femu-mlc").expect("femu-mlc");
+    EmuDevice::new_memory(cfg)
+        .and_then(|d| d.with_timing(p, ClockMode::Virtual))
+        .expect("timed ZNS+ device")
+}
+
+/// Fills zone 0 and flushes, so its data is on flash.
+async fn fill_zone_0(dev: &EmuDevice) {
+    let data = vec![0x5Au8; 64 * 4096];
+    for at in (0..ZONE).step_by(64) {
+        dev.write(at, &data, None, false).await.expect("fill");
+    }
+    dev.flush().await.expect("flush");
+}
+
+/// Runs one compaction of 64 blocks from `src` to the start of zone 1 on a fresh device,
+/// then a Flush (a read-and-program copy completes once its data is in the write buffer;
+/// the Flush waits for the programs); returns (virtual ns both took, copybacks,
+/// read-and-program units, die busy ns).
+fn compaction(src: u64) -> (u64, u64, u64, u64) {
+    SimRuntime::new().expect("runtime").block_on(async move {
+        let dev = device();
+        fill_zone_0(&dev).await;
+        let before = dev.timing_counters().expect("timed");
+        let t0 = Instant::now();
+        let e = CompactionExtent {
+            src,
+            dst: ZONE,
+            blocks: 64,
+        };
+        dev.zone_compaction(&[e]).await.expect("compaction");
+        dev.flush().await.expect("flush");
+        let ns = t0.elapsed().as_nanos() as u64;
+        let c = dev.timing_counters().expect("timed");
+        (
+            ns,
+            c.flash.copybacks - before.flash.copybacks,
+            c.copied_units_read_program - before.copied_units_read_program,
+            c.flash.die_busy_ns - before.flash.die_busy_ns,
+        )
+    })
+}
+
+#[test]
+fn whole_chunks_to_the_same_chip_are_copybacks() {
+    let dev = device();
+    let m = dev.identify_mapping().expect("ZNS+ mapping");
+    assert_eq!((m.chunk_blocks, m.zone_chips, m.chip_groups), (4, 16, 1));
+    let g = dev.geometry();
+    // Same offset in another zone: same chip. One chunk further: another chip.
+    assert_eq!(m.chip_of(&g, 0), m.chip_of(&g, ZONE));
+    assert_ne!(m.chip_of(&g, 4), m.chip_of(&g, ZONE));
+    let (same_ns, same_cb, same_rp, same_busy) = compaction(0);
+    let (moved_ns, moved_cb, moved_rp, moved_busy) = compaction(4);
+    assert_eq!(
+        (same_cb, same_rp),
+        (16, 0),
+        "aligned chunks on their own chip"
+    );
+    assert_eq!(
+        (moved_cb, moved_rp),
+        (0, 16),
+        "every chunk moved to another chip"
+    );
+    assert!(
+        same_ns < moved_ns,
+        "copyback compaction took {same_ns} ns, read and program {moved_ns} ns"
+    );
+    assert!(
+        same_busy < moved_busy,
+        "copyback kept the dies busy {same_busy} ns, read and program {moved_busy} ns"
+    );
+}
+
+#[test]
+fn plugging_copies_valid_chunks_by_copyback_and_merges_partial_ones() {
+    SimRuntime::new().expect("runtime").block_on(async {
+        let dev = device();
+        fill_zone_0(&dev).await;
+        // Chunks 1 and 2 (blocks 4..12) fully valid, block 13 of chunk 3 valid alone.
+        let mut map = ValidBitmap::empty(ZONE);
+        for b in (4..12).chain([13]) {
+            map.set(b, true);
+        }
+        dev.tl_open(0, map.as_bytes()).await.expect("tl_open");
+        let before = dev.timing_counters().expect("timed");
+        let data = vec![0xA5u8; 4 * 4096];
+        dev.write(0, &data, None, false).await.expect("chunk 0");
+        dev.write(12, &data[..4096], None, false)
+            .await
+            .expect("block 12");
+        let c = dev.timing_counters().expect("timed");
+        assert_eq!(c.plugged_bytes - before.plugged_bytes, 9 * 4096);
+        assert_eq!(c.flash.copybacks - before.flash.copybacks, 2);
+        assert_eq!(
+            c.copied_units_read_program - before.copied_units_read_program,
+            1
+        );
+        assert_eq!(dev.stats().blocks_plugged, 9);
+        assert!(c.copyback_ratio() > 0.6 && c.copyback_ratio() < 0.7);
+        let util = c.chip_utilisation(16);
+        assert!(util > 0.0 && util <= 1.0, "chip utilisation {util}");
+        // The data is right whatever the timing did.
+        let mut buf = vec![0u8; 16 * 4096];
+        dev.read(0, &mut buf, None).await.expect("read");
+        assert!(buf[..4 * 4096].iter().all(|&b| b == 0xA5));
+        assert!(buf[4 * 4096..12 * 4096].iter().all(|&b| b == 0x5A));
+        assert!(buf[12 * 4096..13 * 4096].iter().all(|&b| b == 0xA5));
+        assert!(buf[13 * 4096..].iter().all(|&b| b == 0x5A));
+    });
+}
