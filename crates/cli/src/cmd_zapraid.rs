@@ -1,10 +1,10 @@
-//! `zonestack zapraid format|status|check`: a ZapRAID log-structured RAID block volume over
-//! k + m emulated device images (k from the member count and --parity).
+//! `zonestack zapraid format|status|fail|replace|check`: a ZapRAID log-structured RAID block volume
+//! over k + m emulated device images (k from the member count and --parity).
 //!
 //! Opening a ZapRAID array recovers its index and finishes the zones of segments that were
-//! open, so it writes: `status` and `check` open the images read-write. The array records no
-//! member failure on its members (its crate has no durable failed-member state yet), so
-//! there is no `zapraid fail`; docs/DESIGN.md ("The CLI") says so.
+//! open, so it writes: `status` and `check` open the images read-write. `fail` records a
+//! member failed on every survivor (the array then runs degraded across restarts, as
+//! `raizn fail` does for RAIZN); `replace` (zapraid_replace.rs) rebuilds one onto a new image.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -61,6 +61,38 @@ pub enum ZapraidCmd {
         /// Print one JSON object instead of text.
         #[arg(long)]
         json: bool,
+    },
+    /// Record a member as failed on the other members (the array runs degraded: reads of its
+    /// blocks are rebuilt from parity, new stripes omit it).
+    Fail {
+        /// Member device images, in array order.
+        #[arg(required = true)]
+        members: Vec<PathBuf>,
+        /// The member that failed: its position (0-based) or its image path as given.
+        #[arg(long)]
+        member: String,
+    },
+    /// Rebuild a failed member onto a new device image (recorded failed first if it is not):
+    /// every live block it held is rebuilt from the others; the new image then takes its
+    /// place in the member list. Shows a progress bar on a terminal, a line every few
+    /// seconds otherwise.
+    Replace {
+        /// Member device images, in array order (the failed member's image as it was given).
+        #[arg(required = true)]
+        members: Vec<PathBuf>,
+        /// The member to replace: its position (0-based) or its image path as given.
+        #[arg(long)]
+        member: String,
+        /// The new device image (same geometry; empty, or holding this member's partial
+        /// recovery).
+        #[arg(long, value_name = "NEWIMG")]
+        with: PathBuf,
+        /// Overwrite the new image even if it holds other data.
+        #[arg(long)]
+        force: bool,
+        /// Print no progress, only the result.
+        #[arg(long)]
+        quiet: bool,
     },
     /// Open the array, check the index's invariants and read every block; exit 1 naming
     /// each problem.
@@ -180,13 +212,30 @@ async fn format(paths: &[PathBuf], opts: FormatOptions, out: &mut impl Write) ->
 
 /// The status of an open volume as text or one JSON object.
 pub fn status_of(vol: &ZapRaidVolume, json_out: bool) -> String {
+    status_named(vol, json_out, &|i| format!("member {i}"))
+}
+
+/// The status of an open volume, naming members with `name`.
+pub fn status_named(vol: &ZapRaidVolume, json_out: bool, name: &dyn Fn(usize) -> String) -> String {
     let l = vol.layout();
+    let failed = vol.failed_members();
+    let members = match failed.is_empty() {
+        true => format!("all {} healthy", l.n()),
+        false => {
+            let names: Vec<String> = failed
+                .iter()
+                .map(|i| format!("{} failed", name(*i)))
+                .collect();
+            format!("degraded: {}", names.join(", "))
+        }
+    };
     let s = vol.stats();
     let mem = vol.index_memory();
     if json_out {
         return json!({
             "size_bytes": vol.size_blocks() * u64::from(vol.block_size()),
             "block_size": vol.block_size(), "k": l.k, "m": l.m, "group": l.group,
+            "failed_members": failed, "state_generation": vol.state_generation(),
             "stripes_per_segment": l.stripes, "segments": l.segments(),
             "write_amplification": s.write_amplification(),
             "client_blocks": s.client_blocks, "relocated_blocks": s.relocated_blocks,
@@ -201,6 +250,7 @@ pub fn status_of(vol: &ZapRaidVolume, json_out: bool) -> String {
     }
     format!(
         "volume:         {}\n\
+         members:        {members}\n\
          since open:     write amplification {:.3} ({} client, {} relocated, {} padding blocks); \
          {} collections, {} segments collected\n\
          index memory:   L2P {}, stripe tables {} (bound {}), trim places {}",
@@ -222,9 +272,46 @@ async fn status(paths: &[PathBuf], json_out: bool, out: &mut impl Write) -> CliR
     let m = Members::open(paths, false, false)?;
     let r = async {
         let vol = open_array(&m).await?;
-        let text = status_of(&vol, json_out);
+        let text = status_named(&vol, json_out, &|i| m.name(i));
         close_array(vol).await?;
         Ok(text)
+    }
+    .await;
+    let text = finish(m, r)?;
+    writeln!(out, "{text}")?;
+    Ok(())
+}
+
+async fn fail(paths: &[PathBuf], spec: &str, out: &mut impl Write) -> CliResult {
+    let i = crate::cmd_raizn::member_index(paths, spec)?;
+    let m = Members::open(paths, false, false)?;
+    let r = async {
+        let vol = open_array(&m).await?;
+        let failed = vol.failed_members();
+        if failed.contains(&i) {
+            close_array(vol).await?;
+            return Ok(format!("{} was already recorded failed", m.name(i)));
+        }
+        let parity = vol.layout().m as usize;
+        if failed.len() >= parity {
+            let names: Vec<String> = failed.iter().map(|f| m.name(*f)).collect();
+            return Err(CliError::Other(format!(
+                "{} already failed; failing {} too would leave the array without its data \
+                 ({parity} parity block(s) per stripe cover {parity} failed member(s))",
+                names.join(", "),
+                m.name(i)
+            )));
+        }
+        vol.fail_member_durably(i)
+            .await
+            .map_err(|e| CliError::Other(format!("recording {} failed: {e}", m.name(i))))?;
+        close_array(vol).await?;
+        Ok(format!(
+            "{} recorded failed on the other members; the array is degraded (reads of its \
+             blocks are rebuilt from parity; `zonestack zapraid replace` rebuilds it onto a \
+             new image)",
+            m.name(i)
+        ))
     }
     .await;
     let text = finish(m, r)?;
@@ -285,6 +372,23 @@ pub async fn run(cmd: &ZapraidCmd, out: &mut impl Write) -> CliResult {
             format(members, opts, out).await
         }
         ZapraidCmd::Status { members, json } => status(members, *json, out).await,
+        ZapraidCmd::Fail { members, member } => fail(members, member, out).await,
+        ZapraidCmd::Replace {
+            members,
+            member,
+            with,
+            force,
+            quiet,
+        } => {
+            let r = crate::zapraid_replace::Request {
+                paths: members,
+                spec: member,
+                with,
+                force: *force,
+                quiet: *quiet,
+            };
+            crate::zapraid_replace::run(&r, out).await
+        }
         ZapraidCmd::Check { members } => check(members, out).await,
     }
 }

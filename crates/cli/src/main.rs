@@ -24,6 +24,7 @@ mod serve_zapraid;
 mod session;
 mod timing;
 mod units;
+mod zapraid_replace;
 
 use std::process::ExitCode;
 

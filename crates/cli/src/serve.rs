@@ -54,17 +54,18 @@ pub struct ServeArgs {
     pub mount: MountArgs,
     /// Export the host FTL on a RAIZN array instead: its member images in order, comma
     /// separated (made by `zonestack raizn create`; formatted on first use if empty).
-    #[arg(long, value_delimiter = ',', value_name = "IMG,IMG,...",
+    #[arg(long, value_delimiter = ',', value_name = "IMG,IMG,...", group = "array",
           conflicts_with_all = ["device", "memory", "timing"])]
     pub raizn: Vec<PathBuf>,
     /// Export a ZapRAID block volume instead (no FTL: ZapRAID is a block volume itself): its
     /// member images in order, comma separated (made by `zonestack zapraid format`).
-    #[arg(long, value_delimiter = ',', value_name = "IMG,IMG,...",
+    #[arg(long, value_delimiter = ',', value_name = "IMG,IMG,...", group = "array",
           conflicts_with_all = ["device", "memory", "timing", "raizn"])]
     pub zapraid: Vec<PathBuf>,
-    /// Fault injection with --raizn: the member at this position (0-based) fails while
-    /// serving: from its --fail-after-th command on, every command returns Namespace Not Ready.
-    #[arg(long, requires = "raizn", requires = "fail_after")]
+    /// Fault injection with --raizn or --zapraid: the member at this position (0-based) fails
+    /// while serving: from its --fail-after-th command on, every command returns Namespace
+    /// Not Ready.
+    #[arg(long, requires = "array", requires = "fail_after")]
     pub fail_member: Option<usize>,
     /// With --fail-member: the command of that member, counted from the start of serving,
     /// that fails first (1 fails the first).
@@ -266,8 +267,33 @@ async fn raizn_for(
 /// wrapped so that its N-th command and every later one fail with Namespace Not Ready, as a
 /// drive that dies does (the array degrades and goes on).
 async fn open_faulty_array(a: &ServeArgs, m: &Members) -> Result<raizn::RaiznVolume, CliError> {
-    let (Some(i), Some(n)) = (a.fail_member, a.fail_after) else {
+    let Some((devs, arm)) = faulty_members(a, m)? else {
         return crate::cmd_raizn::open_array(m).await;
+    };
+    let vol = raizn::RaiznVolume::open_degraded(devs)
+        .await
+        .map_err(|e| crate::cmd_raizn::raizn_error(m, e))?;
+    arm()?;
+    Ok(vol)
+}
+
+/// The members of an array for `--fail-member I --fail-after N` (None without them): member
+/// I wrapped so that, once the returned function arms it (after the array is open, so the
+/// count starts with serving), its N-th command and every later one fail with Namespace Not
+/// Ready, as a drive that dies does.
+#[allow(clippy::type_complexity)]
+pub fn faulty_members(
+    a: &ServeArgs,
+    m: &Members,
+) -> Result<
+    Option<(
+        Vec<Option<Arc<dyn ZonedDevice>>>,
+        impl FnOnce() -> Result<(), CliError>,
+    )>,
+    CliError,
+> {
+    let (Some(i), Some(n)) = (a.fail_member, a.fail_after) else {
+        return Ok(None);
     };
     if i >= m.devs.len() || n == 0 {
         return Err(CliError::Usage(format!(
@@ -281,7 +307,6 @@ async fn open_faulty_array(a: &ServeArgs, m: &Members) -> Result<raizn::RaiznVol
         .iter()
         .map(|d| d.clone().map(|d| d as Arc<dyn ZonedDevice>))
         .collect();
-    // The wrapper is armed once the array is open: the count starts with serving.
     let faulty = match devs.get(i).cloned().flatten() {
         Some(d) => Arc::new(zns::FaultyZoned::new(d, 0)),
         None => {
@@ -293,18 +318,17 @@ async fn open_faulty_array(a: &ServeArgs, m: &Members) -> Result<raizn::RaiznVol
     if let Some(slot) = devs.get_mut(i) {
         *slot = Some(faulty.clone());
     }
-    let vol = raizn::RaiznVolume::open_degraded(devs)
-        .await
-        .map_err(|e| crate::cmd_raizn::raizn_error(m, e))?;
-    let plan = zns::ErrorPlan {
-        ops: zns::OpSet::ALL,
-        fail_nth: Some(n),
-        repeat: u64::MAX - n,
-        status: zns::NvmeStatus::NamespaceNotReady,
-        ..zns::ErrorPlan::default()
+    let arm = move || {
+        let plan = zns::ErrorPlan {
+            ops: zns::OpSet::ALL,
+            fail_nth: Some(n),
+            repeat: u64::MAX - n,
+            status: zns::NvmeStatus::NamespaceNotReady,
+            ..zns::ErrorPlan::default()
+        };
+        faulty.set_errors(plan).map_err(CliError::Usage)
     };
-    faulty.set_errors(plan).map_err(CliError::Usage)?;
-    Ok(vol)
+    Ok(Some((devs, arm)))
 }
 
 /// Installs the SIGINT and SIGTERM handlers now (so a signal sent as soon as the server says it

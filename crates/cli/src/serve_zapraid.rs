@@ -1,7 +1,8 @@
 //! `zonestack serve --zapraid a.img,b.img,c.img,d.img`: a ZapRAID block volume exported over
 //! NBD as it is (ZapRAID is a block volume; no FTL runs on it). Shuts down as `serve` does:
 //! on SIGINT or SIGTERM in-flight requests finish, the volume is flushed on every member and
-//! the images are closed; a failed step is reported with its cause and exits 1.
+//! the images are closed; a failed step is reported with its cause and exits 1. With
+//! `--fail-member I --fail-after N` member I dies mid-run, as `serve --raizn` does it.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use tracing::info;
 use zapraid::ZapRaidVolume;
 use zns::BlockDevice;
 
-use crate::cmd_zapraid::open_array;
+use crate::cmd_zapraid::{open_array, zapraid_error};
 use crate::error::{CliError, CliResult};
 use crate::members::Members;
 use crate::serve::{signalled, ServeArgs};
@@ -35,9 +36,41 @@ async fn close(vol: Arc<ZapRaidVolume>, m: Members) -> Vec<String> {
     problems
 }
 
+/// Opens the array over `m`; with `--fail-member I --fail-after N` member I dies at its N-th
+/// command from the start of serving (the volume degrades and goes on).
+async fn open_served(a: &ServeArgs, m: &Members) -> Result<ZapRaidVolume, CliError> {
+    let Some((devs, arm)) = crate::serve::faulty_members(a, m)? else {
+        return open_array(m).await;
+    };
+    let devs = devs
+        .into_iter()
+        .enumerate()
+        .map(|(i, d)| d.ok_or_else(|| CliError::Usage(format!("member {i} is missing"))))
+        .collect::<Result<Vec<_>, _>>()?;
+    let vol = ZapRaidVolume::open(devs)
+        .await
+        .map_err(|e| zapraid_error(m, e))?;
+    arm()?;
+    Ok(vol)
+}
+
+/// What the startup line says about member failures: those recorded, and the one armed.
+fn failure_note(a: &ServeArgs, m: &Members, vol: &ZapRaidVolume) -> String {
+    let mut what = String::new();
+    let failed = vol.failed_members();
+    if !failed.is_empty() {
+        let names: Vec<String> = failed.iter().map(|i| m.name(*i)).collect();
+        what += &format!(", degraded: {} failed", names.join(", "));
+    }
+    if let (Some(i), Some(n)) = (a.fail_member, a.fail_after) {
+        what += &format!(", {} set to fail at its command {n}", m.name(i));
+    }
+    what
+}
+
 pub async fn run(a: &ServeArgs, config: ServerConfig, out: &mut impl Write) -> CliResult {
     let m = Members::open(&a.zapraid, false, false)?;
-    let vol = match open_array(&m).await {
+    let vol = match open_served(a, &m).await {
         Ok(v) => Arc::new(v),
         Err(e) => {
             let closed = m.close().err().map(|c| format!("; {}", c.message()));
@@ -68,11 +101,12 @@ pub async fn run(a: &ServeArgs, config: ServerConfig, out: &mut impl Write) -> C
     let stop = signalled();
     writeln!(
         out,
-        "serving {size} ZapRAID volume over k = {} + m = {} members ({} segments, groups of {} stripes)\n{}",
+        "serving {size} ZapRAID volume over k = {} + m = {} members ({} segments, groups of {} stripes){}\n{}",
         l.k,
         l.m,
         l.segments(),
         l.group,
+        failure_note(a, &m, &vol),
         server.local_uri()
     )?;
     out.flush()?;

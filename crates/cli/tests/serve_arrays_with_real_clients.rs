@@ -124,6 +124,79 @@ fn fio_verifies_through_the_zapraid_export() {
     stop(server);
 }
 
+/// fio's verify-only pass over `uri` (the data of an earlier `fio_write_then_verify`).
+fn fio_verify_only(dir: &Path, uri: &str, size: &str) {
+    let v = run(Command::new("fio")
+        .current_dir(dir)
+        .args([
+            "--name=array",
+            "--ioengine=nbd",
+            "--bs=4k",
+            "--verify=crc32c",
+            "--randseed=11",
+            "--rw=randwrite",
+            "--verify_only",
+        ])
+        .arg(format!("--size={size}"))
+        .arg(format!("--uri={uri}")));
+    assert!(v.contains("READ:") || v.contains("read:"), "{v}");
+}
+
+#[test]
+fn fio_verifies_through_the_zapraid_export_with_a_member_failed_mid_run() {
+    require("fio", "fio");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let m = images(dir.path(), 4, "24");
+    let mut fmt = vec!["zapraid", "format", "--group", "16"];
+    fmt.extend(m.iter().map(|p| s(p)));
+    ok(&fmt);
+    let a = list(&m);
+    // Member 2 dies at its 300th command, while fio is writing.
+    let (server, uri) = serve(
+        dir.path(),
+        &["--zapraid", &a, "--fail-member", "2", "--fail-after", "300"],
+    );
+    assert!(
+        server.started.contains("set to fail at its command 300"),
+        "{}",
+        server.started
+    );
+    fio_write_then_verify(dir.path(), &uri, "16M");
+    stop(server);
+    // The failure was recorded: status names it, the array reopens degraded and fio's data
+    // still verifies.
+    let mut status = vec!["zapraid", "status"];
+    status.extend(m.iter().map(|p| s(p)));
+    let st = ok(&status);
+    assert!(st.contains("m2.img) failed"), "{st}");
+    let (server, uri) = serve(dir.path(), &["--zapraid", &a]);
+    assert!(server.started.contains("degraded"), "{}", server.started);
+    fio_verify_only(dir.path(), &uri, "16M");
+    stop(server);
+    // The dead member is rebuilt onto a new image, which takes its place: the array is
+    // healthy and fio's data verifies, also with another member failed (so the rebuilt
+    // blocks are read).
+    let new = dir.path().join("new.img");
+    ok(&["device", "create", s(&new), "--zones", "24", "--oob", "64"]);
+    let mut replace = vec!["zapraid", "replace", "--member", "2", "--with", s(&new)];
+    replace.extend(m.iter().map(|p| s(p)));
+    let text = ok(&replace);
+    assert!(text.contains("recovering member 2: 100%"), "{text}");
+    assert!(text.contains("the array is healthy"), "{text}");
+    let mut m2 = m.clone();
+    m2[2] = new;
+    let mut status = vec!["zapraid", "status"];
+    status.extend(m2.iter().map(|p| s(p)));
+    let st = ok(&status);
+    assert!(st.contains("all 4 healthy"), "{st}");
+    let mut fail = vec!["zapraid", "fail", "--member", "0"];
+    fail.extend(m2.iter().map(|p| s(p)));
+    ok(&fail);
+    let (server, uri) = serve(dir.path(), &["--zapraid", &list(&m2)]);
+    fio_verify_only(dir.path(), &uri, "16M");
+    stop(server);
+}
+
 #[test]
 fn qemu_io_and_ext4_on_the_zapraid_export() {
     for (t, p) in [

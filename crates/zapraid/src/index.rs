@@ -311,6 +311,31 @@ impl Index {
         self.segments.get(segment as usize).map(|s| s.state)
     }
 
+    /// The sequence floor of `segment`'s header (0 when it is free): it tells a segment
+    /// reopened after a collection from the one that was there before.
+    pub fn floor(&self, segment: u32) -> Option<u64> {
+        self.segments.get(segment as usize).map(|s| s.floor)
+    }
+
+    /// How many data offsets of `segment` are written on `member` (a prefix; 0 when free).
+    pub fn written(&self, segment: u32, member: u8) -> u32 {
+        self.segments
+            .get(segment as usize)
+            .and_then(|s| s.table.as_ref())
+            .and_then(|t| t.written.get(usize::from(member)).copied())
+            .unwrap_or(0)
+    }
+
+    /// The stripes `segment` holds: the most data offsets written on any member (a failed
+    /// member's rows reach every stripe written after its failure, at offset = stripe).
+    pub fn stripes_written(&self, segment: u32) -> u32 {
+        self.segments
+            .get(segment as usize)
+            .and_then(|s| s.table.as_ref())
+            .and_then(|t| t.written.iter().max().copied())
+            .unwrap_or(0)
+    }
+
     pub fn valid(&self, segment: u32) -> Option<u64> {
         self.segments.get(segment as usize).map(|s| s.valid)
     }
@@ -426,6 +451,18 @@ impl Index {
             .iter()
             .position(|s| s.state == SegmentState::Free)
             .map(|i| i as u32)
+    }
+
+    /// The segment in use opened last (the highest floor). It may hold an array-state record
+    /// newer than every segment header, found at open only there: it is not freed while no
+    /// later segment's header carries that state.
+    pub fn newest_segment(&self) -> Option<u32> {
+        self.segments
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.state != SegmentState::Free)
+            .max_by_key(|(i, s)| (s.floor, *i))
+            .map(|(i, _)| i as u32)
     }
 
     /// Whether some segment other than `segment` is in use. The array's identity lives in

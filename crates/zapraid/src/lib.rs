@@ -10,5 +10,6 @@ mod volume;
 pub use index::GcPolicy;
 pub use layout::{GroupMode, Layout, LayoutError, Pba};
 pub use volume::{
-    FormatOptions, IndexMemory, ZapRaidError, ZapRaidStats, ZapRaidVolume, MAX_BLOCKS_IN_FLIGHT,
+    FormatOptions, IndexMemory, RecoveryProgress, ZapRaidError, ZapRaidStats, ZapRaidVolume,
+    MAX_BLOCKS_IN_FLIGHT,
 };

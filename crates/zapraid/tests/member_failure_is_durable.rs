@@ -325,3 +325,33 @@ fn power_cut_right_after_a_failure_is_recorded() {
         });
     }
 }
+
+#[test]
+fn a_state_record_alone_in_the_newest_segment_survives_reopens() {
+    // Regression: the array-state stripe recording a failure opened a new segment (the one
+    // before was full) that held nothing else; the first open sealed it and, finding no live
+    // block in it, reset it, so the second open found only older headers and took the
+    // failed member back as healthy, stale blocks and all.
+    runtime().block_on(async {
+        let a = Array::new(16, 3);
+        let vol = ZapRaidVolume::format(a.members(), &opts(GroupMode::Grouped(8)))
+            .await
+            .expect("format");
+        let bs = vol.block_size() as usize;
+        // Exactly one segment of stripes: the next stripe opens a new segment.
+        let blocks = u64::from(vol.layout().stripes) * u64::from(vol.layout().k);
+        let mut data = Vec::new();
+        for lba in 0..blocks {
+            data.extend(block(bs, lba, 1));
+        }
+        vol.write(0, &data, false).await.expect("write");
+        vol.flush().await.expect("flush");
+        vol.fail_member_durably(1).await.expect("fail");
+        vol.close().await.expect("close");
+        for open in 0..3 {
+            let vol = ZapRaidVolume::open(a.members()).await.expect("open");
+            assert_eq!(vol.failed_members(), vec![1], "open {open}");
+            vol.close().await.expect("close");
+        }
+    });
+}

@@ -57,6 +57,9 @@ struct Plan {
     trims: Vec<(u64, crate::index::TrimPlace)>,
     /// `State::remap_epoch` when the addresses above were taken.
     epoch: u64,
+    /// The victim is the newest segment (no segment was opened after it): it may hold the
+    /// only record of the array state, which is written again first (`Index::newest_segment`).
+    restate: Option<(u64, u64)>,
 }
 
 fn plan(sh: &Arc<Shared>) -> Option<Plan> {
@@ -66,7 +69,8 @@ fn plan(sh: &Arc<Shared>) -> Option<Plan> {
     let victim = st.index.victim(policy, now)?;
     if !st.index.others_in_use(victim) {
         // Its header would be the array's last: after the flush below every other segment
-        // in use has a durable header, so one other suffices.
+        // in use has a durable header, so one other suffices. The newest may hold the only
+        // record of the array state (`Index::newest_segment`).
         return None;
     }
     let live = st.index.live_in(victim);
@@ -83,11 +87,15 @@ fn plan(sh: &Arc<Shared>) -> Option<Plan> {
         }
     }
     st.stats.collections_started += 1;
+    // Generation 0 (no failure ever) is what every header carries: nothing to lose.
+    let restate = (st.index.newest_segment() == Some(victim) && st.state_gen > 0)
+        .then(|| (st.state_gen, members::failed_bits(&st)));
     Some(Plan {
         victim,
         live,
         trims,
         epoch: st.remap_epoch,
+        restate,
     })
 }
 
@@ -106,6 +114,12 @@ pub(crate) async fn collect_one(sh: &Arc<Shared>) -> BlockResult<bool> {
         p.live.len(),
         p.trims.len()
     );
+    if let Some((gen, bits)) = p.restate {
+        // A state stripe opens a segment whose header carries the state too; both are
+        // durable before the victim goes (the flush below).
+        let rx = write::push_state(sh, gen, bits);
+        write::wait_all(sh, vec![rx]).await?;
+    }
     if !move_blocks(sh, &p).await? {
         return Ok(false);
     }
@@ -174,11 +188,54 @@ async fn move_blocks(sh: &Arc<Shared>, p: &Plan) -> BlockResult<bool> {
     Ok(true)
 }
 
+/// Frees sealed segment `z` when it holds no live block and no live trim record, as a
+/// collection frees its victim: the copies that made it dead are made durable first.
+/// Returns whether it did. The caller holds `gc_lock`.
+pub(crate) async fn free_if_dead(sh: &Arc<Shared>, z: u32) -> BlockResult<bool> {
+    sh.check_failed()?;
+    write::wait_in_flight(sh).await?;
+    let dead = |sh: &Shared| {
+        let st = sh.st.lock();
+        st.index.state(z) == Some(crate::index::SegmentState::Sealed)
+            && st.index.valid(z) == Some(0)
+            && st.index.others_in_use(z)
+            && st.index.newest_segment() != Some(z)
+            && st
+                .index
+                .trim_records_in(z)
+                .iter()
+                .all(|(seq, p)| !st.index.trim_is_live(*seq, p.first, p.count))
+    };
+    if !dead(sh) {
+        return Ok(false);
+    }
+    write::flush(sh).await?;
+    {
+        let _gate = sh.io_gate.write().await;
+        if !dead(sh) {
+            return Ok(false);
+        }
+        {
+            let mut st = sh.st.lock();
+            for (seq, _) in st.index.trim_records_in(z) {
+                st.index.drop_trim_record(seq);
+            }
+        }
+        reset_victim(sh, z).await?;
+        let mut st = sh.st.lock();
+        st.index
+            .free_segment(z)
+            .map_err(|e| BlockError::Failed(e.to_string()))?;
+    }
+    members::record_state(sh).await?;
+    Ok(true)
+}
+
 /// Resets the victim's zone on every member.
 async fn reset_victim(sh: &Arc<Shared>, victim: u32) -> BlockResult<()> {
     let zslba = sh.layout.zone_start(victim);
-    let resets = sh
-        .members
+    let devs = sh.member_devs();
+    let resets = devs
         .iter()
         .enumerate()
         .filter(|(i, _)| !members::is_failed(sh, *i))

@@ -74,6 +74,20 @@ pub(crate) fn member_failed(sh: &Shared, member: usize, why: &str) {
     sh.member_events.set(bits);
 }
 
+/// Marks `member` healthy again (its replacement holds every block it held): a new array
+/// state, recorded on every member by the caller (`record_state`).
+pub(crate) fn member_recovered(sh: &Shared, member: usize) {
+    let mut st = sh.st.lock();
+    if let Some(f) = st.failed_members.get_mut(member) {
+        *f = false;
+    }
+    st.state_gen += 1;
+    let bits = failed_bits(&st);
+    drop(st);
+    tracing::info!("zapraid member {member} is healthy again");
+    sh.member_events.set(bits);
+}
+
 /// Makes the current array state durable on every surviving member: a replicated state
 /// stripe, then a flush of every survivor. Returns at once when it already is. A member
 /// failing meanwhile makes a newer state, which is written in turn.

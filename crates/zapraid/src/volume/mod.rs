@@ -10,7 +10,8 @@
 //! by reconstruction from the other members (degraded read). Nothing returns data the array
 //! did not hold for that LBA.
 //!
-//! Lock order: `Shared::gc_lock` (async, held across a whole collection) before
+//! Lock order: `Shared::write_gate` (async; client writes shared, a recovery's last step
+//! exclusive) before `Shared::gc_lock` (async, held across a whole collection) before
 //! `Shared::state_lock` (async, held while a state stripe is written and flushed) before
 //! `Shared::io_gate` (async; reads shared, a collection's reset exclusive) before
 //! `Shared::st` (the index and the write state), a leaf lock never held across an await;
@@ -19,6 +20,7 @@
 mod gc;
 mod members;
 mod read;
+mod rebuild;
 mod recover;
 mod signal;
 mod write;
@@ -33,6 +35,7 @@ use zns::{BlockDevice, BlockError, BlockResult, Lba, NvmeStatus, ZonedDevice};
 
 use crate::index::{GcPolicy, Index};
 use crate::layout::{GroupMode, Layout, LayoutError};
+pub use rebuild::RecoveryProgress;
 
 /// Options of `ZapRaidVolume::format`.
 #[derive(Clone, Debug)]
@@ -81,6 +84,9 @@ pub enum ZapRaidError {
         zone: u32,
         state: zns::ZoneState,
     },
+    /// A replacement holds data that is not this array's member at that position.
+    #[error("the replacement holds data (zone {zone} is {state}) that is not this member's; pass force to overwrite it")]
+    ReplacementHoldsData { zone: u32, state: zns::ZoneState },
     #[error("not a ZapRAID array: {0}")]
     NotAnArray(String),
     #[error("array mismatch: {0}")]
@@ -144,7 +150,9 @@ pub struct IndexMemory {
 /// State shared by the volume and its stripe tasks.
 pub(crate) struct Shared {
     pub(crate) layout: Layout,
-    pub(crate) members: Vec<Arc<dyn ZonedDevice>>,
+    /// The member devices, in array order; a replacement takes a failed member's place
+    /// (`rebuild.rs`). Taken only to clone a device out, never held across an await.
+    devs: parking_lot::RwLock<Vec<Arc<dyn ZonedDevice>>>,
     pub(crate) uuid: [u8; 16],
     pub(crate) volume_blocks: u64,
     /// How long a stripe with fewer than k blocks waits for more before it is padded.
@@ -165,11 +173,33 @@ pub(crate) struct Shared {
     pub(crate) state_lock: tokio::sync::Mutex<u64>,
     /// The failed members (bit `i` = member `i`), for tasks waiting on a member's progress.
     pub(crate) member_events: signal::Signal<u64>,
+    /// Client writes, trims and flushes hold it shared; a recovery's last step holds it
+    /// exclusive while it catches the replacement up with the open segment.
+    pub(crate) write_gate: tokio::sync::RwLock<()>,
+    /// The recovery onto a replacement running or finished last, if any.
+    pub(crate) recovery: Mutex<Option<RecoveryProgress>>,
     /// Admission of client data blocks (`MAX_BLOCKS_IN_FLIGHT`), with its size.
     admission: Mutex<(Arc<tokio::sync::Semaphore>, u64)>,
 }
 
 impl Shared {
+    /// Member `i`'s device.
+    pub(crate) fn member(&self, i: usize) -> Option<Arc<dyn ZonedDevice>> {
+        self.devs.read().get(i).cloned()
+    }
+
+    /// Every member's device, in array order.
+    pub(crate) fn member_devs(&self) -> Vec<Arc<dyn ZonedDevice>> {
+        self.devs.read().clone()
+    }
+
+    /// Puts `dev` in member `i`'s place (a replacement of a failed member).
+    pub(crate) fn set_member(&self, i: usize, dev: Arc<dyn ZonedDevice>) {
+        if let Some(slot) = self.devs.write().get_mut(i) {
+            *slot = dev;
+        }
+    }
+
     pub(crate) fn gc_policy(&self) -> GcPolicy {
         *self.gc_policy.lock()
     }
@@ -241,7 +271,8 @@ impl Shared {
     /// (the caller records the new state: `members::record_state`). Errs only when the
     /// volume failed.
     pub(crate) async fn flush_members(&self) -> BlockResult<()> {
-        let flushes = self.members.iter().enumerate().map(|(i, m)| async move {
+        let devs = self.member_devs();
+        let flushes = devs.iter().enumerate().map(|(i, m)| async move {
             if members::is_failed(self, i) {
                 return Ok(());
             }
@@ -280,7 +311,7 @@ impl ZapRaidVolume {
         ZapRaidVolume {
             sh: Arc::new(Shared {
                 layout,
-                members,
+                devs: parking_lot::RwLock::new(members),
                 uuid,
                 volume_blocks,
                 pad_after: Duration::from_millis(1),
@@ -292,6 +323,8 @@ impl ZapRaidVolume {
                 gc_policy: Mutex::new(GcPolicy::Greedy),
                 state_lock: tokio::sync::Mutex::new(state_gen),
                 member_events: signal::Signal::new(bits),
+                write_gate: tokio::sync::RwLock::new(()),
+                recovery: Mutex::new(None),
                 admission: Mutex::new((
                     Arc::new(tokio::sync::Semaphore::new(MAX_BLOCKS_IN_FLIGHT as usize)),
                     MAX_BLOCKS_IN_FLIGHT,
@@ -402,6 +435,25 @@ impl ZapRaidVolume {
         self.sh.failed.get()
     }
 
+    /// Rebuilds failed member `member` onto `device`, online: client I/O goes on meanwhile
+    /// (docs/DESIGN.md, "Recovery onto a replacement"). `device` must be empty or hold this
+    /// array's member at that position (a recovery cut short), unless `force`; it has the
+    /// members' geometry. Returns once the member is healthy again and that is recorded on
+    /// every member. A failure of another member meanwhile fails the volume, naming both.
+    pub async fn replace_member(
+        &self,
+        member: usize,
+        device: Arc<dyn ZonedDevice>,
+        force: bool,
+    ) -> Result<(), ZapRaidError> {
+        rebuild::replace_member(&self.sh, member, device, force).await
+    }
+
+    /// How far the running (or last finished) recovery onto a replacement has come.
+    pub fn recovery_progress(&self) -> Option<RecoveryProgress> {
+        *self.sh.recovery.lock()
+    }
+
     /// The host goes away (tests of power loss): every stripe task stops where it is and
     /// nothing more reaches the members.
     pub fn crash(&self) {
@@ -437,18 +489,22 @@ impl BlockDevice for ZapRaidVolume {
     }
 
     async fn write(&self, lba: Lba, data: &[u8], fua: bool) -> BlockResult<()> {
+        let _gate = self.sh.write_gate.read().await;
         write::write(&self.sh, lba, data, fua).await
     }
 
     async fn flush(&self) -> BlockResult<()> {
+        let _gate = self.sh.write_gate.read().await;
         write::flush(&self.sh).await
     }
 
     async fn trim(&self, lba: Lba, blocks: u64) -> BlockResult<()> {
+        let _gate = self.sh.write_gate.read().await;
         write::trim(&self.sh, lba, blocks, false).await
     }
 
     async fn write_zeroes(&self, lba: Lba, blocks: u64, fua: bool) -> BlockResult<()> {
+        let _gate = self.sh.write_gate.read().await;
         write::trim(&self.sh, lba, blocks, fua).await
     }
 }

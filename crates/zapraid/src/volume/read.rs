@@ -70,7 +70,7 @@ pub(crate) async fn read_at(
     out: &mut [u8],
 ) -> BlockResult<bool> {
     let member = usize::from(pba.member);
-    let Some(dev) = sh.members.get(member) else {
+    let Some(dev) = sh.member(member) else {
         return Err(BlockError::Failed(format!("{pba:?}: no such member")));
     };
     if !super::members::is_failed(sh, member) {
@@ -143,8 +143,7 @@ async fn degraded(sh: &Shared, pba: Pba, epoch: u64, out: &mut [u8]) -> BlockRes
         let mut b = vec![0u8; bs];
         let m = usize::from(p.member);
         let dev = sh
-            .members
-            .get(m)
+            .member(m)
             .ok_or_else(|| BlockError::Failed(format!("no member {m}")))?;
         dev.read(l.data_lba(p.segment, p.offset), &mut b, None)
             .await

@@ -125,6 +125,8 @@ struct Found {
     floors: Vec<Vec<Option<u64>>>,
     /// The newest array state the headers carry: (generation, failed members).
     state: (u64, u64),
+    /// Per segment: the newest array-state generation its headers carry.
+    gens: Vec<u64>,
 }
 
 impl Found {
@@ -157,6 +159,7 @@ async fn read_headers(
     let mut first: Option<SegmentHeader> = None;
     let mut floors = vec![vec![None; members.len()]; g.zone_count as usize];
     let mut state = (0, 0);
+    let mut gens = vec![0u64; g.zone_count as usize];
     for (z, floors) in floors.iter_mut().enumerate() {
         for (i, dev) in members.iter().enumerate() {
             // An absent member reported no zones.
@@ -209,6 +212,9 @@ async fn read_headers(
             if h.state_gen > state.0 {
                 state = (h.state_gen, h.failed);
             }
+            if let Some(g) = gens.get_mut(z) {
+                *g = (*g).max(h.state_gen);
+            }
         }
     }
     let first = first.ok_or_else(|| {
@@ -218,6 +224,7 @@ async fn read_headers(
         first,
         floors,
         state,
+        gens,
     })
 }
 
@@ -367,7 +374,8 @@ async fn open_attempt(
     // Before dead segments are reset: a phantom is not in the index, so its stripe's
     // segment may look dead.
     let phantoms = read_phantoms(members, &l, &index, phantoms).await?;
-    free_dead_segments(members, &l, &mut index, failed).await?;
+    let keep = state_keeper(&index, &l, &found, state.0);
+    free_dead_segments(members, &l, &mut index, failed, keep).await?;
     index.verify().map_err(ZapRaidError::Corrupt)?;
     let failed_members: Vec<bool> = (0..n).map(|i| !alive(i)).collect();
     // A member first found failed now makes a new state, recorded before the open returns.
@@ -451,8 +459,7 @@ async fn rewrite_torn(
             None => {
                 let member = usize::from(pba.member);
                 let dev = sh
-                    .members
-                    .get(member)
+                    .member(member)
                     .ok_or_else(|| ZapRaidError::Corrupt(format!("no member {member}")))?;
                 let mut b = vec![0u8; sh.layout.block_size()];
                 dev.read(sh.layout.data_lba(pba.segment, pba.offset), &mut b, None)
@@ -736,6 +743,7 @@ async fn free_dead_segments(
     l: &Layout,
     index: &mut Index,
     failed: u64,
+    keep: Option<u32>,
 ) -> Result<(), ZapRaidError> {
     // What recovery read may still sit in the members' volatile caches (the host crashed,
     // the members kept power): make it durable before anything it supersedes is reset.
@@ -746,20 +754,10 @@ async fn free_dead_segments(
             .map_err(dev_err(i, "flush before resetting dead segments"))?;
     }
     for z in 0..l.segments() {
-        if index.state(z) != Some(crate::index::SegmentState::Sealed)
-            || index.valid(z) != Some(0)
-            || !index.others_in_use(z)
-        {
+        if !dead(index, z) || !index.others_in_use(z) || keep == Some(z) {
             continue;
         }
-        let trims = index.trim_records_in(z);
-        if trims
-            .iter()
-            .any(|(seq, p)| index.trim_is_live(*seq, p.first, p.count))
-        {
-            continue;
-        }
-        for (seq, _) in trims {
+        for (seq, _) in index.trim_records_in(z) {
             index.drop_trim_record(seq);
         }
         for (i, dev) in members.iter().enumerate().filter(|(i, _)| alive(i)) {
@@ -772,6 +770,36 @@ async fn free_dead_segments(
             .map_err(|e| ZapRaidError::Corrupt(e.to_string()))?;
     }
     Ok(())
+}
+
+/// Whether sealed segment `z` holds no live block and no live trim record.
+fn dead(index: &Index, z: u32) -> bool {
+    index.state(z) == Some(crate::index::SegmentState::Sealed)
+        && index.valid(z) == Some(0)
+        && index
+            .trim_records_in(z)
+            .iter()
+            .all(|(seq, p)| !index.trim_is_live(*seq, p.first, p.count))
+}
+
+/// The newest segment when it is dead but must stay: the newest array state (generation
+/// `gen`) lies in it (a state record, or its header) and in no header of a segment that
+/// stays. Freeing it would make the next open take an older state (a failed member back).
+fn state_keeper(index: &Index, l: &Layout, found: &Found, gen: u64) -> Option<u32> {
+    let newest = index.newest_segment()?;
+    if !dead(index, newest) {
+        return None;
+    }
+    let carried = (0..l.segments())
+        .filter(|z| {
+            *z != newest
+                && index
+                    .state(*z)
+                    .is_some_and(|s| s != crate::index::SegmentState::Free)
+        })
+        .filter(|z| !dead(index, *z))
+        .any(|z| found.gens.get(z as usize).is_some_and(|g| *g >= gen));
+    (!carried).then_some(newest)
 }
 
 /// A segment whose zones hold something but no valid header: a header torn by power loss

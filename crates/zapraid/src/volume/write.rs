@@ -117,6 +117,41 @@ impl SegWriter {
     }
 }
 
+impl SegWriter {
+    /// The segment's header (member 0's copy) and whether its stripe 0 still writes it.
+    pub(crate) fn header(&self) -> (&SegmentHeader, bool) {
+        (&self.header, self.header_needed)
+    }
+
+    /// A replacement of `member` now holds the header and the blocks of stripes
+    /// `0..records.len()` at offset = stripe (recovery rebuilt them): later stripes append
+    /// after them and the footer lists them.
+    pub(crate) fn adopt(&self, member: usize, records: &[Option<BlockRecord>]) {
+        if let Some(row) = self.records.lock().get_mut(member) {
+            for (slot, r) in row.iter_mut().zip(records) {
+                *slot = *r;
+            }
+        }
+        if let Some(l) = self.landed.get(member) {
+            l.set(HEADER_BLOCKS + records.len() as u64);
+        }
+    }
+}
+
+/// The open segment and the next stripe it gives out, with the open stripe sealed first
+/// (recovery's last step, with client writes held off and every stripe waited for).
+pub(crate) fn open_position(sh: &Arc<Shared>) -> Option<(Arc<SegWriter>, u32)> {
+    let mut st = sh.st.lock();
+    seal(sh, &mut st);
+    let seg = st.seg.clone()?;
+    Some((seg, st.next_stripe))
+}
+
+/// Seals the open stripe now.
+pub(crate) fn seal_open(sh: &Arc<Shared>) {
+    seal(sh, &mut sh.st.lock());
+}
+
 /// The header of a new segment, for member 0 (each member's copy sets its own index).
 pub(crate) fn segment_header(
     sh_layout: &crate::layout::Layout,
@@ -400,7 +435,7 @@ async fn put(
     rec: BlockRecord,
 ) -> BlockResult<Option<u32>> {
     let l = sh.layout;
-    let Some(dev) = sh.members.get(member) else {
+    let Some(dev) = sh.member(member) else {
         return Err(BlockError::Failed(format!("no member {member}")));
     };
     if members::is_failed(sh, member) {
@@ -483,7 +518,9 @@ async fn put(
 /// the footer does not end at its capacity.
 async fn write_footer(sh: &Shared, seg: &SegWriter, member: usize) -> Result<(), zns::NvmeStatus> {
     let l = sh.layout;
-    let dev = &sh.members[member];
+    let Some(dev) = sh.member(member) else {
+        return Err(zns::NvmeStatus::InvalidField);
+    };
     for j in 0..l.footer_blocks {
         let (first, count) = l.footer_range(j);
         let records = seg.records.lock()[member][first as usize..(first + count) as usize].to_vec();
