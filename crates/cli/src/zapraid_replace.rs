@@ -106,7 +106,7 @@ impl Display {
 async fn recover(
     vol: &ZapRaidVolume,
     i: usize,
-    dev: Arc<emu::EmuDevice>,
+    dev: Arc<crate::opened::Opened>,
     r: &Request<'_>,
     out: &mut impl Write,
 ) -> Result<(), ZapRaidError> {
@@ -193,9 +193,10 @@ pub async fn run(r: &Request<'_>, out: &mut impl Write) -> CliResult {
         Ok(p)
     }
     .await;
-    let closed = dev
-        .shutdown()
-        .map_err(|e| CliError::Other(format!("closing {}: {e}", r.with.display())));
+    let closed = dev.shutdown().map_err(|e| match e {
+        CliError::Other(m) => CliError::Other(format!("closing {}: {m}", r.with.display())),
+        e => e,
+    });
     let p = finish(m, res)?;
     closed?;
     let (blocks, segments) = p.map_or((0, 0), |p| (p.blocks_done, p.segments_done));
