@@ -54,6 +54,12 @@ pub enum Cmd {
     /// The host FTL: a random-access block volume on a zoned device image.
     #[command(subcommand)]
     Ftl(crate::cmd_ftl::FtlCmd),
+    /// RAIZN: a zoned RAID-5 array over device images (itself a zoned device).
+    #[command(subcommand)]
+    Raizn(crate::cmd_raizn::RaiznCmd),
+    /// ZapRAID: a log-structured RAID block volume over k + m device images.
+    #[command(subcommand)]
+    Zapraid(crate::cmd_zapraid::ZapraidCmd),
     /// Benchmarks (they print figures; they are not tests). `zonestack bench JOBFILE` runs
     /// an fio job file on the emulator (`zonestack bench JOBFILE --help` for its options).
     #[command(subcommand)]
@@ -162,12 +168,37 @@ pub struct ZoneSelect {
     pub all: bool,
 }
 
+/// The device a zone or I/O command addresses: one device image, or a RAIZN array named by
+/// its member images (the array is a zoned device too).
+#[derive(Args, Debug, Clone)]
+pub struct Target {
+    /// Device image file (made by `zonestack device create`); or give --raizn.
+    #[arg(required_unless_present = "raizn")]
+    pub path: Option<PathBuf>,
+    /// Address a RAIZN array instead: its member images in order, comma separated
+    /// (a.img,b.img,c.img; `missing` for an absent member), as `zonestack raizn create` made it.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        conflicts_with = "path",
+        value_name = "IMG,IMG,..."
+    )]
+    pub raizn: Vec<PathBuf>,
+}
+
+impl Target {
+    /// The image path of a single-device target ("" for an array).
+    pub fn path(&self) -> &std::path::Path {
+        self.path.as_deref().unwrap_or(std::path::Path::new(""))
+    }
+}
+
 #[derive(Subcommand, Debug)]
 pub enum ZoneCmd {
     /// Report zones, like `blkzone report` (positions in blocks).
     Report {
-        /// Device image file (made by `zonestack device create`).
-        path: PathBuf,
+        #[command(flatten)]
+        target: Target,
         /// Only zones in this state (empty, implicitly_opened, explicitly_opened, closed,
         /// full, read_only, offline).
         #[arg(long)]
@@ -184,36 +215,36 @@ pub enum ZoneCmd {
     },
     /// Explicitly open zones.
     Open {
-        /// Device image file (made by `zonestack device create`).
-        path: PathBuf,
+        #[command(flatten)]
+        target: Target,
         #[command(flatten)]
         sel: ZoneSelect,
     },
     /// Close open zones.
     Close {
-        /// Device image file (made by `zonestack device create`).
-        path: PathBuf,
+        #[command(flatten)]
+        target: Target,
         #[command(flatten)]
         sel: ZoneSelect,
     },
     /// Finish zones (make them Full).
     Finish {
-        /// Device image file (made by `zonestack device create`).
-        path: PathBuf,
+        #[command(flatten)]
+        target: Target,
         #[command(flatten)]
         sel: ZoneSelect,
     },
     /// Reset zones (make them Empty; their data is gone).
     Reset {
-        /// Device image file (made by `zonestack device create`).
-        path: PathBuf,
+        #[command(flatten)]
+        target: Target,
         #[command(flatten)]
         sel: ZoneSelect,
     },
     /// Take read-only zones offline (a zone becomes read only by `zonestack fault`).
     Offline {
-        /// Device image file (made by `zonestack device create`).
-        path: PathBuf,
+        #[command(flatten)]
+        target: Target,
         #[command(flatten)]
         sel: ZoneSelect,
     },
@@ -234,8 +265,8 @@ pub struct DataSource {
 pub enum IoCmd {
     /// Zone Write at an LBA (it must be the zone's write pointer).
     Write {
-        /// Device image file (made by `zonestack device create`).
-        path: PathBuf,
+        #[command(flatten)]
+        target: Target,
         /// First logical block to write: the zone's write pointer (decimal or 0x hex).
         #[arg(long, value_parser = parse_u64)]
         lba: u64,
@@ -250,8 +281,8 @@ pub enum IoCmd {
     },
     /// Zone Append to a zone; prints the LBA the data landed at.
     Append {
-        /// Device image file (made by `zonestack device create`).
-        path: PathBuf,
+        #[command(flatten)]
+        target: Target,
         /// Zone index to append to.
         #[arg(long)]
         zone: u32,
@@ -266,8 +297,8 @@ pub enum IoCmd {
     },
     /// Read blocks; hexdump to stdout, or raw bytes to --out.
     Read {
-        /// Device image file (made by `zonestack device create`).
-        path: PathBuf,
+        #[command(flatten)]
+        target: Target,
         /// First logical block to read (decimal or 0x hex).
         #[arg(long, value_parser = parse_u64)]
         lba: u64,
@@ -280,8 +311,8 @@ pub enum IoCmd {
     },
     /// Write Zeroes at the write pointer.
     Zeroes {
-        /// Device image file (made by `zonestack device create`).
-        path: PathBuf,
+        #[command(flatten)]
+        target: Target,
         /// First logical block: the zone's write pointer (decimal or 0x hex).
         #[arg(long, value_parser = parse_u64)]
         lba: u64,
@@ -294,8 +325,8 @@ pub enum IoCmd {
     },
     /// Fill zones to capacity with a pattern (a progress bar on terminals).
     Fill {
-        /// Device image file (made by `zonestack device create`).
-        path: PathBuf,
+        #[command(flatten)]
+        target: Target,
         #[command(flatten)]
         sel: ZoneSelect,
         /// Byte every block is filled with (0x5a or 90).

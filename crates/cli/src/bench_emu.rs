@@ -18,7 +18,7 @@ use zns::{Geometry, ZoneAction, ZonedDevice};
 
 use crate::error::{CliError, CliResult};
 
-#[derive(Args, Debug)]
+#[derive(Args, Clone, Debug)]
 pub struct BenchEmuArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
@@ -35,6 +35,10 @@ pub struct BenchEmuArgs {
     /// Skip the fio comparison.
     #[arg(long)]
     pub no_fio: bool,
+    /// Also measure N writer threads, each on its own zones, against one thread in the same
+    /// run (memory backend, 4 KiB and 128 KiB writes).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub threads: u32,
 }
 
 const ZONE_BLOCKS: u64 = 16384; // 64 MiB zones of 4 KiB blocks
@@ -115,6 +119,71 @@ async fn sequential_reads(dev: &EmuDevice, g: &Geometry, bs: usize) -> Result<()
         }
     }
     Ok(())
+}
+
+/// Writes every zone once with `threads` OS threads, thread t taking the zones z with
+/// z mod threads == t, each thread driving the device from its own runtime at queue depth
+/// one; returns bytes per second over the whole pass.
+fn threaded_pass(dev: &EmuDevice, g: &Geometry, bs: usize, threads: u32) -> Result<f64, CliError> {
+    block_on(dev.zone_mgmt(ZoneAction::Reset, 0, true))?;
+    let step = (bs / g.block_size as usize) as u64;
+    let start = std::sync::Barrier::new(threads as usize + 1);
+    let t0 = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                let start = &start;
+                scope.spawn(move || -> Result<(), CliError> {
+                    let buf = vec![0x5au8; bs];
+                    let rt = tokio::runtime::Builder::new_current_thread()
+                        .build()
+                        .map_err(other)?;
+                    start.wait();
+                    rt.block_on(async {
+                        for z in (t..g.zone_count).step_by(threads as usize) {
+                            let zs = g.zone_start(z);
+                            let mut lba = zs;
+                            while lba < zs + g.zone_capacity {
+                                dev.write(lba, &buf, None, false).await?;
+                                lba += step;
+                            }
+                        }
+                        Ok(())
+                    })
+                })
+            })
+            .collect();
+        start.wait();
+        let t0 = Instant::now();
+        for w in workers {
+            w.join()
+                .map_err(|_| CliError::Other("a writer thread panicked".into()))??;
+        }
+        Ok::<_, CliError>(t0)
+    })?;
+    Ok(g.capacity_bytes() as f64 / t0.elapsed().as_secs_f64())
+}
+
+fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
+    futures::executor::block_on(f)
+}
+
+/// The best of `reps` passes with one thread and with `threads`, per block size:
+/// (block size, one-thread bytes/s, N-thread bytes/s).
+fn thread_scaling(a: &BenchEmuArgs) -> Result<Vec<(usize, f64, f64)>, CliError> {
+    let g = bench_geometry(a.size);
+    let dev = EmuDevice::new_memory(EmuConfig::new(g)).map_err(other)?;
+    // Warm-up: touch every byte once so no measurement pays first-touch faults.
+    threaded_pass(&dev, &g, 128 * 1024, 1)?;
+    let mut rows = Vec::new();
+    for bs in [4096usize, 128 * 1024] {
+        let (mut one, mut many) = (0f64, 0f64);
+        for _ in 0..a.reps.max(1) {
+            one = one.max(threaded_pass(&dev, &g, bs, 1)?);
+            many = many.max(threaded_pass(&dev, &g, bs, a.threads)?);
+        }
+        rows.push((bs, one, many));
+    }
+    Ok(rows)
 }
 
 /// The baseline: copy `bs`-byte buffers sequentially through a prefaulted buffer of `bytes`.
@@ -213,8 +282,32 @@ pub async fn run(a: &BenchEmuArgs, out: &mut impl Write) -> CliResult {
     let memcpy_4k = memcpy_rate(bytes, 4096, a.reps);
     let memcpy_128k = memcpy_rate(bytes, 128 * 1024, a.reps) * (128.0 / 1024.0);
     let f = file_figures(a).await?;
+    let scaling = if a.threads > 1 {
+        // Threads of their own, each with a runtime: not inside this runtime's thread.
+        let a2 = BenchEmuArgs { ..a.clone() };
+        tokio::task::spawn_blocking(move || thread_scaling(&a2))
+            .await
+            .map_err(other)??
+    } else {
+        Vec::new()
+    };
     let ratio = |x: f64, y: Option<f64>| y.map(|y| x / y);
+    let threads_json: Vec<_> = scaling
+        .iter()
+        .map(|(bs, one, many)| {
+            json!({
+                "block_bytes": bs,
+                "one_thread_mibps": (one / (1 << 20) as f64).round(),
+                "threads_mibps": (many / (1 << 20) as f64).round(),
+                "one_thread_iops": (one / *bs as f64).round(),
+                "threads_iops": (many / *bs as f64).round(),
+                "speedup": many / one,
+            })
+        })
+        .collect();
     let v = json!({
+        "threads": a.threads,
+        "thread_scaling": threads_json,
         "write_4k_iops": write_4k.round(),
         "append_4k_iops": append_4k.round(),
         "read_4k_iops": read_4k.round(),
@@ -276,6 +369,24 @@ pub async fn run(a: &BenchEmuArgs, out: &mut impl Write) -> CliResult {
             show(fio, ""),
             show(pct, "%")
         )?;
+    }
+    if !scaling.is_empty() {
+        writeln!(
+            out,
+            "memory backend, writers on their own zones, 1 thread vs {} (best of {}):",
+            a.threads, a.reps
+        )?;
+        for (bs, one, many) in &scaling {
+            writeln!(
+                out,
+                "  {:>3} KiB write {:>12.0} IOPS   {} threads {:>12.0} IOPS   speedup {:.2}x",
+                bs / 1024,
+                one / *bs as f64,
+                a.threads,
+                many / *bs as f64,
+                many / one
+            )?;
+        }
     }
     Ok(())
 }

@@ -101,29 +101,18 @@ pub async fn run(a: &BenchPaperArgs, out: &mut impl Write) -> CliResult {
     if let Some(dir) = &a.results {
         std::fs::create_dir_all(dir)?;
         std::fs::write(dir.join(format!("{}.csv", a.name)), csv(&rows))?;
-        // Paper against measured, one point per figure row.
-        let paper: Vec<(f64, f64)> = rows
-            .iter()
-            .enumerate()
-            .map(|(i, r)| ((i + 1) as f64, r.paper))
-            .collect();
-        let measured: Vec<(f64, f64)> = rows
-            .iter()
-            .enumerate()
-            .map(|(i, r)| ((i + 1) as f64, r.measured))
-            .collect();
-        let caption = format!("{}: paper vs measured (rows of the table)", a.name);
-        let pts = vec![
-            ("paper".to_string(), paper),
-            ("measured".to_string(), measured),
-        ];
-        crate::plot::lines(
-            &dir.join(format!("{}.png", a.name)),
-            &caption,
-            "row",
-            "value",
-            pts,
-        )?;
+        // Paper against measured, one bar per figure row (rows are unrelated measurements).
+        let bars = crate::plot::ratios_of(&rows);
+        let skipped = rows.len() - bars.len();
+        let caption = if skipped == 0 {
+            format!("{}: measured against the paper, per row", a.name)
+        } else {
+            format!(
+                "{}: measured against the paper, per row ({} without a paper value left out)",
+                a.name, skipped
+            )
+        };
+        crate::plot::ratio_bars(&dir.join(format!("{}.png", a.name)), &caption, &bars)?;
         if let Some((csv_text, points)) = series {
             std::fs::write(dir.join("zns-fig1-series.csv"), csv_text)?;
             let caption = "ZNS paper Fig. 1: throughput while overwriting the capacity";

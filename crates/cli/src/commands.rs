@@ -8,7 +8,9 @@ use emu::{EmuConfig, EmuDevice, Op};
 use serde_json::json;
 use zns::{Geometry, ReportFilter, ZoneAction, ZoneState, ZonedDevice};
 
-use crate::args::{Cmd, CreateArgs, DataSource, DeviceCmd, FaultArgs, IoCmd, ZoneCmd, ZoneSelect};
+use crate::args::{
+    Cmd, CreateArgs, DataSource, DeviceCmd, FaultArgs, IoCmd, Target, ZoneCmd, ZoneSelect,
+};
 use crate::error::{CliError, CliResult};
 use crate::units::{format_size, hexdump};
 
@@ -65,28 +67,38 @@ pub fn path_of(cmd: &Cmd) -> &Path {
     match cmd {
         Cmd::Device(DeviceCmd::Info { path, .. } | DeviceCmd::Restart { path }) => path,
         Cmd::Device(DeviceCmd::Create(a)) => &a.path,
-        Cmd::Zone(z) => match z {
-            ZoneCmd::Report { path, .. }
-            | ZoneCmd::Open { path, .. }
-            | ZoneCmd::Close { path, .. }
-            | ZoneCmd::Finish { path, .. }
-            | ZoneCmd::Reset { path, .. }
-            | ZoneCmd::Offline { path, .. } => path,
-        },
-        Cmd::Io(i) => match i {
-            IoCmd::Write { path, .. }
-            | IoCmd::Append { path, .. }
-            | IoCmd::Read { path, .. }
-            | IoCmd::Zeroes { path, .. }
-            | IoCmd::Fill { path, .. } => path,
-        },
+        Cmd::Zone(_) | Cmd::Io(_) => target_of(cmd).map_or(Path::new(""), Target::path),
         Cmd::Fault(FaultArgs { path, .. }) => path,
         Cmd::Session { path, .. } | Cmd::Flush { path } | Cmd::PowerLoss { path, .. } => path,
         Cmd::Quickstart(_)
         | Cmd::Device(DeviceCmd::Profiles)
         | Cmd::Bench(_)
         | Cmd::Ftl(_)
+        | Cmd::Raizn(_)
+        | Cmd::Zapraid(_)
         | Cmd::Serve(_) => Path::new(""),
+    }
+}
+
+/// The device a zone or I/O command addresses; None for other commands.
+pub fn target_of(cmd: &Cmd) -> Option<&Target> {
+    match cmd {
+        Cmd::Zone(z) => match z {
+            ZoneCmd::Report { target, .. }
+            | ZoneCmd::Open { target, .. }
+            | ZoneCmd::Close { target, .. }
+            | ZoneCmd::Finish { target, .. }
+            | ZoneCmd::Reset { target, .. }
+            | ZoneCmd::Offline { target, .. } => Some(target),
+        },
+        Cmd::Io(i) => match i {
+            IoCmd::Write { target, .. }
+            | IoCmd::Append { target, .. }
+            | IoCmd::Read { target, .. }
+            | IoCmd::Zeroes { target, .. }
+            | IoCmd::Fill { target, .. } => Some(target),
+        },
+        _ => None,
     }
 }
 
@@ -274,7 +286,7 @@ fn info(dev: &EmuDevice, json: bool, out: &mut impl Write) -> CliResult {
 }
 
 async fn report(
-    dev: &EmuDevice,
+    dev: &dyn ZonedDevice,
     state: Option<&str>,
     start: u32,
     count: Option<usize>,
@@ -352,7 +364,7 @@ pub fn condition_legend() -> String {
 }
 
 async fn manage(
-    dev: &EmuDevice,
+    dev: &dyn ZonedDevice,
     action: ZoneAction,
     sel: ZoneSelect,
     out: &mut impl Write,
@@ -448,7 +460,7 @@ fn payload(g: &Geometry, blocks: Option<u64>, source: &DataSource) -> Result<Vec
     }
 }
 
-async fn io(dev: &EmuDevice, cmd: &IoCmd, out: &mut impl Write) -> CliResult {
+async fn io(dev: &dyn ZonedDevice, cmd: &IoCmd, out: &mut impl Write) -> CliResult {
     let g = dev.geometry();
     match cmd {
         IoCmd::Write {
@@ -507,7 +519,12 @@ async fn io(dev: &EmuDevice, cmd: &IoCmd, out: &mut impl Write) -> CliResult {
 }
 
 /// Writes every selected zone from its write pointer to its capacity.
-async fn fill(dev: &EmuDevice, sel: ZoneSelect, pattern: u8, out: &mut impl Write) -> CliResult {
+async fn fill(
+    dev: &dyn ZonedDevice,
+    sel: ZoneSelect,
+    pattern: u8,
+    out: &mut impl Write,
+) -> CliResult {
     let g = dev.geometry();
     let report = dev
         .report_zones(0, ReportFilter::All, false, usize::MAX)
@@ -608,10 +625,9 @@ pub fn print_stats(dev: &EmuDevice, out: &mut impl Write) -> CliResult {
     Ok(())
 }
 
-/// Runs one device subcommand against an open device.
-pub async fn execute(dev: &EmuDevice, cmd: &Cmd, out: &mut impl Write) -> CliResult {
+/// Runs one zone or I/O subcommand against any zoned device (an image or a RAIZN array).
+pub async fn execute_zoned(dev: &dyn ZonedDevice, cmd: &Cmd, out: &mut impl Write) -> CliResult {
     match cmd {
-        Cmd::Device(DeviceCmd::Info { json, .. }) => info(dev, *json, out),
         Cmd::Zone(ZoneCmd::Report {
             state,
             start,
@@ -627,6 +643,24 @@ pub async fn execute(dev: &EmuDevice, cmd: &Cmd, out: &mut impl Write) -> CliRes
             manage(dev, ZoneAction::Offline, *sel, out).await
         }
         Cmd::Io(i) => io(dev, i, out).await,
+        _ => Err(CliError::Usage(
+            "only zone and io commands address a zoned device this way".into(),
+        )),
+    }
+}
+
+/// Runs one device subcommand against an open device.
+pub async fn execute(dev: &EmuDevice, cmd: &Cmd, out: &mut impl Write) -> CliResult {
+    match cmd {
+        Cmd::Device(DeviceCmd::Info { json, .. }) => info(dev, *json, out),
+        Cmd::Zone(_) | Cmd::Io(_) => {
+            if target_of(cmd).is_some_and(|t| !t.raizn.is_empty()) {
+                return Err(CliError::Usage(
+                    "--raizn cannot be used inside a session of one device".into(),
+                ));
+            }
+            execute_zoned(dev, cmd, out).await
+        }
         Cmd::Fault(a) => fault(dev, a),
         Cmd::Device(DeviceCmd::Restart { .. }) => {
             dev.restart().map_err(|e| CliError::Other(e.to_string()))?;
@@ -661,6 +695,8 @@ pub async fn execute(dev: &EmuDevice, cmd: &Cmd, out: &mut impl Write) -> CliRes
         | Cmd::Session { .. }
         | Cmd::Bench(_)
         | Cmd::Ftl(_)
+        | Cmd::Raizn(_)
+        | Cmd::Zapraid(_)
         | Cmd::Serve(_) => Err(CliError::Usage(
             "this command cannot run inside a session".into(),
         )),

@@ -6,13 +6,18 @@ mod bench_ftl;
 mod bench_jobfile;
 mod bench_paper;
 mod cmd_ftl;
+mod cmd_raizn;
+mod cmd_zapraid;
 mod commands;
 mod error;
 mod lines;
 mod logging;
+mod members;
 mod plot;
 mod quickstart;
+mod raizn_inspect;
 mod serve;
+mod serve_zapraid;
 mod session;
 mod timing;
 mod units;
@@ -69,6 +74,11 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         Cmd::Bench(args::BenchCmd::Ftl(a)) => bench_ftl::run(&a, &mut out).await,
         Cmd::Bench(args::BenchCmd::FtlMount(a)) => bench_ftl::run_mount(&a, &mut out).await,
         Cmd::Ftl(c) => cmd_ftl::run(&c, &mut out).await,
+        Cmd::Raizn(c) => cmd_raizn::run(&c, &mut out).await,
+        Cmd::Zapraid(c) => cmd_zapraid::run(&c, &mut out).await,
+        cmd if commands::target_of(&cmd).is_some_and(|t| !t.raizn.is_empty()) => {
+            cmd_raizn::run_zoned(&cmd, &mut out).await
+        }
         Cmd::Serve(a) => serve::run(&a, &mut out).await,
         Cmd::Bench(args::BenchCmd::Paper(a)) => bench_paper::run(&a, &mut out).await,
         Cmd::Bench(args::BenchCmd::JobFile(words)) => bench_jobfile::run_args(&words, &mut out),

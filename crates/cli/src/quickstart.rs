@@ -9,7 +9,7 @@ use emu::{EmuConfig, EmuDevice};
 use futures::future::join_all;
 use zns::{CopyRange, ReportFilter, SimRng, ZoneAction, ZonedDevice};
 
-use crate::args::{Cmd, QuickstartArgs, ZoneCmd};
+use crate::args::{Cmd, QuickstartArgs, Target, ZoneCmd};
 use crate::commands;
 use crate::error::{CliError, CliResult};
 
@@ -168,7 +168,10 @@ pub async fn run(a: &QuickstartArgs, out: &mut impl Write) -> CliResult {
     writeln!(out, "reopened {}: zone report identical\n", path.display())?;
 
     let report = Cmd::Zone(ZoneCmd::Report {
-        path: path.clone(),
+        target: Target {
+            path: Some(path.clone()),
+            raizn: Vec::new(),
+        },
         state: None,
         start: 0,
         count: None,

@@ -21,6 +21,7 @@ use zns::{BlockDevice, Geometry, ZonedDevice};
 use crate::cmd_ftl::MountArgs;
 use crate::commands;
 use crate::error::{CliError, CliResult};
+use crate::members::Members;
 use crate::units::format_size;
 
 #[derive(Args, Debug)]
@@ -49,13 +50,31 @@ pub struct ServeArgs {
     pub op: f64,
     #[command(flatten)]
     pub mount: MountArgs,
+    /// Export the host FTL on a RAIZN array instead: its member images in order, comma
+    /// separated (made by `zonestack raizn create`; formatted on first use if empty).
+    #[arg(long, value_delimiter = ',', value_name = "IMG,IMG,...",
+          conflicts_with_all = ["device", "memory", "timing"])]
+    pub raizn: Vec<PathBuf>,
+    /// Export a ZapRAID block volume instead (no FTL: ZapRAID is a block volume itself): its
+    /// member images in order, comma separated (made by `zonestack zapraid format`).
+    #[arg(long, value_delimiter = ',', value_name = "IMG,IMG,...",
+          conflicts_with_all = ["device", "memory", "timing", "raizn"])]
+    pub zapraid: Vec<PathBuf>,
+    /// Fault injection with --raizn: the member at this position (0-based) fails while
+    /// serving: from its --fail-after-th command on, every command returns Namespace Not Ready.
+    #[arg(long, requires = "raizn", requires = "fail_after")]
+    pub fail_member: Option<usize>,
+    /// With --fail-member: the command of that member, counted from the start of serving,
+    /// that fails first (1 fails the first).
+    #[arg(long, requires = "fail_member")]
+    pub fail_after: Option<u64>,
 }
 
 fn other(e: impl std::fmt::Display) -> CliError {
     CliError::Other(e.to_string())
 }
 
-fn parse_listen(text: &str) -> Result<Listen, CliError> {
+pub fn parse_listen(text: &str) -> Result<Listen, CliError> {
     if let Some(p) = text.strip_prefix("unix:") {
         // An empty path would bind an unnamed (abstract) socket that no client can name.
         if p.is_empty() {
@@ -102,6 +121,39 @@ fn timed(dev: EmuDevice, timing: Option<TimingProfile>) -> Result<Arc<EmuDevice>
     }
 }
 
+/// Formats a host FTL volume on `dev` when it holds none and every zone is Empty; refuses a
+/// device that holds data but no volume. Returns what it did, for the banner.
+async fn format_if_empty(
+    dev: &dyn ZonedDevice,
+    name: &str,
+    op_permille: u32,
+) -> Result<Option<String>, CliError> {
+    let Err(e) = ftl::probe(dev).await else {
+        return Ok(None);
+    };
+    let empty = dev
+        .report_zones(0, zns::ReportFilter::State(zns::ZoneState::Empty), false, 0)
+        .await?;
+    if empty.nr_zones != u64::from(dev.geometry().zone_count) {
+        return Err(CliError::Other(format!(
+            "{name} holds data but no FTL volume ({e}); format it with `zonestack ftl format`"
+        )));
+    }
+    ftl::format(
+        dev,
+        FormatOptions::with_op(op_permille),
+        crate::cmd_ftl::new_volume_id(),
+        false,
+    )
+    .await
+    .map_err(other)?;
+    // Formatting writes the image: say so rather than doing it silently.
+    Ok(Some(format!(
+        "it was empty: formatted a new volume, {}% over-provisioning",
+        f64::from(op_permille) / 10.0
+    )))
+}
+
 async fn device_for(
     a: &ServeArgs,
     op_permille: u32,
@@ -110,32 +162,12 @@ async fn device_for(
     match &a.device {
         Some(path) => {
             let dev = timed(commands::open(path)?, timing)?;
-            if let Err(e) = ftl::probe(dev.as_ref()).await {
-                let empty = dev
-                    .report_zones(0, zns::ReportFilter::State(zns::ZoneState::Empty), false, 0)
-                    .await?;
-                if empty.nr_zones != u64::from(dev.geometry().zone_count) {
-                    return Err(CliError::Other(format!("{} holds data but no FTL volume ({e}); format it with `zonestack ftl format`", path.display())));
-                }
-                ftl::format(
-                    dev.as_ref(),
-                    FormatOptions::with_op(op_permille),
-                    crate::cmd_ftl::new_volume_id(),
-                    false,
-                )
-                .await
-                .map_err(other)?;
-                // Formatting writes the image: say so rather than doing it silently.
-                return Ok((
-                    dev,
-                    format!(
-                        "{} (it was empty: formatted a new volume, {}% over-provisioning)",
-                        path.display(),
-                        f64::from(op_permille) / 10.0
-                    ),
-                ));
+            let name = path.display().to_string();
+            match format_if_empty(dev.as_ref(), &name, op_permille).await {
+                Ok(Some(did)) => Ok((dev, format!("{name} ({did})"))),
+                Ok(None) => Ok((dev, name)),
+                Err(e) => Err(close_after(e, dev.shutdown())),
             }
-            Ok((dev, path.display().to_string()))
         }
         None => {
             let bytes = a.memory.unwrap_or(1 << 30);
@@ -168,9 +200,110 @@ async fn device_for(
     }
 }
 
+/// `e`, with the cause when closing what was opened failed as well.
+fn close_after<E: std::fmt::Display>(e: CliError, closed: Result<(), E>) -> CliError {
+    match closed {
+        Ok(()) => e,
+        Err(c) => CliError::Other(format!("{}; closing the device: {c}", e.message())),
+    }
+}
+
+/// What a served volume lives on, closed last at shutdown.
+enum Backing {
+    Device(Arc<EmuDevice>),
+    /// The member images of an array (the array itself is flushed before they close).
+    Array(Members),
+}
+
+impl Backing {
+    fn close(self) -> Result<(), String> {
+        match self {
+            Backing::Device(d) => d.shutdown().map_err(|e| e.to_string()),
+            Backing::Array(m) => m.close().map_err(|e| e.message()),
+        }
+    }
+}
+
+/// The RAIZN array `--raizn` names, its members wrapped for `--fail-member` when asked.
+async fn raizn_for(
+    a: &ServeArgs,
+    op_permille: u32,
+) -> Result<(Arc<dyn ZonedDevice>, Backing, String), CliError> {
+    let m = Members::open(&a.raizn, false, true)?;
+    let r = async {
+        let vol = Arc::new(open_faulty_array(a, &m).await?);
+        let name = format!(
+            "RAIZN array {}",
+            crate::cmd_raizn::uuid_text(&vol.array_uuid())
+        );
+        let did = format_if_empty(vol.as_ref(), &name, op_permille).await?;
+        let mut what = match did {
+            Some(d) => format!("{name} ({d})"),
+            None => name,
+        };
+        if let Some(f) = vol.failed_member() {
+            what += &format!(", degraded: {} failed", m.name(f));
+        }
+        if let (Some(i), Some(n)) = (a.fail_member, a.fail_after) {
+            what += &format!(", {} set to fail at its command {n}", m.name(i));
+        }
+        Ok((vol as Arc<dyn ZonedDevice>, what))
+    }
+    .await;
+    match r {
+        Ok((vol, what)) => Ok((vol, Backing::Array(m), what)),
+        Err(e) => Err(close_after(e, m.close().map_err(|c| c.message()))),
+    }
+}
+
+/// Opens the RAIZN array over `m`; with `--fail-member I --fail-after N`, member I is
+/// wrapped so that its N-th command and every later one fail with Namespace Not Ready, as a
+/// drive that dies does (the array degrades and goes on).
+async fn open_faulty_array(a: &ServeArgs, m: &Members) -> Result<raizn::RaiznVolume, CliError> {
+    let (Some(i), Some(n)) = (a.fail_member, a.fail_after) else {
+        return crate::cmd_raizn::open_array(m).await;
+    };
+    if i >= m.devs.len() || n == 0 {
+        return Err(CliError::Usage(format!(
+            "--fail-member {i} --fail-after {n}: give a member position below {} and a \
+             command count from 1",
+            m.devs.len()
+        )));
+    }
+    let mut devs: Vec<Option<Arc<dyn ZonedDevice>>> = m
+        .devs
+        .iter()
+        .map(|d| d.clone().map(|d| d as Arc<dyn ZonedDevice>))
+        .collect();
+    // The wrapper is armed once the array is open: the count starts with serving.
+    let faulty = match devs.get(i).cloned().flatten() {
+        Some(d) => Arc::new(zns::FaultyZoned::new(d, 0)),
+        None => {
+            return Err(CliError::Usage(format!(
+                "--fail-member {i}: that member is missing"
+            )))
+        }
+    };
+    if let Some(slot) = devs.get_mut(i) {
+        *slot = Some(faulty.clone());
+    }
+    let vol = raizn::RaiznVolume::open_degraded(devs)
+        .await
+        .map_err(|e| crate::cmd_raizn::raizn_error(m, e))?;
+    let plan = zns::ErrorPlan {
+        ops: zns::OpSet::ALL,
+        fail_nth: Some(n),
+        repeat: u64::MAX - n,
+        status: zns::NvmeStatus::NamespaceNotReady,
+        ..zns::ErrorPlan::default()
+    };
+    faulty.set_errors(plan).map_err(CliError::Usage)?;
+    Ok(vol)
+}
+
 /// Installs the SIGINT and SIGTERM handlers now (so a signal sent as soon as the server says it
 /// listens is not the default kill) and returns the future that ends at the first of them.
-fn signalled() -> impl std::future::Future<Output = ()> {
+pub fn signalled() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{signal, SignalKind};
     let handlers = (
         signal(SignalKind::interrupt()),
@@ -199,8 +332,9 @@ async fn wait_for(
 }
 
 /// The last two steps of a shutdown: flushing and checkpointing the volume, then closing the
-/// device image. Both run even when the first fails, so the image is closed either way.
-async fn close(vol: &FtlVolume, dev: &EmuDevice) -> Vec<String> {
+/// device image or the array. Both run even when the first fails, so the images are closed
+/// either way.
+async fn close(vol: &FtlVolume, zoned: &dyn ZonedDevice, backing: Backing) -> Vec<String> {
     let mut problems = Vec::new();
     match vol.unmount().await {
         Ok(()) => info!("volume flushed and checkpointed"),
@@ -208,7 +342,12 @@ async fn close(vol: &FtlVolume, dev: &EmuDevice) -> Vec<String> {
             "the volume could not be flushed and checkpointed: {e}"
         )),
     }
-    match dev.shutdown() {
+    if let Backing::Array(_) = backing {
+        if let Err(e) = zoned.flush().await {
+            problems.push(format!("the array could not be flushed: {e}"));
+        }
+    }
+    match backing.close() {
         Ok(()) => info!("device closed"),
         Err(e) => problems.push(format!("the device image could not be closed: {e}")),
     }
@@ -217,7 +356,7 @@ async fn close(vol: &FtlVolume, dev: &EmuDevice) -> Vec<String> {
 
 /// The outcome of a stopped server: a clean stop is claimed only when every step worked;
 /// otherwise the error names each step that failed, with its cause.
-fn outcome(problems: Vec<String>, out: &mut impl Write) -> CliResult {
+pub fn outcome(problems: Vec<String>, out: &mut impl Write) -> CliResult {
     if problems.is_empty() {
         writeln!(out, "stopped: volume flushed and checkpointed")?;
         return Ok(());
@@ -228,6 +367,32 @@ fn outcome(problems: Vec<String>, out: &mut impl Write) -> CliResult {
     )))
 }
 
+/// The zoned device the FTL runs on, what it lives on, and its description.
+async fn zoned_for(
+    a: &ServeArgs,
+    op_permille: u32,
+    timing: Option<TimingProfile>,
+) -> Result<(Arc<dyn ZonedDevice>, Backing, String), CliError> {
+    if !a.raizn.is_empty() {
+        return raizn_for(a, op_permille).await;
+    }
+    let (dev, mut what) = device_for(a, op_permille, timing).await?;
+    if let Some(p) = &timing {
+        what = format!("{what} with {}", crate::timing::describe(p));
+    }
+    Ok((dev.clone(), Backing::Device(dev), what))
+}
+
+fn server_config(a: &ServeArgs, listen: Listen) -> ServerConfig {
+    ServerConfig {
+        export_name: a.export.clone(),
+        listen,
+        allow_remote: a.allow_remote,
+        multi_conn: true,
+        ..ServerConfig::default()
+    }
+}
+
 pub async fn run(a: &ServeArgs, out: &mut impl Write) -> CliResult {
     if !(1.0..=90.0).contains(&a.op) {
         return Err(CliError::Usage(format!(
@@ -236,48 +401,33 @@ pub async fn run(a: &ServeArgs, out: &mut impl Write) -> CliResult {
         )));
     }
     let listen = parse_listen(&a.listen)?;
+    if !a.zapraid.is_empty() {
+        return crate::serve_zapraid::run(a, server_config(a, listen), out).await;
+    }
     let timing = a
         .timing
         .as_deref()
         .map(crate::timing::profile_named)
         .transpose()?;
     let op_permille = (a.op * 10.0).round() as u32;
-    let (dev, mut what) = device_for(a, op_permille, timing).await?;
-    if let Some(p) = &timing {
-        what = format!("{what} with {}", crate::timing::describe(p));
-    }
-    let zoned: Arc<dyn ZonedDevice> = dev.clone();
-    let (vol, report) = match FtlVolume::mount(zoned, a.mount.options()).await {
+    let (zoned, backing, what) = zoned_for(a, op_permille, timing).await?;
+    let (vol, report) = match FtlVolume::mount(zoned.clone(), a.mount.options()).await {
         Ok(m) => m,
         Err(e) => {
-            let closed = dev
-                .shutdown()
-                .err()
-                .map(|c| format!("; closing the device: {c}"));
-            return Err(CliError::Other(format!(
-                "{e}{}",
-                closed.unwrap_or_default()
-            )));
+            return Err(close_after(CliError::Other(e.to_string()), backing.close()));
         }
     };
-    let config = ServerConfig {
-        export_name: a.export.clone(),
-        listen,
-        allow_remote: a.allow_remote,
-        multi_conn: true,
-        ..ServerConfig::default()
-    };
     let blockdev: Arc<dyn BlockDevice> = vol.clone();
-    let server = match NbdServer::bind(config, blockdev) {
+    let server = match NbdServer::bind(server_config(a, listen), blockdev) {
         Ok(s) => s,
         Err(e) => {
             let mut problems = vec![e.to_string()];
-            problems.extend(close(&vol, &dev).await);
+            problems.extend(close(&vol, zoned.as_ref(), backing).await);
             return Err(CliError::Other(problems.join("; ")));
         }
     };
     let size = format_size(vol.size_blocks() * u64::from(vol.block_size()));
-    let g = dev.geometry();
+    let g = zoned.geometry();
     info!(
         "serving a {size} FTL volume at {} on {what}: {} zones of {} blocks ({} writable), \
          {}-byte blocks, {} open / {} active",
@@ -305,7 +455,7 @@ pub async fn run(a: &ServeArgs, out: &mut impl Write) -> CliResult {
     if let Err(e) = served {
         problems.push(format!("the NBD server failed: {e}"));
     }
-    problems.extend(close(&vol, &dev).await);
+    problems.extend(close(&vol, zoned.as_ref(), backing).await);
     outcome(problems, out)
 }
 

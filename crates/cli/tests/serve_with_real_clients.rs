@@ -4,23 +4,14 @@
 //! without a flush. Every client is required: a missing one fails the test, naming its
 //! Debian package (`./scripts/test` installs them).
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn require(tool: &str, package: &str) {
-    let found = Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    assert!(
-        found,
-        "{tool} is missing: install the Debian package {package} (./scripts/test does)"
-    );
-}
+use common::{require, run};
 
 /// A running `zonestack serve`, killed when dropped.
 struct Server {
@@ -77,19 +68,6 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn run(cmd: &mut Command) -> String {
-    let o = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert!(o.status.success(), "{cmd:?} failed: {text}");
-    text
 }
 
 fn sock(dir: &Path) -> String {

@@ -36,6 +36,10 @@ pub struct ZoneTable {
     nr_open: u32,
     nr_active: u32,
     open_seq: u64,
+    /// Zones whose data a writer is copying into the store outside the device lock (begun,
+    /// not yet finished). Never persisted; on one thread a writer begins and finishes
+    /// without anything in between, so only concurrent writers ever see one set.
+    busy: Vec<bool>,
 }
 
 impl ZoneTable {
@@ -60,6 +64,7 @@ impl ZoneTable {
             nr_open: 0,
             nr_active: 0,
             open_seq: 0,
+            busy: vec![false; geo.zone_count as usize],
         }
     }
 
@@ -69,6 +74,7 @@ impl ZoneTable {
         let open_seq = zones.iter().map(|z| z.opened_seq).max().unwrap_or(0);
         let mut t = ZoneTable {
             geo,
+            busy: vec![false; zones.len()],
             zones,
             nr_open: 0,
             nr_active: 0,
@@ -142,8 +148,11 @@ impl ZoneTable {
         if self.geo.max_open == 0 || self.nr_open < self.geo.max_open {
             return Ok(());
         }
+        // A zone with a write in flight keeps its slot: closing it under the writer would
+        // leave that write completing into a closed zone.
         let victim = (0..self.geo.zone_count)
             .filter(|&z| self.zones[z as usize].state == ZoneState::ImplicitlyOpened)
+            .filter(|&z| !self.is_busy(z))
             .min_by_key(|&z| self.zones[z as usize].opened_seq);
         match victim {
             Some(v) => {
@@ -213,6 +222,29 @@ impl ZoneTable {
         }
         self.acquire_open(z, ZoneState::ImplicitlyOpened)?;
         Ok((z, wp))
+    }
+
+    /// Marks zone `z` as having a write between `begin_write` and `finish_write` that runs
+    /// outside the device lock (or clears the mark).
+    pub fn set_busy(&mut self, z: u32, busy: bool) {
+        if let Some(b) = self.busy.get_mut(z as usize) {
+            *b = busy;
+        }
+    }
+
+    /// Whether an open slot is held only by zones with a write in flight on another thread:
+    /// a command refused Too Many Open Zones now would succeed once they finish.
+    pub fn open_room_waits_for_busy(&self) -> bool {
+        self.busy.iter().enumerate().any(|(z, &b)| {
+            b && self
+                .zones
+                .get(z)
+                .is_some_and(|zone| zone.state == ZoneState::ImplicitlyOpened)
+        })
+    }
+
+    pub fn is_busy(&self, z: u32) -> bool {
+        self.busy.get(z as usize).copied().unwrap_or(false)
     }
 
     fn zone_index(&self, lba: Lba) -> NvmeResult<u32> {

@@ -408,26 +408,38 @@ pub fn decode_generations(p: &[u8], zones: u32) -> Result<(u32, Vec<u64>), MetaE
     Ok((first, gens))
 }
 
-/// A zone-reset log payload.
-pub fn encode_zone_reset(zone: u32) -> [u8; 8] {
+/// What a zone log record (type 3) announces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ZoneLogAction {
+    /// The logical zone's member zones are about to be reset.
+    Reset = 0,
+    /// The logical zone's member zones are about to be finished.
+    Finish = 1,
+}
+
+/// A zone log payload: `zone` is about to be reset or finished.
+pub fn encode_zone_log(zone: u32, action: ZoneLogAction) -> [u8; 8] {
     let mut p = [0u8; 8];
     p[0..4].copy_from_slice(&zone.to_le_bytes());
+    p[4..8].copy_from_slice(&(action as u32).to_le_bytes());
     p
 }
 
-/// Decodes a zone-reset log payload against a volume of `zones` logical zones.
-pub fn decode_zone_reset(p: &[u8], zones: u32) -> Result<u32, MetaError> {
+/// Decodes a zone log payload against a volume of `zones` logical zones.
+pub fn decode_zone_log(p: &[u8], zones: u32) -> Result<(u32, ZoneLogAction), MetaError> {
     if p.len() != 8 {
-        return corrupt(format!("zone reset payload of {} bytes", p.len()));
+        return corrupt(format!("zone log payload of {} bytes", p.len()));
     }
-    if p[4..8].iter().any(|b| *b != 0) {
-        return corrupt("zone reset reserved bytes are not zero");
-    }
+    let action = match u32_at(p, 4) {
+        0 => ZoneLogAction::Reset,
+        1 => ZoneLogAction::Finish,
+        a => return corrupt(format!("zone log action {a}")),
+    };
     let zone = u32_at(p, 0);
     if zone >= zones {
-        return corrupt(format!("zone reset of zone {zone} of {zones}"));
+        return corrupt(format!("zone log of zone {zone} of {zones}"));
     }
-    Ok(zone)
+    Ok((zone, action))
 }
 
 /// CRC-32C of a record's bulk data followed by its metadata.

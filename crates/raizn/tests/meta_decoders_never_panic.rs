@@ -43,7 +43,7 @@ proptest! {
         let _ = meta::decode_record(&bytes);
         let _ = Superblock::decode(&bytes);
         let _ = meta::decode_generations(&bytes, 100);
-        let _ = meta::decode_zone_reset(&bytes, 100);
+        let _ = meta::decode_zone_log(&bytes, 100);
     }
 
     #[test]
@@ -124,12 +124,23 @@ fn typed_errors_name_what_is_wrong() {
     );
     newer[60..64].copy_from_slice(&crc.to_le_bytes());
     assert_eq!(Superblock::decode(&newer), Err(MetaError::NewerVersion(2)));
+    use meta::ZoneLogAction::{Finish, Reset};
     assert!(matches!(
-        meta::decode_zone_reset(&meta::encode_zone_reset(100), 100),
+        meta::decode_zone_log(&meta::encode_zone_log(100, Reset), 100),
         Err(MetaError::Corrupt(_))
     ));
     assert_eq!(
-        meta::decode_zone_reset(&meta::encode_zone_reset(99), 100),
-        Ok(99)
+        meta::decode_zone_log(&meta::encode_zone_log(99, Reset), 100),
+        Ok((99, Reset))
     );
+    assert_eq!(
+        meta::decode_zone_log(&meta::encode_zone_log(0, Finish), 100),
+        Ok((0, Finish))
+    );
+    let mut bad = meta::encode_zone_log(0, Finish);
+    bad[4] = 2;
+    assert!(matches!(
+        meta::decode_zone_log(&bad, 100),
+        Err(MetaError::Corrupt(_))
+    ));
 }

@@ -2,7 +2,7 @@
 //! are emulated drives behind `FaultyZoned` (commands wait up to 2 ms before they reach a
 //! member). A round resets or finishes a zone, then submits concurrent writes and appends of
 //! every size and alignment (partial stripes, stripe-crossing, FUA) to a few zones in write
-//! pointer order, sometimes with a reset of another zone in flight; in some rounds power is
+//! pointer order, sometimes with a reset or a finish of other zones in flight; in some rounds power is
 //! cut on every member at once at a seeded instant, each member loses its unflushed writes
 //! (a seeded prefix of every zone survives), sometimes a member fails before the reopen (it
 //! is absent, or present but stale), and the array is opened again.
@@ -10,7 +10,9 @@
 //! Checked after every reopen, per logical zone: the write pointer is at least what was
 //! durable (FUA writes, and everything before them in their zone; everything before a
 //! completed flush) and at most what was submitted; every block below it reads as the
-//! version submitted there; nothing reads as data at or above it. A zone whose members hold
+//! version submitted there; nothing reads as data at or above it. A zone whose reset reached
+//! some member zones and not others when power was cut comes back empty; one whose finish
+//! did comes back Full (the zone log, docs/DESIGN.md). A zone whose members hold
 //! units beyond its recovered write pointer (a torn stripe) is reset by the test before
 //! writing on: relocation does not exist yet (docs/DESIGN.md, "Recovery").
 //!
@@ -77,6 +79,14 @@ struct ZoneModel {
     acked: u64,
     /// Bumped by every reset, so a flush in flight does not vouch for a later incarnation.
     incarnation: u64,
+    /// A finish was submitted and has not completed: the zone may come back Full.
+    finish_pending: bool,
+    /// Member zone states when the pending reset or finish was submitted.
+    members_before: Vec<ZoneState>,
+    /// The cut left the pending reset (finish) on some member zones only: the zone must
+    /// come back empty (Full).
+    must_be_reset: bool,
+    must_be_full: bool,
 }
 
 impl ZoneModel {
@@ -100,6 +110,9 @@ enum Op {
     Reset {
         zone: u32,
     },
+    Finish {
+        zone: u32,
+    },
     Flush,
 }
 
@@ -111,6 +124,9 @@ struct Coverage {
     fua_in_flight_at_cut: u64,
     partial_stripe_writes_in_flight_at_cut: u64,
     resets_in_flight_at_cut: u64,
+    finishes_in_flight_at_cut: u64,
+    resets_on_some_members_at_cut: u64,
+    finishes_on_some_members_at_cut: u64,
     flushes_in_flight_at_cut: u64,
     degraded_reopens: u64,
     stale_member_reopens: u64,
@@ -188,6 +204,12 @@ fn batch(rng: &mut SimRng, model: &[ZoneModel], cap: u64, max_blocks: u64) -> Ve
             ops.push(Op::Reset { zone });
         }
     }
+    if let Some(&zone) = zones.get(writers + 1) {
+        let held = model[zone as usize].versions.len() as u64;
+        if held > 0 && held < cap && rng.chance(0.3) {
+            ops.push(Op::Finish { zone });
+        }
+    }
     if rng.chance(0.3) {
         // A flush in flight among the writes, after a seeded number of them.
         let at = rng.below(ops.len() as u64 + 1) as usize;
@@ -196,7 +218,34 @@ fn batch(rng: &mut SimRng, model: &[ZoneModel], cap: u64, max_blocks: u64) -> Ve
     ops
 }
 
-async fn run_op(v: &RaiznVolume, model: &RefCell<Vec<ZoneModel>>, op: Op, version: u64) {
+/// The states of logical zone `zone`'s member zones, as the members hold them.
+async fn member_states(emus: &[Arc<EmuDevice>], zone: u32) -> Vec<ZoneState> {
+    let mg = member_geo();
+    let mut out = Vec::new();
+    for e in emus {
+        let r = e
+            .report_zones(
+                mg.zone_start(zone + META_ZONES),
+                ReportFilter::All,
+                false,
+                1,
+            )
+            .await;
+        match r {
+            Ok(r) => out.extend(r.zones.first().map(|d| d.state)),
+            Err(err) => panic!("member report: {err}"),
+        }
+    }
+    out
+}
+
+async fn run_op(
+    v: &RaiznVolume,
+    emus: &[Arc<EmuDevice>],
+    model: &RefCell<Vec<ZoneModel>>,
+    op: Op,
+    version: u64,
+) {
     let g = v.geometry();
     match op {
         Op::Write {
@@ -236,7 +285,9 @@ async fn run_op(v: &RaiznVolume, model: &RefCell<Vec<ZoneModel>>, op: Op, versio
             }
         }
         Op::Reset { zone } => {
+            let before = member_states(emus, zone).await;
             model.borrow_mut()[zone as usize].reset_pending = true;
+            model.borrow_mut()[zone as usize].members_before = before;
             if let Err(e) = v
                 .zone_mgmt(ZoneAction::Reset, g.zone_start(zone), false)
                 .await
@@ -246,6 +297,23 @@ async fn run_op(v: &RaiznVolume, model: &RefCell<Vec<ZoneModel>>, op: Op, versio
             let mut m = model.borrow_mut();
             let z = &mut m[zone as usize];
             *z = z.fresh();
+        }
+        Op::Finish { zone } => {
+            let before = member_states(emus, zone).await;
+            model.borrow_mut()[zone as usize].finish_pending = true;
+            model.borrow_mut()[zone as usize].members_before = before;
+            if let Err(e) = v
+                .zone_mgmt(ZoneAction::Finish, g.zone_start(zone), false)
+                .await
+            {
+                panic!("{op:?}: {e}");
+            }
+            let mut m = model.borrow_mut();
+            let z = &mut m[zone as usize];
+            z.finish_pending = false;
+            z.versions.resize(g.zone_capacity as usize, 0);
+            z.durable = g.zone_capacity;
+            z.acked = g.zone_capacity;
         }
         Op::Flush => {
             // What completed before the flush was submitted is durable once it completes.
@@ -292,6 +360,27 @@ async fn check(
             ZoneState::Full => g.zone_capacity,
             _ => d.wp - d.start,
         };
+        if z.must_be_reset {
+            assert_eq!(
+                wp, 0,
+                "{what}: zone {zone}'s reset reached some members before the cut, yet it came \
+                 back at {wp} ({:?})",
+                d.state
+            );
+        }
+        if z.must_be_full {
+            assert_eq!(
+                d.state,
+                ZoneState::Full,
+                "{what}: zone {zone}'s finish reached some members before the cut, yet it came \
+                 back at {wp}"
+            );
+        }
+        if z.finish_pending && d.state == ZoneState::Full {
+            // The finish took effect: the rest of the zone reads as zeros.
+            z.versions.resize(g.zone_capacity as usize, 0);
+            z.durable = g.zone_capacity;
+        }
         let floor = if z.reset_pending { 0 } else { z.durable };
         if !(z.reset_pending && wp == 0) {
             assert!(
@@ -335,6 +424,9 @@ async fn check(
         z.durable = wp;
         z.acked = wp;
         z.reset_pending = false;
+        z.finish_pending = false;
+        z.must_be_reset = false;
+        z.must_be_full = false;
         if wp == 0 {
             *z = z.fresh();
         }
@@ -457,7 +549,7 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
         let done = RefCell::new(vec![false; ops.len()]);
         let mut futs: Vec<LocalBoxFuture<'_, ()>> = Vec::new();
         for (k, op) in ops.iter().enumerate() {
-            let (vr, model, done) = (&v, &model, &done);
+            let (vr, model, done, emus) = (&v, &model, &done, &rig.emus[..]);
             let op = *op;
             let ver = version;
             if let Op::Write { blocks, .. } = op {
@@ -465,7 +557,7 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
             }
             futs.push(
                 async move {
-                    run_op(vr, model, op, ver).await;
+                    run_op(vr, emus, model, op, ver).await;
                     done.borrow_mut()[k] = true;
                 }
                 .boxed_local(),
@@ -538,7 +630,42 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
                             u64::from(!blocks.is_multiple_of(sdb));
                     }
                     Op::Reset { .. } => cov.resets_in_flight_at_cut += 1,
+                    Op::Finish { .. } => cov.finishes_in_flight_at_cut += 1,
                     Op::Flush => cov.flushes_in_flight_at_cut += 1,
+                }
+            }
+        }
+        // A reset or finish cut short: which member zones (of the members still serving)
+        // did it reach?
+        for zone in 0..ZONES {
+            let (reset, finish, before) = {
+                let m = model.borrow();
+                let z = &m[zone as usize];
+                (z.reset_pending, z.finish_pending, z.members_before.clone())
+            };
+            if !reset && !finish {
+                continue;
+            }
+            let after = member_states(&rig.emus, zone).await;
+            let target = if reset {
+                ZoneState::Empty
+            } else {
+                ZoneState::Full
+            };
+            let live = |m: &usize| rig.failed != Some(*m) && rig.armed != Some(*m);
+            let reached = (0..n)
+                .filter(live)
+                .any(|m| after.get(m) == Some(&target) && before.get(m) != Some(&target));
+            let short = (0..n).filter(live).any(|m| after.get(m) != Some(&target));
+            if reached && short {
+                let mut m = model.borrow_mut();
+                let z = &mut m[zone as usize];
+                if reset {
+                    cov.resets_on_some_members_at_cut += 1;
+                    z.must_be_reset = true;
+                } else {
+                    cov.finishes_on_some_members_at_cut += 1;
+                    z.must_be_full = true;
                 }
             }
         }
@@ -622,6 +749,9 @@ fn power_cuts_with_writes_resets_and_member_failures_in_flight() {
         total.fua_in_flight_at_cut += c.fua_in_flight_at_cut;
         total.partial_stripe_writes_in_flight_at_cut += c.partial_stripe_writes_in_flight_at_cut;
         total.resets_in_flight_at_cut += c.resets_in_flight_at_cut;
+        total.finishes_in_flight_at_cut += c.finishes_in_flight_at_cut;
+        total.resets_on_some_members_at_cut += c.resets_on_some_members_at_cut;
+        total.finishes_on_some_members_at_cut += c.finishes_on_some_members_at_cut;
         total.flushes_in_flight_at_cut += c.flushes_in_flight_at_cut;
         total.degraded_reopens += c.degraded_reopens;
         total.stale_member_reopens += c.stale_member_reopens;
@@ -647,6 +777,9 @@ fn power_cuts_with_writes_resets_and_member_failures_in_flight() {
         "{total:?}"
     );
     assert!(total.resets_in_flight_at_cut >= 20, "{total:?}");
+    assert!(total.finishes_in_flight_at_cut >= 20, "{total:?}");
+    assert!(total.resets_on_some_members_at_cut >= 5, "{total:?}");
+    assert!(total.finishes_on_some_members_at_cut >= 5, "{total:?}");
     assert!(total.flushes_in_flight_at_cut >= 20, "{total:?}");
     assert!(total.degraded_reopens >= 200, "{total:?}");
     assert!(total.stale_member_reopens >= 20, "{total:?}");

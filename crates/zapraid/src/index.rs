@@ -555,6 +555,80 @@ impl Index {
         Ok(None)
     }
 
+    /// Member `member` failed: from now on its blocks are addressed by their stripe's index
+    /// in the segment (offset = stripe), as every block written after the failure and every
+    /// block recovery rebuilds without it are, so its stripe-table rows become the identity.
+    /// Moves the L2P entries and trim places that point at it from their real offsets.
+    /// Returns how many entries moved.
+    pub fn remap_failed_member(&mut self, member: u8) -> Result<u64, IndexError> {
+        let l = self.layout;
+        let stripe_of = |ix: &Index, pba: Pba| -> Result<u32, IndexError> {
+            let id = ix.stripe_id(pba)?.ok_or(IndexError::BadPba(pba))?;
+            Ok(l.group_range(l.group_of(pba.offset)).0 + id)
+        };
+        let mut moves = Vec::new();
+        for (lba, e) in self.l2p.iter().enumerate() {
+            if e.seq == 0 || e.pba == NO_PBA {
+                continue;
+            }
+            let pba = Pba::unpack(e.pba);
+            if pba.member == member {
+                moves.push((lba, pba));
+            }
+        }
+        let mut reach = vec![0u32; self.segments.len()];
+        let mut new_pbas = Vec::with_capacity(moves.len());
+        for (lba, pba) in &moves {
+            let offset = stripe_of(self, *pba)?;
+            if let Some(r) = reach.get_mut(pba.segment as usize) {
+                *r = (*r).max(offset + 1);
+            }
+            new_pbas.push((*lba, Pba { offset, ..*pba }));
+        }
+        let mut trims = Vec::new();
+        for (seq, place) in &self.trims {
+            if place.pba.member == member {
+                let offset = stripe_of(self, place.pba)?;
+                if let Some(r) = reach.get_mut(place.pba.segment as usize) {
+                    *r = (*r).max(offset + 1);
+                }
+                trims.push((
+                    *seq,
+                    Pba {
+                        offset,
+                        ..place.pba
+                    },
+                ));
+            }
+        }
+        for (lba, pba) in &new_pbas {
+            if let Some(e) = self.l2p.get_mut(*lba) {
+                e.pba = pba.pack();
+            }
+        }
+        for (seq, pba) in trims {
+            if let Some(p) = self.trims.get_mut(&seq) {
+                p.pba = pba;
+            }
+        }
+        for segment in 0..self.segments.len() {
+            let written = match self.segments.get(segment).and_then(|s| s.table.as_ref()) {
+                Some(t) => t.written.get(usize::from(member)).copied().unwrap_or(0),
+                None => continue,
+            };
+            let end = written.max(reach.get(segment).copied().unwrap_or(0));
+            for offset in 0..end {
+                let pba = Pba {
+                    segment: segment as u32,
+                    member,
+                    offset,
+                };
+                self.set_stripe_id(pba, l.stripe_id_in_group(offset))?;
+            }
+        }
+        Ok(moves.len() as u64)
+    }
+
     /// Bytes of the L2P table: `L2P_BYTES_PER_BLOCK` per logical block.
     pub fn l2p_bytes(&self) -> u64 {
         self.blocks() * L2P_BYTES_PER_BLOCK

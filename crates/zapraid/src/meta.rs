@@ -1,5 +1,6 @@
 //! Encoders and decoders of ZapRAID's on-disk structures: the segment header, the per-block
-//! metadata record, footer blocks and trim records (docs/FORMAT.md, "ZapRAID array").
+//! metadata record (with the array-state record that names failed members), footer blocks
+//! and trim records (docs/FORMAT.md, "ZapRAID array").
 //!
 //! Fault model: the bytes come from a member and may be anything: a block never written
 //! (zeros), a torn write, another structure, or a structure from a newer build. Decoders
@@ -8,7 +9,7 @@
 use crate::layout::{FOOTER_HEADER_BYTES, MAX_MEMBERS, RECORD_BYTES};
 
 /// Format version this build writes and reads.
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 pub const HEADER_MAGIC: [u8; 8] = *b"ZSTKZPHD";
 pub const RECORD_MAGIC: [u8; 4] = *b"ZPBM";
 pub const FOOTER_MAGIC: [u8; 8] = *b"ZSTKZPFT";
@@ -104,12 +105,17 @@ pub struct SegmentHeader {
     pub zone_capacity: u64,
     /// Zone index of the segment on each member.
     pub zones: Vec<u32>,
+    /// The array state when the segment was opened: its generation and the failed members
+    /// (bit `i` = member `i`), so the state survives the collection of the segment that
+    /// holds its record.
+    pub state_gen: u64,
+    pub failed: u64,
 }
 
 impl SegmentHeader {
-    /// Encoded length: `100 + 4 n`.
+    /// Encoded length: `116 + 4 n`.
     pub fn len(&self) -> usize {
-        100 + 4 * self.zones.len()
+        116 + 4 * self.zones.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -140,6 +146,9 @@ impl SegmentHeader {
             b[96 + 4 * i..100 + 4 * i].copy_from_slice(&z.to_le_bytes());
         }
         let at = 96 + 4 * self.zones.len();
+        b[at..at + 8].copy_from_slice(&self.state_gen.to_le_bytes());
+        b[at + 8..at + 16].copy_from_slice(&self.failed.to_le_bytes());
+        let at = at + 16;
         let crc = crc32c::crc32c(&b[..at]);
         b[at..at + 4].copy_from_slice(&crc.to_le_bytes());
         b
@@ -164,7 +173,7 @@ impl SegmentHeader {
                 Err(MetaError::Checksum)
             };
         }
-        let crc_at = 96 + 4 * n;
+        let crc_at = 112 + 4 * n;
         check_frame(b, &HEADER_MAGIC, crc_at)?;
         check_version(u16_at(b, 8))?;
         let h = SegmentHeader {
@@ -188,6 +197,8 @@ impl SegmentHeader {
             zone_size: u64_at(b, 80),
             zone_capacity: u64_at(b, 88),
             zones: (0..n).map(|i| u32_at(b, 96 + 4 * i)).collect(),
+            state_gen: u64_at(b, 96 + 4 * n),
+            failed: u64_at(b, 104 + 4 * n),
         };
         h.validate(&b[76..80], &b[crc_at + 4..])?;
         Ok(h)
@@ -220,6 +231,12 @@ impl SegmentHeader {
         if self.seq_floor >= SEQ_LIMIT {
             return corrupt("sequence floor out of range");
         }
+        if self.failed >> self.zones.len() != 0 {
+            return corrupt(format!(
+                "failed members {:#x} beyond the array",
+                self.failed
+            ));
+        }
         Ok(())
     }
 }
@@ -230,6 +247,9 @@ pub enum RecordKind {
     Data = 1,
     Parity = 2,
     Trim = 3,
+    /// An array-state record, replicated in every block of its stripe: `lba` holds the
+    /// failed members (bit `i` = member `i`), `seq` the state's generation.
+    State = 4,
 }
 
 /// The per-block metadata record (docs/FORMAT.md).
@@ -240,17 +260,65 @@ pub struct BlockRecord {
     pub seq: u64,
     /// The stripe's index in its segment.
     pub stripe: u32,
+    /// Parity records only: the XOR of the kind codes of the stripe's data blocks, so the
+    /// kind of a lost data block (data or trim) is rebuilt with its LBA and sequence number.
+    /// 0 in every other record.
+    pub kinds: u8,
 }
 
 impl BlockRecord {
+    /// A data, trim or state record (`kinds` 0).
+    pub fn new(kind: RecordKind, lba: u64, seq: u64, stripe: u32) -> BlockRecord {
+        BlockRecord {
+            kind,
+            lba,
+            seq,
+            stripe,
+            kinds: 0,
+        }
+    }
+
     /// A padding block of stripe `stripe`.
     pub fn padding(stripe: u32) -> BlockRecord {
-        BlockRecord {
-            kind: RecordKind::Data,
-            lba: NO_LBA,
-            seq: 0,
-            stripe,
+        BlockRecord::new(RecordKind::Data, NO_LBA, 0, stripe)
+    }
+
+    /// The array-state record of generation `gen` naming the `failed` members.
+    pub fn state(gen: u64, failed: u64, stripe: u32) -> BlockRecord {
+        BlockRecord::new(RecordKind::State, failed, gen, stripe)
+    }
+
+    /// The record of a stripe's lost data block, from the records of every other block of
+    /// the stripe (its parity included): LBA, sequence number and kind are XORed back.
+    /// `None` when the result is not a data, trim or padding record (the inputs are not one
+    /// whole stripe).
+    pub fn rebuild<'a>(
+        stripe: u32,
+        others: impl IntoIterator<Item = &'a BlockRecord>,
+    ) -> Option<BlockRecord> {
+        let (mut lba, mut seq, mut kind) = (0u64, 0u64, 0u8);
+        let mut parities = 0;
+        for r in others {
+            lba ^= r.lba;
+            seq ^= r.seq;
+            match r.kind {
+                RecordKind::Parity => {
+                    kind ^= r.kinds;
+                    parities += 1;
+                }
+                RecordKind::State => return None,
+                k => kind ^= k as u8,
+            }
         }
+        let kind = match kind {
+            1 => RecordKind::Data,
+            3 => RecordKind::Trim,
+            _ => return None,
+        };
+        let r = BlockRecord::new(kind, lba, seq, stripe);
+        let padding_ok = r.is_padding() && seq == 0;
+        let seq_ok = seq != 0 && seq < SEQ_LIMIT && lba != NO_LBA;
+        (parities == 1 && (padding_ok || seq_ok)).then_some(r)
     }
 
     pub fn is_padding(&self) -> bool {
@@ -262,6 +330,7 @@ impl BlockRecord {
         b[0..4].copy_from_slice(&RECORD_MAGIC);
         b[4] = VERSION as u8;
         b[5] = self.kind as u8;
+        b[6] = self.kinds;
         b[8..16].copy_from_slice(&self.lba.to_le_bytes());
         b[16..24].copy_from_slice(&self.seq.to_le_bytes());
         b[24..28].copy_from_slice(&self.stripe.to_le_bytes());
@@ -275,16 +344,18 @@ impl BlockRecord {
         stripe: u32,
         data: impl IntoIterator<Item = &'a BlockRecord>,
     ) -> BlockRecord {
-        let (mut lba, mut seq) = (0u64, 0u64);
+        let (mut lba, mut seq, mut kinds) = (0u64, 0u64, 0u8);
         for r in data {
             lba ^= r.lba;
             seq ^= r.seq;
+            kinds ^= r.kind as u8;
         }
         BlockRecord {
             kind: RecordKind::Parity,
             lba,
             seq,
             stripe,
+            kinds,
         }
     }
 
@@ -293,23 +364,33 @@ impl BlockRecord {
     pub fn decode(b: &[u8]) -> Result<BlockRecord, MetaError> {
         check_frame(b, &RECORD_MAGIC, 28)?;
         check_version(u16::from(b[4]))?;
-        if b[6] != 0 || b[7] != 0 || b[32..].iter().any(|x| *x != 0) {
+        if b[7] != 0 || b[32..].iter().any(|x| *x != 0) {
             return corrupt("reserved bytes are not zero");
         }
         let kind = match b[5] {
             1 => RecordKind::Data,
             2 => RecordKind::Parity,
             3 => RecordKind::Trim,
+            4 => RecordKind::State,
             k => return corrupt(format!("record kind {k}")),
         };
+        // Data kinds are 1 and 3, so their XOR is one of 0..=3.
+        if (kind == RecordKind::Parity && b[6] > 3) || (kind != RecordKind::Parity && b[6] != 0) {
+            return corrupt(format!("kinds byte {} in a {kind:?} record", b[6]));
+        }
         let r = BlockRecord {
             kind,
             lba: u64_at(b, 8),
             seq: u64_at(b, 16),
             stripe: u32_at(b, 24),
+            kinds: b[6],
         };
         match kind {
             RecordKind::Parity => {}
+            RecordKind::State if r.seq == 0 || r.seq >= SEQ_LIMIT => {
+                return corrupt(format!("array-state generation {}", r.seq));
+            }
+            RecordKind::State => {}
             // Padding has no LBA and no sequence number; a trim record always has both.
             _ if r.lba == NO_LBA && (kind == RecordKind::Trim || r.seq != 0) => {
                 return corrupt("padding with a sequence number");
@@ -470,12 +551,7 @@ mod tests {
             Err(MetaError::NotARecord)
         );
         assert_eq!(TrimRecord::decode(&[0u8; 4096]), Err(MetaError::NotARecord));
-        let r = BlockRecord {
-            kind: RecordKind::Data,
-            lba: 5,
-            seq: 9,
-            stripe: 3,
-        };
+        let r = BlockRecord::new(RecordKind::Data, 5, 9, 3);
         let mut b = [0u8; 64];
         b[..32].copy_from_slice(&r.encode());
         assert_eq!(BlockRecord::decode(&b), Ok(r));
@@ -486,18 +562,8 @@ mod tests {
     #[test]
     fn a_lost_data_record_is_the_xor_of_parity_and_the_others() {
         let rs = [
-            BlockRecord {
-                kind: RecordKind::Data,
-                lba: 10,
-                seq: 100,
-                stripe: 7,
-            },
-            BlockRecord {
-                kind: RecordKind::Data,
-                lba: 77,
-                seq: 101,
-                stripe: 7,
-            },
+            BlockRecord::new(RecordKind::Data, 10, 100, 7),
+            BlockRecord::new(RecordKind::Data, 77, 101, 7),
             BlockRecord::padding(7),
         ];
         let p = BlockRecord::parity_of(7, &rs);
@@ -506,5 +572,12 @@ mod tests {
         assert_eq!(BlockRecord::decode(&b), Ok(p));
         let lost = BlockRecord::parity_of(7, [&p, &rs[1], &rs[2]]);
         assert_eq!((lost.lba, lost.seq), (rs[0].lba, rs[0].seq));
+        assert_eq!(BlockRecord::rebuild(7, [&p, &rs[1], &rs[2]]), Some(rs[0]));
+        assert_eq!(BlockRecord::rebuild(7, [&p, &rs[0], &rs[1]]), Some(rs[2]));
+        let t = BlockRecord::new(RecordKind::Trim, 40, 102, 7);
+        let p = BlockRecord::parity_of(7, [&rs[0], &t, &rs[2]]);
+        assert_eq!(BlockRecord::rebuild(7, [&p, &rs[0], &rs[2]]), Some(t));
+        // Without the parity the inputs are not a whole stripe.
+        assert_eq!(BlockRecord::rebuild(7, [&rs[0], &rs[2]]), None);
     }
 }

@@ -36,6 +36,8 @@ fn header() -> impl Strategy<Value = SegmentHeader> {
                     zone_size: 4096,
                     zone_capacity: 2000,
                     zones,
+                    state_gen: 0,
+                    failed: 0,
                 }
             })
         })
@@ -47,19 +49,22 @@ fn record() -> impl Strategy<Value = BlockRecord> {
             kind: RecordKind::Data,
             lba,
             seq,
-            stripe
+            stripe,
+            kinds: 0,
         }),
         (any::<u64>(), any::<u64>(), any::<u32>()).prop_map(|(lba, seq, stripe)| BlockRecord {
             kind: RecordKind::Parity,
             lba,
             seq,
-            stripe
+            stripe,
+            kinds: 0,
         }),
         (0u64..NO_LBA, 1u64..(1 << 63), any::<u32>()).prop_map(|(lba, seq, stripe)| BlockRecord {
             kind: RecordKind::Trim,
             lba,
             seq,
-            stripe
+            stripe,
+            kinds: 0,
         }),
         any::<u32>().prop_map(BlockRecord::padding),
     ]
@@ -143,12 +148,15 @@ fn errors_are_typed() {
         zone_size: 128,
         zone_capacity: 100,
         zones: vec![0; 4],
+        state_gen: 3,
+        failed: 0b10,
     };
     let mut b = h.encode(4096);
-    b[8] = 2;
-    let crc = crc32c::crc32c(&b[..112]);
-    b[112..116].copy_from_slice(&crc.to_le_bytes());
-    assert_eq!(SegmentHeader::decode(&b), Err(MetaError::NewerVersion(2)));
+    assert_eq!(SegmentHeader::decode(&b), Ok(h.clone()));
+    b[8] = 3;
+    let crc = crc32c::crc32c(&b[..128]);
+    b[128..132].copy_from_slice(&crc.to_le_bytes());
+    assert_eq!(SegmentHeader::decode(&b), Err(MetaError::NewerVersion(3)));
     let bad = SegmentHeader { group: 99, ..h };
     assert!(matches!(
         SegmentHeader::decode(&bad.encode(4096)),

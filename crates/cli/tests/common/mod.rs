@@ -59,3 +59,33 @@ pub fn session(path: &str, script: &[u8]) -> Output {
         .expect("write the script");
     o
 }
+
+/// Fails the test, naming the Debian package, when a real client it drives is not installed
+/// (./scripts/test installs them; such tests never skip).
+pub fn require(tool: &str, package: &str) {
+    let found = Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {tool}"))
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    assert!(
+        found,
+        "{tool} is missing: install the Debian package {package} (./scripts/test does)"
+    );
+}
+
+/// Runs a real client to completion and returns its stdout and stderr; fails the test,
+/// showing both, when it does not succeed.
+pub fn run(cmd: &mut Command) -> String {
+    let o = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(o.status.success(), "{cmd:?} failed: {text}");
+    text
+}

@@ -59,6 +59,10 @@ impl AppendQueue {
         Some(self.finished.swap_remove(i).1)
     }
 
+    fn is_pending(&self, id: u64) -> bool {
+        self.pending.iter().any(|p| p.id == id)
+    }
+
     fn forget(&mut self, id: u64) {
         self.pending.retain(|p| p.id != id);
         self.take_finished(id);
@@ -72,6 +76,13 @@ impl Core {
             return;
         }
         let mut batch = std::mem::take(&mut self.appends.pending);
+        // An append to a zone whose write another thread is storing waits for the next
+        // drain: it would land at a write pointer about to move.
+        let geo = self.geo;
+        let (mut batch, waiting): (Vec<_>, Vec<_>) = batch
+            .drain(..)
+            .partition(|p| geo.zone_of(p.zslba).is_none_or(|z| !self.zones.is_busy(z)));
+        self.appends.pending = waiting;
         self.rng.shuffle(&mut batch);
         for p in batch {
             let payload = Payload {
@@ -131,15 +142,19 @@ impl EmuDevice {
             id,
             done: false,
         };
-        YieldOnce(false).await;
-        let r = {
+        loop {
+            YieldOnce(false).await;
             let mut c = self.core.lock();
             c.drain_appends();
-            c.appends
-                .take_finished(id)
-                .unwrap_or(Err(NvmeStatus::AbortedPowerLoss))
-        };
-        guard.done = true;
-        r
+            if let Some(r) = c.appends.take_finished(id) {
+                guard.done = true;
+                return r;
+            }
+            if !c.appends.is_pending(id) {
+                guard.done = true;
+                return Err(NvmeStatus::AbortedPowerLoss);
+            }
+            // Still waiting for a busy zone (another thread is storing a write to it).
+        }
     }
 }

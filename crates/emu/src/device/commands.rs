@@ -9,7 +9,7 @@ use zns::{
     ZoneState, ZonedDevice,
 };
 
-use super::core::Payload;
+use super::core::{read_pieces, store_payload, zeros_needed, Payload};
 use super::EmuDevice;
 use crate::stats::Op;
 use crate::timing::TimedCmd;
@@ -24,11 +24,18 @@ impl ZonedDevice for EmuDevice {
         self.enter(Op::Read).await?;
         let r = (|| {
             let blocks = self.blocks_of(lba, buf.len(), meta.as_ref().map(|m| m.len()))?;
-            let mut c = self.core.lock();
-            c.drain_appends();
-            c.zones.check_read(lba, blocks)?;
-            self.mdts_check(blocks)?;
-            c.read_blocks(lba, buf, meta)
+            let pieces = {
+                let mut c = self.core.lock();
+                c.drain_appends();
+                c.zones.check_read(lba, blocks)?;
+                self.mdts_check(blocks)?;
+                c.plan_read(lba, blocks)?
+            };
+            // Copied without the core lock. On one thread nothing runs in between; with a
+            // reset and rewrite of the zone on another thread meanwhile, the new bytes may
+            // show through, as for any two concurrent commands on a drive.
+            read_pieces(&*self.store, &self.geo, lba, &pieces, buf, meta)
+                .map_err(|(op, e)| self.core.lock().host_fault(op, e))
         })();
         self.record(Op::Read, &r);
         if let Some(t) = &self.timing {
@@ -43,17 +50,11 @@ impl ZonedDevice for EmuDevice {
         let r = (|| {
             let blocks = self.blocks_of(lba, data.len(), meta.map(|m| m.len()))?;
             self.mdts_check(blocks)?;
-            let mut c = self.core.lock();
-            c.drain_appends();
-            c.zoned_write(
-                lba,
-                blocks,
-                Payload {
-                    data: Some(data),
-                    meta,
-                },
-                fua,
-            )
+            let payload = Payload {
+                data: Some(data),
+                meta,
+            };
+            self.write_outside_core(lba, blocks, payload, fua)
         })();
         self.record(Op::Write, &r);
         if let Some(t) = &self.timing {
@@ -87,6 +88,7 @@ impl ZonedDevice for EmuDevice {
         if !self.cfg.reorder_appends {
             let r = (|| {
                 self.mdts_check(blocks)?;
+                let _zone = self.lock_zone_of(zslba);
                 self.core.lock().append_now(
                     zslba,
                     Payload {
@@ -114,17 +116,11 @@ impl ZonedDevice for EmuDevice {
                 return Err(NvmeStatus::InvalidField);
             }
             self.mdts_check(blocks)?;
-            let mut c = self.core.lock();
-            c.drain_appends();
-            c.zoned_write(
-                lba,
-                blocks,
-                Payload {
-                    data: None,
-                    meta: None,
-                },
-                fua,
-            )
+            let payload = Payload {
+                data: None,
+                meta: None,
+            };
+            self.write_outside_core(lba, blocks, payload, fua)
         })();
         self.record(Op::WriteZeroes, &r);
         if let Some(t) = &self.timing {
@@ -163,7 +159,27 @@ impl ZonedDevice for EmuDevice {
     async fn zone_mgmt(&self, action: ZoneAction, zslba: Lba, select_all: bool) -> NvmeResult<()> {
         self.enter(Op::ZoneMgmt).await?;
         // `changed`: zones whose state changed, for the timing model (erase, last program).
-        let (r, changed) = self.core.lock().manage(action, zslba, select_all);
+        let (r, changed) = {
+            let _zones = if select_all {
+                self.lock_all_zones()
+            } else {
+                self.lock_zone_of(zslba).into_iter().collect()
+            };
+            loop {
+                let mut c = self.core.lock();
+                let out = c.manage(action, zslba, select_all);
+                // As for writes: an open that waits only for writes in flight elsewhere.
+                if out.0 == Err(NvmeStatus::TooManyOpenZones)
+                    && out.1.is_empty()
+                    && c.zones.open_room_waits_for_busy()
+                {
+                    drop(c);
+                    std::thread::yield_now();
+                    continue;
+                }
+                break out;
+            }
+        };
         self.record(Op::ZoneMgmt, &r);
         if let Some(t) = &self.timing {
             let pick = |s: ZoneState| -> Vec<u32> {
@@ -223,6 +239,54 @@ impl EmuDevice {
         if total > u64::from(g.copy_max_blocks) {
             return Err(NvmeStatus::CommandSizeLimitExceeded);
         }
+        let _zone = self.lock_zone_of(dest);
         self.core.lock().copy(sources, total, dest, fua)
+    }
+
+    /// A Zone Write or Write Zeroes: begun under the core lock (validated, zone opened and
+    /// marked busy), its bytes copied into the store without it, then finished under it. The
+    /// zone's lock, held throughout, keeps other writers and state changes of this zone out.
+    fn write_outside_core(
+        &self,
+        lba: Lba,
+        blocks: u64,
+        payload: Payload<'_>,
+        fua: bool,
+    ) -> NvmeResult<()> {
+        let _zone = self.lock_zone_of(lba);
+        let z = loop {
+            let mut c = self.core.lock();
+            c.drain_appends();
+            match c.zones.begin_write(lba, blocks) {
+                Ok(z) => {
+                    c.zones.set_busy(z, true);
+                    break z;
+                }
+                // The only zones the device could close for a slot have writes in flight on
+                // other threads: once one finishes, this write gets its slot, as if it had
+                // arrived after it (a copy takes microseconds; nothing here waits on I/O).
+                Err(NvmeStatus::TooManyOpenZones) if c.zones.open_room_waits_for_busy() => {
+                    drop(c);
+                    std::thread::yield_now();
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        let zeros;
+        let zeros: &[u8] = match zeros_needed(&self.geo, blocks, payload) {
+            0 => &[],
+            n => {
+                zeros = vec![0u8; n];
+                &zeros
+            }
+        };
+        let stored = store_payload(&*self.store, &self.geo, lba, blocks, payload, zeros);
+        let mut c = self.core.lock();
+        c.zones.set_busy(z, false);
+        match stored {
+            // The write pointer has not moved: the zone still describes the store exactly.
+            Err((op, e)) => Err(c.host_fault(op, e)),
+            Ok(()) => c.complete_write(z, blocks, fua),
+        }
     }
 }

@@ -31,6 +31,7 @@
 //! own lock, which is taken after it and never the other way round.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use zns::{
     CopyRange, Geometry, Lba, NvmeResult, NvmeStatus, ReportFilter, SimRng, ZoneAction, ZoneReport,
@@ -58,7 +59,7 @@ pub(super) struct Core {
     pub(super) geo: Geometry,
     pub(super) cfg: EmuConfig,
     pub(super) zones: ZoneTable,
-    pub(super) store: Box<dyn Store>,
+    pub(super) store: Arc<dyn Store>,
     pub(super) rng: SimRng,
     pub(super) faults: FaultState,
     pub(super) stats: Stats,
@@ -172,7 +173,7 @@ fn shutdown_entries(geo: &Geometry, zones: &[Zone]) -> Vec<ZoneEntry> {
 impl Core {
     pub(super) fn new(
         cfg: EmuConfig,
-        store: Box<dyn Store>,
+        store: Arc<dyn Store>,
         zones: ZoneTable,
         image: Option<PathBuf>,
         read_only: bool,
@@ -403,18 +404,11 @@ impl Core {
         self.persist(zone).map_err(|s| self.lifecycle_err(s))
     }
 
-    /// Reads `buf.len()` bytes of blocks at `lba` (already validated), zeroing what lies above
-    /// each zone's write pointer.
-    pub(super) fn read_blocks(
-        &mut self,
-        lba: Lba,
-        buf: &mut [u8],
-        mut meta: Option<&mut [u8]>,
-    ) -> NvmeResult<()> {
+    /// Plans a read of `blocks` at `lba` (already validated): per zone touched, (first LBA,
+    /// blocks, blocks below the zone's written data). What lies above is read as zeros.
+    pub(super) fn plan_read(&mut self, lba: Lba, blocks: u64) -> NvmeResult<Vec<ReadPiece>> {
         let geo = self.geo;
-        let bs = u64::from(geo.block_size);
-        let oob = u64::from(geo.oob_size);
-        let blocks = buf.len() as u64 / bs;
+        let mut pieces = Vec::with_capacity(1);
         let mut done = 0u64;
         while done < blocks {
             let at = lba + done;
@@ -422,28 +416,30 @@ impl Core {
             let zone_end = geo.zone_start(z) + geo.zone_size;
             let n = (zone_end - at).min(blocks - done);
             let valid = self.zones.zone(z).data_end.saturating_sub(at).min(n);
-            let (b0, b1, b2) = (done * bs, (done + valid) * bs, (done + n) * bs);
-            let r = self
-                .store
-                .read_data(at * bs, &mut buf[b0 as usize..b1 as usize]);
-            r.map_err(|e| self.host_fault(HostOp::ReadData, e))?;
-            buf[b1 as usize..b2 as usize].fill(0);
-            if let Some(m) = meta.as_deref_mut() {
-                let (m0, m1, m2) = (done * oob, (done + valid) * oob, (done + n) * oob);
-                let r = self
-                    .store
-                    .read_meta(at * oob, &mut m[m0 as usize..m1 as usize]);
-                r.map_err(|e| self.host_fault(HostOp::ReadMeta, e))?;
-                m[m1 as usize..m2 as usize].fill(0);
-            }
+            pieces.push(ReadPiece { at, n, valid });
             done += n;
         }
         self.stats.blocks_read += blocks;
-        Ok(())
+        Ok(pieces)
+    }
+
+    /// Reads `buf.len()` bytes of blocks at `lba` (already validated), zeroing what lies above
+    /// each zone's write pointer.
+    pub(super) fn read_blocks(
+        &mut self,
+        lba: Lba,
+        buf: &mut [u8],
+        meta: Option<&mut [u8]>,
+    ) -> NvmeResult<()> {
+        let blocks = buf.len() as u64 / u64::from(self.geo.block_size);
+        let pieces = self.plan_read(lba, blocks)?;
+        let store = Arc::clone(&self.store);
+        read_pieces(&*store, &self.geo, lba, &pieces, buf, meta)
+            .map_err(|(op, e)| self.host_fault(op, e))
     }
 
     /// Grows the zero buffer (the payload of Write Zeroes) to at least `len` bytes.
-    fn grow_zeros(&mut self, len: usize) {
+    pub(super) fn grow_zeros(&mut self, len: usize) {
         if self.zero.len() < len {
             self.zero.resize(len, 0);
         }
@@ -459,35 +455,21 @@ impl Core {
         payload: Payload<'_>,
         fua: bool,
     ) -> NvmeResult<()> {
-        let bs = u64::from(self.geo.block_size);
-        let oob = u64::from(self.geo.oob_size);
-        let Payload { data, meta } = payload;
-        let r = match data {
-            Some(d) => self.store.write_data(lba * bs, d),
-            None => {
-                let len = (blocks * bs) as usize;
-                self.grow_zeros(len);
-                self.store.write_data(lba * bs, &self.zero[..len])
-            }
-        };
+        self.grow_zeros(zeros_needed(&self.geo, blocks, payload));
+        let store = Arc::clone(&self.store);
         // The write pointer has not moved: a failure here leaves the zone as the image has it.
-        r.map_err(|e| self.host_fault(HostOp::WriteData, e))?;
-        if oob > 0 {
-            let r = match meta {
-                Some(m) => self.store.write_meta(lba * oob, m),
-                None => {
-                    let len = (blocks * oob) as usize;
-                    self.grow_zeros(len);
-                    self.store.write_meta(lba * oob, &self.zero[..len])
-                }
-            };
-            r.map_err(|e| self.host_fault(HostOp::WriteMeta, e))?;
-        }
+        store_payload(&*store, &self.geo, lba, blocks, payload, &self.zero)
+            .map_err(|(op, e)| self.host_fault(op, e))?;
+        self.complete_write(z, blocks, fua)
+    }
+
+    /// Completes a write whose bytes are in the store: the write pointer moves, and from
+    /// here on a host failure fails the device (see the fault model above).
+    pub(super) fn complete_write(&mut self, z: u32, blocks: u64, fua: bool) -> NvmeResult<()> {
         let durable = fua || !self.cfg.volatile_cache;
         self.zones.finish_write(z, blocks, durable);
         self.stats.blocks_written += blocks;
         self.stats.zone_writes[z as usize] += 1;
-        // From here on a host failure fails the device (see the fault model above).
         self.persist(z)?;
         if durable {
             self.sync()?;
@@ -619,4 +601,88 @@ impl Core {
         self.stats.blocks_copied += total;
         Ok(())
     }
+}
+
+/// One zone's part of a read: `n` blocks at `at`, of which the first `valid` hold data.
+pub(super) struct ReadPiece {
+    at: Lba,
+    n: u64,
+    valid: u64,
+}
+
+/// Reads planned pieces from the store into `buf` (and `meta`), zeroing what lies above each
+/// zone's data. Needs no device lock: the store is shared, and the plan was made under it.
+pub(super) fn read_pieces(
+    store: &dyn Store,
+    geo: &Geometry,
+    lba: Lba,
+    pieces: &[ReadPiece],
+    buf: &mut [u8],
+    mut meta: Option<&mut [u8]>,
+) -> Result<(), (HostOp, std::io::Error)> {
+    let bs = u64::from(geo.block_size);
+    let oob = u64::from(geo.oob_size);
+    for p in pieces {
+        let done = p.at - lba;
+        let (b0, b1, b2) = (done * bs, (done + p.valid) * bs, (done + p.n) * bs);
+        store
+            .read_data(p.at * bs, &mut buf[b0 as usize..b1 as usize])
+            .map_err(|e| (HostOp::ReadData, e))?;
+        buf[b1 as usize..b2 as usize].fill(0);
+        if let Some(m) = meta.as_deref_mut() {
+            let (m0, m1, m2) = (done * oob, (done + p.valid) * oob, (done + p.n) * oob);
+            store
+                .read_meta(p.at * oob, &mut m[m0 as usize..m1 as usize])
+                .map_err(|e| (HostOp::ReadMeta, e))?;
+            m[m1 as usize..m2 as usize].fill(0);
+        }
+    }
+    Ok(())
+}
+
+/// How many zero bytes a write of `blocks` needs for what its payload lacks.
+pub(super) fn zeros_needed(geo: &Geometry, blocks: u64, payload: Payload<'_>) -> usize {
+    let data = if payload.data.is_none() {
+        blocks * u64::from(geo.block_size)
+    } else {
+        0
+    };
+    let meta = if payload.meta.is_none() {
+        blocks * u64::from(geo.oob_size)
+    } else {
+        0
+    };
+    data.max(meta) as usize
+}
+
+/// Copies a write's data and metadata into the store; `zeros` (at least as long as either)
+/// stands in for what the payload lacks.
+pub(super) fn store_payload(
+    store: &dyn Store,
+    geo: &Geometry,
+    lba: Lba,
+    blocks: u64,
+    payload: Payload<'_>,
+    zeros: &[u8],
+) -> Result<(), (HostOp, std::io::Error)> {
+    let bs = u64::from(geo.block_size);
+    let oob = u64::from(geo.oob_size);
+    // Lazily: `zeros` is empty when the payload lacks nothing.
+    let data = match payload.data {
+        Some(d) => d,
+        None => &zeros[..(blocks * bs) as usize],
+    };
+    store
+        .write_data(lba * bs, data)
+        .map_err(|e| (HostOp::WriteData, e))?;
+    if oob > 0 {
+        let meta = match payload.meta {
+            Some(m) => m,
+            None => &zeros[..(blocks * oob) as usize],
+        };
+        store
+            .write_meta(lba * oob, meta)
+            .map_err(|e| (HostOp::WriteMeta, e))?;
+    }
+    Ok(())
 }

@@ -13,6 +13,7 @@
 //! resources they hold). A restart or power loss happens only when asked for.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 use zns::{Geometry, Lba, ZoneState};
@@ -36,7 +37,7 @@ impl EmuDevice {
         Ok(Self::assemble(
             cfg,
             None,
-            Box::new(store),
+            Arc::new(store),
             ZoneTable::new(g),
             false,
         ))
@@ -55,7 +56,7 @@ impl EmuDevice {
         Ok(Self::assemble(
             cfg,
             Some(path.to_path_buf()),
-            Box::new(store),
+            Arc::new(store),
             ZoneTable::new(cfg.geometry),
             false,
         ))
@@ -64,7 +65,7 @@ impl EmuDevice {
     /// Opens an existing image. After a clean shutdown its zones come back as they were,
     /// open ones open; after a process kill they come back by the restart rule (item 37).
     pub fn open_file(path: &Path, host_sync: bool) -> Result<EmuDevice, EmuError> {
-        let (mut store, entries) = FileStore::open(path, host_sync)?;
+        let (store, entries) = FileStore::open(path, host_sync)?;
         let sb = store.superblock();
         let zones = zones_at_open(&sb, &entries)?;
         store.set_clean(false)?;
@@ -78,7 +79,7 @@ impl EmuDevice {
         Ok(Self::assemble(
             cfg,
             Some(path.to_path_buf()),
-            Box::new(store),
+            Arc::new(store),
             ZoneTable::from_zones(sb.geometry, zones),
             false,
         ))
@@ -103,7 +104,7 @@ impl EmuDevice {
         Ok(Self::assemble(
             cfg,
             Some(path.to_path_buf()),
-            Box::new(store),
+            Arc::new(store),
             ZoneTable::from_zones(sb.geometry, zones),
             true,
         ))
@@ -138,14 +139,25 @@ impl EmuDevice {
     fn assemble(
         cfg: EmuConfig,
         path: Option<std::path::PathBuf>,
-        store: Box<dyn Store>,
+        store: Arc<dyn Store>,
         zones: ZoneTable,
         read_only: bool,
     ) -> EmuDevice {
+        let zone_locks = (0..cfg.geometry.zone_count)
+            .map(|_| Mutex::new(()))
+            .collect();
         EmuDevice {
             geo: cfg.geometry,
             cfg,
-            core: Mutex::new(Core::new(cfg, store, zones, path.clone(), read_only)),
+            core: Mutex::new(Core::new(
+                cfg,
+                Arc::clone(&store),
+                zones,
+                path.clone(),
+                read_only,
+            )),
+            zone_locks,
+            store,
             path,
             timing: None,
         }
@@ -164,6 +176,7 @@ impl EmuDevice {
                 "a fault can move a zone to read_only or offline, not {state}"
             )));
         }
+        let _zones = self.lock_all_zones();
         self.core.lock().force_zone_state(zone, state)
     }
 
@@ -171,6 +184,7 @@ impl EmuDevice {
     /// prefix (drawn from `seed`) at least up to its durable point; appends in flight are
     /// aborted; then the device restarts. Returns (zone, kept WP, lost WP) per cut zone.
     pub fn power_loss(&self, seed: u64) -> Result<Vec<(u32, Lba, Lba)>, EmuError> {
+        let _zones = self.lock_all_zones();
         let mut c = self.core.lock();
         let cut = c.power_cut(seed)?;
         self.resync_timing(&c);
@@ -181,6 +195,7 @@ impl EmuDevice {
     /// come back Closed (Empty if unwritten), as item 37 requires. Persisted, so the next
     /// open of the image finds them so too.
     pub fn restart(&self) -> Result<(), EmuError> {
+        let _zones = self.lock_all_zones();
         let mut c = self.core.lock();
         c.restart()?;
         self.resync_timing(&c);
@@ -193,12 +208,14 @@ impl EmuDevice {
     /// on a host I/O error writes nothing either, and returns that error (its image is then
     /// as after a process kill at the failure).
     pub fn shutdown(&self) -> Result<(), EmuError> {
+        let _zones = self.lock_all_zones();
         self.core.lock().shutdown()
     }
 
     /// Process kill: the device goes away without a shutdown. An image keeps what was
     /// durable; nothing else is written.
     pub fn kill(self) {
+        let _zones = self.lock_all_zones();
         self.core.lock().kill();
     }
 }

@@ -1,6 +1,16 @@
 //! `EmuDevice`: the emulated ZNS SSD. An async `ZonedDevice` shell around the zone state
-//! machine (`zones`), a storage backend (`store`), fault injection and counters, all behind
-//! one lock so every command is atomic with respect to the others.
+//! machine (`zones`), a storage backend (`store`), fault injection and counters.
+//!
+//! Locks. The state (zones, counters, faults, append queue) is behind one lock, the core,
+//! held only for the short synchronous steps of a command, so every command is atomic with
+//! respect to the others. The bytes of a Zone Write or Write Zeroes are copied into the shared
+//! store outside it, between `begin_write` and `finish_write` (the zone is marked busy
+//! meanwhile), and reads copy out of the store outside it too: writers and readers of
+//! different zones run in parallel on different threads. Every command that writes a zone or
+//! changes its state holds that zone's lock first (lifecycle commands and Select All hold all
+//! of them), so no two writers of one zone overlap; the order is zone locks ascending, then
+//! the core. Single-threaded, nothing changes: a write begins and finishes without a poll in
+//! between.
 //!
 //! One concept per file: `lifecycle` (create, open, restart, power loss, shutdown, kill),
 //! `core` (the state behind the lock and the synchronous steps of every command), `append`
@@ -45,6 +55,10 @@ pub struct EmuDevice {
     /// The image file, for a file-backed device.
     path: Option<std::path::PathBuf>,
     core: Mutex<Core>,
+    /// One per zone; see "Locks" above.
+    zone_locks: Box<[Mutex<()>]>,
+    /// The store the core also holds, for the copies made outside the core lock.
+    store: std::sync::Arc<dyn crate::store::Store>,
     /// The performance model, when enabled: decides when each command completes.
     timing: Option<Timing>,
 }
@@ -169,6 +183,18 @@ impl EmuDevice {
             return Err(NvmeStatus::InvalidField);
         }
         Ok(())
+    }
+
+    /// The lock of the zone holding `lba`, if `lba` is in the namespace (a command at an LBA
+    /// outside it fails validation and touches no zone).
+    fn lock_zone_of(&self, lba: Lba) -> Option<parking_lot::MutexGuard<'_, ()>> {
+        let z = self.geo.zone_of(lba)?;
+        self.zone_locks.get(z as usize).map(|l| l.lock())
+    }
+
+    /// Every zone's lock, in ascending order: for Select All and lifecycle commands.
+    fn lock_all_zones(&self) -> Vec<parking_lot::MutexGuard<'_, ()>> {
+        self.zone_locks.iter().map(|l| l.lock()).collect()
     }
 
     fn record(&self, op: Op, r: &NvmeResult<impl Sized>) {

@@ -64,7 +64,8 @@ fn lock(file: &File, path: &Path, shared: bool) -> io::Result<()> {
 pub struct FileStore {
     file: File,
     layout: Layout,
-    superblock: Superblock,
+    /// Behind a lock: `set_clean` changes it through a shared store.
+    superblock: parking_lot::Mutex<Superblock>,
     /// Whether `sync` calls fdatasync (host-crash durability, slow) or only orders writes.
     host_sync: bool,
     /// Opened O_RDONLY: every write is refused.
@@ -115,10 +116,10 @@ impl FileStore {
         let layout = Layout::for_geometry(&sb.geometry);
         host_write_hook()?;
         file.set_len(layout.total_bytes)?;
-        let mut store = FileStore {
+        let store = FileStore {
             file,
             layout,
-            superblock: sb,
+            superblock: parking_lot::Mutex::new(sb),
             host_sync,
             read_only: false,
         };
@@ -182,7 +183,7 @@ impl FileStore {
         let store = FileStore {
             file,
             layout,
-            superblock: sb,
+            superblock: parking_lot::Mutex::new(sb),
             host_sync,
             read_only,
         };
@@ -190,15 +191,16 @@ impl FileStore {
     }
 
     pub fn superblock(&self) -> Superblock {
-        self.superblock
+        *self.superblock.lock()
     }
 
     pub fn is_read_only(&self) -> bool {
         self.read_only
     }
 
-    fn write_superblock(&mut self) -> io::Result<()> {
-        self.write_at(&image::encode_superblock(&self.superblock), 0, false)
+    fn write_superblock(&self) -> io::Result<()> {
+        let sb = *self.superblock.lock();
+        self.write_at(&image::encode_superblock(&sb), 0, false)
     }
 
     /// Every write to the image goes through here: refused when read-only, and subject to
@@ -243,30 +245,30 @@ fn undo_create(path: &Path, created: bool, touched: bool, e: io::Error) -> EmuEr
 }
 
 impl Store for FileStore {
-    fn read_data(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+    fn read_data(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         self.file
             .read_exact_at(buf, self.layout.data_offset + offset)
     }
-    fn write_data(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
+    fn write_data(&self, offset: u64, data: &[u8]) -> io::Result<()> {
         self.write_at(data, self.layout.data_offset + offset, true)
     }
-    fn read_meta(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+    fn read_meta(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         self.file
             .read_exact_at(buf, self.layout.meta_offset + offset)
     }
-    fn write_meta(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
+    fn write_meta(&self, offset: u64, data: &[u8]) -> io::Result<()> {
         self.write_at(data, self.layout.meta_offset + offset, true)
     }
-    fn discard(&mut self, _data: (u64, u64), _meta: (u64, u64)) -> io::Result<()> {
+    fn discard(&self, _data: (u64, u64), _meta: (u64, u64)) -> io::Result<()> {
         // Stale bytes above the write pointer are never read back, so nothing needs erasing.
         Ok(())
     }
-    fn persist_zone(&mut self, index: u32, entry: &ZoneEntry) -> io::Result<()> {
+    fn persist_zone(&self, index: u32, entry: &ZoneEntry) -> io::Result<()> {
         let at = self.layout.table_offset + u64::from(index) * image::ZONE_ENTRY_BYTES as u64;
         self.write_at(&image::encode_zone_entry(index, entry), at, false)
     }
-    fn set_clean(&mut self, clean: bool) -> io::Result<()> {
-        self.superblock.clean = clean;
+    fn set_clean(&self, clean: bool) -> io::Result<()> {
+        self.superblock.lock().clean = clean;
         self.write_superblock()?;
         if clean {
             host_write_hook()?;
@@ -274,7 +276,7 @@ impl Store for FileStore {
         }
         Ok(())
     }
-    fn sync(&mut self) -> io::Result<()> {
+    fn sync(&self) -> io::Result<()> {
         if self.host_sync && !self.read_only {
             host_write_hook()?;
             self.file.sync_data()?;

@@ -9,26 +9,31 @@
 mod file;
 
 use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use parking_lot::RwLock;
 
 pub use file::{describe_io_error, FileStore};
 
 use crate::image::ZoneEntry;
 
-/// Where a device keeps its bytes.
-pub trait Store: Send {
-    fn read_data(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
-    fn write_data(&mut self, offset: u64, data: &[u8]) -> io::Result<()>;
-    fn read_meta(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
-    fn write_meta(&mut self, offset: u64, data: &[u8]) -> io::Result<()>;
+/// Where a device keeps its bytes. Shared between threads: the device copies a write's data
+/// into the store outside its state lock (so writers of different zones copy in parallel),
+/// and the zone state machine keeps any two writers off the same bytes.
+pub trait Store: Send + Sync {
+    fn read_data(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
+    fn write_data(&self, offset: u64, data: &[u8]) -> io::Result<()>;
+    fn read_meta(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
+    fn write_meta(&self, offset: u64, data: &[u8]) -> io::Result<()>;
     /// The zone's data may be dropped (after a reset).
-    fn discard(&mut self, data: (u64, u64), meta: (u64, u64)) -> io::Result<()>;
+    fn discard(&self, data: (u64, u64), meta: (u64, u64)) -> io::Result<()>;
     /// Persists the entry of zone `index`: its restart form, and its open state when written
     /// at a clean shutdown.
-    fn persist_zone(&mut self, index: u32, entry: &ZoneEntry) -> io::Result<()>;
+    fn persist_zone(&self, index: u32, entry: &ZoneEntry) -> io::Result<()>;
     /// Records a clean shutdown (true) or that the image is in use (false).
-    fn set_clean(&mut self, clean: bool) -> io::Result<()>;
+    fn set_clean(&self, clean: bool) -> io::Result<()>;
     /// Pushes everything to stable host storage when the device is configured to.
-    fn sync(&mut self) -> io::Result<()>;
+    fn sync(&self) -> io::Result<()>;
     /// Bytes of host memory or disk the backend currently uses for data.
     fn footprint_bytes(&self) -> u64;
 }
@@ -55,11 +60,14 @@ fn spans(
     })
 }
 
-/// A sparse byte array of fixed-size chunks allocated on first write.
+type Chunk = RwLock<Option<Box<[u8]>>>;
+
+/// A sparse byte array of fixed-size chunks allocated on first write. Each chunk has its own
+/// lock, so threads copying into different chunks do not wait for each other.
 pub struct SparseBytes {
     chunk_bytes: usize,
-    chunks: Vec<Option<Box<[u8]>>>,
-    allocated: usize,
+    chunks: Vec<Chunk>,
+    allocated: AtomicUsize,
 }
 
 impl SparseBytes {
@@ -67,37 +75,38 @@ impl SparseBytes {
         let n = len.div_ceil(chunk_bytes as u64) as usize;
         SparseBytes {
             chunk_bytes,
-            chunks: (0..n).map(|_| None).collect(),
-            allocated: 0,
+            chunks: (0..n).map(|_| RwLock::new(None)).collect(),
+            allocated: AtomicUsize::new(0),
         }
     }
 
     pub fn read(&self, offset: u64, buf: &mut [u8]) {
         for (ci, co, bo, n) in spans(self.chunk_bytes, offset, buf.len()) {
-            match &self.chunks[ci] {
+            match &*self.chunks[ci].read() {
                 Some(c) => buf[bo..bo + n].copy_from_slice(&c[co..co + n]),
                 None => buf[bo..bo + n].fill(0),
             }
         }
     }
 
-    pub fn write(&mut self, offset: u64, data: &[u8]) {
+    pub fn write(&self, offset: u64, data: &[u8]) {
         for (ci, co, bo, n) in spans(self.chunk_bytes, offset, data.len()) {
             self.write_chunk(ci, co, &data[bo..bo + n]);
         }
     }
 
-    fn write_chunk(&mut self, ci: usize, co: usize, data: &[u8]) {
+    fn write_chunk(&self, ci: usize, co: usize, data: &[u8]) {
         let cb = self.chunk_bytes;
-        let chunk = self.chunks[ci].get_or_insert_with(|| {
-            self.allocated += 1;
+        let mut guard = self.chunks[ci].write();
+        let chunk = guard.get_or_insert_with(|| {
+            self.allocated.fetch_add(1, Ordering::Relaxed);
             vec![0u8; cb].into_boxed_slice()
         });
         chunk[co..co + data.len()].copy_from_slice(data);
     }
 
     /// Zeroes a range, freeing the chunks it covers whole.
-    pub fn discard(&mut self, offset: u64, len: u64) {
+    pub fn discard(&self, offset: u64, len: u64) {
         let cb = self.chunk_bytes as u64;
         let mut pos = offset;
         let end = offset + len;
@@ -105,11 +114,12 @@ impl SparseBytes {
             let ci = (pos / cb) as usize;
             let co = pos % cb;
             let n = (cb - co).min(end - pos);
+            let mut guard = self.chunks[ci].write();
             if co == 0 && n == cb {
-                if self.chunks[ci].take().is_some() {
-                    self.allocated -= 1;
+                if guard.take().is_some() {
+                    self.allocated.fetch_sub(1, Ordering::Relaxed);
                 }
-            } else if let Some(c) = &mut self.chunks[ci] {
+            } else if let Some(c) = &mut *guard {
                 c[co as usize..(co + n) as usize].fill(0);
             }
             pos += n;
@@ -117,7 +127,7 @@ impl SparseBytes {
     }
 
     pub fn allocated_bytes(&self) -> u64 {
-        (self.allocated * self.chunk_bytes) as u64
+        (self.allocated.load(Ordering::Relaxed) * self.chunk_bytes) as u64
     }
 }
 
@@ -137,35 +147,35 @@ impl MemStore {
 }
 
 impl Store for MemStore {
-    fn read_data(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+    fn read_data(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         self.data.read(offset, buf);
         Ok(())
     }
-    fn write_data(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
+    fn write_data(&self, offset: u64, data: &[u8]) -> io::Result<()> {
         self.data.write(offset, data);
         Ok(())
     }
-    fn read_meta(&mut self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+    fn read_meta(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         self.meta.read(offset, buf);
         Ok(())
     }
-    fn write_meta(&mut self, offset: u64, data: &[u8]) -> io::Result<()> {
+    fn write_meta(&self, offset: u64, data: &[u8]) -> io::Result<()> {
         self.meta.write(offset, data);
         Ok(())
     }
-    fn discard(&mut self, _data: (u64, u64), _meta: (u64, u64)) -> io::Result<()> {
+    fn discard(&self, _data: (u64, u64), _meta: (u64, u64)) -> io::Result<()> {
         // Chunks stay allocated across a reset: the device never reads above a write pointer,
         // and keeping them spares the next writes the page faults of fresh memory (the host
         // FTL resets zones continuously). Memory use is bounded by the high-water mark.
         Ok(())
     }
-    fn persist_zone(&mut self, _index: u32, _entry: &ZoneEntry) -> io::Result<()> {
+    fn persist_zone(&self, _index: u32, _entry: &ZoneEntry) -> io::Result<()> {
         Ok(())
     }
-    fn set_clean(&mut self, _clean: bool) -> io::Result<()> {
+    fn set_clean(&self, _clean: bool) -> io::Result<()> {
         Ok(())
     }
-    fn sync(&mut self) -> io::Result<()> {
+    fn sync(&self) -> io::Result<()> {
         Ok(())
     }
     fn footprint_bytes(&self) -> u64 {
@@ -179,7 +189,7 @@ mod tests {
 
     #[test]
     fn sparse_bytes_reads_zeros_until_written_and_frees_whole_chunks() {
-        let mut s = SparseBytes::new(10_000, 1000);
+        let s = SparseBytes::new(10_000, 1000);
         let mut buf = vec![1u8; 2500];
         s.read(500, &mut buf);
         assert!(buf.iter().all(|b| *b == 0));

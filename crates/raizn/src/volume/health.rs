@@ -10,18 +10,17 @@
 //! made up. Power may be lost while a superblock generation is being written: open takes
 //! the union of the failed members the survivors' newest superblocks record.
 //!
-//! Lock order: the superblock lock is taken after a zone's and a log's locks and before
-//! the `State` lock; nothing else is taken under it.
+//! Lock order: superblock generations are written under the general log lock
+//! (`general.rs`), taken after a zone's and a log's locks and before the `State` lock.
 
 use async_trait::async_trait;
-use futures::future::join_all;
 use zns::{
     CopyRange, Geometry, Lba, NvmeResult, NvmeStatus, ReportFilter, ZoneAction, ZoneReport,
     ZonedDevice,
 };
 
+use super::general::Rec;
 use super::{RaiznError, RaiznVolume};
-use crate::layout::GENERAL_ZONE;
 use crate::meta::{MetaError, Superblock};
 
 /// The status every command returns once two members failed.
@@ -106,7 +105,7 @@ impl RaiznVolume {
         b.map(|(a, b)| self.too_many(a, b))
     }
 
-    fn too_many(&self, a: usize, b: usize) -> RaiznError {
+    pub(super) fn too_many(&self, a: usize, b: usize) -> RaiznError {
         RaiznError::TooManyFailed {
             members: vec![a, b],
             parity: self.layout.parity(),
@@ -129,6 +128,12 @@ impl RaiznVolume {
             return Err(status);
         }
         let mut st = self.state.lock();
+        if st.rebuild.as_ref().is_some_and(|r| r.member == member) {
+            // The member being rebuilt failed: the rebuild is off and the member counts as
+            // failed in every zone again (the survivors hold everything).
+            tracing::warn!(member, %status, "RAIZN member failed during its rebuild");
+            st.rebuild = None;
+        }
         let was = st.health.failed;
         match st.health.note(member) {
             Ok(()) => {
@@ -153,7 +158,7 @@ impl RaiznVolume {
     /// changed since the last one; a no-op otherwise. Called before a command that met a
     /// failure completes, so no acknowledged write depends on an unrecorded failure.
     pub(super) async fn persist_health(&self) -> NvmeResult<()> {
-        let _sb = self.sb_lock.lock().await;
+        let mut log = self.general.lock().await;
         let (failed, generation) = {
             let st = self.state.lock();
             let h = st.health;
@@ -165,28 +170,16 @@ impl RaiznVolume {
             }
             (h.failed, h.generation + 1)
         };
-        let writes = self
-            .members
-            .iter()
-            .enumerate()
-            .filter(|(m, _)| failed != Some(*m))
-            .map(|(m, dev)| async move {
-                let block = self
-                    .superblock_of(m, generation, failed)
-                    .map_err(|_| (m, NvmeStatus::InternalError))?;
-                let g = dev.geometry();
-                let meta = vec![0u8; g.oob_size as usize];
-                let oob = (g.oob_size > 0).then_some(&meta[..]);
-                dev.append(g.zone_start(GENERAL_ZONE), &block, oob, true)
-                    .await
-                    .map(|_| ())
-                    .map_err(|e| (m, e))
-            });
-        for r in join_all(writes).await {
-            if let Err((m, status)) = r {
-                self.note_member_error(m, status)?;
-            }
-        }
+        let targets: Vec<usize> = (0..self.members.len())
+            .filter(|m| failed != Some(*m))
+            .collect();
+        self.append_general(
+            &mut log,
+            &targets,
+            Rec::Superblock(generation, failed),
+            true,
+        )
+        .await?;
         let mut st = self.state.lock();
         if st.health.failed != failed {
             // Another member failed while this generation was written: the array is failed.
@@ -198,7 +191,7 @@ impl RaiznVolume {
     }
 
     /// Member `m`'s superblock of generation `generation`.
-    fn superblock_of(
+    pub(super) fn superblock_of(
         &self,
         m: usize,
         generation: u64,
@@ -212,48 +205,6 @@ impl RaiznVolume {
         }
         .encode()
     }
-}
-
-/// Member `i`'s current superblock: the decodable superblock with the highest generation in
-/// its general zone (format writes generation 1 at block 0; failures append newer ones).
-pub(super) async fn newest_superblock(
-    i: usize,
-    dev: &dyn ZonedDevice,
-) -> Result<Superblock, ReadSb> {
-    let g = dev.geometry();
-    let start = g.zone_start(GENERAL_ZONE);
-    let r = dev
-        .report_zones(start, ReportFilter::All, false, 1)
-        .await
-        .map_err(ReadSb::Device)?;
-    let wp = match r.zones.first() {
-        Some(z) if z.start == start => z.wp.saturating_sub(start).min(g.zone_capacity),
-        _ => return Err(ReadSb::Device(NvmeStatus::InternalError)),
-    };
-    let mut block = vec![0u8; g.block_size as usize];
-    let mut best: Option<Superblock> = None;
-    for b in 0..wp.max(1) {
-        dev.read(start + b, &mut block, None)
-            .await
-            .map_err(ReadSb::Device)?;
-        match Superblock::decode(&block) {
-            Ok(sb) => {
-                if best.is_none_or(|o| o.generation < sb.generation) {
-                    best = Some(sb);
-                }
-            }
-            // The first block must be a superblock; a later one that is not ends the list
-            // (a torn generation).
-            Err(why) if b == 0 => {
-                return Err(ReadSb::Invalid(RaiznError::NotFormatted { member: i, why }))
-            }
-            Err(_) => break,
-        }
-    }
-    best.ok_or(ReadSb::Invalid(RaiznError::NotFormatted {
-        member: i,
-        why: MetaError::NotARecord,
-    }))
 }
 
 /// Why a member's superblock could not be had.

@@ -3,7 +3,7 @@
 //! and Reset.
 
 use futures::future::join_all;
-use zns::{Lba, NvmeResult, NvmeStatus, ZoneAction, ZoneState};
+use zns::{Lba, NvmeResult, NvmeStatus, ReportFilter, ZoneAction, ZoneState};
 
 use super::pplog::PpRecord;
 use super::{RaiznVolume, StripeBuffer, ZoneIo};
@@ -104,7 +104,12 @@ impl RaiznVolume {
 
     /// The partial-parity record of the stripe `end` (not a stripe boundary) is in, from the
     /// stripe buffer, which holds that stripe with zeros beyond `end`.
-    fn partial_parity_of(&self, zone: u32, zio: &ZoneIo, end: u64) -> NvmeResult<PpRecord> {
+    pub(super) fn partial_parity_of(
+        &self,
+        zone: u32,
+        zio: &ZoneIo,
+        end: u64,
+    ) -> NvmeResult<PpRecord> {
         let l = self.layout;
         let (su, sdb) = (l.su_blocks(), l.stripe_data_blocks());
         let (bs, oob) = (self.block_size(), self.oob());
@@ -131,7 +136,7 @@ impl RaiznVolume {
     }
 
     /// Makes `zio.buffer` hold stripe `stripe` of `zone` with its data below offset `upto`.
-    async fn load_buffer(
+    pub(super) async fn load_buffer(
         &self,
         zone: u32,
         zio: &mut ZoneIo,
@@ -208,12 +213,13 @@ impl RaiznVolume {
                 }
             }
         }
-        self.send_runs(runs).await
+        self.send_runs(zone, runs).await
     }
 
-    /// Sends every member its run, in MDTS-sized commands in order, members concurrently.
-    async fn send_runs(&self, runs: Vec<MemberRun>) -> NvmeResult<()> {
-        let failed = self.state.lock().health.failed;
+    /// Sends every member its run of `zone`, in MDTS-sized commands in order, members
+    /// concurrently; the member that counts as failed for the zone is skipped.
+    async fn send_runs(&self, zone: u32, runs: Vec<MemberRun>) -> NvmeResult<()> {
+        let failed = self.failed_in(zone);
         let mdts = u64::from(self.layout.member_geometry().mdts_blocks);
         let (bs, oob) = (self.block_size(), self.oob());
         let sends = runs.into_iter().enumerate().filter_map(|(m, run)| {
@@ -245,9 +251,13 @@ impl RaiznVolume {
         Ok(())
     }
 
-    /// Flushes every member that has not failed.
+    /// Flushes every member that has not failed, and the member being rebuilt (its rebuilt
+    /// zones take writes).
     pub(super) async fn flush_members(&self) -> NvmeResult<()> {
-        let failed = self.state.lock().health.failed;
+        let failed = match self.rebuilding() {
+            Some(_) => None,
+            None => self.state.lock().health.failed,
+        };
         let flushes = self
             .members
             .iter()
@@ -264,7 +274,7 @@ impl RaiznVolume {
 
     /// Applies `action` to `zone` on every member that has not failed.
     pub(super) async fn members_mgmt(&self, action: ZoneAction, zone: u32) -> NvmeResult<()> {
-        let failed = self.state.lock().health.failed;
+        let failed = self.failed_in(zone);
         let zslba = self.layout.member_zone_start(zone);
         let ops = self
             .members
@@ -302,9 +312,93 @@ impl RaiznVolume {
             let (pd, pm) = unit_parity(buf, l.data_units(), su as usize * bs, su as usize * oob);
             let mut runs: Vec<MemberRun> = (0..l.members()).map(|_| MemberRun::default()).collect();
             runs[l.parity_member(s)].push(l.member_zone_start(zone) + s * su, su, &pd, &pm)?;
-            self.send_runs(runs).await?;
+            self.send_runs(zone, runs).await?;
         }
         self.members_mgmt(ZoneAction::Finish, zone).await
+    }
+
+    /// Member `m`'s descriptor of the physical zone of logical zone `zone`.
+    async fn member_zone(&self, m: usize, zone: u32) -> NvmeResult<zns::ZoneDescriptor> {
+        let dev = self.members.get(m).ok_or(NvmeStatus::InternalError)?;
+        let start = self.layout.member_zone_start(zone);
+        let r = dev.report_zones(start, ReportFilter::All, false, 1).await?;
+        r.zones
+            .first()
+            .copied()
+            .filter(|d| d.start == start)
+            .ok_or(NvmeStatus::InternalError)
+    }
+
+    /// Completes a logged Finish that a power cut interrupted (at open, once the logs are
+    /// open, so a degraded read of the partial stripe can use its record): the partial
+    /// stripe's parity where its member lacks it, then Finish on every member zone not Full.
+    pub(super) async fn complete_finish(&self, zone: u32) -> NvmeResult<()> {
+        let mut zio = self.zone_lock(zone)?.lock().await;
+        let z = self
+            .state
+            .lock()
+            .table
+            .zone(zone)
+            .ok_or(NvmeStatus::LbaOutOfRange)?;
+        if !(z.state.is_active() || z.state == ZoneState::Empty) {
+            return Ok(());
+        }
+        let l = self.layout;
+        let (su, sdb) = (l.su_blocks(), l.stripe_data_blocks());
+        let failed = self.failed_in(zone);
+        let zslba = l.member_zone_start(zone);
+        let mut descs = Vec::new();
+        for m in 0..l.members() {
+            descs.push(match failed == Some(m) {
+                true => None,
+                false => Some(self.member_zone(m, zone).await?),
+            });
+        }
+        if !z.wp.is_multiple_of(sdb) {
+            let s = z.wp / sdb;
+            let pm = l.parity_member(s);
+            let have = descs.get(pm).copied().flatten();
+            if let Some(d) = have.filter(|d| d.state != ZoneState::Full) {
+                let from = (d.wp - d.start).max(s * su);
+                if from < (s + 1) * su {
+                    self.load_buffer(zone, &mut zio, s, z.wp).await?;
+                    let (bs, oob) = (self.block_size(), self.oob());
+                    let buf = zio.buffer.as_ref().ok_or(NvmeStatus::InternalError)?;
+                    let (pd, pmeta) =
+                        unit_parity(buf, l.data_units(), su as usize * bs, su as usize * oob);
+                    let skip = (from - s * su) as usize;
+                    let mut runs: Vec<MemberRun> =
+                        (0..l.members()).map(|_| MemberRun::default()).collect();
+                    runs[pm].push(
+                        zslba + from,
+                        su - skip as u64,
+                        &pd[skip * bs..],
+                        &pmeta[skip * oob..],
+                    )?;
+                    self.send_runs(zone, runs).await?;
+                }
+            }
+        }
+        let finishes = descs.iter().enumerate().filter_map(|(m, d)| {
+            let d = (*d)?;
+            let dev = self.members.get(m)?;
+            (d.state != ZoneState::Full).then_some(async move {
+                dev.zone_mgmt(ZoneAction::Finish, zslba, false)
+                    .await
+                    .map_err(|e| (m, e))
+            })
+        });
+        for r in join_all(finishes).await {
+            if let Err((m, status)) = r {
+                self.note_member_error(m, status)?;
+            }
+        }
+        self.persist_health().await?;
+        zio.buffer = None;
+        self.state
+            .lock()
+            .table
+            .apply_action(ZoneAction::Finish, zone)
     }
 
     /// Reads `nlb` logical blocks at `lba` (already validated), zone by zone; blocks at or
@@ -379,7 +473,7 @@ impl RaiznVolume {
         let l = self.layout;
         let su = l.su_blocks();
         let (bs, oob) = (self.block_size(), self.oob());
-        let failed = self.state.lock().health.failed;
+        let failed = self.failed_in(zone);
         let mut pieces = Vec::new();
         let (mut drest, mut mrest) = (data, meta);
         let mut cur = off;
@@ -393,12 +487,14 @@ impl RaiznVolume {
         }
         let reads = pieces.into_iter().map(|(cur, k, d, m)| async move {
             let p = l.place(zone, cur);
-            let direct = match failed == Some(p.member) {
-                true => Err(NvmeStatus::NamespaceNotReady),
-                false => match self.members.get(p.member) {
-                    Some(dev) => dev.read(p.lba, d, (oob > 0).then_some(&mut *m)).await,
-                    None => Err(NvmeStatus::InternalError),
-                },
+            if failed == Some(p.member) {
+                // Known failed (for this zone): not asked, and not noted again (noting the
+                // member a rebuild fills would stop the rebuild).
+                return self.reconstruct(zone, cur, k, d, m, zone_full).await;
+            }
+            let direct = match self.members.get(p.member) {
+                Some(dev) => dev.read(p.lba, d, (oob > 0).then_some(&mut *m)).await,
+                None => Err(NvmeStatus::InternalError),
             };
             match direct {
                 Ok(()) => Ok(()),

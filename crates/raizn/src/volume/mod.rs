@@ -8,15 +8,18 @@
 //! errors; data is never made up.
 //!
 //! Lock order: a logical zone's `ZoneIo` async lock, then a member's partial-parity log
-//! lock, then the superblock lock, then the `State` lock. The state lock is never held
-//! across an await.
+//! lock, then the general log lock, then a member's swap lock, then the `State` lock. The
+//! state lock is never held across an await.
 
+mod general;
 mod health;
 mod io;
 mod mount;
 mod pplog;
+mod rebuild;
 
 pub use pplog::PpStats;
+pub use rebuild::RebuildProgress;
 
 use std::sync::Arc;
 
@@ -28,7 +31,7 @@ use zns::{
 };
 
 use crate::layout::{ArrayLayout, LayoutError, DEFAULT_STRIPE_UNIT_BYTES};
-use crate::meta::MetaError;
+use crate::meta::{MetaError, ZoneLogAction};
 use crate::zones::ZoneTable;
 
 /// A member device.
@@ -80,15 +83,20 @@ pub enum RaiznError {
     TooManyFailed { members: Vec<usize>, parity: u32 },
     #[error("no member {member}: the array has {members} members")]
     NoSuchMember { member: usize, members: usize },
+    #[error("member {member} cannot be replaced: {why}")]
+    NotReplaceable { member: usize, why: String },
 }
 
 /// Mutable state shared by all commands.
 struct State {
     table: ZoneTable,
-    /// Generation counter of every logical zone (in memory; docs/DESIGN.md).
+    /// Generation counter of every logical zone (persisted in the general zones,
+    /// `general.rs`).
     generations: Vec<u64>,
     /// Failed members and the superblock generation recording them.
     health: health::Health,
+    /// The rebuild of a replaced member, while it runs.
+    rebuild: Option<rebuild::Rebuild>,
 }
 
 /// The data of the stripe a zone's write pointer is in.
@@ -108,12 +116,19 @@ struct ZoneIo {
 pub struct RaiznVolume {
     layout: ArrayLayout,
     geo: Geometry,
+    /// The member devices: each is its slot (below), through which commands reach the
+    /// device in that position now.
     members: Vec<Member>,
+    /// Member positions whose device `replace_member` exchanges.
+    slots: Vec<Arc<rebuild::Slot>>,
     uuid: [u8; 16],
     /// The current superblock (member 0's fields), the template of new generations.
     sb: crate::meta::Superblock,
-    /// Serialises superblock generations.
-    sb_lock: tokio::sync::Mutex<()>,
+    /// The general zones: superblock generations, zone log, generation records.
+    general: tokio::sync::Mutex<general::GeneralLog>,
+    /// Every member's swap zone, shared by the collections of its general zone and of its
+    /// partial-parity log.
+    swap: Vec<tokio::sync::Mutex<()>>,
     state: Mutex<State>,
     zone_io: Vec<tokio::sync::Mutex<ZoneIo>>,
     /// Every member's partial-parity log (docs/DESIGN.md, "Partial parity").
@@ -197,7 +212,8 @@ impl RaiznVolume {
         Ok(())
     }
 
-    /// One zone management action on one zone.
+    /// One zone management action on one zone. Reset and Finish are logged in the general
+    /// zones before they touch the members (`general.rs`).
     async fn zone_action(&self, action: ZoneAction, zone: u32) -> NvmeResult<()> {
         let mut zio = self.zone_lock(zone)?.lock().await;
         let (tell_members, empty_open) = {
@@ -208,21 +224,37 @@ impl RaiznVolume {
                 z.state.is_open() && z.wp == 0,
             )
         };
+        let entry = |action, wp| general::ZoneLogEntry {
+            zone,
+            action,
+            generation: self.generation(zone).unwrap_or(0),
+            wp,
+        };
         if action == ZoneAction::Close && empty_open {
             // A Closed zone without data must still be Closed after a restart, and only the
             // members can remember it: their zones are opened and closed the same way.
             self.members_mgmt(ZoneAction::Open, zone).await?;
             self.members_mgmt(ZoneAction::Close, zone).await?;
         }
-        if action == ZoneAction::Reset && tell_members {
-            // The zone's records go from the logs before its member zones are reset: a
-            // record that outlived the reset would rebuild old data into the new zone.
-            self.purge_zone_records(zone).await?;
-        }
+        let generation = self.generation(zone).ok_or(NvmeStatus::LbaOutOfRange)?;
+        let mut logged = None;
         if tell_members {
             match action {
-                ZoneAction::Finish => self.finish_members(zone, &mut zio).await?,
-                ZoneAction::Reset | ZoneAction::Offline => self.members_mgmt(action, zone).await?,
+                ZoneAction::Finish => {
+                    // The data below the write pointer is made durable before the finish
+                    // is logged, so an open that completes the finish finds it all.
+                    self.flush_members().await?;
+                    let wp = self.state.lock().table.zone(zone).map_or(0, |z| z.wp);
+                    logged = Some(self.log_zone(entry(ZoneLogAction::Finish, wp)).await?);
+                    self.finish_members(zone, &mut zio).await?;
+                }
+                ZoneAction::Reset => {
+                    // Logged first: a power cut after some member zones were reset must bring
+                    // the zone back reset, never with stale data on the others.
+                    logged = Some(self.log_zone(entry(ZoneLogAction::Reset, 0)).await?);
+                    self.members_mgmt(action, zone).await?;
+                }
+                ZoneAction::Offline => self.members_mgmt(action, zone).await?,
                 ZoneAction::Open | ZoneAction::Close => {}
             }
         }
@@ -232,12 +264,19 @@ impl RaiznVolume {
         ) {
             zio.buffer = None;
         }
-        let mut st = self.state.lock();
-        st.table.apply_action(action, zone)?;
-        if action == ZoneAction::Reset && tell_members {
-            if let Some(g) = st.generations.get_mut(zone as usize) {
-                *g += 1;
+        let reset = action == ZoneAction::Reset && tell_members;
+        {
+            let mut st = self.state.lock();
+            st.table.apply_action(action, zone)?;
+            if reset {
+                if let Some(g) = st.generations.get_mut(zone as usize) {
+                    *g = generation + 1;
+                }
             }
+        }
+        if let Some(targets) = logged {
+            self.zone_log_done(zone, &targets, reset.then_some(generation + 1))
+                .await?;
         }
         Ok(())
     }

@@ -9,8 +9,10 @@ use futures::future::join_all;
 use parking_lot::Mutex;
 use zns::{Geometry, NvmeStatus, ReportFilter, ZoneAction, ZoneDescriptor, ZoneState};
 
-use super::health::{member_failed, newest_superblock, Absent, Health, ReadSb};
+use super::general::{self, GeneralImage, GeneralLog};
+use super::health::{member_failed, Absent, Health, ReadSb};
 use super::pplog::{Loaded, PpLog};
+use super::rebuild::Slot;
 use super::{Member, PpStats, RaiznConfig, RaiznError, RaiznVolume, State, ZoneIo};
 use crate::layout::{ArrayLayout, GENERAL_ZONE, META_ZONES};
 use crate::meta::Superblock;
@@ -121,19 +123,25 @@ impl RaiznVolume {
     async fn open_once(members: Vec<Option<Member>>) -> Result<RaiznVolume, RaiznError> {
         let n = members.len();
         let mut sbs: Vec<Option<Superblock>> = Vec::new();
+        let mut images: Vec<Option<GeneralImage>> = Vec::new();
         let mut lost: Vec<usize> = Vec::new();
         for (i, dev) in members.iter().enumerate() {
             let Some(dev) = dev else {
                 lost.push(i);
                 sbs.push(None);
+                images.push(None);
                 continue;
             };
-            match newest_superblock(i, dev.as_ref()).await {
-                Ok(sb) => sbs.push(Some(sb)),
+            match general::read_general(i, dev.as_ref()).await {
+                Ok(img) => {
+                    sbs.push(Some(img.sb));
+                    images.push(Some(img));
+                }
                 Err(ReadSb::Device(status)) if member_failed(status) => {
                     tracing::warn!(member = i, %status, "RAIZN member does not answer at open");
                     lost.push(i);
                     sbs.push(None);
+                    images.push(None);
                 }
                 Err(ReadSb::Device(status)) => {
                     return Err(member_err(i, "reading the superblock")(status))
@@ -171,37 +179,59 @@ impl RaiznVolume {
                 parity: first.parity,
             });
         }
-        let members: Vec<Member> = members
+        let slots: Vec<std::sync::Arc<Slot>> = members
             .into_iter()
-            .map(|m| match m {
-                Some(m) => m,
-                None => std::sync::Arc::new(Absent {
-                    geo: first.member_geometry,
-                }) as Member,
+            .map(|m| {
+                let dev = match m {
+                    Some(m) => m,
+                    None => std::sync::Arc::new(Absent {
+                        geo: first.member_geometry,
+                    }) as Member,
+                };
+                std::sync::Arc::new(Slot::new(dev))
             })
             .collect();
+        let members: Vec<Member> = slots.iter().map(|s| s.clone() as Member).collect();
         let geos: Vec<Geometry> = members.iter().map(|m| m.geometry()).collect();
         let su_bytes = u64::from(first.su_blocks) * u64::from(first.member_geometry.block_size);
         let layout = ArrayLayout::new(&geos, first.parity, su_bytes)?;
         let geo = layout.logical_geometry();
         let zones = geo.zone_count as usize;
         let failed = lost.first().copied();
+        // A lost member's general zone is not trusted (it may be stale).
+        for l in &lost {
+            if let Some(img) = images.get_mut(*l) {
+                *img = None;
+            }
+        }
+        let folded = general::fold(&images, &geo)?;
+        let general_wp: Vec<u64> = images
+            .iter()
+            .map(|i| i.as_ref().map_or(0, |i| i.wp))
+            .collect();
         let vol = RaiznVolume {
             layout,
             geo,
             members,
+            slots,
             uuid: first.array_uuid,
             sb: first,
-            sb_lock: tokio::sync::Mutex::new(()),
+            general: tokio::sync::Mutex::new(GeneralLog {
+                wp: general_wp,
+                seq: folded.seq.clone(),
+                pending: Default::default(),
+            }),
+            swap: (0..n).map(|_| tokio::sync::Mutex::new(())).collect(),
             state: Mutex::new(State {
                 table: ZoneTable::new(Vec::new(), geo.zone_size, geo.zone_capacity, 0, 0),
-                generations: vec![0; zones],
+                generations: folded.generations.clone(),
                 health: Health {
                     failed,
                     broken: None,
                     persisted: first.failed_member.map(|f| f as usize),
                     generation: first.generation,
                 },
+                rebuild: None,
             }),
             zone_io: (0..zones)
                 .map(|_| tokio::sync::Mutex::new(ZoneIo::default()))
@@ -217,8 +247,20 @@ impl RaiznVolume {
             status,
         };
         let mut loaded = vol.load_logs().await.map_err(log_err)?;
-        vol.recover(&mut loaded).await?;
+        vol.recover(&mut loaded, &folded).await?;
         vol.finish_logs(loaded).await.map_err(log_err)?;
+        let mut redo: Vec<u32> = folded.finishes.keys().copied().collect();
+        redo.sort_unstable();
+        for zone in redo {
+            vol.complete_finish(zone)
+                .await
+                .map_err(|status| RaiznError::Member {
+                    member: 0,
+                    what: "completing a finish cut short by power loss",
+                    status,
+                })?;
+        }
+        vol.checkpoint_general().await?;
         if let Some(f) = failed {
             vol.persist_health()
                 .await
@@ -230,7 +272,11 @@ impl RaiznVolume {
     /// Derives every logical zone from its member zones and repairs what a power loss left
     /// half done: missing parity of complete stripes, a finish or a reset that reached only
     /// some members. A failed member's zones are not asked; `failed_member_wp` stands in.
-    async fn recover(&self, loaded: &mut Loaded) -> Result<(), RaiznError> {
+    async fn recover(
+        &self,
+        loaded: &mut Loaded,
+        folded: &general::Folded,
+    ) -> Result<(), RaiznError> {
         let failed = self.state.lock().health.failed;
         let mut all = Vec::new();
         for (i, dev) in self.members.iter().enumerate() {
@@ -253,7 +299,20 @@ impl RaiznVolume {
                     })?)),
                 }
             }
-            zones.push(self.recover_zone(z, &descs, loaded).await?);
+            if folded.resets.contains(&z) {
+                // A logged reset that may have reached only some members: done again.
+                self.members_mgmt(ZoneAction::Reset, z)
+                    .await
+                    .map_err(member_err(0, "completing a reset cut short by power loss"))?;
+                zones.push(LogicalZone {
+                    state: ZoneState::Empty,
+                    wp: 0,
+                    open_seq: 0,
+                });
+                continue;
+            }
+            let finish = folded.finishes.get(&z).copied();
+            zones.push(self.recover_zone(z, &descs, loaded, finish).await?);
         }
         let g = self.geo;
         let mut st = self.state.lock();
@@ -282,6 +341,7 @@ impl RaiznVolume {
         zone: u32,
         descs: &[Option<ZoneDescriptor>],
         loaded: &mut Loaded,
+        finish: Option<u64>,
     ) -> Result<LogicalZone, RaiznError> {
         let l = self.layout;
         let cap = self.geo.zone_capacity;
@@ -329,9 +389,15 @@ impl RaiznVolume {
         if live.iter().all(|d| d.state == ZoneState::Full) {
             return Ok(lz(ZoneState::Full, cap));
         }
-        // Some members Full and others not: the members whose units reached the capacity
-        // filled their zones by writing. (A Finish cut short by a power loss looks the same
-        // and comes back Closed at its readable prefix; docs/DESIGN.md.)
+        if let Some(wp) = finish {
+            // A logged finish some members did not reach: Closed at the write pointer it
+            // logged (durable before it was logged) until `complete_finish` finishes it.
+            let wp = wp.min(readable);
+            self.repair_parity(zone, wp, &wps).await?;
+            return Ok(lz(ZoneState::Closed, wp));
+        }
+        // Some members Full and others not, no finish logged: the members whose units reached
+        // the capacity filled their zones by writing.
         let prefix = readable;
         if live.iter().all(|d| d.wp == d.start) && failed_blocks == 0 {
             // No data, some member zone Closed: the zone was closed without data.

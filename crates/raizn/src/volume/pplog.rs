@@ -12,7 +12,8 @@
 //! keeps the newest record (highest sequence number) of every stripe, so every cut point
 //! leaves a complete set in one of the two zones.
 //!
-//! Lock order: a zone's `ZoneIo` lock, then a member's log lock, then the `State` lock.
+//! Lock order: a zone's `ZoneIo` lock, then a member's log lock, then its swap lock, then
+//! the `State` lock.
 
 use std::collections::HashMap;
 
@@ -86,7 +87,7 @@ impl RaiznVolume {
     /// are written (`data`/`meta`: the XOR of its units, `min(su, end)` blocks).
     pub(super) async fn log_partial_parity(&self, mut rec: PpRecord) -> NvmeResult<()> {
         let member = self.layout.parity_member(rec.stripe);
-        if self.state.lock().health.failed == Some(member) {
+        if self.failed_in(rec.zone) == Some(member) {
             // The parity member is gone; every data unit of the stripe is on a survivor.
             return Ok(());
         }
@@ -190,26 +191,6 @@ impl RaiznVolume {
         }) && current == Some(generation)
     }
 
-    /// Removes every record of `zone` from the logs, in memory and on the members (each log
-    /// holding one is rewritten without it), before the zone is reset. Without persisted
-    /// generations this is what keeps a record of the zone's old contents from being used
-    /// by a degraded open after the reset (docs/DESIGN.md, "Partial parity").
-    pub(super) async fn purge_zone_records(&self, zone: u32) -> NvmeResult<()> {
-        for (m, log_lock) in self.pp.iter().enumerate() {
-            let mut log = log_lock.lock().await;
-            let before = log.index.len();
-            log.index.retain(|(z, _), _| *z != zone);
-            let failed = self.state.lock().health.failed == Some(m);
-            if log.index.len() == before || failed {
-                continue;
-            }
-            if let Err(e) = self.collect_log(m, &mut log).await {
-                self.note_member_error(m, e)?;
-            }
-        }
-        Ok(())
-    }
-
     /// Collects `member`'s log: its live records are rewritten compactly. Every member is
     /// flushed first: a collection keeps only the newest record of a stripe, which may cover
     /// data not yet durable on the other members, and must not outlive the older records
@@ -247,6 +228,8 @@ impl RaiznVolume {
         mut records: Vec<PpRecord>,
     ) -> NvmeResult<()> {
         let dev = self.members.get(member).ok_or(NvmeStatus::InternalError)?;
+        let swap = self.swap.get(member).ok_or(NvmeStatus::InternalError)?;
+        let _swap = swap.lock().await;
         records.sort_by_key(|r| (r.zone, r.stripe));
         for r in records.iter_mut() {
             log.seq += 1;
@@ -433,7 +416,7 @@ impl RaiznVolume {
 impl RaiznVolume {
     /// Reads every surviving member's log before the zones are recovered: the newest
     /// record of every stripe from the log and swap zones (a collection may have been cut
-    /// short). Recovery caps a failed member's units at what these records cover.
+    /// short), of the zone's current generation only. Recovery caps a failed member's units at what these records cover.
     pub(super) async fn load_logs(&self) -> Result<Loaded, (usize, NvmeStatus)> {
         let n = self.layout.members();
         let failed = self.state.lock().health.failed;
@@ -445,6 +428,11 @@ impl RaiznVolume {
                 for zone in [PARTIAL_PARITY_ZONE, SWAP_ZONE] {
                     for r in self.scan_log(m, zone).await.map_err(|e| (m, e))? {
                         max_seq = max_seq.max(r.seq);
+                        if self.generation(r.zone) != Some(r.generation) {
+                            // A record of an earlier generation of its zone: the zone was
+                            // reset since, and the record describes contents that are gone.
+                            continue;
+                        }
                         newest.entry((r.zone, r.stripe)).or_default().push(r);
                     }
                 }

@@ -9,14 +9,16 @@
 //! and data). After the flush every copy is durable, so a cut during the resets (some member
 //! zones empty, others not) leaves a torn segment whose blocks are copies of durable ones;
 //! recovery loads it like any other and a later collection frees it. A member command that
-//! fails fails the volume, as on the write path.
+//! fails fails the member, as on the write path; a member failing during a collection
+//! re-addresses its blocks, so the collection stops (returns that it freed nothing) and a
+//! later one starts over with the new addresses.
 
 use std::sync::Arc;
 
 use zns::{BlockError, BlockResult, ZoneAction};
 
 use super::write::{self, push_relocation};
-use super::{read, Shared};
+use super::{members, read, Shared};
 use crate::layout::Pba;
 use crate::meta::{BlockRecord, RecordKind, TrimRecord};
 
@@ -53,6 +55,8 @@ struct Plan {
     victim: u32,
     live: Vec<(u64, Pba, u64)>,
     trims: Vec<(u64, crate::index::TrimPlace)>,
+    /// `State::remap_epoch` when the addresses above were taken.
+    epoch: u64,
 }
 
 fn plan(sh: &Arc<Shared>) -> Option<Plan> {
@@ -83,6 +87,7 @@ fn plan(sh: &Arc<Shared>) -> Option<Plan> {
         victim,
         live,
         trims,
+        epoch: st.remap_epoch,
     })
 }
 
@@ -101,11 +106,21 @@ pub(crate) async fn collect_one(sh: &Arc<Shared>) -> BlockResult<bool> {
         p.live.len(),
         p.trims.len()
     );
-    move_blocks(sh, &p).await?;
+    if !move_blocks(sh, &p).await? {
+        return Ok(false);
+    }
     // The copies must be durable before the originals go: flush pads the open stripe, waits
     // for every stripe handed out (the copies among them) and flushes every member.
     write::flush(sh).await?;
-    let still = sh.st.lock().index.valid(p.victim).unwrap_or(0);
+    let (still, epoch) = {
+        let st = sh.st.lock();
+        (st.index.valid(p.victim).unwrap_or(0), st.remap_epoch)
+    };
+    if still != 0 && epoch != p.epoch {
+        // A member failed meanwhile: its blocks moved addresses, so the compare-and-swap
+        // refused their copies. The victim keeps them; a later collection moves them.
+        return Ok(false);
+    }
     if still != 0 {
         let why = format!(
             "segment {} still holds {still} valid blocks after collection",
@@ -114,33 +129,35 @@ pub(crate) async fn collect_one(sh: &Arc<Shared>) -> BlockResult<bool> {
         sh.fail(why.clone());
         return Err(BlockError::Failed(why));
     }
-    let _gate = sh.io_gate.write().await;
-    reset_victim(sh, p.victim).await?;
-    let mut st = sh.st.lock();
-    st.index
-        .free_segment(p.victim)
-        .map_err(|e| BlockError::Failed(e.to_string()))?;
-    st.stats.segments_collected += 1;
+    {
+        let _gate = sh.io_gate.write().await;
+        reset_victim(sh, p.victim).await?;
+        let mut st = sh.st.lock();
+        st.index
+            .free_segment(p.victim)
+            .map_err(|e| BlockError::Failed(e.to_string()))?;
+        st.stats.segments_collected += 1;
+    }
+    // A member whose reset failed is failed now: record it before the collection completes.
+    members::record_state(sh).await?;
     Ok(true)
 }
 
-async fn move_blocks(sh: &Arc<Shared>, p: &Plan) -> BlockResult<()> {
+/// Moves the victim's live blocks; false when a member failure re-addressed them meanwhile.
+async fn move_blocks(sh: &Arc<Shared>, p: &Plan) -> BlockResult<bool> {
     let bs = sh.layout.block_size();
     for chunk in p.live.chunks(MOVE_BATCH_BLOCKS) {
         let permits = sh.admit(chunk.len() as u64).await?;
         let mut rxs = Vec::new();
         for (lba, pba, seq) in chunk {
             let mut data = vec![0u8; bs];
-            read::read_at(sh, *pba, &mut data).await?;
-            let rec = BlockRecord {
-                kind: RecordKind::Data,
-                lba: *lba,
-                seq: *seq,
-                stripe: 0,
-            };
+            if !read::read_at(sh, *pba, p.epoch, &mut data).await? {
+                return Ok(false);
+            }
+            let rec = BlockRecord::new(RecordKind::Data, *lba, *seq, 0);
             rxs.push(push_relocation(sh, rec, data, *pba));
         }
-        write::wait_all(rxs).await?;
+        write::wait_all(sh, rxs).await?;
         drop(permits);
     }
     let mut rxs = Vec::new();
@@ -150,15 +167,11 @@ async fn move_blocks(sh: &Arc<Shared>, p: &Plan) -> BlockResult<()> {
             count: place.count,
             seq: *seq,
         };
-        let rec = BlockRecord {
-            kind: RecordKind::Trim,
-            lba: place.first,
-            seq: *seq,
-            stripe: 0,
-        };
+        let rec = BlockRecord::new(RecordKind::Trim, place.first, *seq, 0);
         rxs.push(push_relocation(sh, rec, t.encode(bs), place.pba));
     }
-    write::wait_all(rxs).await
+    write::wait_all(sh, rxs).await?;
+    Ok(true)
 }
 
 /// Resets the victim's zone on every member.
@@ -168,14 +181,12 @@ async fn reset_victim(sh: &Arc<Shared>, victim: u32) -> BlockResult<()> {
         .members
         .iter()
         .enumerate()
+        .filter(|(i, _)| !members::is_failed(sh, *i))
         .map(|(i, m)| async move { (i, m.zone_mgmt(ZoneAction::Reset, zslba, false).await) });
     for (i, r) in futures::future::join_all(resets).await {
         if let Err(s) = r {
-            sh.fail(format!(
-                "member {i}: reset of collected segment {victim}: {s}"
-            ));
-            return Err(BlockError::Device(s));
+            members::member_failed(sh, i, &format!("reset of collected segment {victim}: {s}"));
         }
     }
-    Ok(())
+    sh.check_failed()
 }

@@ -3,19 +3,24 @@
 //!
 //! Fault model: a member command may fail (any status, including power loss: Commands
 //! Aborted); power loss keeps a prefix of every member zone (what was flushed at least). A
-//! failed write command fails the volume: every later command returns `Failed` with the
-//! cause until the array is opened again, which recovers. A failed read is served by
-//! reconstruction from the other members (degraded read). Nothing returns data the array did
-//! not hold for that LBA.
+//! failed write, flush or zone command fails its member (`members.rs`): the failure is
+//! recorded on every survivor and the volume goes on without it, writing stripes without
+//! its block and rebuilding its blocks on reads; a second failure (beyond `m`) fails the
+//! volume: every later command returns `Failed` naming both members. A failed read is served
+//! by reconstruction from the other members (degraded read). Nothing returns data the array
+//! did not hold for that LBA.
 //!
 //! Lock order: `Shared::gc_lock` (async, held across a whole collection) before
+//! `Shared::state_lock` (async, held while a state stripe is written and flushed) before
 //! `Shared::io_gate` (async; reads shared, a collection's reset exclusive) before
 //! `Shared::st` (the index and the write state), a leaf lock never held across an await;
 //! `SegWriter::records`, `gc_policy` and `admission` are only taken without `st`.
 
 mod gc;
+mod members;
 mod read;
 mod recover;
+mod signal;
 mod write;
 
 use std::sync::Arc;
@@ -23,7 +28,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use parking_lot::Mutex;
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use zns::{BlockDevice, BlockError, BlockResult, Lba, NvmeStatus, ZonedDevice};
 
@@ -83,6 +87,9 @@ pub enum ZapRaidError {
     Mismatch(String),
     #[error("corrupt array: {0}")]
     Corrupt(String),
+    /// More members failed than the parity covers (names them).
+    #[error("array failed: {0}")]
+    Failed(String),
     #[error("invalid options: {0}")]
     Options(String),
 }
@@ -144,7 +151,7 @@ pub(crate) struct Shared {
     pub(crate) pad_after: Duration,
     pub(crate) st: Mutex<write::State>,
     /// `Some(cause)` once the volume has failed.
-    pub(crate) failed: watch::Sender<Option<String>>,
+    pub(crate) failed: signal::Signal<Option<String>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
     /// One garbage collection at a time.
     pub(crate) gc_lock: tokio::sync::Mutex<()>,
@@ -153,6 +160,11 @@ pub(crate) struct Shared {
     /// before the move reaches the reset zone.
     pub(crate) io_gate: tokio::sync::RwLock<()>,
     gc_policy: Mutex<GcPolicy>,
+    /// The array-state generation known durable on every survivor; held while one is
+    /// written (`members::record_state`).
+    pub(crate) state_lock: tokio::sync::Mutex<u64>,
+    /// The failed members (bit `i` = member `i`), for tasks waiting on a member's progress.
+    pub(crate) member_events: signal::Signal<u64>,
     /// Admission of client data blocks (`MAX_BLOCKS_IN_FLIGHT`), with its size.
     admission: Mutex<(Arc<tokio::sync::Semaphore>, u64)>,
 }
@@ -182,15 +194,15 @@ impl Shared {
     }
 
     pub(crate) fn check_failed(&self) -> BlockResult<()> {
-        match &*self.failed.borrow() {
-            Some(why) => Err(BlockError::Failed(why.clone())),
+        match self.failed.get() {
+            Some(why) => Err(BlockError::Failed(why)),
             None => Ok(()),
         }
     }
 
     /// Fails the volume with `why` (the first cause wins).
     pub(crate) fn fail(&self, why: String) {
-        self.failed.send_if_modified(|f| {
+        self.failed.modify_if(|f| {
             if f.is_none() {
                 tracing::error!("zapraid volume failed: {why}");
                 *f = Some(why);
@@ -225,16 +237,22 @@ impl Shared {
         }
     }
 
-    /// Flushes every member concurrently; any error fails the volume.
+    /// Flushes every surviving member concurrently; a member whose flush fails is failed
+    /// (the caller records the new state: `members::record_state`). Errs only when the
+    /// volume failed.
     pub(crate) async fn flush_members(&self) -> BlockResult<()> {
-        let r = futures::future::join_all(self.members.iter().map(|m| m.flush())).await;
-        for (i, r) in r.into_iter().enumerate() {
-            if let Err(s) = r {
-                self.fail(format!("member {i}: flush: {s}"));
-                return Err(BlockError::Device(s));
+        let flushes = self.members.iter().enumerate().map(|(i, m)| async move {
+            if members::is_failed(self, i) {
+                return Ok(());
+            }
+            m.flush().await.map_err(|s| (i, s))
+        });
+        for r in futures::future::join_all(flushes).await {
+            if let Err((i, s)) = r {
+                members::member_failed(self, i, &format!("flush: {s}"));
             }
         }
-        Ok(())
+        self.check_failed()
     }
 }
 
@@ -251,8 +269,14 @@ impl ZapRaidVolume {
         volume_blocks: u64,
         index: Index,
         next_seq: u64,
+        state: (u64, Vec<bool>),
     ) -> ZapRaidVolume {
-        let (failed, _) = watch::channel(None);
+        let failed = signal::Signal::new(None);
+        let (state_gen, failed_members) = state;
+        let mut st = write::State::new(index, next_seq);
+        st.state_gen = state_gen;
+        st.failed_members = failed_members;
+        let bits = members::failed_bits(&st);
         ZapRaidVolume {
             sh: Arc::new(Shared {
                 layout,
@@ -260,12 +284,14 @@ impl ZapRaidVolume {
                 uuid,
                 volume_blocks,
                 pad_after: Duration::from_millis(1),
-                st: Mutex::new(write::State::new(index, next_seq)),
+                st: Mutex::new(st),
                 failed,
                 tasks: Mutex::new(Vec::new()),
                 gc_lock: tokio::sync::Mutex::new(()),
                 io_gate: tokio::sync::RwLock::new(()),
                 gc_policy: Mutex::new(GcPolicy::Greedy),
+                state_lock: tokio::sync::Mutex::new(state_gen),
+                member_events: signal::Signal::new(bits),
                 admission: Mutex::new((
                     Arc::new(tokio::sync::Semaphore::new(MAX_BLOCKS_IN_FLIGHT as usize)),
                     MAX_BLOCKS_IN_FLIGHT,
@@ -343,11 +369,37 @@ impl ZapRaidVolume {
         self.sh.st.lock().index.verify()
     }
 
-    /// Marks a member failed: reads of its blocks are reconstructed from the others.
+    /// Marks a member failed: reads of its blocks are reconstructed from the others and
+    /// new stripes omit it. The failure is recorded on every survivor by the next write that
+    /// omits it or the next flush (`fail_member_durably` records it at once). A failure
+    /// beyond `m` fails the volume.
     pub fn fail_member(&self, member: usize) {
-        if let Some(f) = self.sh.st.lock().failed_members.get_mut(member) {
-            *f = true;
-        }
+        members::member_failed(&self.sh, member, "failed by request");
+    }
+
+    /// Marks a member failed and records it on every survivor before returning.
+    pub async fn fail_member_durably(&self, member: usize) -> BlockResult<()> {
+        members::member_failed(&self.sh, member, "failed by request");
+        members::record_state(&self.sh).await
+    }
+
+    /// The members marked failed (a failed member stays failed across restarts until it is
+    /// replaced).
+    pub fn failed_members(&self) -> Vec<usize> {
+        let st = self.sh.st.lock();
+        (0..st.failed_members.len())
+            .filter(|i| st.failed_members.get(*i).copied().unwrap_or(false))
+            .collect()
+    }
+
+    /// The array state's generation: +1 for every change of the failed members.
+    pub fn state_generation(&self) -> u64 {
+        self.sh.st.lock().state_gen
+    }
+
+    /// Why the volume failed, if it did (names every member whose failure caused it).
+    pub fn failure(&self) -> Option<String> {
+        self.sh.failed.get()
     }
 
     /// The host goes away (tests of power loss): every stripe task stops where it is and

@@ -2,8 +2,10 @@
 //! failed member, or whose read fails, is rebuilt from the other blocks of its stripe, found
 //! through the compact stripe table (docs/DESIGN.md, "Reads").
 //!
-//! Fault model: a member read may fail; with `m = 1` one failure per stripe is rebuilt, a
-//! second fails the read with the member's status. Nothing returns data of another block.
+//! Fault model: a member read may fail, and a member may fail while a read is in flight (its
+//! blocks are then re-addressed: `Index::remap_failed_member`); with `m = 1` one missing
+//! block per stripe is rebuilt, a second fails the read naming both members. Nothing returns
+//! data of another block.
 
 use futures::future::join_all;
 use zns::{BlockError, BlockResult, Lba};
@@ -12,6 +14,10 @@ use super::Shared;
 use crate::index::Mapping;
 use crate::layout::Pba;
 use zns::parity::xor_into;
+
+/// Times a block read looks its address up again when a member failure re-addressed it
+/// meanwhile (each retry needs another failure, so `n` bounds them).
+const READ_RETRIES: usize = 8;
 
 pub(crate) async fn read(sh: &Shared, lba: Lba, buf: &mut [u8]) -> BlockResult<()> {
     sh.check_failed()?;
@@ -29,97 +35,131 @@ pub(crate) async fn read(sh: &Shared, lba: Lba, buf: &mut [u8]) -> BlockResult<(
 }
 
 async fn read_block(sh: &Shared, lba: Lba, out: &mut [u8]) -> BlockResult<()> {
-    let mapping = sh
-        .st
-        .lock()
-        .index
-        .lookup(lba)
-        .map_err(|e| BlockError::Failed(e.to_string()))?;
-    match mapping {
-        Mapping::Unmapped | Mapping::Trimmed { .. } => {
-            out.fill(0);
-            Ok(())
+    for _ in 0..READ_RETRIES {
+        let (mapping, epoch) = {
+            let st = sh.st.lock();
+            let m = st
+                .index
+                .lookup(lba)
+                .map_err(|e| BlockError::Failed(e.to_string()))?;
+            (m, st.remap_epoch)
+        };
+        match mapping {
+            Mapping::Unmapped | Mapping::Trimmed { .. } => {
+                out.fill(0);
+                return Ok(());
+            }
+            Mapping::Mapped { pba, .. } => match read_at(sh, pba, epoch, out).await? {
+                true => return Ok(()),
+                false => continue,
+            },
         }
-        Mapping::Mapped { pba, .. } => read_at(sh, pba, out).await,
     }
+    Err(BlockError::Failed(format!(
+        "LBA {lba}: its address kept moving (members failing)"
+    )))
 }
 
-/// Reads the block at `pba`, rebuilding it when its member failed or the read fails.
-pub(crate) async fn read_at(sh: &Shared, pba: Pba, out: &mut [u8]) -> BlockResult<()> {
-    let member_failed = sh
-        .st
-        .lock()
-        .failed_members
-        .get(usize::from(pba.member))
-        .copied()
-        .unwrap_or(false);
-    if !member_failed {
-        let dev = &sh.members[usize::from(pba.member)];
+/// Reads the block at `pba` (looked up at remap epoch `epoch`), rebuilding it when its
+/// member failed or the read fails. Returns false when a member failure re-addressed blocks
+/// since the lookup: the caller looks the address up again.
+pub(crate) async fn read_at(
+    sh: &Shared,
+    pba: Pba,
+    epoch: u64,
+    out: &mut [u8],
+) -> BlockResult<bool> {
+    let member = usize::from(pba.member);
+    let Some(dev) = sh.members.get(member) else {
+        return Err(BlockError::Failed(format!("{pba:?}: no such member")));
+    };
+    if !super::members::is_failed(sh, member) {
         match dev
             .read(sh.layout.data_lba(pba.segment, pba.offset), out, None)
             .await
         {
-            Ok(()) => return Ok(()),
-            Err(s) => tracing::warn!(
-                "member {}: read of {pba:?} failed ({s}); rebuilding it",
-                pba.member
-            ),
+            Ok(()) => return Ok(true),
+            Err(s) => {
+                tracing::warn!("member {member}: read of {pba:?} failed ({s}); rebuilding it")
+            }
         }
     }
-    degraded(sh, pba, out).await
+    degraded(sh, pba, epoch, out).await
+}
+
+/// The addresses of the other `n - 1` blocks of the stripe of `pba`, or None when a member
+/// failure re-addressed blocks since `epoch`.
+fn peers_of(sh: &Shared, pba: Pba, epoch: u64) -> BlockResult<Option<Vec<Pba>>> {
+    let l = sh.layout;
+    let st = sh.st.lock();
+    if st.remap_epoch != epoch {
+        return Ok(None);
+    }
+    let id = st
+        .index
+        .stripe_id(pba)
+        .map_err(|e| BlockError::Failed(e.to_string()))?
+        .ok_or_else(|| BlockError::DataLost(format!("no stripe id for {pba:?}")))?;
+    let stripe = l.group_range(l.group_of(pba.offset)).0 + id;
+    let mut peers = Vec::new();
+    for member in (0..l.n() as u8).filter(|m| *m != pba.member) {
+        if st
+            .failed_members
+            .get(usize::from(member))
+            .copied()
+            .unwrap_or(false)
+        {
+            return Err(BlockError::DataLost(format!(
+                "{pba:?} on member {}: member {member} has failed too",
+                pba.member
+            )));
+        }
+        let offset = st
+            .index
+            .find_stripe_block(pba.segment, member, stripe)
+            .map_err(|e| BlockError::Failed(e.to_string()))?
+            .ok_or_else(|| {
+                BlockError::DataLost(format!(
+                    "{pba:?}: stripe {stripe} has no block on member {member}"
+                ))
+            })?;
+        peers.push(Pba {
+            segment: pba.segment,
+            member,
+            offset,
+        });
+    }
+    Ok(Some(peers))
 }
 
 /// Rebuilds the block at `pba` from the other `n - 1` blocks of its stripe.
-async fn degraded(sh: &Shared, pba: Pba, out: &mut [u8]) -> BlockResult<()> {
+async fn degraded(sh: &Shared, pba: Pba, epoch: u64, out: &mut [u8]) -> BlockResult<bool> {
     let l = sh.layout;
-    let peers: Vec<Pba> = {
-        let st = sh.st.lock();
-        let id = st
-            .index
-            .stripe_id(pba)
-            .map_err(|e| BlockError::Failed(e.to_string()))?
-            .ok_or_else(|| BlockError::DataLost(format!("no stripe id for {pba:?}")))?;
-        let stripe = l.group_range(l.group_of(pba.offset)).0 + id;
-        let mut peers = Vec::new();
-        for member in (0..l.n() as u8).filter(|m| *m != pba.member) {
-            if st
-                .failed_members
-                .get(usize::from(member))
-                .copied()
-                .unwrap_or(false)
-            {
-                return Err(BlockError::DataLost(format!(
-                    "{pba:?}: member {member} has failed too"
-                )));
-            }
-            let offset = st
-                .index
-                .find_stripe_block(pba.segment, member, stripe)
-                .map_err(|e| BlockError::Failed(e.to_string()))?
-                .ok_or_else(|| {
-                    BlockError::DataLost(format!(
-                        "{pba:?}: stripe {stripe} has no block on member {member}"
-                    ))
-                })?;
-            peers.push(Pba {
-                segment: pba.segment,
-                member,
-                offset,
-            });
-        }
-        peers
+    let Some(peers) = peers_of(sh, pba, epoch)? else {
+        return Ok(false);
     };
     let bs = l.block_size();
     let reads = peers.iter().map(|p| async move {
         let mut b = vec![0u8; bs];
-        let dev = &sh.members[usize::from(p.member)];
+        let m = usize::from(p.member);
+        let dev = sh
+            .members
+            .get(m)
+            .ok_or_else(|| BlockError::Failed(format!("no member {m}")))?;
         dev.read(l.data_lba(p.segment, p.offset), &mut b, None)
             .await
-            .map(|_| b)
+            .map_err(|s| {
+                BlockError::DataLost(format!(
+                    "{pba:?} on member {} cannot be rebuilt: member {m} read failed too ({s})",
+                    pba.member
+                ))
+            })?;
+        Ok::<_, BlockError>(b)
     });
     out.fill(0);
     for r in join_all(reads).await {
-        xor_into(out, &r.map_err(BlockError::Device)?);
+        xor_into(out, &r?);
     }
-    Ok(())
+    // A failure during the peer reads may have re-addressed them: rebuild again if so.
+    Ok(sh.st.lock().remap_epoch == epoch)
 }

@@ -1,13 +1,17 @@
 //! Format and open. Open rebuilds the index: sealed segments from their headers and footers,
 //! every other member zone by reading the per-block metadata below its write pointer; the
 //! newest sequence number wins, and the zones of segments that were open are finished
-//! (docs/DESIGN.md, "Recovery").
+//! (docs/DESIGN.md, "Recovery"). Members the array state names failed are neither read nor
+//! written: the records of their blocks are rebuilt from the other blocks of each stripe.
 //!
 //! Fault model: power loss kept a prefix of every member zone, so a segment's data exists
 //! only behind its header; a footer may be torn (it is then ignored and the zone scanned);
 //! a record that fails its CRC ends a zone's scan. Bytes that pass their CRC but break the
 //! format are corruption and refuse the open, naming member, segment and block. Members
-//! that do not hold this array (no valid header anywhere) are refused, never reset.
+//! that do not hold this array (no valid header anywhere) are refused, never reset. A member
+//! whose commands fail during open is taken as failed and the open starts over without it
+//! (the failure is recorded before the open returns); more failures than `m` refuse the
+//! open, naming every failed member.
 
 use std::sync::Arc;
 
@@ -94,7 +98,7 @@ pub(crate) async fn format(
     index
         .open_segment(0)
         .map_err(|e| ZapRaidError::Corrupt(e.to_string()))?;
-    let h = segment_header(&l, opts.uuid, volume_blocks, 0, 1);
+    let h = segment_header(&l, opts.uuid, volume_blocks, 0, 1, (0, 0));
     for (i, dev) in members.iter().enumerate() {
         let hi = SegmentHeader {
             member: i as u16,
@@ -104,23 +108,44 @@ pub(crate) async fn format(
             .await
             .map_err(dev_err(i, "segment header write"))?;
     }
-    let vol = ZapRaidVolume::assemble(l, members, opts.uuid, volume_blocks, index, 1);
-    {
-        let mut st = vol.sh.st.lock();
-        st.failed_members = vec![false; l.n() as usize];
-        st.set_segment(Arc::new(SegWriter::new(&l, h, true)));
-    }
+    let state = (0, vec![false; l.n() as usize]);
+    let vol = ZapRaidVolume::assemble(l, members, opts.uuid, volume_blocks, index, 1, state);
+    vol.sh
+        .st
+        .lock()
+        .set_segment(Arc::new(SegWriter::new(&l, h, true)));
     Ok(vol)
 }
 
 /// The array as the first valid header describes it, checked against every other header.
 struct Found {
     first: SegmentHeader,
-    /// Per segment: whether some member has a valid header.
-    has_header: Vec<bool>,
-    /// Per segment: its headers' sequence floor (segments opened later have higher ones).
-    floors: Vec<u64>,
-    max_floor: u64,
+    /// Per segment, per member: the header's sequence floor, if the member has a valid one
+    /// (segments opened later have higher floors).
+    floors: Vec<Vec<Option<u64>>>,
+    /// The newest array state the headers carry: (generation, failed members).
+    state: (u64, u64),
+}
+
+impl Found {
+    /// The highest floor of any segment header outside `failed`.
+    fn floor_max(&self, failed: u64) -> u64 {
+        (0..self.floors.len())
+            .filter_map(|z| self.floor(z, failed))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Whether a member outside `failed` has a valid header of segment `z`, and its floor.
+    fn floor(&self, z: usize, failed: u64) -> Option<u64> {
+        self.floors.get(z).and_then(|f| {
+            f.iter()
+                .enumerate()
+                .filter(|(i, _)| failed >> i & 1 == 0)
+                .filter_map(|(_, x)| *x)
+                .max()
+        })
+    }
 }
 
 async fn read_headers(
@@ -130,12 +155,14 @@ async fn read_headers(
     let g = members[0].geometry();
     let bs = g.block_size as usize;
     let mut first: Option<SegmentHeader> = None;
-    let mut has_header = vec![false; g.zone_count as usize];
-    let mut floors = vec![0; g.zone_count as usize];
-    let mut max_floor = 0;
-    for z in 0..g.zone_count as usize {
+    let mut floors = vec![vec![None; members.len()]; g.zone_count as usize];
+    let mut state = (0, 0);
+    for (z, floors) in floors.iter_mut().enumerate() {
         for (i, dev) in members.iter().enumerate() {
-            let d = zones[i][z];
+            // An absent member reported no zones.
+            let Some(d) = zones.get(i).and_then(|zs| zs.get(z)).copied() else {
+                continue;
+            };
             if d.state == ZoneState::Empty || d.state == ZoneState::Offline {
                 continue;
             }
@@ -164,6 +191,8 @@ async fn read_headers(
                     segment: 0,
                     seq_floor: 0,
                     zones: Vec::new(),
+                    state_gen: 0,
+                    failed: 0,
                     ..x.clone()
                 };
                 if norm(f) != norm(&h) {
@@ -174,9 +203,12 @@ async fn read_headers(
             } else {
                 first = Some(h.clone());
             }
-            has_header[z] = true;
-            floors[z] = floors[z].max(h.seq_floor);
-            max_floor = max_floor.max(h.seq_floor);
+            if let Some(f) = floors.get_mut(i) {
+                *f = Some(h.seq_floor);
+            }
+            if h.state_gen > state.0 {
+                state = (h.state_gen, h.failed);
+            }
         }
     }
     let first = first.ok_or_else(|| {
@@ -184,9 +216,8 @@ async fn read_headers(
     })?;
     Ok(Found {
         first,
-        has_header,
         floors,
-        max_floor,
+        state,
     })
 }
 
@@ -196,11 +227,52 @@ pub(crate) async fn open(
     if members.is_empty() {
         return Err(ZapRaidError::NotAnArray("no members given".into()));
     }
+    // Members whose commands failed during an attempt: the next attempt goes without them.
+    let mut absent = 0u64;
+    for _ in 0..=members.len() {
+        match open_attempt(&members, absent).await {
+            Err(ZapRaidError::Device {
+                member,
+                what,
+                status,
+            }) if member < members.len() && absent >> member & 1 == 0 => {
+                tracing::error!(
+                    "zapraid open: member {member}: {what}: {status}; opening without it"
+                );
+                absent |= 1 << member;
+            }
+            r => return r,
+        }
+    }
+    Err(ZapRaidError::Failed(format!(
+        "members {} failed during open",
+        member_list(absent)
+    )))
+}
+
+/// "0, 2" for the bitmap 0b101.
+fn member_list(bits: u64) -> String {
+    (0..64)
+        .filter(|i| bits >> i & 1 == 1)
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// One try at opening without the `absent` members (bit `i` = member `i`).
+async fn open_attempt(
+    members: &[Arc<dyn ZonedDevice>],
+    absent: u64,
+) -> Result<ZapRaidVolume, ZapRaidError> {
     let mut zones = Vec::new();
     for (i, dev) in members.iter().enumerate() {
-        zones.push(report(i, dev.as_ref()).await?);
+        zones.push(if absent >> i & 1 == 1 {
+            Vec::new()
+        } else {
+            report(i, dev.as_ref()).await?
+        });
     }
-    let found = read_headers(&members, &zones).await?;
+    let found = read_headers(members, &zones).await?;
     let h = &found.first;
     let geos: Vec<_> = members.iter().map(|m| m.geometry()).collect();
     let l = Layout::new(
@@ -209,6 +281,203 @@ pub(crate) async fn open(
         GroupMode::Grouped(h.group),
         &geos,
     )?;
+    check_geometry(&l, h)?;
+    let n = l.n() as usize;
+    let state = newest_state(members, &l, &zones, &found, absent).await?;
+    let failed = state.1 | absent;
+    if failed.count_ones() > l.m {
+        return Err(ZapRaidError::Failed(format!(
+            "members {} have failed: more than the {} parity block(s) per stripe cover",
+            member_list(failed),
+            l.m
+        )));
+    }
+    let alive = |i: usize| failed >> i & 1 == 0;
+    let mut index = Index::new(l, h.volume_blocks);
+    let mut max_seq = found.floor_max(0);
+    let mut trims = Vec::new();
+    let mut torn = Vec::new();
+    let mut phantoms = Vec::new();
+    for z in 0..l.segments() {
+        let states: Vec<Option<ZoneDescriptor>> = (0..n)
+            .map(|i| {
+                zones
+                    .get(i)
+                    .and_then(|zs| zs.get(z as usize))
+                    .copied()
+                    .filter(|_| alive(i))
+            })
+            .collect();
+        if states.iter().flatten().all(|d| d.state == ZoneState::Empty) {
+            continue;
+        }
+        let Some(floor) = found.floor(z as usize, failed) else {
+            clear_headerless(members, &l, z, &states).await?;
+            continue;
+        };
+        index
+            .open_segment(z)
+            .map_err(|e| ZapRaidError::Corrupt(e.to_string()))?;
+        index.set_floor(z, floor);
+        let mut by_stripe: Vec<Vec<(usize, u32, BlockRecord)>> =
+            vec![Vec::new(); l.stripes as usize];
+        for (i, d) in states.iter().enumerate() {
+            let (Some(d), Some(dev)) = (d, members.get(i)) else {
+                continue;
+            };
+            let recs = load_member(dev.as_ref(), &l, i, z, d).await?;
+            for (offset, rec) in recs.into_iter().enumerate() {
+                let pba = Pba {
+                    segment: z,
+                    member: i as u8,
+                    offset: offset as u32,
+                };
+                apply(&mut index, &l, pba, &rec, h.volume_blocks, &mut trims)?;
+                if let Some(v) = by_stripe.get_mut(rec.stripe as usize) {
+                    v.push((i, offset as u32, rec));
+                }
+                if matches!(rec.kind, RecordKind::Data | RecordKind::Trim) {
+                    max_seq = max_seq.max(rec.seq);
+                    index.stamp(z, rec.seq);
+                }
+            }
+            if d.state != ZoneState::Full {
+                // The segment was open: close it for good so no member zone stays open.
+                dev.zone_mgmt(ZoneAction::Finish, d.start, false)
+                    .await
+                    .map_err(dev_err(i, format!("finish zone {z}")))?;
+            }
+        }
+        let settled = settle_stripes(&mut index, &l, z, &by_stripe, failed, h.volume_blocks)?;
+        for (rec, pba, peers) in settled.rebuilt {
+            max_seq = max_seq.max(rec.seq);
+            index.stamp(z, rec.seq);
+            if rec.kind == RecordKind::Trim {
+                trims.push((pba, peers));
+            }
+        }
+        for (rec, _) in &settled.phantoms {
+            max_seq = max_seq.max(rec.seq);
+        }
+        torn.extend(settled.torn);
+        phantoms.extend(settled.phantoms);
+        index.seal_segment(z);
+    }
+    load_trims(members, &l, &mut index, trims).await?;
+    // Before dead segments are reset: a phantom is not in the index, so its stripe's
+    // segment may look dead.
+    let phantoms = read_phantoms(members, &l, &index, phantoms).await?;
+    free_dead_segments(members, &l, &mut index, failed).await?;
+    index.verify().map_err(ZapRaidError::Corrupt)?;
+    let failed_members: Vec<bool> = (0..n).map(|i| !alive(i)).collect();
+    // A member first found failed now makes a new state, recorded before the open returns.
+    let gen = if failed == state.1 {
+        state.0
+    } else {
+        state.0 + 1
+    };
+    let vol = ZapRaidVolume::assemble(
+        l,
+        members.to_vec(),
+        h.uuid,
+        h.volume_blocks,
+        index,
+        max_seq + 1,
+        (gen, failed_members),
+    );
+    if gen != state.0 {
+        super::members::record_state(&vol.sh).await.map_err(|e| {
+            ZapRaidError::Failed(format!(
+                "recording members {} failed: {e}",
+                member_list(failed)
+            ))
+        })?;
+    }
+    rewrite_torn(&vol.sh, torn, phantoms).await?;
+    Ok(vol)
+}
+
+/// Rewrites the live blocks of torn stripes through the write path (as garbage collection
+/// does: same LBA and sequence number, compare-and-swap), then flushes, so a member failing
+/// after this open cannot take a block that read back now with it.
+async fn rewrite_torn(
+    sh: &Arc<super::Shared>,
+    torn: Vec<(BlockRecord, Pba)>,
+    phantoms: Vec<(BlockRecord, Vec<u8>)>,
+) -> Result<(), ZapRaidError> {
+    let failed = |e: zns::BlockError| ZapRaidError::Failed(format!("rewriting torn stripes: {e}"));
+    if !torn.is_empty() || !phantoms.is_empty() {
+        // Room first, as a client write would make it: rewrites at every open must not eat
+        // the segments collection keeps free.
+        super::gc::ensure_space(sh).await.map_err(failed)?;
+    }
+    let mut rxs = Vec::new();
+    for (rec, pba) in torn {
+        let (live, trim) = {
+            let st = sh.st.lock();
+            match rec.kind {
+                RecordKind::Trim => {
+                    let place = st
+                        .index
+                        .trim_records_in(pba.segment)
+                        .into_iter()
+                        .find(|(seq, p)| *seq == rec.seq && p.pba == pba);
+                    let live =
+                        place.is_some_and(|(seq, p)| st.index.trim_is_live(seq, p.first, p.count));
+                    (live, place)
+                }
+                _ => {
+                    let m = st
+                        .index
+                        .lookup(rec.lba)
+                        .map_err(|e| ZapRaidError::Corrupt(e.to_string()))?;
+                    (
+                        m == crate::index::Mapping::Mapped { pba, seq: rec.seq },
+                        None,
+                    )
+                }
+            }
+        };
+        if !live {
+            continue;
+        }
+        let data = match trim {
+            Some((seq, p)) => TrimRecord {
+                first: p.first,
+                count: p.count,
+                seq,
+            }
+            .encode(sh.layout.block_size()),
+            None => {
+                let member = usize::from(pba.member);
+                let dev = sh
+                    .members
+                    .get(member)
+                    .ok_or_else(|| ZapRaidError::Corrupt(format!("no member {member}")))?;
+                let mut b = vec![0u8; sh.layout.block_size()];
+                dev.read(sh.layout.data_lba(pba.segment, pba.offset), &mut b, None)
+                    .await
+                    .map_err(dev_err(member, "read of a torn stripe's block"))?;
+                b
+            }
+        };
+        let rec = BlockRecord::new(rec.kind, rec.lba, rec.seq, 0);
+        rxs.push(super::write::push_relocation(sh, rec, data, pba));
+    }
+    for (rec, data) in phantoms {
+        // Written like a client block with its own sequence number: it wins only over older
+        // versions, as it would have had it landed.
+        let rec = BlockRecord::new(rec.kind, rec.lba, rec.seq, 0);
+        rxs.push(super::write::push_copy(sh, rec, data));
+    }
+    if rxs.is_empty() {
+        return Ok(());
+    }
+    super::write::wait_all(sh, rxs).await.map_err(failed)?;
+    super::write::flush(sh).await.map_err(failed)
+}
+
+fn check_geometry(l: &Layout, h: &SegmentHeader) -> Result<(), ZapRaidError> {
     let g = l.member;
     if (
         l.stripes,
@@ -231,51 +500,216 @@ pub(crate) async fn open(
             "the members' geometry is not the one the array was formatted with".into(),
         ));
     }
-    let mut index = Index::new(l, h.volume_blocks);
-    let mut max_seq = found.max_floor;
-    let mut trims = Vec::new();
+    Ok(())
+}
+
+/// The newest array state: the headers' newest, or a state record newer than every header.
+/// Such a record lies in the segment opened last (any segment opened after a record carries
+/// its state in its header), so only the segments with the highest floor are scanned for one.
+async fn newest_state(
+    members: &[Arc<dyn ZonedDevice>],
+    l: &Layout,
+    zones: &[Vec<ZoneDescriptor>],
+    found: &Found,
+    absent: u64,
+) -> Result<(u64, u64), ZapRaidError> {
+    let mut state = found.state;
+    let top = found.floor_max(absent);
     for z in 0..l.segments() {
-        let states: Vec<ZoneDescriptor> = zones.iter().map(|zs| zs[z as usize]).collect();
-        if states.iter().all(|d| d.state == ZoneState::Empty) {
+        if found.floor(z as usize, absent) != Some(top) {
             continue;
         }
-        if !found.has_header[z as usize] {
-            clear_headerless(&members, &l, z, &states).await?;
-            continue;
-        }
-        index
-            .open_segment(z)
-            .map_err(|e| ZapRaidError::Corrupt(e.to_string()))?;
-        index.set_floor(z, found.floors[z as usize]);
         for (i, dev) in members.iter().enumerate() {
-            let recs = load_member(dev.as_ref(), &l, i, z, &states[i]).await?;
-            for (offset, rec) in recs.into_iter().enumerate() {
-                let pba = Pba {
-                    segment: z,
-                    member: i as u8,
-                    offset: offset as u32,
-                };
-                apply(&mut index, &l, pba, &rec, h.volume_blocks, &mut trims)?;
-                if rec.kind != RecordKind::Parity {
-                    max_seq = max_seq.max(rec.seq);
-                    index.stamp(z, rec.seq);
+            if absent >> i & 1 == 1 || state.1 >> i & 1 == 1 {
+                continue;
+            }
+            let Some(d) = zones.get(i).and_then(|zs| zs.get(z as usize)) else {
+                continue;
+            };
+            for r in load_member(dev.as_ref(), l, i, z, d).await? {
+                if r.kind == RecordKind::State && r.seq > state.0 {
+                    if r.lba >> l.n() != 0 {
+                        return Err(ZapRaidError::Corrupt(format!(
+                            "member {i} segment {z}: array state names members {:#x}",
+                            r.lba
+                        )));
+                    }
+                    state = (r.seq, r.lba);
                 }
             }
-            if states[i].state != ZoneState::Full {
-                // The segment was open: close it for good so no member zone stays open.
-                dev.zone_mgmt(ZoneAction::Finish, states[i].start, false)
-                    .await
-                    .map_err(dev_err(i, format!("finish zone {z}")))?;
+        }
+    }
+    Ok(state)
+}
+
+/// What the stripes of one segment left to do after their records were loaded.
+struct Settled {
+    /// Records of a failed member's blocks rebuilt from parity (entered in the index at
+    /// offset = stripe), with their address and the blocks that rebuild their data.
+    rebuilt: Vec<(BlockRecord, Pba, Vec<Pba>)>,
+    /// Records of blocks power loss took from a live member while the rest of their stripe
+    /// landed: rebuilt from parity but with no address, so they are rewritten after the open,
+    /// with the blocks that rebuild their data.
+    phantoms: Vec<(BlockRecord, Vec<Pba>)>,
+    /// Data and trim blocks of stripes missing a block (no parity left to protect them).
+    torn: Vec<(BlockRecord, Pba)>,
+}
+
+/// Sorts the stripes of segment `z` by the blocks present on the live members: complete;
+/// missing one block, which is rebuilt from the others (on a failed member: entered at
+/// offset = stripe; on a live member, a block power loss took: a phantom, rewritten after
+/// the open); or missing more, whose present blocks are kept unprotected until rewritten.
+/// Deciding by the blocks present, the same way at every open, is what keeps restarts
+/// consistent: a stripe one open rebuilt is rebuilt by the next, whichever member fails.
+fn settle_stripes(
+    index: &mut Index,
+    l: &Layout,
+    z: u32,
+    by_stripe: &[Vec<(usize, u32, BlockRecord)>],
+    failed: u64,
+    volume_blocks: u64,
+) -> Result<Settled, ZapRaidError> {
+    let mut out = Settled {
+        rebuilt: Vec::new(),
+        phantoms: Vec::new(),
+        torn: Vec::new(),
+    };
+    let mut no_trims = Vec::new();
+    for (stripe, blocks) in by_stripe.iter().enumerate() {
+        let stripe = stripe as u32;
+        if blocks.is_empty() || blocks.iter().any(|(_, _, r)| r.kind == RecordKind::State) {
+            continue;
+        }
+        let present = blocks.iter().fold(0u64, |acc, (i, _, _)| acc | 1 << i);
+        let missing: Vec<u32> = (0..l.n()).filter(|i| present >> i & 1 == 0).collect();
+        let peers: Vec<Pba> = blocks
+            .iter()
+            .map(|(i, offset, _)| Pba {
+                segment: z,
+                member: *i as u8,
+                offset: *offset,
+            })
+            .collect();
+        let x = match missing.as_slice() {
+            [] => continue,
+            [x] => *x,
+            _ => {
+                out.torn.extend(torn_of(blocks, &peers));
+                continue;
+            }
+        };
+        let rec = match l.role(stripe, x) {
+            crate::layout::Role::Parity(_) => BlockRecord::parity_of(stripe, std::iter::empty()),
+            crate::layout::Role::Data(_) => {
+                BlockRecord::rebuild(stripe, blocks.iter().map(|b| &b.2)).ok_or_else(|| {
+                    ZapRaidError::Corrupt(format!(
+                        "segment {z} stripe {stripe}: the records of its blocks do not rebuild member {x}'s"
+                    ))
+                })?
+            }
+        };
+        let holds = matches!(rec.kind, RecordKind::Data | RecordKind::Trim) && !rec.is_padding();
+        if failed >> x & 1 == 0 {
+            // Power loss took this block from a live member: the stripe is unprotected.
+            out.torn.extend(torn_of(blocks, &peers));
+            if holds {
+                out.phantoms.push((rec, peers));
+            }
+            continue;
+        }
+        let pba = Pba {
+            segment: z,
+            member: x as u8,
+            offset: stripe,
+        };
+        apply(index, l, pba, &rec, volume_blocks, &mut no_trims)?;
+        if holds {
+            out.rebuilt.push((rec, pba, peers));
+        }
+    }
+    Ok(out)
+}
+
+/// The data and trim blocks among a torn stripe's `blocks` (at `peers`).
+fn torn_of(blocks: &[(usize, u32, BlockRecord)], peers: &[Pba]) -> Vec<(BlockRecord, Pba)> {
+    blocks
+        .iter()
+        .zip(peers)
+        .filter(|((_, _, r), _)| {
+            matches!(r.kind, RecordKind::Data | RecordKind::Trim) && !r.is_padding()
+        })
+        .map(|((_, _, r), p)| (*r, *p))
+        .collect()
+}
+
+/// The phantoms (blocks of torn stripes that power loss took from a live member) that are
+/// newer than what the index holds for their LBA, with their data rebuilt from the rest of
+/// their stripe.
+async fn read_phantoms(
+    members: &[Arc<dyn ZonedDevice>],
+    l: &Layout,
+    index: &Index,
+    phantoms: Vec<(BlockRecord, Vec<Pba>)>,
+) -> Result<Vec<(BlockRecord, Vec<u8>)>, ZapRaidError> {
+    let mut out = Vec::new();
+    for (rec, peers) in phantoms {
+        if rec.kind == RecordKind::Data {
+            let seq = match index
+                .lookup(rec.lba)
+                .map_err(|e| ZapRaidError::Corrupt(e.to_string()))?
+            {
+                crate::index::Mapping::Unmapped => 0,
+                crate::index::Mapping::Trimmed { seq }
+                | crate::index::Mapping::Mapped { seq, .. } => seq,
+            };
+            if seq >= rec.seq {
+                continue;
             }
         }
-        index.seal_segment(z);
+        let mut data = vec![0u8; l.block_size()];
+        for p in &peers {
+            let member = usize::from(p.member);
+            let dev = members
+                .get(member)
+                .ok_or_else(|| ZapRaidError::Corrupt(format!("no member {member}")))?;
+            let mut b = vec![0u8; l.block_size()];
+            dev.read(l.data_lba(p.segment, p.offset), &mut b, None)
+                .await
+                .map_err(dev_err(member, "read of a torn stripe's block"))?;
+            zns::parity::xor_into(&mut data, &b);
+        }
+        if rec.kind == RecordKind::Trim {
+            TrimRecord::decode(&data).map_err(|e| {
+                ZapRaidError::Corrupt(format!("rebuilt trim record of seq {}: {e}", rec.seq))
+            })?;
+        }
+        out.push((rec, data));
     }
-    for pba in trims {
+    Ok(out)
+}
+
+/// Applies the trim records found (their ranges are in their blocks): read where they lie,
+/// or rebuilt from their stripe's other blocks when they lie on a failed member.
+async fn load_trims(
+    members: &[Arc<dyn ZonedDevice>],
+    l: &Layout,
+    index: &mut Index,
+    trims: Vec<(Pba, Vec<Pba>)>,
+) -> Result<(), ZapRaidError> {
+    for (pba, peers) in trims {
         let mut b = vec![0u8; l.block_size()];
-        members[usize::from(pba.member)]
-            .read(l.data_lba(pba.segment, pba.offset), &mut b, None)
-            .await
-            .map_err(dev_err(usize::from(pba.member), "trim record read"))?;
+        let sources = if peers.is_empty() { vec![pba] } else { peers };
+        for p in sources {
+            let member = usize::from(p.member);
+            let dev = members
+                .get(member)
+                .ok_or_else(|| ZapRaidError::Corrupt(format!("no member {member}")))?;
+            let mut x = vec![0u8; l.block_size()];
+            dev.read(l.data_lba(p.segment, p.offset), &mut x, None)
+                .await
+                .map_err(dev_err(member, "trim record read"))?;
+            zns::parity::xor_into(&mut b, &x);
+        }
         let t = TrimRecord::decode(&b)
             .map_err(|e| ZapRaidError::Corrupt(format!("trim record at {pba:?}: {e}")))?;
         index
@@ -290,11 +724,7 @@ pub(crate) async fn open(
             },
         );
     }
-    free_dead_segments(&members, &l, &mut index).await?;
-    index.verify().map_err(ZapRaidError::Corrupt)?;
-    let vol = ZapRaidVolume::assemble(l, members, h.uuid, h.volume_blocks, index, max_seq + 1);
-    vol.sh.st.lock().failed_members = vec![false; l.n() as usize];
-    Ok(vol)
+    Ok(())
 }
 
 /// Resets and frees every segment that holds no live block and no live trim record: the
@@ -305,10 +735,12 @@ async fn free_dead_segments(
     members: &[Arc<dyn ZonedDevice>],
     l: &Layout,
     index: &mut Index,
+    failed: u64,
 ) -> Result<(), ZapRaidError> {
     // What recovery read may still sit in the members' volatile caches (the host crashed,
     // the members kept power): make it durable before anything it supersedes is reset.
-    for (i, dev) in members.iter().enumerate() {
+    let alive = |i: &usize| failed >> i & 1 == 0;
+    for (i, dev) in members.iter().enumerate().filter(|(i, _)| alive(i)) {
         dev.flush()
             .await
             .map_err(dev_err(i, "flush before resetting dead segments"))?;
@@ -330,7 +762,7 @@ async fn free_dead_segments(
         for (seq, _) in trims {
             index.drop_trim_record(seq);
         }
-        for (i, dev) in members.iter().enumerate() {
+        for (i, dev) in members.iter().enumerate().filter(|(i, _)| alive(i)) {
             dev.zone_mgmt(ZoneAction::Reset, l.zone_start(z), false)
                 .await
                 .map_err(dev_err(i, format!("reset dead segment {z}")))?;
@@ -343,30 +775,61 @@ async fn free_dead_segments(
 }
 
 /// A segment whose zones hold something but no valid header: a header torn by power loss
-/// (nothing is written behind a header before it lands). Anything beyond the header block
-/// would be foreign data, which is refused, not reset.
+/// (nothing is written behind a header before it lands), or the zones a recovery finished
+/// after their headers were lost (Full, nothing written) whose sibling zones holding the
+/// headers were then reset by a collection cut between its resets. Such zones are reset. A
+/// zone holding anything beyond an empty header block would be foreign data, which is
+/// refused, not reset.
 async fn clear_headerless(
     members: &[Arc<dyn ZonedDevice>],
     l: &Layout,
     z: u32,
-    states: &[ZoneDescriptor],
+    states: &[Option<ZoneDescriptor>],
 ) -> Result<(), ZapRaidError> {
     for (i, d) in states.iter().enumerate() {
+        let Some(d) = d else { continue };
         let written = d.wp.saturating_sub(d.start);
         if d.state == ZoneState::Full || written > HEADER_BLOCKS {
-            return Err(ZapRaidError::Corrupt(format!(
-                "member {i} zone {z} holds {written} blocks but no segment header"
-            )));
+            let dev = members
+                .get(i)
+                .ok_or_else(|| ZapRaidError::Corrupt(format!("no member {i}")))?;
+            if !finished_empty(dev.as_ref(), l, i, z).await? {
+                return Err(ZapRaidError::Corrupt(format!(
+                    "member {i} zone {z} holds {written} blocks but no segment header"
+                )));
+            }
         }
     }
     for (i, dev) in members.iter().enumerate() {
-        if states[i].state != ZoneState::Empty {
+        if states
+            .get(i)
+            .copied()
+            .flatten()
+            .is_some_and(|d| d.state != ZoneState::Empty)
+        {
             dev.zone_mgmt(ZoneAction::Reset, l.zone_start(z), false)
                 .await
                 .map_err(dev_err(i, format!("reset torn segment {z}")))?;
         }
     }
     Ok(())
+}
+
+/// Whether member zone `z` holds nothing: its header block and its first data block (with
+/// its metadata) are all zeros, as a zone finished before anything landed in it reads.
+async fn finished_empty(
+    dev: &dyn ZonedDevice,
+    l: &Layout,
+    member: usize,
+    z: u32,
+) -> Result<bool, ZapRaidError> {
+    let bs = l.block_size();
+    let mut b = vec![0u8; 2 * bs];
+    let mut meta = vec![0u8; 2 * l.oob_size()];
+    dev.read(l.zone_start(z), &mut b, Some(&mut meta))
+        .await
+        .map_err(dev_err(member, format!("read of headerless zone {z}")))?;
+    Ok(b.iter().chain(&meta).all(|x| *x == 0))
 }
 
 /// Enters one record in the index (trim records are applied after the scan, from their
@@ -377,7 +840,7 @@ fn apply(
     pba: Pba,
     rec: &BlockRecord,
     volume_blocks: u64,
-    trims: &mut Vec<Pba>,
+    trims: &mut Vec<(Pba, Vec<Pba>)>,
 ) -> Result<(), ZapRaidError> {
     let bad = |what: String| {
         ZapRaidError::Corrupt(format!(
@@ -395,7 +858,7 @@ fn apply(
         .set_stripe_id(pba, l.stripe_id_in_group(rec.stripe))
         .map_err(|e| bad(e.to_string()))?;
     match rec.kind {
-        RecordKind::Parity => {}
+        RecordKind::Parity | RecordKind::State => {}
         _ if rec.is_padding() => {}
         RecordKind::Data => {
             if rec.lba >= volume_blocks {
@@ -405,7 +868,7 @@ fn apply(
                 .apply_recovered(rec.lba, pba, rec.seq)
                 .map_err(|e| bad(e.to_string()))?;
         }
-        RecordKind::Trim => trims.push(pba),
+        RecordKind::Trim => trims.push((pba, Vec::new())),
     }
     Ok(())
 }

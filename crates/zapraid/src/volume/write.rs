@@ -3,18 +3,20 @@
 //! stripe, the barrier); a write completes when every stripe holding its blocks is on every
 //! member (docs/DESIGN.md, "Write path").
 //!
-//! Fault model: as the volume's. A member command that fails fails the volume; tasks waiting
-//! on a member's progress see the failure and stop, so nothing waits forever.
+//! Fault model: as the volume's. A member command that fails fails that member
+//! (`members.rs`): the stripe goes on without its block, and completes only once the failure
+//! is recorded on every survivor. Tasks waiting on a member's progress see the member's or
+//! the volume's failure and stop, so nothing waits forever.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures::future::join_all;
 use parking_lot::Mutex;
-use tokio::sync::watch;
 use zns::{BlockError, BlockResult, Lba};
 
-use super::Shared;
+use super::signal::Signal;
+use super::{members, Shared};
 use crate::index::{Index, TrimPlace};
 use crate::layout::{Pba, Role, HEADER_BLOCKS};
 use crate::meta::{BlockRecord, FooterBlock, RecordKind, SegmentHeader, TrimRecord};
@@ -22,6 +24,9 @@ use zns::parity::xor_of;
 
 /// What a stripe's waiters learn: `None` while in flight.
 pub type StripeResult = Option<Result<(), BlockError>>;
+
+/// A stripe's completion, shared by the writes waiting on it.
+pub(crate) type StripeDone = Arc<Signal<StripeResult>>;
 
 /// One data slot of a stripe.
 struct Slot {
@@ -35,14 +40,16 @@ struct Slot {
 struct OpenStripe {
     serial: u64,
     slots: Vec<Slot>,
-    done: watch::Sender<StripeResult>,
+    done: StripeDone,
+    /// An array-state stripe: every member gets the same block and record (no parity).
+    replicated: bool,
 }
 
 /// The segment taking stripes, shared with the tasks writing them.
 pub(crate) struct SegWriter {
     pub(crate) segment: u32,
     /// Per member: blocks of the zone written (header included).
-    landed: Vec<watch::Sender<u64>>,
+    landed: Vec<Signal<u64>>,
     /// Whether stripe 0's task writes the header (not when format already did).
     header_needed: bool,
     header: SegmentHeader,
@@ -55,11 +62,16 @@ pub(crate) struct State {
     pub(crate) index: Index,
     pub(crate) next_seq: u64,
     pub(crate) failed_members: Vec<bool>,
+    /// The array state's generation (+1 per change of `failed_members`).
+    pub(crate) state_gen: u64,
+    /// +1 whenever a member failure moved index entries (`Index::remap_failed_member`): a
+    /// read that looked an address up before must look it up again.
+    pub(crate) remap_epoch: u64,
     open: Option<OpenStripe>,
     seg: Option<Arc<SegWriter>>,
     next_stripe: u32,
     next_serial: u64,
-    in_flight: BTreeMap<u64, watch::Receiver<StripeResult>>,
+    in_flight: BTreeMap<u64, StripeDone>,
     pub(crate) stats: super::ZapRaidStats,
 }
 
@@ -69,6 +81,8 @@ impl State {
             index,
             next_seq,
             failed_members: Vec::new(),
+            state_gen: 0,
+            remap_epoch: 0,
             open: None,
             seg: None,
             next_stripe: 0,
@@ -95,7 +109,7 @@ impl SegWriter {
         let start = if header_written { HEADER_BLOCKS } else { 0 };
         SegWriter {
             segment: header.segment,
-            landed: (0..n).map(|_| watch::channel(start).0).collect(),
+            landed: (0..n).map(|_| Signal::new(start)).collect(),
             header_needed: !header_written,
             header,
             records: Mutex::new(vec![vec![None; sh_layout.stripes as usize]; n]),
@@ -110,6 +124,7 @@ pub(crate) fn segment_header(
     volume_blocks: u64,
     segment: u32,
     seq_floor: u64,
+    state: (u64, u64),
 ) -> SegmentHeader {
     let g = sh_layout.member;
     SegmentHeader {
@@ -129,6 +144,8 @@ pub(crate) fn segment_header(
         zone_size: g.zone_size,
         zone_capacity: g.zone_capacity,
         zones: vec![segment; sh_layout.n() as usize],
+        state_gen: state.0,
+        failed: state.1,
     }
 }
 
@@ -143,15 +160,15 @@ fn next_seq(st: &mut State) -> BlockResult<u64> {
 
 /// Adds a slot to the open stripe (opening one, with its padding timer, when none is);
 /// seals the stripe when it has k slots. Returns the stripe's completion.
-fn push(sh: &Arc<Shared>, st: &mut State, slot: Slot) -> watch::Receiver<StripeResult> {
+fn push(sh: &Arc<Shared>, st: &mut State, slot: Slot) -> StripeDone {
     let k = sh.layout.k as usize;
     let o = match st.open.take() {
         Some(o) => o,
         None => {
             let serial = st.next_serial;
             st.next_serial += 1;
-            let (done, rx) = watch::channel(None);
-            st.in_flight.insert(serial, rx);
+            let done: StripeDone = Arc::new(Signal::new(None));
+            st.in_flight.insert(serial, done.clone());
             let (sh2, wait) = (sh.clone(), sh.pad_after);
             sh.spawn(async move {
                 tokio::time::sleep(wait).await;
@@ -164,12 +181,13 @@ fn push(sh: &Arc<Shared>, st: &mut State, slot: Slot) -> watch::Receiver<StripeR
                 serial,
                 slots: Vec::new(),
                 done,
+                replicated: false,
             }
         }
     };
     let o = st.open.insert(o);
     o.slots.push(slot);
-    let rx = o.done.subscribe();
+    let rx = o.done.clone();
     if o.slots.len() >= k {
         seal(sh, st);
     }
@@ -186,18 +204,18 @@ fn seal(sh: &Arc<Shared>, st: &mut State) {
     if st.seg.is_none() || st.next_stripe >= l.stripes {
         let Some(segment) = st.index.first_free() else {
             st.in_flight.remove(&open.serial);
-            open.done.send_replace(Some(Err(BlockError::NoSpace)));
+            open.done.set(Some(Err(BlockError::NoSpace)));
             return;
         };
         if let Err(e) = st.index.open_segment(segment) {
             sh.fail(format!("opening segment {segment}: {e}"));
-            open.done
-                .send_replace(Some(Err(BlockError::Failed(e.to_string()))));
+            open.done.set(Some(Err(BlockError::Failed(e.to_string()))));
             return;
         }
         let floor = st.next_seq;
         st.index.set_floor(segment, floor);
-        let h = segment_header(&l, sh.uuid, sh.volume_blocks, segment, floor);
+        let state = (st.state_gen, members::failed_bits(st));
+        let h = segment_header(&l, sh.uuid, sh.volume_blocks, segment, floor, state);
         st.seg = Some(Arc::new(SegWriter::new(&l, h, false)));
         st.next_stripe = 0;
     }
@@ -217,12 +235,12 @@ fn seal(sh: &Arc<Shared>, st: &mut State) {
     let sh2 = sh.clone();
     sh.spawn(async move {
         let serial = open.serial;
-        let r = drive(&sh2, &seg, stripe, &open.slots).await;
+        let r = drive(&sh2, &seg, stripe, &open.slots, open.replicated).await;
         if let Err(e) = &r {
             sh2.fail(format!("segment {} stripe {stripe}: {e}", seg.segment));
         }
         sh2.st.lock().in_flight.remove(&serial);
-        open.done.send_replace(Some(r));
+        open.done.set(Some(r));
     });
 }
 
@@ -232,23 +250,56 @@ async fn drive(
     seg: &Arc<SegWriter>,
     stripe: u32,
     slots: &[Slot],
+    replicated: bool,
 ) -> BlockResult<()> {
     let l = sh.layout;
     let bs = l.block_size();
-    let parity = xor_of(bs, slots.iter().map(|s| &s.data[..]));
-    let prec = BlockRecord::parity_of(stripe, slots.iter().map(|s| &s.rec));
+    let first = slots
+        .first()
+        .ok_or_else(|| BlockError::Failed(format!("stripe {stripe} has no blocks")))?;
+    let (parity, prec) = if replicated {
+        (first.data.clone(), first.rec)
+    } else {
+        (
+            xor_of(bs, slots.iter().map(|s| &s.data[..])),
+            BlockRecord::parity_of(stripe, slots.iter().map(|s| &s.rec)),
+        )
+    };
     let puts = (0..l.n()).map(|member| {
         let (data, rec) = match l.role(stripe, member) {
-            Role::Data(d) => (&slots[d as usize].data[..], slots[d as usize].rec),
-            Role::Parity(_) => (&parity[..], prec),
+            Role::Data(d) if !replicated => slots
+                .get(d as usize)
+                .map_or((&parity[..], prec), |s| (&s.data[..], s.rec)),
+            _ => (&parity[..], prec),
         };
         put(sh, seg, member as usize, stripe, data, rec)
     });
-    let mut offsets = Vec::with_capacity(l.n() as usize);
+    let mut landed = Vec::with_capacity(l.n() as usize);
     for r in join_all(puts).await {
-        offsets.push(r?);
+        landed.push(r?);
+    }
+    if !replicated && landed.iter().any(|o| o.is_none()) {
+        // The stripe omits a failed member: it is acknowledged only once the failure is
+        // recorded on every survivor, so a restart never takes the member's stale blocks
+        // for current ones. (A state stripe is awaited by the recording itself.)
+        members::record_state(sh).await?;
     }
     let mut st = sh.st.lock();
+    // A member failed by now is addressed by stripe index (`Index::remap_failed_member`),
+    // whether or not its block landed.
+    let mut offsets = Vec::with_capacity(landed.len());
+    for (member, o) in landed.iter().enumerate() {
+        let failed = st.failed_members.get(member).copied().unwrap_or(true);
+        offsets.push(match o {
+            _ if failed => stripe,
+            Some(o) => *o,
+            None => {
+                return Err(BlockError::Failed(format!(
+                    "member {member} lost the block of stripe {stripe} but is not failed"
+                )))
+            }
+        });
+    }
     let id = l.stripe_id_in_group(stripe);
     for (member, offset) in offsets.iter().enumerate() {
         let pba = Pba {
@@ -261,11 +312,14 @@ async fn drive(
             .map_err(|e| BlockError::Failed(e.to_string()))?;
     }
     for (d, slot) in slots.iter().enumerate() {
+        if replicated {
+            break;
+        }
         let member = l.data_member(stripe, d as u32) as usize;
         let pba = Pba {
             segment: seg.segment,
             member: member as u8,
-            offset: offsets[member],
+            offset: offsets.get(member).copied().unwrap_or(stripe),
         };
         if slot.rec.is_padding() {
             st.stats.padding_blocks += 1;
@@ -279,6 +333,7 @@ async fn drive(
         }
         let r = match (slot.rec.kind, slot.from) {
             _ if slot.rec.is_padding() => Ok(true),
+            (RecordKind::State | RecordKind::Parity, _) => Ok(true),
             (RecordKind::Trim, _) => TrimRecord::decode(&slot.data)
                 .map_err(|e| BlockError::Failed(format!("trim record: {e}")))
                 .and_then(|t| {
@@ -312,22 +367,30 @@ async fn drive(
     Ok(())
 }
 
-/// Waits until `member` of `seg` holds `blocks_ok(count)` blocks, or the volume failed.
+/// Waits until `member` of `seg` holds `ok(count)` blocks (true), or the member failed
+/// (false), or the volume failed (an error).
 async fn wait_landed(
     sh: &Shared,
     seg: &SegWriter,
     member: usize,
     ok: impl Fn(u64) -> bool,
-) -> BlockResult<()> {
-    let mut rx = seg.landed[member].subscribe();
-    let mut failed = sh.failed.subscribe();
+) -> BlockResult<bool> {
+    let landed = seg
+        .landed
+        .get(member)
+        .ok_or_else(|| BlockError::Failed(format!("no member {member}")))?;
+    // Biased: polled in a fixed order, so a seeded run repeats exactly (an unbiased select
+    // draws its order from the runtime's unseeded generator).
     tokio::select! {
-        r = rx.wait_for(|v| ok(*v)) => r.map(|_| ()).map_err(|_| BlockError::Failed("segment writer gone".into())),
-        _ = failed.wait_for(|f| f.is_some()) => Err(BlockError::Failed("the volume failed".into())),
+        biased;
+        _ = landed.wait_for(|v| ok(*v)) => Ok(true),
+        _ = sh.failed.wait_for(|f| f.is_some()) => Err(BlockError::Failed("the volume failed".into())),
+        _ = sh.member_events.wait_for(|b| b >> member & 1 == 1) => Ok(false),
     }
 }
 
-/// Writes one block of `stripe` on `member`; returns its data offset.
+/// Writes one block of `stripe` on `member`; returns its data offset, or `None` when the
+/// member has failed (before or because of this command).
 async fn put(
     sh: &Shared,
     seg: &SegWriter,
@@ -335,31 +398,40 @@ async fn put(
     stripe: u32,
     data: &[u8],
     rec: BlockRecord,
-) -> BlockResult<u32> {
+) -> BlockResult<Option<u32>> {
     let l = sh.layout;
-    let dev = &sh.members[member];
+    let Some(dev) = sh.members.get(member) else {
+        return Err(BlockError::Failed(format!("no member {member}")));
+    };
+    if members::is_failed(sh, member) {
+        return Ok(None);
+    }
     let zslba = l.zone_start(seg.segment);
-    let dev_err = |what: &str, s| {
-        sh.fail(format!(
-            "member {member}: {what} in segment {}: {s}",
-            seg.segment
-        ));
-        BlockError::Device(s)
+    let lost = |what: &str, s| {
+        members::member_failed(
+            sh,
+            member,
+            &format!("{what} in segment {}: {s}", seg.segment),
+        );
+        sh.check_failed().map(|_| None)
     };
     if stripe == 0 && seg.header_needed {
         let h = SegmentHeader {
             member: member as u16,
             ..seg.header.clone()
         };
-        dev.write(zslba, &h.encode(l.block_size()), None, false)
+        if let Err(s) = dev
+            .write(zslba, &h.encode(l.block_size()), None, false)
             .await
-            .map_err(|s| dev_err("header write", s))?;
-        seg.landed[member].send_modify(|v| *v = HEADER_BLOCKS);
+        {
+            return lost("header write", s);
+        }
+        seg.landed[member].set(HEADER_BLOCKS);
     }
     let (start, len) = l.group_range(l.group_of(stripe));
     let barrier = l.is_barrier(stripe);
     let (start, len) = (u64::from(start), u64::from(len));
-    wait_landed(sh, seg, member, |v| {
+    let ready = wait_landed(sh, seg, member, |v| {
         if barrier {
             v == HEADER_BLOCKS + start + len - 1
         } else {
@@ -367,19 +439,22 @@ async fn put(
         }
     })
     .await?;
+    if !ready {
+        return Ok(None);
+    }
     let mut meta = vec![0u8; l.oob_size()];
     meta[..32].copy_from_slice(&rec.encode());
     let offset = if barrier {
-        dev.write(l.data_lba(seg.segment, stripe), data, Some(&meta), false)
-            .await
-            .map_err(|s| dev_err("barrier write", s))?;
+        let at = l.data_lba(seg.segment, stripe);
+        if let Err(s) = dev.write(at, data, Some(&meta), false).await {
+            return lost("barrier write", s);
+        }
         u64::from(stripe)
     } else {
-        let at = dev
-            .append(zslba, data, Some(&meta), false)
-            .await
-            .map_err(|s| dev_err("append", s))?;
-        at.wrapping_sub(zslba + HEADER_BLOCKS)
+        match dev.append(zslba, data, Some(&meta), false).await {
+            Ok(at) => at.wrapping_sub(zslba + HEADER_BLOCKS),
+            Err(s) => return lost("append", s),
+        }
     };
     if offset < start || offset >= start + len {
         let why = format!("member {member}: block of stripe {stripe} landed at data offset {offset}, outside its group");
@@ -395,13 +470,13 @@ async fn put(
     {
         *slot = Some(rec);
     }
-    seg.landed[member].send_modify(|v| *v += 1);
+    seg.landed[member].modify(|v| *v += 1);
     if stripe + 1 == l.stripes {
-        write_footer(sh, seg, member)
-            .await
-            .map_err(|s| dev_err("footer write", s))?;
+        if let Err(s) = write_footer(sh, seg, member).await {
+            return lost("footer write", s);
+        }
     }
-    Ok(offset)
+    Ok(Some(offset))
 }
 
 /// Writes `member`'s footer once every block of its zone landed, then finishes the zone if
@@ -436,7 +511,7 @@ async fn write_footer(sh: &Shared, seg: &SegWriter, member: usize) -> Result<(),
 /// Waits for every stripe handed out so far, without sealing the open one.
 pub(crate) async fn wait_in_flight(sh: &Arc<Shared>) -> BlockResult<()> {
     let rxs: Vec<_> = sh.st.lock().in_flight.values().cloned().collect();
-    wait_all(rxs).await
+    wait_all(sh, rxs).await
 }
 
 /// Queues a copy of a live block (garbage collection): it keeps its LBA and sequence number
@@ -446,7 +521,7 @@ pub(crate) fn push_relocation(
     rec: BlockRecord,
     data: Vec<u8>,
     from: Pba,
-) -> watch::Receiver<StripeResult> {
+) -> StripeDone {
     let mut st = sh.st.lock();
     push(
         sh,
@@ -459,19 +534,69 @@ pub(crate) fn push_relocation(
     )
 }
 
+/// Queues a state stripe (after the open stripe, sealed now): every member gets the record
+/// of generation `gen` naming the `failed` members.
+pub(crate) fn push_state(sh: &Arc<Shared>, gen: u64, failed: u64) -> StripeDone {
+    let mut st = sh.st.lock();
+    seal(sh, &mut st);
+    let serial = st.next_serial;
+    st.next_serial += 1;
+    let done: StripeDone = Arc::new(Signal::new(None));
+    let rx = done.clone();
+    st.in_flight.insert(serial, rx.clone());
+    let slot = || Slot {
+        rec: BlockRecord::state(gen, failed, 0),
+        data: vec![0; sh.layout.block_size()],
+        from: None,
+    };
+    st.open = Some(OpenStripe {
+        serial,
+        slots: (0..sh.layout.k).map(|_| slot()).collect(),
+        done,
+        replicated: true,
+    });
+    seal(sh, &mut st);
+    rx
+}
+
+/// Queues a block rebuilt at open (a block of a torn stripe that power loss took from its
+/// member): it keeps its LBA and sequence number and enters the index like a client write,
+/// so it wins only over older versions.
+pub(crate) fn push_copy(sh: &Arc<Shared>, rec: BlockRecord, data: Vec<u8>) -> StripeDone {
+    let mut st = sh.st.lock();
+    push(
+        sh,
+        &mut st,
+        Slot {
+            rec,
+            data,
+            from: None,
+        },
+    )
+}
+
 /// Seals the open stripe now (Flush, FUA) and returns every stripe in flight.
-fn pad_and_collect(sh: &Arc<Shared>) -> Vec<watch::Receiver<StripeResult>> {
+fn pad_and_collect(sh: &Arc<Shared>) -> Vec<StripeDone> {
     let mut st = sh.st.lock();
     seal(sh, &mut st);
     st.in_flight.values().cloned().collect()
 }
 
-pub(crate) async fn wait_all(rxs: Vec<watch::Receiver<StripeResult>>) -> BlockResult<()> {
-    for mut rx in rxs {
-        let r = rx.wait_for(|v| v.is_some()).await.map(|v| v.clone());
+/// Waits for every stripe of `rxs`; the first error wins. A stripe whose task the volume's
+/// failure stopped (a crash aborts it) ends the wait with that failure.
+pub(crate) async fn wait_all(sh: &Shared, rxs: Vec<StripeDone>) -> BlockResult<()> {
+    for rx in rxs {
+        let r = tokio::select! {
+            biased;
+            r = rx.wait_for(|v| v.is_some()) => r,
+            f = sh.failed.wait_for(|f| f.is_some()) => match rx.get() {
+                Some(r) => Some(r),
+                None => return Err(BlockError::Failed(f.unwrap_or_default())),
+            },
+        };
         match r {
-            Ok(Some(r)) => r?,
-            _ => return Err(BlockError::Failed("a stripe was abandoned".into())),
+            Some(r) => r?,
+            None => return Err(BlockError::Failed("a stripe was abandoned".into())),
         }
     }
     Ok(())
@@ -483,17 +608,12 @@ pub(crate) async fn write(sh: &Arc<Shared>, lba: Lba, data: &[u8], fua: bool) ->
     super::gc::ensure_space(sh).await?;
     let _admitted = sh.admit(blocks).await?;
     let bs = sh.layout.block_size();
-    let mut rxs: Vec<watch::Receiver<StripeResult>> = Vec::new();
+    let mut rxs: Vec<StripeDone> = Vec::new();
     {
         let mut st = sh.st.lock();
         for i in 0..blocks {
             let seq = next_seq(&mut st)?;
-            let rec = BlockRecord {
-                kind: RecordKind::Data,
-                lba: lba + i,
-                seq,
-                stripe: 0,
-            };
+            let rec = BlockRecord::new(RecordKind::Data, lba + i, seq, 0);
             let chunk = &data[i as usize * bs..(i as usize + 1) * bs];
             let rx = push(
                 sh,
@@ -504,7 +624,7 @@ pub(crate) async fn write(sh: &Arc<Shared>, lba: Lba, data: &[u8], fua: bool) ->
                     from: None,
                 },
             );
-            if !rxs.last().is_some_and(|r| r.same_channel(&rx)) {
+            if !rxs.last().is_some_and(|r| Arc::ptr_eq(r, &rx)) {
                 rxs.push(rx);
             }
         }
@@ -513,18 +633,15 @@ pub(crate) async fn write(sh: &Arc<Shared>, lba: Lba, data: &[u8], fua: bool) ->
 }
 
 /// Waits for the stripes; with FUA seals the open stripe first and flushes every member after.
-async fn finish(
-    sh: &Arc<Shared>,
-    rxs: Vec<watch::Receiver<StripeResult>>,
-    fua: bool,
-) -> BlockResult<()> {
+async fn finish(sh: &Arc<Shared>, rxs: Vec<StripeDone>, fua: bool) -> BlockResult<()> {
     if fua {
         // Our last stripe may be the open one: seal it now rather than after the timeout.
         pad_and_collect(sh);
     }
-    wait_all(rxs).await?;
+    wait_all(sh, rxs).await?;
     if fua {
         sh.flush_members().await?;
+        members::record_state(sh).await?;
     }
     Ok(())
 }
@@ -532,8 +649,10 @@ async fn finish(
 pub(crate) async fn flush(sh: &Arc<Shared>) -> BlockResult<()> {
     sh.check_failed()?;
     let rxs = pad_and_collect(sh);
-    wait_all(rxs).await?;
-    sh.flush_members().await
+    wait_all(sh, rxs).await?;
+    sh.flush_members().await?;
+    // A member failed by request, or by this flush, is recorded before the flush completes.
+    members::record_state(sh).await
 }
 
 /// Trim and Write Zeroes: one trim record for the range (docs/DESIGN.md, "Trim").
@@ -555,12 +674,7 @@ pub(crate) async fn trim(sh: &Arc<Shared>, lba: Lba, blocks: u64, fua: bool) -> 
             count: blocks,
             seq,
         };
-        let rec = BlockRecord {
-            kind: RecordKind::Trim,
-            lba,
-            seq,
-            stripe: 0,
-        };
+        let rec = BlockRecord::new(RecordKind::Trim, lba, seq, 0);
         push(
             sh,
             &mut st,

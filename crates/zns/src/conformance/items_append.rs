@@ -22,7 +22,7 @@ pub(super) async fn run<F: DeviceFactory>(f: &F, item: u32) -> KitResult {
 }
 
 async fn append_needs_zone_start<F: DeviceFactory>(f: &F) -> KitResult {
-    let g = kit_geometry();
+    let g = f.geometry_for(&kit_geometry());
     let ck = Ck::new(26, g);
     let dev = f.create(&g).await;
     let zs = ck.zslba(1);
@@ -46,7 +46,7 @@ async fn append_needs_zone_start<F: DeviceFactory>(f: &F) -> KitResult {
 }
 
 async fn append_size_limit<F: DeviceFactory>(f: &F) -> KitResult {
-    let g = kit_geometry();
+    let g = f.geometry_for(&kit_geometry());
     let ck = Ck::new(27, g);
     let dev = f.create(&g).await;
     let zasl = u64::from(g.zasl_blocks);
@@ -74,7 +74,7 @@ async fn append_size_limit<F: DeviceFactory>(f: &F) -> KitResult {
 }
 
 async fn append_returns_landing_lba<F: DeviceFactory>(f: &F) -> KitResult {
-    let g = kit_geometry();
+    let g = f.geometry_for(&kit_geometry());
     let ck = Ck::new(28, g);
     let dev = f.create(&g).await;
     let zs = ck.zslba(2);
@@ -146,7 +146,7 @@ async fn append_batch<D: ZonedDevice>(
 }
 
 async fn concurrent_appends<F: DeviceFactory>(f: &F) -> KitResult {
-    let g = unlimited_geometry();
+    let g = f.geometry_for(&unlimited_geometry());
     let ck = Ck::new(29, g);
     let dev = f.create(&g).await;
     append_batch(&ck, &dev, 0, &[1, 2, 3, 4, 5, 6], 1).await?;
@@ -178,7 +178,7 @@ async fn concurrent_appends<F: DeviceFactory>(f: &F) -> KitResult {
 }
 
 async fn append_never_split<F: DeviceFactory>(f: &F) -> KitResult {
-    let g = kit_geometry();
+    let g = f.geometry_for(&kit_geometry());
     let ck = Ck::new(30, g);
     let dev = f.create(&g).await;
     let zs = ck.zslba(0);
@@ -205,7 +205,7 @@ async fn append_never_split<F: DeviceFactory>(f: &F) -> KitResult {
 }
 
 async fn writes_in_flight<F: DeviceFactory>(f: &F) -> KitResult {
-    let g = kit_geometry();
+    let g = f.geometry_for(&kit_geometry());
     let ck = Ck::new(32, g);
     let dev = f.create(&g).await;
     let zs = ck.zslba(0);

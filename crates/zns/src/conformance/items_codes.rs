@@ -65,7 +65,7 @@ fn expect_code<T: std::fmt::Debug>(ck: &Ck, what: &str, got: NvmeResult<T>, want
 }
 
 async fn status_codes<F: DeviceFactory>(f: &F) -> KitResult {
-    let g = kit_geometry();
+    let g = f.geometry_for(&kit_geometry());
     let ck = Ck::new(43, g);
     for (s, sct, sc, name) in CODES {
         ck.eq(&format!("SCT of {name}"), s.sct(), sct)?;
@@ -163,7 +163,7 @@ async fn status_codes<F: DeviceFactory>(f: &F) -> KitResult {
 }
 
 async fn reference_defaults<F: DeviceFactory>(f: &F) -> KitResult {
-    let g = reference_geometry();
+    let g = f.geometry_for(&reference_geometry());
     let ck = Ck::new(44, g);
     ck.eq(
         "reference append limit in bytes",

@@ -17,7 +17,7 @@ pub(super) async fn run<F: DeviceFactory>(f: &F, item: u32) -> KitResult {
 }
 
 async fn write_zeroes_is_zoned<F: DeviceFactory>(f: &F) -> KitResult {
-    let g = kit_geometry();
+    let g = f.geometry_for(&kit_geometry());
     let ck = Ck::new(34, g);
     let dev = f.create(&g).await;
     let zs = ck.zslba(0);
@@ -90,7 +90,7 @@ fn copy_expectation(ck: &Ck, sources: &[CopyRange], written_end: Lba) -> (Vec<u8
 }
 
 async fn simple_copy<F: DeviceFactory>(f: &F) -> KitResult {
-    let g = kit_geometry();
+    let g = f.geometry_for(&kit_geometry());
     let ck = Ck::new(33, g);
     let dev = f.create(&g).await;
     let (z0, z1) = (ck.zslba(0), ck.zslba(1));

@@ -74,7 +74,7 @@ async fn clean_restart<F: DeviceFactory>(f: &F) -> KitResult {
 
 /// After a restart the open count is zero and Closed zones still hold active slots.
 async fn restart_recounts_resources<F: DeviceFactory>(f: &F) -> KitResult {
-    let g = kit_geometry();
+    let g = f.geometry_for(&kit_geometry());
     let ck = Ck::new(37, g);
     let dev = f.create(&g).await;
     for z in 0..3 {
@@ -122,7 +122,7 @@ async fn expect_prefix<D: ZonedDevice>(
 }
 
 async fn flush_and_fua_are_durable<F: DeviceFactory>(f: &F) -> KitResult {
-    let g = unlimited_geometry();
+    let g = f.geometry_for(&unlimited_geometry());
     let ck = Ck::new(40, g);
     for seed in 40..45u64 {
         let dev = f.create(&g).await;
@@ -171,8 +171,11 @@ async fn power_loss_keeps_prefix<F: DeviceFactory>(f: &F) -> KitResult {
 }
 
 async fn metadata_round_trips<F: DeviceFactory>(f: &F) -> KitResult {
-    let g = kit_geometry();
+    let g = f.geometry_for(&kit_geometry());
     let ck = Ck::new(42, g);
+    ck.ensure(g.oob_size > 0, || {
+        "the device has no per-block metadata (metadata size 0)".into()
+    })?;
     let dev = f.create(&g).await;
     let zs = ck.zslba(0);
     let oob = g.oob_size as usize;

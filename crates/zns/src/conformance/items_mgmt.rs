@@ -22,7 +22,7 @@ pub(super) async fn run<F: DeviceFactory>(f: &F, item: u32) -> KitResult {
 }
 
 async fn open_transitions<F: DeviceFactory>(f: &F) -> KitResult {
-    let g = kit_geometry();
+    let g = f.geometry_for(&kit_geometry());
     let ck = Ck::new(13, g);
     let dev = f.create(&g).await;
     ck.mgmt(&dev, A::Open, 0).await?;
@@ -49,7 +49,7 @@ async fn open_transitions<F: DeviceFactory>(f: &F) -> KitResult {
 }
 
 async fn invalid_transitions<F: DeviceFactory>(f: &F) -> KitResult {
-    let g = unlimited_geometry();
+    let g = f.geometry_for(&unlimited_geometry());
     let ck = Ck::new(14, g);
     let dev = f.create(&g).await;
     ck.fill(&dev, 0, g.zone_capacity).await?;
@@ -73,7 +73,7 @@ async fn invalid_transitions<F: DeviceFactory>(f: &F) -> KitResult {
 }
 
 async fn close_keeps_active_slot<F: DeviceFactory>(f: &F) -> KitResult {
-    let g = kit_geometry();
+    let g = f.geometry_for(&kit_geometry());
     let ck = Ck::new(15, g);
     let dev = f.create(&g).await;
     for z in 0..3 {
@@ -97,7 +97,7 @@ async fn close_keeps_active_slot<F: DeviceFactory>(f: &F) -> KitResult {
 }
 
 async fn close_on_empty_and_closed<F: DeviceFactory>(f: &F) -> KitResult {
-    let g = kit_geometry();
+    let g = f.geometry_for(&kit_geometry());
     let ck = Ck::new(16, g);
     let dev = f.create(&g).await;
     ck.mgmt_err(&dev, A::Close, 0, E::InvalidZoneStateTransition)
@@ -112,7 +112,7 @@ async fn close_on_empty_and_closed<F: DeviceFactory>(f: &F) -> KitResult {
 }
 
 async fn finish_transitions<F: DeviceFactory>(f: &F) -> KitResult {
-    let g = kit_geometry();
+    let g = f.geometry_for(&kit_geometry());
     let ck = Ck::new(17, g);
     let dev = f.create(&g).await;
     let cap = g.zone_capacity;
@@ -147,7 +147,7 @@ async fn finish_transitions<F: DeviceFactory>(f: &F) -> KitResult {
 }
 
 async fn reset_transitions<F: DeviceFactory>(f: &F) -> KitResult {
-    let g = kit_geometry();
+    let g = f.geometry_for(&kit_geometry());
     let ck = Ck::new(18, g);
     let dev = f.create(&g).await;
     ck.write(&dev, ck.zslba(0), 8).await?;
@@ -176,7 +176,7 @@ async fn reset_transitions<F: DeviceFactory>(f: &F) -> KitResult {
 }
 
 async fn offline_only_from_read_only<F: DeviceFactory>(f: &F) -> KitResult {
-    let g = unlimited_geometry();
+    let g = f.geometry_for(&unlimited_geometry());
     let ck = Ck::new(19, g);
     let dev = f.create(&g).await;
     let layout = build_layout(&ck, f, &dev).await?;
@@ -192,7 +192,7 @@ async fn offline_only_from_read_only<F: DeviceFactory>(f: &F) -> KitResult {
 }
 
 async fn management_address_checks<F: DeviceFactory>(f: &F) -> KitResult {
-    let g = kit_geometry();
+    let g = f.geometry_for(&kit_geometry());
     let ck = Ck::new(20, g);
     let dev = f.create(&g).await;
     let total = g.total_blocks();
@@ -250,7 +250,7 @@ async fn build_layout<F: DeviceFactory>(
 type Change = (usize, S, u64);
 
 async fn select_all<F: DeviceFactory>(f: &F) -> KitResult {
-    let g = unlimited_geometry();
+    let g = f.geometry_for(&unlimited_geometry());
     let ck = Ck::new(21, g);
     let (cap, size) = (g.zone_capacity, g.zone_size);
     let changes: [(A, &[Change]); 5] = [
@@ -297,7 +297,7 @@ async fn select_all<F: DeviceFactory>(f: &F) -> KitResult {
 /// Select All Open at the open limit: zones are opened in ascending order until the first
 /// failure, which is returned; the zones opened before it stay open.
 async fn select_all_stops_at_first_error<F: DeviceFactory>(f: &F) -> KitResult {
-    let g: Geometry = kit_geometry();
+    let g: Geometry = f.geometry_for(&kit_geometry());
     let ck = Ck::new(21, g);
     let dev = f.create(&g).await;
     for z in 0..4 {

@@ -24,7 +24,7 @@ pub(super) async fn run<F: DeviceFactory>(f: &F, item: u32) -> KitResult {
 type ReportCase = (u64, RF, bool, usize, &'static [u32], u64);
 
 async fn report_zones<F: DeviceFactory>(f: &F) -> KitResult {
-    let g = unlimited_geometry();
+    let g = f.geometry_for(&unlimited_geometry());
     let ck = Ck::new(35, g);
     let dev = f.create(&g).await;
     for z in [1, 3, 5] {
@@ -77,7 +77,7 @@ async fn report_zones<F: DeviceFactory>(f: &F) -> KitResult {
 }
 
 async fn descriptor_fields<F: DeviceFactory>(f: &F) -> KitResult {
-    let g = unlimited_geometry();
+    let g = f.geometry_for(&unlimited_geometry());
     let ck = Ck::new(36, g);
     let dev = f.create(&g).await;
     let (cap, size) = (g.zone_capacity, g.zone_size);
@@ -200,7 +200,7 @@ async fn identify_one<F: DeviceFactory>(f: &F, g: Geometry) -> KitResult {
 }
 
 async fn lba_out_of_range<F: DeviceFactory>(f: &F) -> KitResult {
-    let g = kit_geometry();
+    let g = f.geometry_for(&kit_geometry());
     let ck = Ck::new(39, g);
     let dev = f.create(&g).await;
     let total = g.total_blocks();

@@ -61,7 +61,7 @@ async fn every_write_refused<D: ZonedDevice>(
 }
 
 async fn active_limit_refuses<F: DeviceFactory>(f: &F) -> KitResult {
-    let g = kit_geometry();
+    let g = f.geometry_for(&kit_geometry());
     let ck = Ck::new(22, g);
     let dev = f.create(&g).await;
     ck.write(&dev, ck.zslba(0), 4).await?;
@@ -90,7 +90,7 @@ async fn active_limit_refuses<F: DeviceFactory>(f: &F) -> KitResult {
 }
 
 async fn open_limit_closes_oldest_implicit<F: DeviceFactory>(f: &F) -> KitResult {
-    let g = open_limit_geometry();
+    let g = f.geometry_for(&open_limit_geometry());
     let ck = Ck::new(23, g);
     let dev = f.create(&g).await;
     let (io, eo, cl, em) = (
@@ -142,7 +142,7 @@ async fn open_limit_closes_oldest_implicit<F: DeviceFactory>(f: &F) -> KitResult
 }
 
 async fn open_limit_all_explicit_fails<F: DeviceFactory>(f: &F) -> KitResult {
-    let g = open_limit_geometry();
+    let g = f.geometry_for(&open_limit_geometry());
     let ck = Ck::new(24, g);
     let dev = f.create(&g).await;
     ck.write(&dev, ck.zslba(6), 2).await?;
@@ -160,7 +160,7 @@ async fn open_limit_all_explicit_fails<F: DeviceFactory>(f: &F) -> KitResult {
 }
 
 async fn closed_zone_needs_only_open_slot<F: DeviceFactory>(f: &F) -> KitResult {
-    let g = kit_geometry();
+    let g = f.geometry_for(&kit_geometry());
     let ck = Ck::new(25, g);
     let dev = f.create(&g).await;
     for z in 0..3 {
@@ -187,7 +187,7 @@ async fn closed_zone_needs_only_open_slot<F: DeviceFactory>(f: &F) -> KitResult 
 }
 
 async fn append_opens_under_limits<F: DeviceFactory>(f: &F) -> KitResult {
-    let g = kit_geometry();
+    let g = f.geometry_for(&kit_geometry());
     let ck = Ck::new(31, g);
     let dev = f.create(&g).await;
     let at = ck.ok(
@@ -214,7 +214,7 @@ async fn append_opens_under_limits<F: DeviceFactory>(f: &F) -> KitResult {
         before,
     )?;
 
-    let g = open_limit_geometry();
+    let g = f.geometry_for(&open_limit_geometry());
     let ck = Ck::new(31, g);
     let dev = f.create(&g).await;
     for z in 0..4 {

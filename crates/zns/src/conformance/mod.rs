@@ -51,6 +51,46 @@ pub trait DeviceFactory: Send + Sync {
     async fn power_cycle(&self, dev: Self::Device, seed: u64) -> Self::Device;
     /// Device-side fault: move `zone` to ReadOnly or Offline.
     async fn set_zone_state(&self, dev: &Self::Device, zone: u32, state: ZoneState);
+
+    /// The geometry the device built for `wanted` will have. Factories that build devices to
+    /// order return `wanted` (the default); a factory over real drives returns the geometry of
+    /// the drive it will use, whose metadata size and size limits may differ, and the items
+    /// check against that.
+    fn geometry_for(&self, wanted: &Geometry) -> Geometry {
+        *wanted
+    }
+
+    /// What this factory could not do since the last call, if anything, and clears it: a
+    /// real drive has no power-loss control (`power_cycle`), no way to force a zone Read
+    /// Only or Offline (`set_zone_state`), and only the geometries it has. The factory then
+    /// does the nearest harmless thing, and [`check_item`] reports the item not applicable
+    /// instead of passing or failing it. Factories that can do everything return None.
+    fn take_unsupported(&self) -> Option<String> {
+        None
+    }
+}
+
+/// The result of one checklist item on one device.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Pass,
+    Fail(KitFailure),
+    /// The item needs something the factory cannot do (see
+    /// [`DeviceFactory::take_unsupported`]); the text says what.
+    NotApplicable(String),
+}
+
+/// Runs one checklist item and says whether it passed, failed, or could not apply to the
+/// factory's devices.
+pub async fn check_item<F: DeviceFactory>(f: &F, item: u32) -> Outcome {
+    // Whatever an earlier item left unreported belongs to that item, not this one.
+    f.take_unsupported();
+    let result = run_item(f, item).await;
+    match (f.take_unsupported(), result) {
+        (Some(why), _) => Outcome::NotApplicable(why),
+        (None, Ok(())) => Outcome::Pass,
+        (None, Err(failure)) => Outcome::Fail(failure),
+    }
 }
 
 /// A failed check: the checklist item (0 for the property tests) and what went wrong.

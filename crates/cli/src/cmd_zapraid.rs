@@ -1,0 +1,290 @@
+//! `zonestack zapraid format|status|check`: a ZapRAID log-structured RAID block volume over
+//! k + m emulated device images (k from the member count and --parity).
+//!
+//! Opening a ZapRAID array recovers its index and finishes the zones of segments that were
+//! open, so it writes: `status` and `check` open the images read-write. The array records no
+//! member failure on its members (its crate has no durable failed-member state yet), so
+//! there is no `zapraid fail`; docs/DESIGN.md ("The CLI") says so.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Subcommand, ValueEnum};
+use serde_json::json;
+use zapraid::{FormatOptions, GroupMode, ZapRaidError, ZapRaidVolume};
+use zns::BlockDevice;
+
+use crate::error::{CliError, CliResult};
+use crate::members::{finish, Members};
+use crate::units::format_size;
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ModeArg {
+    /// Stripe groups of --group stripes: Zone Append inside a group, a Zone Write barrier
+    /// between groups (the paper's design).
+    Grouped,
+    /// Every stripe is a Zone Write (G = 1).
+    ZoneWrite,
+    /// One group per segment: Zone Append throughout (G = S).
+    ZoneAppend,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ZapraidCmd {
+    /// Format an array over device images (refuses images holding data without --force).
+    Format {
+        /// Member device images, in array order: k data + m parity per stripe (at least 3;
+        /// one geometry, at least 32 bytes of per-block metadata: `device create --oob 64`).
+        #[arg(required = true, num_args = 3..)]
+        members: Vec<PathBuf>,
+        /// Parity blocks per stripe m (k is the member count minus m); only 1 (XOR) is built.
+        #[arg(long, default_value_t = 1)]
+        parity: u32,
+        /// How stripes are grouped: grouped, zone-write or zone-append.
+        #[arg(long, value_enum, default_value = "grouped")]
+        mode: ModeArg,
+        /// Stripes per group G with --mode grouped (at most the stripes of a segment).
+        #[arg(long, default_value_t = 256)]
+        group: u32,
+        /// Over-provisioning in percent of the data capacity (space kept for collection).
+        #[arg(long, default_value_t = 10.0)]
+        op: f64,
+        /// Format even over images holding data (their zones are reset; the data is lost).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Open the array (recovering it), print its layout, index memory and counters, close it.
+    Status {
+        /// Member device images, in array order.
+        #[arg(required = true)]
+        members: Vec<PathBuf>,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Open the array, check the index's invariants and read every block; exit 1 naming
+    /// each problem.
+    Check {
+        /// Member device images, in array order.
+        #[arg(required = true)]
+        members: Vec<PathBuf>,
+    },
+}
+
+/// A ZapRAID error naming the member image it is about.
+pub fn zapraid_error(m: &Members, e: ZapRaidError) -> CliError {
+    match e {
+        ZapRaidError::NotEmpty {
+            member,
+            zone,
+            state,
+        } => CliError::Other(format!(
+            "{} holds data (zone {zone} is {}); pass --force to destroy it",
+            m.name(member),
+            state.name()
+        )),
+        ZapRaidError::Device {
+            member,
+            what,
+            status,
+        } => CliError::Other(format!("{}: {what}: {status}", m.name(member))),
+        ZapRaidError::NotAnArray(why) => CliError::Other(format!(
+            "not a ZapRAID array ({why}); format one with `zonestack zapraid format`"
+        )),
+        e => CliError::Other(e.to_string()),
+    }
+}
+
+/// Opens the array over every member of `m`.
+pub async fn open_array(m: &Members) -> Result<ZapRaidVolume, CliError> {
+    ZapRaidVolume::open(m.all()?)
+        .await
+        .map_err(|e| zapraid_error(m, e))
+}
+
+/// Flushes and closes `vol`, with the cause when the flush failed.
+pub async fn close_array(vol: ZapRaidVolume) -> Result<(), CliError> {
+    vol.close()
+        .await
+        .map_err(|e| CliError::Other(format!("flushing the array: {e}")))
+}
+
+fn options(
+    n: usize,
+    parity: u32,
+    mode: ModeArg,
+    group: u32,
+    op: f64,
+    force: bool,
+) -> Result<FormatOptions, CliError> {
+    if !(0.0..=90.0).contains(&op) {
+        return Err(CliError::Usage(format!(
+            "--op {op} is outside 0..=90 percent"
+        )));
+    }
+    let k = (n as u32).checked_sub(parity).filter(|k| *k >= 2);
+    let k = k.ok_or_else(|| {
+        CliError::Usage(format!(
+            "{n} members with --parity {parity} leave fewer than 2 data blocks per stripe"
+        ))
+    })?;
+    let mode = match mode {
+        ModeArg::Grouped => GroupMode::Grouped(group),
+        ModeArg::ZoneWrite => GroupMode::ZoneWriteOnly,
+        ModeArg::ZoneAppend => GroupMode::ZoneAppendOnly,
+    };
+    let mut uuid = [0u8; 16];
+    uuid[..8].copy_from_slice(&crate::cmd_ftl::new_volume_id().to_le_bytes());
+    uuid[8..].copy_from_slice(&crate::cmd_ftl::new_volume_id().to_le_bytes());
+    Ok(FormatOptions {
+        mode,
+        op_permille: (op * 10.0).round() as u32,
+        force,
+        uuid,
+        ..FormatOptions::new(k, parity)
+    })
+}
+
+fn describe(vol: &ZapRaidVolume) -> String {
+    let l = vol.layout();
+    let bytes = vol.size_blocks() * u64::from(vol.block_size());
+    format!(
+        "{} ({} blocks of {} bytes) over k = {} + m = {} members, {} segments of {} stripes, \
+         groups of {} stripes",
+        format_size(bytes),
+        vol.size_blocks(),
+        vol.block_size(),
+        l.k,
+        l.m,
+        l.segments(),
+        l.stripes,
+        l.group
+    )
+}
+
+async fn format(paths: &[PathBuf], opts: FormatOptions, out: &mut impl Write) -> CliResult {
+    let m = Members::open(paths, false, false)?;
+    let r = async {
+        let vol = ZapRaidVolume::format(m.all()?, &opts)
+            .await
+            .map_err(|e| zapraid_error(&m, e))?;
+        let text = format!("formatted ZapRAID volume: {}", describe(&vol));
+        close_array(vol).await?;
+        Ok(text)
+    }
+    .await;
+    let text = finish(m, r)?;
+    writeln!(out, "{text}")?;
+    Ok(())
+}
+
+/// The status of an open volume as text or one JSON object.
+pub fn status_of(vol: &ZapRaidVolume, json_out: bool) -> String {
+    let l = vol.layout();
+    let s = vol.stats();
+    let mem = vol.index_memory();
+    if json_out {
+        return json!({
+            "size_bytes": vol.size_blocks() * u64::from(vol.block_size()),
+            "block_size": vol.block_size(), "k": l.k, "m": l.m, "group": l.group,
+            "stripes_per_segment": l.stripes, "segments": l.segments(),
+            "write_amplification": s.write_amplification(),
+            "client_blocks": s.client_blocks, "relocated_blocks": s.relocated_blocks,
+            "padding_blocks": s.padding_blocks, "collections_started": s.collections_started,
+            "segments_collected": s.segments_collected,
+            "index_memory": {"l2p_bytes": mem.l2p_bytes,
+                "stripe_table_bytes": mem.stripe_table_bytes,
+                "stripe_table_bytes_max": mem.stripe_table_bytes_max,
+                "trim_place_bytes": mem.trim_place_bytes},
+        })
+        .to_string();
+    }
+    format!(
+        "volume:         {}\n\
+         since open:     write amplification {:.3} ({} client, {} relocated, {} padding blocks); \
+         {} collections, {} segments collected\n\
+         index memory:   L2P {}, stripe tables {} (bound {}), trim places {}",
+        describe(vol),
+        s.write_amplification(),
+        s.client_blocks,
+        s.relocated_blocks,
+        s.padding_blocks,
+        s.collections_started,
+        s.segments_collected,
+        format_size(mem.l2p_bytes),
+        format_size(mem.stripe_table_bytes),
+        format_size(mem.stripe_table_bytes_max),
+        format_size(mem.trim_place_bytes)
+    )
+}
+
+async fn status(paths: &[PathBuf], json_out: bool, out: &mut impl Write) -> CliResult {
+    let m = Members::open(paths, false, false)?;
+    let r = async {
+        let vol = open_array(&m).await?;
+        let text = status_of(&vol, json_out);
+        close_array(vol).await?;
+        Ok(text)
+    }
+    .await;
+    let text = finish(m, r)?;
+    writeln!(out, "{text}")?;
+    Ok(())
+}
+
+/// Blocks read at once by check.
+const CHECK_CHUNK_BLOCKS: u64 = 256;
+
+async fn check(paths: &[PathBuf], out: &mut impl Write) -> CliResult {
+    let m = Members::open(paths, false, false)?;
+    let r = async {
+        let vol = open_array(&m).await?;
+        let mut problems = Vec::new();
+        if let Err(e) = vol.verify() {
+            problems.push(format!("index: {e}"));
+        }
+        let (n, bs) = (vol.size_blocks(), vol.block_size() as usize);
+        let mut buf = vec![0u8; CHECK_CHUNK_BLOCKS as usize * bs];
+        let mut lba = 0;
+        while lba < n {
+            let len = CHECK_CHUNK_BLOCKS.min(n - lba);
+            if let Err(e) = vol.read(lba, &mut buf[..len as usize * bs]).await {
+                problems.push(format!("blocks {lba}..{}: {e}", lba + len));
+            }
+            lba += len;
+        }
+        close_array(vol).await?;
+        Ok((problems, n))
+    }
+    .await;
+    let (problems, n) = finish(m, r)?;
+    for p in &problems {
+        writeln!(out, "problem: {p}")?;
+    }
+    if problems.is_empty() {
+        writeln!(out, "clean: index consistent, all {n} blocks read")?;
+        return Ok(());
+    }
+    Err(CliError::Other(format!(
+        "{} problems in the ZapRAID array",
+        problems.len()
+    )))
+}
+
+pub async fn run(cmd: &ZapraidCmd, out: &mut impl Write) -> CliResult {
+    match cmd {
+        ZapraidCmd::Format {
+            members,
+            parity,
+            mode,
+            group,
+            op,
+            force,
+        } => {
+            let opts = options(members.len(), *parity, *mode, *group, *op, *force)?;
+            format(members, opts, out).await
+        }
+        ZapraidCmd::Status { members, json } => status(members, *json, out).await,
+        ZapraidCmd::Check { members } => check(members, out).await,
+    }
+}

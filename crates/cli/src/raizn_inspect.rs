@@ -1,0 +1,412 @@
+//! `zonestack raizn status` and `raizn check`: a RAIZN array inspected read-only from its
+//! member images, without opening the volume (an open recovers the array and rewrites its
+//! partial-parity logs, so it writes).
+//!
+//! Fault model: a member may be absent (`missing`), recorded failed by the others, stale
+//! (an older superblock generation than the newest, as after a power cut while a failure
+//! was being recorded), or not a member of this array at all; any of its zones may be Read
+//! Only or Offline; its data may disagree with the parity (a torn or corrupted stripe).
+//! Status reports each of these; check verifies the XOR parity (data and per-block metadata)
+//! of every stripe all members hold in full and names each stripe that does not add up.
+//! Incomplete stripes are protected by the partial-parity log, which only an open replays:
+//! they are counted, not verified. With a member absent or failed no stripe can be verified
+//! (RAID-5 keeps one parity unit): check says so and verifies nothing.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use raizn::layout::{ArrayLayout, GENERAL_ZONE, META_ZONES, SWAP_ZONE};
+use raizn::Superblock;
+use serde_json::json;
+use zns::{Geometry, ReportFilter, ZoneDescriptor, ZoneState, ZonedDevice};
+
+use crate::cmd_raizn::uuid_text;
+use crate::error::{CliError, CliResult};
+use crate::members::{finish, Members};
+use crate::units::format_size;
+
+/// Member `dev`'s current superblock: the decodable one with the highest generation in its
+/// general zone; None when the first block is not a superblock (not a RAIZN member). The
+/// same rule as the volume's open (docs/FORMAT.md, "Superblock").
+pub async fn newest_superblock(dev: &dyn ZonedDevice) -> Result<Option<Superblock>, CliError> {
+    let g = dev.geometry();
+    let mut block = vec![0u8; g.block_size as usize];
+    let mut best: Option<Superblock> = None;
+    // The general zone holds superblocks among other records (zone log, generations); while
+    // it is compacted, the swap zone holds its copy. Every valid superblock counts; other
+    // records and torn blocks are passed over.
+    for zone in [GENERAL_ZONE, SWAP_ZONE] {
+        let start = g.zone_start(zone);
+        let r = dev.report_zones(start, ReportFilter::All, false, 1).await?;
+        let wp = match r.zones.first() {
+            Some(z) if z.start == start => z.wp.saturating_sub(start).min(g.zone_capacity),
+            _ => continue,
+        };
+        for b in 0..wp {
+            dev.read(start + b, &mut block, None).await?;
+            if let Ok(sb) = Superblock::decode(&block) {
+                if best.is_none_or(|o| o.generation < sb.generation) {
+                    best = Some(sb);
+                }
+            }
+        }
+    }
+    Ok(best)
+}
+
+/// What the members' superblocks say about the array.
+struct Census {
+    sbs: Vec<Option<Superblock>>,
+    /// The newest superblock of any member: the array's settings.
+    newest: Superblock,
+    /// The state of every member: ok, failed, absent, stale, or not a member (with why).
+    states: Vec<String>,
+    /// Members whose data cannot be used: absent, failed, not a member.
+    lost: Vec<usize>,
+}
+
+async fn census(m: &Members) -> Result<Census, CliError> {
+    let mut sbs = Vec::new();
+    for d in &m.devs {
+        sbs.push(match d {
+            Some(d) => newest_superblock(d.as_ref()).await?,
+            None => None,
+        });
+    }
+    let newest = sbs
+        .iter()
+        .flatten()
+        .max_by_key(|sb| sb.generation)
+        .copied()
+        .ok_or_else(|| {
+            CliError::Other(
+                "no member holds a RAIZN superblock; create an array with `zonestack raizn create`"
+                    .into(),
+            )
+        })?;
+    let failed: Vec<usize> = sbs
+        .iter()
+        .flatten()
+        .filter(|sb| sb.array_uuid == newest.array_uuid)
+        .filter_map(|sb| sb.failed_member.map(|f| f as usize))
+        .collect();
+    let mut states = Vec::new();
+    let mut lost = Vec::new();
+    for (i, (d, sb)) in m.devs.iter().zip(&sbs).enumerate() {
+        let state = match (d, sb) {
+            (None, _) => "absent".to_string(),
+            (Some(_), None) => "not a member: no RAIZN superblock".to_string(),
+            (Some(d), Some(sb)) => member_state(i, sb, &newest, m.devs.len(), &d.geometry()),
+        };
+        let state = match state.as_str() {
+            "ok" | "stale" if failed.contains(&i) => "failed".to_string(),
+            _ => state,
+        };
+        if !matches!(state.as_str(), "ok" | "stale") {
+            lost.push(i);
+        }
+        states.push(state);
+    }
+    Ok(Census {
+        sbs,
+        newest,
+        states,
+        lost,
+    })
+}
+
+/// One present member's state from its superblock against the newest one.
+fn member_state(i: usize, sb: &Superblock, f: &Superblock, n: usize, geo: &Geometry) -> String {
+    let why = if sb.array_uuid != f.array_uuid {
+        Some(format!("it belongs to array {}", uuid_text(&sb.array_uuid)))
+    } else if sb.member_index as usize != i {
+        Some(format!(
+            "it is member {} but was given at position {i}",
+            sb.member_index
+        ))
+    } else if sb.members as usize != n {
+        Some(format!(
+            "its array has {} members, {n} were given",
+            sb.members
+        ))
+    } else if sb.member_geometry != *geo {
+        Some("the image's geometry differs from the array's".into())
+    } else {
+        None
+    };
+    match why {
+        Some(w) => format!("not a member: {w}"),
+        None if sb.generation < f.generation => "stale".into(),
+        None => "ok".into(),
+    }
+}
+
+fn layout_of(c: &Census) -> Result<ArrayLayout, CliError> {
+    let g = c.newest.member_geometry;
+    let geos = vec![g; c.newest.members as usize];
+    let su_bytes = u64::from(c.newest.su_blocks) * u64::from(g.block_size);
+    ArrayLayout::new(&geos, c.newest.parity, su_bytes).map_err(|e| CliError::Other(e.to_string()))
+}
+
+/// Every member's zone descriptors (None for a lost member).
+async fn member_zones(
+    m: &Members,
+    c: &Census,
+) -> Result<Vec<Option<Vec<ZoneDescriptor>>>, CliError> {
+    let mut all = Vec::new();
+    for (i, d) in m.devs.iter().enumerate() {
+        match d {
+            Some(d) if !c.lost.contains(&i) => {
+                let r = d
+                    .report_zones(0, ReportFilter::All, false, usize::MAX)
+                    .await?;
+                all.push(Some(r.zones));
+            }
+            _ => all.push(None),
+        }
+    }
+    Ok(all)
+}
+
+/// Blocks member zone `d` holds from its start (a Full zone holds its whole capacity; what a
+/// Finish did not write reads as zeros).
+fn held(d: &ZoneDescriptor) -> u64 {
+    match d.state {
+        ZoneState::Full => d.capacity,
+        _ => d.wp.saturating_sub(d.start),
+    }
+}
+
+/// One logical zone as its members show it: a state name and the readable write pointer.
+fn zone_summary(l: &ArrayLayout, descs: &[Option<&ZoneDescriptor>]) -> (&'static str, u64) {
+    let live: Vec<&ZoneDescriptor> = descs.iter().flatten().copied().collect();
+    let has = |s: ZoneState| live.iter().any(|d| d.state == s);
+    // A lost member's units are rebuilt from parity: it does not shorten the prefix.
+    let cap = l.member_geometry().zone_capacity;
+    let wps: Vec<u64> = descs.iter().map(|d| d.map_or(cap, held)).collect();
+    let wp = l.readable_prefix(&wps);
+    let state = if has(ZoneState::Offline) {
+        "offline"
+    } else if has(ZoneState::ReadOnly) {
+        "read_only"
+    } else if live.iter().all(|d| d.state == ZoneState::Empty) {
+        "empty"
+    } else if live.iter().all(|d| d.state == ZoneState::Full) {
+        "full"
+    } else if live.iter().any(|d| d.state.is_open()) {
+        "open"
+    } else {
+        "closed"
+    };
+    let wp = if state == "empty" { 0 } else { wp };
+    (state, wp)
+}
+
+pub async fn status(paths: &[PathBuf], json_out: bool, out: &mut impl Write) -> CliResult {
+    let m = Members::open(paths, true, true)?;
+    let r = status_text(&m, json_out).await;
+    let text = finish(m, r)?;
+    writeln!(out, "{text}")?;
+    Ok(())
+}
+
+async fn status_text(m: &Members, json_out: bool) -> Result<String, CliError> {
+    let c = census(m).await?;
+    let l = layout_of(&c)?;
+    let g = l.logical_geometry();
+    let zones = member_zones(m, &c).await?;
+    let mut rows = Vec::new();
+    for z in 0..g.zone_count {
+        let pz = (z + META_ZONES) as usize;
+        let descs: Vec<Option<&ZoneDescriptor>> = zones
+            .iter()
+            .map(|d| d.as_ref().and_then(|d| d.get(pz)))
+            .collect();
+        rows.push(zone_summary(&l, &descs));
+    }
+    let su_bytes = l.su_blocks() * u64::from(g.block_size);
+    let degraded = match c.lost.len() {
+        0 => "optimal",
+        n if n <= l.parity() as usize => "degraded",
+        _ => "failed",
+    };
+    if json_out {
+        let members: Vec<_> = (0..m.paths.len())
+            .map(|i| {
+                json!({"position": i, "path": m.paths[i].display().to_string(),
+                    "state": c.states[i],
+                    "generation": c.sbs[i].map(|s| s.generation)})
+            })
+            .collect();
+        let zs: Vec<_> = rows
+            .iter()
+            .enumerate()
+            .map(|(z, (s, wp))| json!({"zone": z, "state": s, "wp": wp}))
+            .collect();
+        let v = json!({
+            "uuid": uuid_text(&c.newest.array_uuid), "state": degraded,
+            "members": members, "parity": l.parity(), "stripe_unit": su_bytes,
+            "zones": g.zone_count, "zone_size": g.zone_size, "zone_capacity": g.zone_capacity,
+            "block_size": g.block_size, "capacity_bytes": g.capacity_bytes(),
+            "max_open": g.max_open, "max_active": g.max_active,
+            "superblock_generation": c.newest.generation, "zone_states": zs,
+        });
+        return Ok(v.to_string());
+    }
+    let mut t = format!(
+        "array:          {} ({degraded})\n",
+        uuid_text(&c.newest.array_uuid)
+    );
+    for (i, s) in c.states.iter().enumerate() {
+        t += &format!("member {i}:       {} {s}\n", m.paths[i].display());
+    }
+    t += &format!(
+        "geometry:       {} zones of {} blocks ({} writable), {}-byte blocks\n",
+        g.zone_count, g.zone_size, g.zone_capacity, g.block_size
+    );
+    t += &format!(
+        "capacity:       {} ({} data + {} parity per stripe)\n",
+        format_size(g.capacity_bytes()),
+        l.data_units(),
+        l.parity()
+    );
+    t += &format!(
+        "stripe unit:    {}\nlimits:         {} open / {} active zones (0: unlimited)\n",
+        format_size(su_bytes),
+        g.max_open,
+        g.max_active
+    );
+    t += &zone_lines(&rows);
+    Ok(t.trim_end().to_string())
+}
+
+/// The zone summary: a count per state, then every zone that is not Empty.
+fn zone_lines(rows: &[(&'static str, u64)]) -> String {
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for (s, _) in rows {
+        match counts.iter_mut().find(|(n, _)| n == s) {
+            Some(c) => c.1 += 1,
+            None => counts.push((s, 1)),
+        }
+    }
+    let c: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {s}")).collect();
+    let mut t = format!("zones:          {}\n", c.join(", "));
+    for (z, (s, wp)) in rows.iter().enumerate().filter(|(_, (s, _))| *s != "empty") {
+        t += &format!("  zone {z}: {s}, wp {wp}\n");
+    }
+    t
+}
+
+pub async fn check(paths: &[PathBuf], out: &mut impl Write) -> CliResult {
+    let m = Members::open(paths, true, true)?;
+    let r = check_members(&m, out).await;
+    finish(m, r)
+}
+
+/// What check found.
+#[derive(Default)]
+struct Findings {
+    verified: u64,
+    incomplete: u64,
+    problems: Vec<String>,
+}
+
+async fn check_members(m: &Members, out: &mut impl Write) -> CliResult {
+    let c = census(m).await?;
+    let mut f = Findings::default();
+    for (i, s) in c.states.iter().enumerate() {
+        if s != "ok" {
+            f.problems.push(format!("{}: {s}", m.name(i)));
+        }
+    }
+    let l = layout_of(&c)?;
+    if c.lost.is_empty() {
+        let zones = member_zones(m, &c).await?;
+        for z in 0..l.logical_geometry().zone_count {
+            check_zone(m, &l, &zones, z, &mut f).await?;
+        }
+    } else {
+        writeln!(
+            out,
+            "parity not verified: {} cannot be read, and RAID-5 keeps one parity unit",
+            c.lost
+                .iter()
+                .map(|i| m.name(*i))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )?;
+    }
+    for p in &f.problems {
+        writeln!(out, "problem: {p}")?;
+    }
+    let summary = format!(
+        "{} complete stripes verified, {} incomplete stripes (protected by partial parity) not checked",
+        f.verified, f.incomplete
+    );
+    if f.problems.is_empty() {
+        writeln!(out, "clean: {summary}")?;
+        return Ok(());
+    }
+    Err(CliError::Other(format!(
+        "array {}: {} problems; {summary}",
+        uuid_text(&c.newest.array_uuid),
+        f.problems.len()
+    )))
+}
+
+/// Verifies the parity of every stripe of logical zone `z` that every member holds in full.
+async fn check_zone(
+    m: &Members,
+    l: &ArrayLayout,
+    zones: &[Option<Vec<ZoneDescriptor>>],
+    z: u32,
+    f: &mut Findings,
+) -> CliResult {
+    let pz = (z + META_ZONES) as usize;
+    let su = l.su_blocks();
+    let mut least = u64::MAX;
+    let mut most = 0;
+    for d in zones {
+        let Some(d) = d.as_ref().and_then(|d| d.get(pz)) else {
+            return Err(CliError::Other(format!("a member reports no zone {pz}")));
+        };
+        if matches!(d.state, ZoneState::Offline) {
+            f.problems
+                .push(format!("zone {z}: a member zone is offline"));
+            return Ok(());
+        }
+        least = least.min(held(d));
+        most = most.max(held(d));
+    }
+    let complete = least / su;
+    f.incomplete += most.div_ceil(su) - complete;
+    for s in 0..complete {
+        if !stripe_adds_up(m, l, z, s).await? {
+            f.problems.push(format!(
+                "zone {z} stripe {s}: parity (on {}) does not match the data",
+                m.name(l.parity_member(s))
+            ));
+        }
+        f.verified += 1;
+    }
+    Ok(())
+}
+
+/// Whether the XOR of every unit of stripe `s` (data, parity and their metadata) is zero.
+async fn stripe_adds_up(m: &Members, l: &ArrayLayout, z: u32, s: u64) -> Result<bool, CliError> {
+    let g = l.member_geometry();
+    let su = l.su_blocks() as usize;
+    let (bs, oob) = (g.block_size as usize, g.oob_size as usize);
+    let mut acc = vec![0u8; su * bs];
+    let mut acc_meta = vec![0u8; su * oob];
+    let mut d = vec![0u8; su * bs];
+    let mut md = vec![0u8; su * oob];
+    let lba = l.member_zone_start(z) + s * su as u64;
+    for dev in m.devs.iter().flatten() {
+        let meta = (oob > 0).then_some(&mut md[..]);
+        dev.read(lba, &mut d, meta).await?;
+        zns::parity::xor_into(&mut acc, &d);
+        zns::parity::xor_into(&mut acc_meta, &md);
+    }
+    Ok(acc.iter().chain(&acc_meta).all(|b| *b == 0))
+}

@@ -1,0 +1,508 @@
+//! The general metadata zone of every member: superblock generations, the zone log (a
+//! write-ahead record of every logical Reset and Finish, on two members) and the persisted
+//! generation counters, with its garbage collection through the swap zone.
+//!
+//! Fault model: power may be lost at any point: between a zone log record and the member
+//! resets or finishes it announces (some member zones reset or finished, others not), in the
+//! middle of a collection (the general zone reset and partly rewritten), or with the last
+//! record torn. A zone log record is written with FUA before any member zone is touched, so
+//! a member zone reset or finished by a logical command implies a durable record that open
+//! finds and completes; a collection writes the complete checkpoint to the swap zone (and
+//! flushes it) before it resets the general zone, and open reads the union of both, so every
+//! cut leaves every live record in one of them. One member may fail: the zone log is on two
+//! members, so a survivor always holds it.
+//!
+//! Generations: the zone's counter is the maximum of its generation records and of every
+//! reset record's generation + 1. A reset record with no generation record past it is a
+//! reset that may not have reached every member: open resets the zone again. A finish record
+//! of the zone's current generation is a finish that may not have reached every member: open
+//! finishes the zone again (docs/DESIGN.md, "Zone log").
+//!
+//! Lock order: the general log lock (`RaiznVolume::general`) is taken after a zone's and a
+//! partial-parity log's locks and before a member's swap lock and the `State` lock.
+
+use std::collections::HashMap;
+
+use futures::future::join_all;
+use zns::{NvmeResult, NvmeStatus, ReportFilter, ZoneAction, ZoneState, ZonedDevice};
+
+use super::health::ReadSb;
+use super::{RaiznError, RaiznVolume};
+use crate::layout::{GENERAL_ZONE, SWAP_ZONE};
+use crate::meta::{
+    self, MetaError, RecordHeader, RecordType, Superblock, ZoneLogAction, FLAG_CHECKPOINT,
+};
+
+/// A logged Reset or Finish of a logical zone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct ZoneLogEntry {
+    pub zone: u32,
+    pub action: ZoneLogAction,
+    /// The zone's generation when the command was logged.
+    pub generation: u64,
+    /// The zone's write pointer when a Finish was logged (0 for a Reset).
+    pub wp: u64,
+}
+
+/// The general zones' state, behind the general log lock.
+#[derive(Default)]
+pub(super) struct GeneralLog {
+    /// Blocks written in every member's general zone.
+    pub wp: Vec<u64>,
+    /// Sequence number of the last zone log or generation record of every member.
+    pub seq: Vec<u64>,
+    /// Logged commands not yet completed: a collection must keep their records.
+    pub pending: HashMap<u32, ZoneLogEntry>,
+}
+
+/// One member's general zone as open reads it.
+pub(super) struct GeneralImage {
+    /// The superblock of the highest generation.
+    pub sb: Superblock,
+    /// Every valid record (the general zone's, and the swap zone's when it holds a general
+    /// checkpoint a collection was writing).
+    pub records: Vec<(RecordHeader, Vec<u8>)>,
+    /// Blocks written in the general zone.
+    pub wp: u64,
+}
+
+/// What the general zones of the survivors say about the logical zones.
+#[derive(Debug, Default)]
+pub(super) struct Folded {
+    pub generations: Vec<u64>,
+    /// Zones whose reset may have reached only some members.
+    pub resets: Vec<u32>,
+    /// Zones whose finish may have reached only some members, and their write pointer then.
+    pub finishes: HashMap<u32, u64>,
+    /// Highest zone log or generation record sequence number of every member.
+    pub seq: Vec<u64>,
+}
+
+/// Every valid record of one metadata zone of `dev`, from its start up to the first block
+/// that is not a whole record; the zone's write pointer.
+async fn scan(
+    i: usize,
+    dev: &dyn ZonedDevice,
+    zone: u32,
+) -> Result<(Vec<(RecordHeader, Vec<u8>)>, u64, Option<MetaError>), ReadSb> {
+    let g = dev.geometry();
+    let start = g.zone_start(zone);
+    let r = dev
+        .report_zones(start, ReportFilter::All, false, 1)
+        .await
+        .map_err(ReadSb::Device)?;
+    let wp = match r.zones.first() {
+        Some(z) if z.start == start && z.state == ZoneState::Full => g.zone_capacity,
+        Some(z) if z.start == start => z.wp.saturating_sub(start).min(g.zone_capacity),
+        _ => return Err(ReadSb::Device(NvmeStatus::InternalError)),
+    };
+    let mut block = vec![0u8; g.block_size as usize];
+    let mut out = Vec::new();
+    for b in 0..wp {
+        dev.read(start + b, &mut block, None)
+            .await
+            .map_err(ReadSb::Device)?;
+        match meta::decode_record(&block) {
+            Ok((h, _)) if matches!(h.kind, RecordType::PartialParity | RecordType::Relocated) => {
+                // The swap zone holding a partial-parity collection: not general records.
+                let why = MetaError::Corrupt(format!("a {:?} record", h.kind));
+                return Ok((out, wp, Some(why).filter(|_| b == 0)));
+            }
+            Ok((h, p)) => out.push((h, p.to_vec())),
+            Err(why @ (MetaError::NotARecord | MetaError::Checksum)) => {
+                return Ok((out, wp, Some(why).filter(|_| b == 0)))
+            }
+            Err(why) => return Err(ReadSb::Invalid(RaiznError::NotFormatted { member: i, why })),
+        }
+    }
+    let empty = out.is_empty().then_some(MetaError::NotARecord);
+    Ok((out, wp, empty))
+}
+
+/// Member `i`'s general zone (and a general checkpoint left in its swap zone by a cut
+/// collection) and its current superblock, the valid one of the highest generation.
+pub(super) async fn read_general(i: usize, dev: &dyn ZonedDevice) -> Result<GeneralImage, ReadSb> {
+    let (mut records, wp, general_err) = scan(i, dev, GENERAL_ZONE).await?;
+    let starts_with_sb = |r: &[(RecordHeader, Vec<u8>)]| {
+        r.first().map(|(h, _)| h.kind) == Some(RecordType::Superblock)
+    };
+    let general_ok = general_err.is_none() && starts_with_sb(&records);
+    let (swap, _, _) = scan(i, dev, SWAP_ZONE).await?;
+    if starts_with_sb(&swap) {
+        records.extend(swap);
+    } else if !general_ok {
+        let why = general_err.unwrap_or(MetaError::Corrupt(
+            "the general zone does not start with a superblock".into(),
+        ));
+        return Err(ReadSb::Invalid(RaiznError::NotFormatted { member: i, why }));
+    }
+    let mut best: Option<Superblock> = None;
+    for (h, p) in &records {
+        if h.kind != RecordType::Superblock {
+            continue;
+        }
+        let block = meta::encode_record(h, p, dev.geometry().block_size as usize)
+            .map_err(|why| ReadSb::Invalid(RaiznError::NotFormatted { member: i, why }))?;
+        let sb = Superblock::decode(&block)
+            .map_err(|why| ReadSb::Invalid(RaiznError::NotFormatted { member: i, why }))?;
+        if best.is_none_or(|o| o.generation < sb.generation) {
+            best = Some(sb);
+        }
+    }
+    let sb = best.ok_or(ReadSb::Invalid(RaiznError::NotFormatted {
+        member: i,
+        why: MetaError::NotARecord,
+    }))?;
+    Ok(GeneralImage { sb, records, wp })
+}
+
+/// Folds the survivors' general records into the zones' generations and the commands a
+/// power cut may have left half done.
+pub(super) fn fold(
+    images: &[Option<GeneralImage>],
+    geo: &zns::Geometry,
+) -> Result<Folded, RaiznError> {
+    let zones = geo.zone_count;
+    let mut gen_rec = vec![0u64; zones as usize];
+    let mut reset: Vec<Option<u64>> = vec![None; zones as usize];
+    let mut finish: HashMap<u32, (u64, u64)> = HashMap::new();
+    let mut seq = vec![0u64; images.len()];
+    for (m, img) in images.iter().enumerate() {
+        let Some(img) = img else { continue };
+        let bad = |why: MetaError| RaiznError::NotFormatted { member: m, why };
+        for (h, p) in &img.records {
+            match h.kind {
+                RecordType::Generations => {
+                    let (first, gens) = meta::decode_generations(p, zones).map_err(bad)?;
+                    for (k, g) in gens.into_iter().enumerate() {
+                        if let Some(x) = gen_rec.get_mut(first as usize + k) {
+                            *x = (*x).max(g);
+                        }
+                    }
+                }
+                RecordType::ZoneReset => {
+                    let (zone, action) = meta::decode_zone_log(p, zones).map_err(bad)?;
+                    let start = geo.zone_start(zone);
+                    if h.start_lba != start || h.end_lba > start + geo.zone_capacity {
+                        return Err(bad(MetaError::Corrupt(format!(
+                            "zone log of zone {zone} names LBAs {}..{}",
+                            h.start_lba, h.end_lba
+                        ))));
+                    }
+                    match action {
+                        ZoneLogAction::Reset => {
+                            let r = &mut reset[zone as usize];
+                            *r = Some(r.map_or(h.generation, |x| x.max(h.generation)));
+                        }
+                        ZoneLogAction::Finish => {
+                            let e = finish.entry(zone).or_insert((h.generation, 0));
+                            if h.generation >= e.0 {
+                                *e = (h.generation, h.end_lba - start);
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+            if h.kind != RecordType::Superblock {
+                if let Some(s) = seq.get_mut(m) {
+                    *s = (*s).max(h.sequence);
+                }
+            }
+        }
+    }
+    let mut f = Folded {
+        seq,
+        ..Folded::default()
+    };
+    for z in 0..zones {
+        let rec = gen_rec[z as usize];
+        let g = match reset[z as usize] {
+            Some(r) if r + 1 > rec => {
+                f.resets.push(z);
+                r + 1
+            }
+            _ => rec,
+        };
+        f.generations.push(g);
+        if let Some((fg, wp)) = finish.get(&z) {
+            if *fg == g {
+                f.finishes.insert(z, *wp);
+            }
+        }
+    }
+    Ok(f)
+}
+
+impl RaiznVolume {
+    /// The two members that hold `zone`'s log records: the first two survivors from
+    /// member `zone mod N` on.
+    fn zone_log_members(&self, zone: u32) -> Vec<usize> {
+        let n = self.members.len();
+        let failed = self.state.lock().health.failed;
+        (0..n)
+            .map(|k| (zone as usize + k) % n)
+            .filter(|m| failed != Some(*m))
+            .take(2)
+            .collect()
+    }
+
+    /// Logs `entry` (FUA) on two members before the member zones are touched; the entry
+    /// stays pending (kept by collections) until `zone_log_done`.
+    pub(super) async fn log_zone(&self, entry: ZoneLogEntry) -> NvmeResult<Vec<usize>> {
+        let targets = self.zone_log_members(entry.zone);
+        let mut log = self.general.lock().await;
+        log.pending.insert(entry.zone, entry);
+        self.append_general(&mut log, &targets, Rec::Zone(entry), true)
+            .await?;
+        Ok(targets)
+    }
+
+    /// The logged command on `zone` completed. After a reset, a generation record of the
+    /// zone's new generation goes to the members that hold the reset record (without FUA:
+    /// any write of the new generation is made durable by a flush of every member, which
+    /// carries the record with it).
+    pub(super) async fn zone_log_done(
+        &self,
+        zone: u32,
+        targets: &[usize],
+        new_generation: Option<u64>,
+    ) -> NvmeResult<()> {
+        let mut log = self.general.lock().await;
+        log.pending.remove(&zone);
+        if let Some(g) = new_generation {
+            self.append_general(&mut log, targets, Rec::Generation(zone, g), false)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Appends one record to the general zone of each of `targets` (concurrently); a full
+    /// general zone is collected first. A member failing here degrades the array.
+    pub(super) async fn append_general(
+        &self,
+        log: &mut GeneralLog,
+        targets: &[usize],
+        rec: Rec,
+        fua: bool,
+    ) -> NvmeResult<()> {
+        let cap = self.layout.member_geometry().zone_capacity;
+        let checkpoint = self.checkpoint_blocks(&log.pending);
+        let GeneralLog { wp, seq, .. } = log;
+        let appends = wp
+            .iter_mut()
+            .zip(seq.iter_mut())
+            .enumerate()
+            .filter(|(m, _)| targets.contains(m))
+            .map(|(m, (wp, seq))| {
+                let (checkpoint, rec) = (checkpoint.clone(), &rec);
+                async move {
+                    let dev = self.members.get(m).ok_or((m, NvmeStatus::InternalError))?;
+                    if *wp + 1 > cap {
+                        let blocks = self.encode_checkpoint(m, &checkpoint)?;
+                        self.collect_general(m, &blocks).await.map_err(|e| (m, e))?;
+                        *wp = blocks.len() as u64;
+                    }
+                    *seq += 1;
+                    let block = self.encode_rec(m, rec, *seq).map_err(|e| (m, e))?;
+                    let g = dev.geometry();
+                    let md = vec![0u8; g.oob_size as usize];
+                    dev.write(
+                        g.zone_start(GENERAL_ZONE) + *wp,
+                        &block,
+                        (g.oob_size > 0).then_some(&md[..]),
+                        fua,
+                    )
+                    .await
+                    .map_err(|e| (m, e))?;
+                    *wp += 1;
+                    Ok::<(), (usize, NvmeStatus)>(())
+                }
+            });
+        for r in join_all(appends).await {
+            if let Err((m, status)) = r {
+                self.note_member_error(m, status)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// What a collection keeps: the superblock, the generation counters and the pending
+    /// zone log entries (encoded per member by `encode_checkpoint`).
+    fn checkpoint_blocks(&self, pending: &HashMap<u32, ZoneLogEntry>) -> Checkpoint {
+        let st = self.state.lock();
+        let mut entries: Vec<ZoneLogEntry> = pending.values().copied().collect();
+        entries.sort_by_key(|e| e.zone);
+        Checkpoint {
+            sb_generation: st.health.generation,
+            failed: st.health.persisted,
+            generations: st.generations.clone(),
+            pending: entries,
+        }
+    }
+
+    /// Member `m`'s blocks of `c`: superblock first, then generation records, then the
+    /// pending zone log entries, all flagged *checkpoint*.
+    fn encode_checkpoint(
+        &self,
+        m: usize,
+        c: &Checkpoint,
+    ) -> Result<Vec<Vec<u8>>, (usize, NvmeStatus)> {
+        let bs = self.block_size();
+        let err = |_| (m, NvmeStatus::InternalError);
+        let mut out = vec![self
+            .superblock_of(m, c.sb_generation, c.failed)
+            .map_err(err)?];
+        let per = ((bs - meta::HEADER_BYTES - 8) / 8).max(1);
+        let mut seq = 0;
+        for (k, chunk) in c.generations.chunks(per).enumerate() {
+            seq += 1;
+            let first = (k * per) as u32;
+            out.push(
+                self.encode_gens(first, chunk, seq, FLAG_CHECKPOINT)
+                    .map_err(err)?,
+            );
+        }
+        for e in &c.pending {
+            seq += 1;
+            out.push(self.encode_zone_log(e, seq, FLAG_CHECKPOINT).map_err(err)?);
+        }
+        let cap = self.layout.member_geometry().zone_capacity;
+        if out.len() as u64 >= cap {
+            tracing::error!(
+                member = m,
+                blocks = out.len(),
+                "RAIZN general checkpoint does not fit its zone"
+            );
+            return Err((m, NvmeStatus::InternalError));
+        }
+        Ok(out)
+    }
+
+    fn encode_gens(
+        &self,
+        first: u32,
+        gens: &[u64],
+        seq: u64,
+        flags: u16,
+    ) -> Result<Vec<u8>, MetaError> {
+        let p = meta::encode_generations(first, gens);
+        let h = RecordHeader {
+            kind: RecordType::Generations,
+            inline_len: p.len() as u32,
+            start_lba: 0,
+            end_lba: 0,
+            generation: 0,
+            sequence: seq,
+            bulk_blocks: 0,
+            bulk_crc: 0,
+            flags,
+        };
+        meta::encode_record(&h, &p, self.block_size())
+    }
+
+    fn encode_zone_log(
+        &self,
+        e: &ZoneLogEntry,
+        seq: u64,
+        flags: u16,
+    ) -> Result<Vec<u8>, MetaError> {
+        let p = meta::encode_zone_log(e.zone, e.action);
+        let start = self.geo.zone_start(e.zone);
+        let end = match e.action {
+            ZoneLogAction::Reset => start + self.geo.zone_capacity,
+            ZoneLogAction::Finish => start + e.wp,
+        };
+        let h = RecordHeader {
+            kind: RecordType::ZoneReset,
+            inline_len: p.len() as u32,
+            start_lba: start,
+            end_lba: end,
+            generation: e.generation,
+            sequence: seq,
+            bulk_blocks: 0,
+            bulk_crc: 0,
+            flags,
+        };
+        meta::encode_record(&h, &p, self.block_size())
+    }
+
+    fn encode_rec(&self, m: usize, rec: &Rec, seq: u64) -> NvmeResult<Vec<u8>> {
+        let r = match rec {
+            Rec::Superblock(generation, failed) => self.superblock_of(m, *generation, *failed),
+            Rec::Zone(e) => self.encode_zone_log(e, seq, 0),
+            Rec::Generation(zone, g) => self.encode_gens(*zone, &[*g], seq, 0),
+        };
+        r.map_err(|_| NvmeStatus::InternalError)
+    }
+
+    /// Collects member `m`'s general zone: `blocks` (a checkpoint) to the swap zone, flush,
+    /// general zone reset and rewritten, flush, swap zone reset. Under the member's swap lock
+    /// (the partial-parity log's collection uses the same swap zone).
+    async fn collect_general(&self, m: usize, blocks: &[Vec<u8>]) -> NvmeResult<()> {
+        let dev = self.members.get(m).ok_or(NvmeStatus::InternalError)?;
+        let _swap = self
+            .swap
+            .get(m)
+            .ok_or(NvmeStatus::InternalError)?
+            .lock()
+            .await;
+        let g = dev.geometry();
+        let md = vec![0u8; g.oob_size as usize];
+        let oob = (g.oob_size > 0).then_some(&md[..]);
+        for zone in [SWAP_ZONE, GENERAL_ZONE] {
+            let start = g.zone_start(zone);
+            dev.zone_mgmt(ZoneAction::Reset, start, false).await?;
+            for (k, b) in blocks.iter().enumerate() {
+                dev.write(start + k as u64, b, oob, false).await?;
+            }
+            dev.flush().await?;
+        }
+        dev.zone_mgmt(ZoneAction::Reset, g.zone_start(SWAP_ZONE), false)
+            .await
+    }
+
+    /// Rewrites every survivor's general zone as a checkpoint (at open, after the logged
+    /// commands were completed and the empty zones got their new generation).
+    pub(super) async fn checkpoint_general(&self) -> Result<(), RaiznError> {
+        let mut log = self.general.lock().await;
+        let failed = self.state.lock().health.failed;
+        let c = self.checkpoint_blocks(&log.pending);
+        for m in 0..self.members.len() {
+            if failed == Some(m) {
+                continue;
+            }
+            let err = |(member, status)| RaiznError::Member {
+                member,
+                what: "writing the general checkpoint",
+                status,
+            };
+            let blocks = self.encode_checkpoint(m, &c).map_err(err)?;
+            self.collect_general(m, &blocks)
+                .await
+                .map_err(|e| err((m, e)))?;
+            if let Some(w) = log.wp.get_mut(m) {
+                *w = blocks.len() as u64;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A checkpoint of the general zone, member-independent.
+#[derive(Clone)]
+pub(super) struct Checkpoint {
+    sb_generation: u64,
+    failed: Option<usize>,
+    generations: Vec<u64>,
+    pending: Vec<ZoneLogEntry>,
+}
+
+/// A record to append to the general zone.
+pub(super) enum Rec {
+    /// A superblock of this generation, naming this failed member.
+    Superblock(u64, Option<usize>),
+    Zone(ZoneLogEntry),
+    /// The generation of one zone.
+    Generation(u32, u64),
+}

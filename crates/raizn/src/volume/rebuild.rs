@@ -1,0 +1,462 @@
+//! Replacing a failed member and rebuilding it online: the new member is formatted into the
+//! array, then filled zone by zone (active zones first, then finished ones), each only up to
+//! its logical write pointer, from the survivors, while client I/O goes on.
+//!
+//! Fault model: a survivor may fail during the rebuild (a second failure: the array is
+//! failed, loudly, and the rebuild stops); the new member may fail (the rebuild stops and
+//! the array stays degraded, as before the replace); power may be lost (the superblocks
+//! still name the member as failed until the rebuild completes, so the array reopens
+//! degraded and never reads the new member's unrebuilt zones; `replace_member` with the same
+//! device starts the rebuild over).
+//!
+//! Until a zone is rebuilt the new member counts as failed for that zone (`failed_in`):
+//! writes skip it, reads rebuild its units from the others. A zone is rebuilt under the
+//! zone's lock, so no write to it runs meanwhile; once it is marked rebuilt, writes to it go
+//! to the new member too.
+
+use zns::{NvmeResult, NvmeStatus, ZoneAction, ZoneState, ZonedDevice};
+
+use super::{Member, RaiznError, RaiznVolume};
+use crate::layout::GENERAL_ZONE;
+
+/// How far a rebuild is, for a progress bar.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RebuildProgress {
+    /// The member being rebuilt.
+    pub member: usize,
+    /// Member blocks written so far.
+    pub blocks_done: u64,
+    /// Member blocks to write in all: what the zones held when the rebuild started, plus
+    /// what writes added to zones before the rebuild reached them.
+    pub blocks_total: u64,
+    pub zones_done: u32,
+    pub zones_total: u32,
+}
+
+/// A rebuild in progress, behind the `State` lock.
+#[derive(Clone, Debug)]
+pub(super) struct Rebuild {
+    pub member: usize,
+    /// Whether each logical zone is rebuilt on the new member.
+    pub rebuilt: Vec<bool>,
+    pub progress: RebuildProgress,
+}
+
+impl RaiznVolume {
+    /// The member that counts as failed for `zone`: the failed member, except on a zone a
+    /// rebuild already filled.
+    pub(super) fn failed_in(&self, zone: u32) -> Option<usize> {
+        let st = self.state.lock();
+        match &st.rebuild {
+            Some(r) if st.health.failed == Some(r.member) => {
+                match r.rebuilt.get(zone as usize).copied() {
+                    Some(true) => None,
+                    _ => st.health.failed,
+                }
+            }
+            _ => st.health.failed,
+        }
+    }
+
+    /// The member being rebuilt, if a rebuild runs.
+    pub(super) fn rebuilding(&self) -> Option<usize> {
+        self.state.lock().rebuild.as_ref().map(|r| r.member)
+    }
+
+    /// Progress of the rebuild in progress; None when none runs.
+    pub fn rebuild_progress(&self) -> Option<RebuildProgress> {
+        self.state.lock().rebuild.as_ref().map(|r| r.progress)
+    }
+
+    /// Replaces failed member `index` by `new_member` and rebuilds it online; returns when
+    /// the array is whole again. The new member must have the members' geometry and hold no
+    /// data, unless it is a member of this array at this position (a rebuild cut short by
+    /// power loss, or the failed member itself back): its zones are then reset.
+    /// Client commands may run concurrently. A second failure during the rebuild fails the
+    /// array (`TooManyFailed`); the new member failing leaves the array degraded.
+    pub async fn replace_member(&self, index: usize, new_member: Member) -> Result<(), RaiznError> {
+        let failed = {
+            let st = self.state.lock();
+            if let Some((a, b)) = st.health.broken {
+                return Err(self.too_many(a, b));
+            }
+            st.health.failed
+        };
+        if index >= self.members.len() {
+            return Err(RaiznError::NoSuchMember {
+                member: index,
+                members: self.members.len(),
+            });
+        }
+        if failed != Some(index) || self.rebuilding().is_some() {
+            return Err(RaiznError::NotReplaceable {
+                member: index,
+                why: match failed {
+                    _ if self.rebuilding().is_some() => "a rebuild is already running".into(),
+                    Some(f) => format!("member {f} is the failed one"),
+                    None => "the array is not degraded".into(),
+                },
+            });
+        }
+        self.format_replacement(index, &new_member).await?;
+        let slot = self.slots.get(index).ok_or(RaiznError::NoSuchMember {
+            member: index,
+            members: self.members.len(),
+        })?;
+        // The new member's partial-parity log is empty: forget the old member's.
+        if let Some(log) = self.pp.get(index) {
+            *log.lock().await = super::pplog::PpLog::default();
+        }
+        slot.set(new_member);
+        self.start_rebuild(index);
+        let r = self.rebuild_all(index).await;
+        if r.is_err() {
+            self.state.lock().rebuild = None;
+        }
+        r
+    }
+
+    /// Checks the new member and writes its superblock: its zones reset, then a superblock
+    /// of a new generation at the start of its general zone and on every survivor (which
+    /// still name it failed), FUA.
+    async fn format_replacement(&self, index: usize, dev: &Member) -> Result<(), RaiznError> {
+        let err = |what| {
+            move |status| RaiznError::Member {
+                member: index,
+                what,
+                status,
+            }
+        };
+        let g = self.layout.member_geometry();
+        if dev.geometry() != g {
+            return Err(RaiznError::Foreign {
+                member: index,
+                why: "the new member's geometry differs from the array's members'".into(),
+            });
+        }
+        let zones = dev
+            .report_zones(0, zns::ReportFilter::All, false, usize::MAX)
+            .await
+            .map_err(err("reporting the new member's zones"))?;
+        if zones.zones.iter().any(|z| z.state != ZoneState::Empty) {
+            let ours = super::general::read_general(index, dev.as_ref())
+                .await
+                .ok()
+                .is_some_and(|img| {
+                    img.sb.array_uuid == self.uuid && img.sb.member_index as usize == index
+                });
+            if !ours {
+                return Err(RaiznError::HoldsData { member: index });
+            }
+            dev.zone_mgmt(ZoneAction::Reset, 0, true)
+                .await
+                .map_err(err("resetting the new member"))?;
+        }
+        let mut log = self.general.lock().await;
+        let generation = self.state.lock().health.generation + 1;
+        // A superblock never names its own member failed; the survivors' name it until the
+        // rebuild completes, and open takes the union.
+        let block = self
+            .superblock_of(index, generation, None)
+            .map_err(|why| RaiznError::NotFormatted { member: index, why })?;
+        let md = vec![0u8; g.oob_size as usize];
+        dev.write(
+            g.zone_start(GENERAL_ZONE),
+            &block,
+            (g.oob_size > 0).then_some(&md[..]),
+            true,
+        )
+        .await
+        .map_err(err("writing the new member's superblock"))?;
+        if let Some(w) = log.wp.get_mut(index) {
+            *w = 1;
+        }
+        // The survivors get the same generation, so every member's newest superblock agrees.
+        let survivors: Vec<usize> = (0..self.members.len()).filter(|m| *m != index).collect();
+        self.append_general(
+            &mut log,
+            &survivors,
+            super::general::Rec::Superblock(generation, Some(index)),
+            true,
+        )
+        .await
+        .map_err(err("writing the survivors' superblocks"))?;
+        self.state.lock().health.generation = generation;
+        Ok(())
+    }
+
+    /// Starts the bookkeeping of a rebuild of `member`: nothing rebuilt, the total estimated
+    /// from the zones' write pointers now.
+    fn start_rebuild(&self, member: usize) {
+        let l = self.layout;
+        let cap = l.member_geometry().zone_capacity;
+        let mut st = self.state.lock();
+        let mut total = 0;
+        for z in 0..self.geo.zone_count {
+            if let Some(lz) = st.table.zone(z) {
+                total += match lz.state {
+                    ZoneState::Full => cap,
+                    ZoneState::Offline => 0,
+                    _ => l.member_blocks_at(member, lz.wp),
+                };
+            }
+        }
+        st.rebuild = Some(super::rebuild::Rebuild {
+            member,
+            rebuilt: vec![false; self.geo.zone_count as usize],
+            progress: RebuildProgress {
+                member,
+                blocks_done: 0,
+                blocks_total: total,
+                zones_done: 0,
+                zones_total: self.geo.zone_count,
+            },
+        });
+    }
+
+    /// Rebuilds every zone (active ones first), then makes the array whole: every member
+    /// flushed, and a superblock generation naming no failed member on all of them.
+    async fn rebuild_all(&self, member: usize) -> Result<(), RaiznError> {
+        let mut order: Vec<u32> = (0..self.geo.zone_count).collect();
+        {
+            let st = self.state.lock();
+            // Active zones first (the paper's order): their writes stop being degraded
+            // soonest; stable sort keeps zone order within each class.
+            order.sort_by_key(|z| !st.table.zone(*z).is_some_and(|lz| lz.state.is_active()));
+        }
+        let err = |status| match self.broken() {
+            Some(e) => e,
+            None => RaiznError::Member {
+                member,
+                what: "rebuilding",
+                status,
+            },
+        };
+        for zone in order {
+            self.rebuild_zone(zone, member).await.map_err(err)?;
+            if self.rebuilding() != Some(member) {
+                // The new member failed while clients wrote to it: the rebuild is off.
+                return Err(err(NvmeStatus::NamespaceNotReady));
+            }
+        }
+        self.flush_members().await.map_err(err)?;
+        {
+            let mut st = self.state.lock();
+            if st.rebuild.as_ref().map(|r| r.member) != Some(member) {
+                return Err(err(NvmeStatus::NamespaceNotReady));
+            }
+            st.health.failed = None;
+            st.rebuild = None;
+        }
+        tracing::info!(member, "RAIZN rebuild complete; the array is whole");
+        self.persist_health().await.map_err(err)
+    }
+
+    /// Rebuilds `zone` on `member` under the zone's lock: the member's units below the zone's
+    /// write pointer (data from the other units and parity, parity from the data), the
+    /// member zone's state, then the partial-parity record of the incomplete stripe when
+    /// the member holds its parity.
+    async fn rebuild_zone(&self, zone: u32, member: usize) -> NvmeResult<()> {
+        let mut zio = self.zone_lock(zone)?.lock().await;
+        self.check_usable()?;
+        let l = self.layout;
+        let (su, sdb) = (l.su_blocks(), l.stripe_data_blocks());
+        let cap = self.geo.zone_capacity;
+        let z = self
+            .state
+            .lock()
+            .table
+            .zone(zone)
+            .ok_or(NvmeStatus::LbaOutOfRange)?;
+        let full = z.state == ZoneState::Full;
+        let wp = if full { cap } else { z.wp };
+        let mend = match z.state {
+            ZoneState::Offline => 0,
+            ZoneState::Full => l.member_geometry().zone_capacity,
+            _ => l.member_blocks_at(member, wp),
+        };
+        let dev = self.members.get(member).ok_or(NvmeStatus::InternalError)?;
+        let zslba = l.member_zone_start(zone);
+        let (bs, oob) = (self.block_size(), self.oob());
+        // Stripes per batch: one member command's worth.
+        let batch = (u64::from(l.member_geometry().mdts_blocks) / su).max(1);
+        let mut at = 0u64;
+        while at < mend {
+            let s0 = at / su;
+            let s1 = (s0 + batch).min(mend.div_ceil(su));
+            let lend = (s1 * sdb).min(wp);
+            let n_log = lend - s0 * sdb;
+            let mut data = vec![0u8; (s1 - s0) as usize * sdb as usize * bs];
+            let mut meta = vec![0u8; (s1 - s0) as usize * sdb as usize * oob];
+            self.read_zone(
+                zone,
+                s0 * sdb,
+                n_log,
+                &mut data[..n_log as usize * bs],
+                &mut meta[..n_log as usize * oob],
+                full,
+            )
+            .await?;
+            let mut out = Vec::new();
+            let mut out_meta = Vec::new();
+            for s in s0..s1 {
+                let n = (mend - s * su).min(su) as usize;
+                let base = (s - s0) as usize * sdb as usize;
+                let unit = |k: u64| base + (k * su) as usize;
+                match l.unit_of_member(s, member) {
+                    Some(k) => {
+                        out.extend_from_slice(&data[unit(k) * bs..(unit(k) + n) * bs]);
+                        out_meta.extend_from_slice(&meta[unit(k) * oob..(unit(k) + n) * oob]);
+                    }
+                    None => {
+                        let mut p = vec![0u8; n * bs];
+                        let mut pm = vec![0u8; n * oob];
+                        for k in 0..l.data_units() {
+                            zns::parity::xor_into(&mut p, &data[unit(k) * bs..(unit(k) + n) * bs]);
+                            zns::parity::xor_into(
+                                &mut pm,
+                                &meta[unit(k) * oob..(unit(k) + n) * oob],
+                            );
+                        }
+                        out.extend_from_slice(&p);
+                        out_meta.extend_from_slice(&pm);
+                    }
+                }
+            }
+            let blocks = (out.len() / bs) as u64;
+            self.write_member(member, zslba + at, &out, &out_meta)
+                .await?;
+            at += blocks;
+            if let Some(r) = self.state.lock().rebuild.as_mut() {
+                r.progress.blocks_done += blocks;
+                r.progress.blocks_total = r.progress.blocks_total.max(r.progress.blocks_done);
+            }
+        }
+        let action = match z.state {
+            ZoneState::Full => Some(ZoneAction::Finish),
+            ZoneState::Closed | ZoneState::ReadOnly if mend > 0 => Some(ZoneAction::Close),
+            _ => None,
+        };
+        if z.state == ZoneState::Closed && mend == 0 {
+            // Closed without data: the members remember it as opened and closed.
+            dev.zone_mgmt(ZoneAction::Open, zslba, false).await?;
+            dev.zone_mgmt(ZoneAction::Close, zslba, false).await?;
+        }
+        if let Some(a) = action {
+            dev.zone_mgmt(a, zslba, false).await?;
+        }
+        {
+            let mut st = self.state.lock();
+            let Some(r) = st.rebuild.as_mut() else {
+                return Err(NvmeStatus::NamespaceNotReady);
+            };
+            if let Some(b) = r.rebuilt.get_mut(zone as usize) {
+                *b = true;
+            }
+            r.progress.zones_done += 1;
+        }
+        let incomplete = z.state.is_active() && !wp.is_multiple_of(sdb);
+        if incomplete && l.parity_member(wp / sdb) == member {
+            self.load_buffer(zone, &mut zio, wp / sdb, wp).await?;
+            let rec = self.partial_parity_of(zone, &zio, wp)?;
+            self.log_partial_parity(rec).await?;
+        }
+        Ok(())
+    }
+
+    /// Writes a contiguous run to one member in MDTS-sized commands.
+    async fn write_member(&self, m: usize, lba: u64, data: &[u8], meta: &[u8]) -> NvmeResult<()> {
+        let dev = self.members.get(m).ok_or(NvmeStatus::InternalError)?;
+        let (bs, oob) = (self.block_size(), self.oob());
+        let mdts = u64::from(self.layout.member_geometry().mdts_blocks);
+        let total = (data.len() / bs) as u64;
+        let mut done = 0u64;
+        while done < total {
+            let n = mdts.min(total - done);
+            let (a, b) = (done as usize, (done + n) as usize);
+            let md = (oob > 0).then(|| &meta[a * oob..b * oob]);
+            dev.write(lba + done, &data[a * bs..b * bs], md, false)
+                .await?;
+            done += n;
+        }
+        Ok(())
+    }
+}
+
+/// A member position whose device can be exchanged by `replace_member`; every command goes
+/// to the device in it at the time.
+pub(super) struct Slot {
+    dev: parking_lot::RwLock<Member>,
+}
+
+impl Slot {
+    pub fn new(dev: Member) -> Slot {
+        Slot {
+            dev: parking_lot::RwLock::new(dev),
+        }
+    }
+
+    fn get(&self) -> Member {
+        self.dev.read().clone()
+    }
+
+    fn set(&self, dev: Member) {
+        *self.dev.write() = dev;
+    }
+}
+
+#[async_trait::async_trait]
+impl ZonedDevice for Slot {
+    fn geometry(&self) -> zns::Geometry {
+        self.get().geometry()
+    }
+    async fn read(&self, lba: zns::Lba, buf: &mut [u8], meta: Option<&mut [u8]>) -> NvmeResult<()> {
+        self.get().read(lba, buf, meta).await
+    }
+    async fn write(
+        &self,
+        lba: zns::Lba,
+        data: &[u8],
+        meta: Option<&[u8]>,
+        fua: bool,
+    ) -> NvmeResult<()> {
+        self.get().write(lba, data, meta, fua).await
+    }
+    async fn append(
+        &self,
+        zslba: zns::Lba,
+        data: &[u8],
+        meta: Option<&[u8]>,
+        fua: bool,
+    ) -> NvmeResult<zns::Lba> {
+        self.get().append(zslba, data, meta, fua).await
+    }
+    async fn write_zeroes(&self, lba: zns::Lba, blocks: u64, fua: bool) -> NvmeResult<()> {
+        self.get().write_zeroes(lba, blocks, fua).await
+    }
+    async fn flush(&self) -> NvmeResult<()> {
+        self.get().flush().await
+    }
+    async fn copy(&self, sources: &[zns::CopyRange], dest: zns::Lba, fua: bool) -> NvmeResult<()> {
+        self.get().copy(sources, dest, fua).await
+    }
+    async fn zone_mgmt(
+        &self,
+        action: ZoneAction,
+        zslba: zns::Lba,
+        select_all: bool,
+    ) -> NvmeResult<()> {
+        self.get().zone_mgmt(action, zslba, select_all).await
+    }
+    async fn report_zones(
+        &self,
+        lba: zns::Lba,
+        filter: zns::ReportFilter,
+        partial: bool,
+        max_zones: usize,
+    ) -> NvmeResult<zns::ZoneReport> {
+        self.get()
+            .report_zones(lba, filter, partial, max_zones)
+            .await
+    }
+}

@@ -1,0 +1,471 @@
+//! `LinuxZoned`: the `ZonedDevice` on a Linux zoned block device.
+//!
+//! Fault model: the kernel and the drive report errors; this layer maps each to the NVMe
+//! status the drive most likely returned (crate::errno) and never retries. Host-side checks
+//! (range, alignment, size limits, zone boundaries) run before a command is issued, because
+//! the block layer would otherwise split a write that spans two zones into two writes that
+//! can both succeed, where a ZNS drive fails the command whole.
+//!
+//! Durability: as the trait says. Writes complete into the drive's volatile cache unless
+//! FUA (RWF_DSYNC); flush is fdatasync, which the block layer sends as an NVMe Flush.
+
+use std::fs::File;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tokio::sync::Semaphore;
+use zns::{
+    check_range, CopyRange, Geometry, Lba, NvmeResult, NvmeStatus, ReportFilter, ZoneAction,
+    ZoneDescriptor, ZoneReport, ZoneState, ZonedDevice,
+};
+
+use crate::buf::AlignedBuf;
+use crate::errno::{diagnose_read, diagnose_write, status_of, Op};
+use crate::ioctl::{self, Mgmt};
+use crate::report::{self, ReportError, SECTOR_BYTES};
+use crate::ring::{Cmd, Done, Ring};
+use crate::sysfs::{self, SysfsError};
+
+/// Commands in flight on the ring, and queued behind it at most.
+pub const QUEUE_DEPTH: u32 = 64;
+/// Zones asked for per BLKREPORTZONE call.
+const REPORT_CHUNK_ZONES: u32 = 1024;
+
+/// ZNS features the block device interface does not carry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Capability {
+    ZoneAppend,
+    SimpleCopy,
+    Metadata,
+    ZoneOffline,
+}
+
+impl Capability {
+    /// What is missing, and what would provide it; one line for users.
+    pub fn missing(self) -> &'static str {
+        match self {
+            Capability::ZoneAppend => "Zone Append needs NVMe passthrough (IORING_OP_URING_CMD on /dev/ngXnY), which this backend does not implement yet; the block device interface offers no append to user space",
+            Capability::SimpleCopy => "Simple Copy needs NVMe passthrough (/dev/ngXnY), which this backend does not implement yet",
+            Capability::Metadata => "per-block metadata needs NVMe passthrough (/dev/ngXnY), which this backend does not implement yet",
+            Capability::ZoneOffline => "the Offline zone action has no block layer ioctl; it needs NVMe passthrough (/dev/ngXnY)",
+        }
+    }
+}
+
+/// Why a device could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0}: not a block device (zonestack opens emulator images with --image)")]
+    NotBlockDevice(PathBuf),
+    #[error("{0}: device is busy: it is mounted or held exclusively by another process (unmount it or stop that process)")]
+    Busy(PathBuf),
+    #[error("{path}: {source}")]
+    Sysfs { path: PathBuf, source: SysfsError },
+    #[error("{path}: zone report: {source}")]
+    Report { path: PathBuf, source: ReportError },
+    #[error("{path}: zone report ioctl failed: {}", std::io::Error::from_raw_os_error(*.errno))]
+    ReportIoctl { path: PathBuf, errno: i32 },
+    #[error("{path}: cannot start io_uring: {source}")]
+    Ring {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// A Linux zoned block device.
+pub struct LinuxZoned {
+    path: PathBuf,
+    file: Arc<File>,
+    geo: Geometry,
+    ring: Ring,
+    queued: Semaphore,
+}
+
+impl LinuxZoned {
+    /// Opens `path` read-write, O_DIRECT and O_EXCL: the kernel refuses the exclusive open
+    /// while the device is mounted or another process holds it exclusively.
+    pub fn open(path: &Path) -> Result<LinuxZoned, OpenError> {
+        let io = |source| OpenError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let meta = std::fs::metadata(path).map_err(io)?;
+        if !meta.file_type().is_block_device() {
+            return Err(OpenError::NotBlockDevice(path.to_path_buf()));
+        }
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_DIRECT | libc::O_EXCL | libc::O_CLOEXEC)
+            .open(path)
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::EBUSY) => OpenError::Busy(path.to_path_buf()),
+                _ => io(e),
+            })?;
+        let rdev = meta.rdev();
+        let limits = sysfs::read_queue(libc::major(rdev), libc::minor(rdev)).map_err(|source| {
+            OpenError::Sysfs {
+                path: path.to_path_buf(),
+                source,
+            }
+        })?;
+        let fd = file.as_raw_fd();
+        let capacity = uniform_capacity(fd, &limits, path)?;
+        let geo = limits
+            .geometry(capacity)
+            .map_err(|source| OpenError::Sysfs {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        let ring = Ring::start(fd, QUEUE_DEPTH).map_err(|source| OpenError::Ring {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Ok(LinuxZoned {
+            path: path.to_path_buf(),
+            file: Arc::new(file),
+            geo,
+            ring,
+            queued: Semaphore::new(QUEUE_DEPTH as usize),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether the device offers `cap`: `Err` with the one-line reason when it does not.
+    pub fn supports(&self, cap: Capability) -> Result<(), &'static str> {
+        Err(cap.missing())
+    }
+
+    fn spb(&self) -> u64 {
+        u64::from(self.geo.block_size) / SECTOR_BYTES
+    }
+
+    fn offset(&self, lba: Lba) -> u64 {
+        lba * u64::from(self.geo.block_size)
+    }
+
+    /// Runs one ring command, bounded by the queue depth.
+    async fn run(&self, cmd: Cmd) -> Done {
+        // The semaphore is never closed, so acquire fails only if it were.
+        let Ok(_permit) = self.queued.acquire().await else {
+            return Done {
+                result: -libc::ENXIO,
+                buf: None,
+            };
+        };
+        match self.ring.submit(cmd).await {
+            Ok(done) => done,
+            // The ring thread is gone: the device is not usable any more.
+            Err(_) => Done {
+                result: -libc::ENXIO,
+                buf: None,
+            },
+        }
+    }
+
+    /// Host-side checks shared by reads and writes: whole blocks, within the namespace, at
+    /// most the transfer limit.
+    fn check_io(&self, lba: Lba, bytes: usize) -> NvmeResult<u64> {
+        let bs = self.geo.block_size as usize;
+        if bytes == 0 || !bytes.is_multiple_of(bs) {
+            return Err(NvmeStatus::InvalidField);
+        }
+        let blocks = (bytes / bs) as u64;
+        check_range(&self.geo, lba, blocks)?;
+        if blocks > u64::from(self.geo.mdts_blocks) {
+            return Err(NvmeStatus::InvalidField);
+        }
+        Ok(blocks)
+    }
+
+    /// The descriptor of the zone holding `lba`.
+    async fn zone_at(&self, lba: Lba) -> NvmeResult<ZoneDescriptor> {
+        let zones = self.report_from(lba, 1).await?;
+        zones.into_iter().next().ok_or(NvmeStatus::InternalError)
+    }
+
+    /// Up to `max_zones` zones from the zone holding `lba`, in one blocking ioctl call each
+    /// chunk, off the async executor.
+    async fn report_from(&self, lba: Lba, max_zones: u32) -> NvmeResult<Vec<ZoneDescriptor>> {
+        let file = Arc::clone(&self.file);
+        let (bs, spb) = (self.geo.block_size, self.spb());
+        let zone_sectors = self.geo.zone_size * spb;
+        let start_sector = lba / self.geo.zone_size * zone_sectors;
+        blocking(move || {
+            report_sectors(file.as_raw_fd(), start_sector, zone_sectors, max_zones, bs)
+        })
+        .await
+    }
+
+    async fn mgmt(&self, action: Mgmt, zslba: Lba) -> NvmeResult<()> {
+        let file = Arc::clone(&self.file);
+        let (sector, sectors) = (zslba * self.spb(), self.geo.zone_size * self.spb());
+        blocking(move || {
+            ioctl::zone_mgmt(file.as_raw_fd(), action, sector, sectors)
+                .map_err(|e| status_of(e, Op::ZoneMgmt))
+        })
+        .await
+    }
+
+    async fn write_buf(&self, lba: Lba, buf: AlignedBuf, fua: bool) -> NvmeResult<()> {
+        let blocks = self.check_io(lba, buf.len())?;
+        // A ZNS drive fails a write that crosses a zone boundary whole; the block layer
+        // would split it.
+        if lba / self.geo.zone_size != (lba + blocks - 1) / self.geo.zone_size {
+            return Err(NvmeStatus::ZoneBoundaryError);
+        }
+        let len = buf.len();
+        let done = self
+            .run(Cmd::Write {
+                offset: self.offset(lba),
+                buf,
+                fua,
+            })
+            .await;
+        match done.result {
+            r if r >= 0 && r as usize == len => Ok(()),
+            r if r >= 0 => Err(NvmeStatus::WriteFault),
+            r if -r == libc::EIO => {
+                let zone = self.zone_at(lba).await?;
+                Err(diagnose_write(&self.geo, &zone, lba, blocks))
+            }
+            r => Err(status_of(-r, Op::Write)),
+        }
+    }
+
+    async fn select_all(&self, action: Mgmt, states: &[ZoneState]) -> NvmeResult<()> {
+        let zones = self.report_from(0, self.geo.zone_count).await?;
+        for z in zones.iter().filter(|z| states.contains(&z.state)) {
+            self.mgmt(action, z.start).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Runs `f` on tokio's blocking pool when a runtime is there, else inline.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> NvmeResult<T> + Send + 'static,
+) -> NvmeResult<T> {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) => h
+            .spawn_blocking(f)
+            .await
+            .unwrap_or(Err(NvmeStatus::InternalError)),
+        Err(_) => f(),
+    }
+}
+
+/// Reports up to `max_zones` zones of `zone_sectors` each from `sector`, in chunks.
+fn report_sectors(
+    fd: RawFd,
+    sector: u64,
+    zone_sectors: u64,
+    max_zones: u32,
+    bs: u32,
+) -> NvmeResult<Vec<ZoneDescriptor>> {
+    let mut out = Vec::new();
+    let mut next = sector;
+    while (out.len() as u32) < max_zones {
+        let want = (max_zones - out.len() as u32).min(REPORT_CHUNK_ZONES);
+        let raw = ioctl::report_zones(fd, next, want).map_err(|e| status_of(e, Op::Read))?;
+        let zones = report::decode(&raw, bs).map_err(|_| NvmeStatus::InternalError)?;
+        if zones.is_empty() {
+            break;
+        }
+        next += zone_sectors * zones.len() as u64;
+        out.extend(zones);
+    }
+    Ok(out)
+}
+
+/// The zone capacity, which must be the same for every zone (the `Geometry` has one).
+fn uniform_capacity(fd: RawFd, limits: &sysfs::QueueLimits, path: &Path) -> Result<u64, OpenError> {
+    let bs = limits.logical_block_size;
+    if bs < SECTOR_BYTES as u32 || limits.nr_zones == 0 {
+        return Err(OpenError::Sysfs {
+            path: path.to_path_buf(),
+            source: SysfsError::NotZoned(limits.zoned.clone()),
+        });
+    }
+    let mut zones = Vec::new();
+    let mut sector = 0u64;
+    while zones.len() < limits.nr_zones as usize {
+        let raw = ioctl::report_zones(fd, sector, REPORT_CHUNK_ZONES).map_err(|errno| {
+            OpenError::ReportIoctl {
+                path: path.to_path_buf(),
+                errno,
+            }
+        })?;
+        let chunk = report::decode(&raw, bs).map_err(|source| OpenError::Report {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        if chunk.is_empty() {
+            break;
+        }
+        sector += limits.chunk_sectors * chunk.len() as u64;
+        zones.extend(chunk);
+    }
+    let first = zones.first().map(|z| z.capacity).unwrap_or(0);
+    match zones.iter().find(|z| z.capacity != first) {
+        Some(z) => Err(OpenError::Sysfs {
+            path: path.to_path_buf(),
+            source: SysfsError::Capacity {
+                capacity_blocks: z.capacity,
+                zone_blocks: first,
+            },
+        }),
+        None => Ok(first),
+    }
+}
+
+#[async_trait]
+impl ZonedDevice for LinuxZoned {
+    fn geometry(&self) -> Geometry {
+        self.geo
+    }
+
+    async fn read(&self, lba: Lba, buf: &mut [u8], meta: Option<&mut [u8]>) -> NvmeResult<()> {
+        if meta.is_some_and(|m| !m.is_empty()) {
+            return Err(NvmeStatus::InvalidField);
+        }
+        let blocks = self.check_io(lba, buf.len())?;
+        let Some(b) = AlignedBuf::zeroed(buf.len()) else {
+            return Err(NvmeStatus::InternalError);
+        };
+        let done = self
+            .run(Cmd::Read {
+                offset: self.offset(lba),
+                buf: b,
+            })
+            .await;
+        match (done.result, done.buf) {
+            (r, Some(b)) if r >= 0 && r as usize == buf.len() => {
+                buf.copy_from_slice(b.as_slice());
+                Ok(())
+            }
+            (r, _) if r >= 0 => Err(NvmeStatus::DataTransferError),
+            (r, _) if -r == libc::EIO => {
+                let zone = self.zone_at(lba).await?;
+                Err(diagnose_read(&self.geo, &zone, lba, blocks))
+            }
+            (r, _) => Err(status_of(-r, Op::Read)),
+        }
+    }
+
+    async fn write(&self, lba: Lba, data: &[u8], meta: Option<&[u8]>, fua: bool) -> NvmeResult<()> {
+        if meta.is_some_and(|m| !m.is_empty()) {
+            return Err(NvmeStatus::InvalidField);
+        }
+        let buf = AlignedBuf::copy_of(data).ok_or(NvmeStatus::InternalError)?;
+        self.write_buf(lba, buf, fua).await
+    }
+
+    async fn append(
+        &self,
+        _zslba: Lba,
+        _data: &[u8],
+        _meta: Option<&[u8]>,
+        _fua: bool,
+    ) -> NvmeResult<Lba> {
+        // Not emulated with a write: that would serialise appends and hide what the drive
+        // does. `supports(Capability::ZoneAppend)` names what is missing.
+        Err(NvmeStatus::InvalidOpcode)
+    }
+
+    async fn write_zeroes(&self, lba: Lba, blocks: u64, fua: bool) -> NvmeResult<()> {
+        let bytes = usize::try_from(blocks * u64::from(self.geo.block_size))
+            .map_err(|_| NvmeStatus::InvalidField)?;
+        if blocks > u64::from(self.geo.mdts_blocks) {
+            return Err(NvmeStatus::InvalidField);
+        }
+        let buf = AlignedBuf::zeroed(bytes).ok_or(NvmeStatus::InternalError)?;
+        self.write_buf(lba, buf, fua).await
+    }
+
+    async fn flush(&self) -> NvmeResult<()> {
+        let done = self.run(Cmd::Flush).await;
+        if done.result < 0 {
+            return Err(status_of(-done.result, Op::Flush));
+        }
+        Ok(())
+    }
+
+    async fn copy(&self, _sources: &[CopyRange], _dest: Lba, _fua: bool) -> NvmeResult<()> {
+        Err(NvmeStatus::InvalidOpcode)
+    }
+
+    async fn zone_mgmt(&self, action: ZoneAction, zslba: Lba, select_all: bool) -> NvmeResult<()> {
+        let mgmt = match action {
+            ZoneAction::Open => Some(Mgmt::Open),
+            ZoneAction::Close => Some(Mgmt::Close),
+            ZoneAction::Finish => Some(Mgmt::Finish),
+            ZoneAction::Reset => Some(Mgmt::Reset),
+            // An unsupported Zone Send Action is Invalid Field on a drive too, after the
+            // address checks below.
+            ZoneAction::Offline => None,
+        };
+        if !select_all {
+            check_range(&self.geo, zslba, 1)?;
+            if !zslba.is_multiple_of(self.geo.zone_size) {
+                return Err(NvmeStatus::InvalidField);
+            }
+        }
+        let Some(mgmt) = mgmt else {
+            return Err(NvmeStatus::InvalidField);
+        };
+        if !select_all {
+            return self.mgmt(mgmt, zslba).await;
+        }
+        use ZoneState::*;
+        match mgmt {
+            Mgmt::Open => self.select_all(mgmt, &[Closed]).await,
+            Mgmt::Close => {
+                self.select_all(mgmt, &[ImplicitlyOpened, ExplicitlyOpened])
+                    .await
+            }
+            Mgmt::Finish => {
+                self.select_all(mgmt, &[ImplicitlyOpened, ExplicitlyOpened, Closed])
+                    .await
+            }
+            Mgmt::Reset => {
+                self.select_all(mgmt, &[ImplicitlyOpened, ExplicitlyOpened, Closed, Full])
+                    .await
+            }
+        }
+    }
+
+    async fn report_zones(
+        &self,
+        lba: Lba,
+        filter: ReportFilter,
+        partial: bool,
+        max_zones: usize,
+    ) -> NvmeResult<ZoneReport> {
+        check_range(&self.geo, lba, 1)?;
+        let first = lba / self.geo.zone_size;
+        let left = u32::try_from(u64::from(self.geo.zone_count) - first)
+            .map_err(|_| NvmeStatus::InternalError)?;
+        let matching: Vec<ZoneDescriptor> = self
+            .report_from(lba, left)
+            .await?
+            .into_iter()
+            .filter(|z| filter.matches(z.state))
+            .collect();
+        let total = matching.len() as u64;
+        let zones: Vec<ZoneDescriptor> = matching.into_iter().take(max_zones).collect();
+        let nr_zones = if partial { zones.len() as u64 } else { total };
+        Ok(ZoneReport { nr_zones, zones })
+    }
+}

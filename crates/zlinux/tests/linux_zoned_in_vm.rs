@@ -1,0 +1,260 @@
+//! `LinuxZoned` on real kernel zoned devices: this file's host test boots the VM with a QEMU
+//! NVMe ZNS namespace and a null_blk zoned device, copies this very test binary in, and runs
+//! its `guest_*` tests (ignored on the host) once per device.
+
+use std::path::PathBuf;
+
+use zlinux::{Capability, LinuxZoned, OpenError};
+use zns::{Lba, NvmeStatus, ReportFilter, ZoneAction, ZoneState, ZonedDevice};
+
+mod common;
+
+#[test]
+fn linux_zoned_device_behaves_in_vm() {
+    let exe = std::env::current_exe().expect("current_exe");
+    let file = format!("{}:/bin/zt", exe.display());
+    // QEMU: 1 MiB zones with 768 KiB writable; null_blk (sizes in MiB): 4 MiB zones with
+    // 3 MiB writable; both 4 KiB blocks, 4 open / 6 active. ZLINUX_EXPECT is
+    // block size, zone size, zone capacity, max open, max active.
+    let script = "\
+cat /sys/block/nvme0n1/queue/scheduler /sys/block/nullb0/queue/scheduler
+for d in nvme0n1:4096,256,192,4,6: nullb0:4096,1024,768,4,6:stale_reads_after_reset; do
+  dev=${d%%:*}; rest=${d#*:}
+  echo \"== $dev\"
+  ZLINUX_DEVICE=/dev/$dev ZLINUX_EXPECT=${rest%%:*} ZLINUX_QUIRKS=${rest#*:} \\
+    /bin/zt --ignored --test-threads 1 guest_ || exit 1
+done
+";
+    let Some(run) = common::run_vm(
+        &[
+            "--ns",
+            "zones=8,zone_size=1M,zone_capacity=768K,max_open=4,max_active=6",
+            "--nullblk",
+            "size=32,blocksize=4096,zone_size=4,zone_capacity=3,zone_max_open=4,zone_max_active=6",
+            "--file",
+            &file,
+        ],
+        script,
+    ) else {
+        return;
+    };
+    assert_eq!(
+        run.status, 0,
+        "guest tests failed:\n{}\n{}",
+        run.stdout, run.stderr
+    );
+    assert_eq!(
+        run.stdout.matches("test result: ok").count(),
+        2,
+        "{}",
+        run.stdout
+    );
+}
+
+/// The device under test and the geometry it was created with, from the guest's environment.
+fn target() -> (PathBuf, [u64; 5]) {
+    let dev = std::env::var("ZLINUX_DEVICE")
+        .expect("guest_* tests run inside the VM, started by linux_zoned_device_behaves_in_vm");
+    let expect: Vec<u64> = std::env::var("ZLINUX_EXPECT")
+        .expect("ZLINUX_EXPECT")
+        .split(',')
+        .map(|v| v.parse().expect("number"))
+        .collect();
+    (
+        PathBuf::from(dev),
+        [expect[0], expect[1], expect[2], expect[3], expect[4]],
+    )
+}
+
+/// Known deviations of the device under test from the ZNS specification (docs/TESTING.md,
+/// "Real zoned devices"): null_blk on Linux 6.1 returns the old data of a reset zone.
+fn quirk(name: &str) -> bool {
+    std::env::var("ZLINUX_QUIRKS").is_ok_and(|q| q.split(',').any(|x| x == name))
+}
+
+async fn fresh() -> LinuxZoned {
+    let (path, _) = target();
+    let dev = LinuxZoned::open(&path).expect("open device");
+    dev.zone_mgmt(ZoneAction::Reset, 0, true)
+        .await
+        .expect("reset all");
+    dev
+}
+
+fn pattern(seed: u64, bytes: usize) -> Vec<u8> {
+    (0..bytes)
+        .map(|i| (i as u64).wrapping_mul(31).wrapping_add(seed * 7) as u8)
+        .collect()
+}
+
+async fn state(dev: &LinuxZoned, zslba: Lba) -> (ZoneState, Lba) {
+    let r = dev
+        .report_zones(zslba, ReportFilter::All, true, 1)
+        .await
+        .expect("report");
+    (r.zones[0].state, r.zones[0].wp)
+}
+
+#[tokio::test]
+#[ignore]
+async fn guest_geometry_matches_the_device() {
+    let (_, [bs, zone, cap, open, active]) = target();
+    let g = fresh().await.geometry();
+    assert_eq!(u64::from(g.block_size), bs);
+    assert_eq!((g.zone_size, g.zone_capacity), (zone, cap));
+    assert_eq!(
+        (u64::from(g.max_open), u64::from(g.max_active)),
+        (open, active)
+    );
+    assert_eq!(g.oob_size, 0);
+}
+
+#[tokio::test]
+#[ignore]
+async fn guest_writes_read_back_and_zone_errors_keep_their_status() {
+    let dev = fresh().await;
+    let g = dev.geometry();
+    let bs = g.block_size as usize;
+    let data = pattern(1, 4 * bs);
+    dev.write(0, &data, None, false).await.expect("write at wp");
+    let mut back = vec![0u8; 4 * bs];
+    dev.read(0, &mut back, None).await.expect("read");
+    assert!(back == data, "read back differs from what was written");
+    assert_eq!(state(&dev, 0).await, (ZoneState::ImplicitlyOpened, 4));
+    assert_eq!(
+        dev.write(10, &data, None, false).await,
+        Err(NvmeStatus::ZoneInvalidWrite)
+    );
+    let span = g.zone_size - 2;
+    assert_eq!(
+        dev.write(span, &data, None, false).await,
+        Err(NvmeStatus::ZoneBoundaryError)
+    );
+    dev.write(4, &data, None, true).await.expect("FUA write");
+    dev.flush().await.expect("flush");
+    dev.zone_mgmt(ZoneAction::Finish, 0, false)
+        .await
+        .expect("finish");
+    assert_eq!(state(&dev, 0).await.0, ZoneState::Full);
+    assert_eq!(
+        dev.write(8, &data, None, false).await,
+        Err(NvmeStatus::ZoneIsFull)
+    );
+    dev.zone_mgmt(ZoneAction::Reset, 0, false)
+        .await
+        .expect("reset");
+    assert_eq!(state(&dev, 0).await, (ZoneState::Empty, 0));
+    dev.read(0, &mut back, None)
+        .await
+        .expect("read after reset");
+    // null_blk (Linux 6.1) returns the reset zone's old data, whatever it was: nothing to
+    // assert there but that the read succeeds.
+    if !quirk("stale_reads_after_reset") {
+        assert!(back.iter().all(|&b| b == 0), "reset zone reads as zeros");
+    }
+    assert_eq!(
+        dev.read(g.total_blocks(), &mut back, None).await,
+        Err(NvmeStatus::LbaOutOfRange)
+    );
+}
+
+#[tokio::test]
+#[ignore]
+async fn guest_transitions_and_open_limit() {
+    let dev = fresh().await;
+    let g = dev.geometry();
+    let bs = g.block_size as usize;
+    for z in 0..g.max_open {
+        dev.zone_mgmt(ZoneAction::Open, g.zone_start(z), false)
+            .await
+            .expect("open");
+        // One block written: null_blk closes an opened zone whose WP is at its start to
+        // Empty (as ZBC does), QEMU to Closed.
+        dev.write(g.zone_start(z), &vec![1u8; bs], None, false)
+            .await
+            .expect("write");
+    }
+    assert_eq!(state(&dev, 0).await.0, ZoneState::ExplicitlyOpened);
+    let over = g.zone_start(g.max_open);
+    assert_eq!(
+        dev.zone_mgmt(ZoneAction::Open, over, false).await,
+        Err(NvmeStatus::TooManyOpenZones)
+    );
+    dev.zone_mgmt(ZoneAction::Close, 0, false)
+        .await
+        .expect("close");
+    assert_eq!(state(&dev, 0).await.0, ZoneState::Closed);
+    let r = dev
+        .report_zones(
+            0,
+            ReportFilter::State(ZoneState::ExplicitlyOpened),
+            false,
+            1,
+        )
+        .await
+        .expect("report");
+    assert_eq!((r.nr_zones, r.zones.len()), (u64::from(g.max_open) - 1, 1));
+    dev.zone_mgmt(ZoneAction::Close, 0, true)
+        .await
+        .expect("close all");
+    let r = dev
+        .report_zones(0, ReportFilter::State(ZoneState::Closed), false, 64)
+        .await
+        .expect("report");
+    assert_eq!(r.nr_zones, u64::from(g.max_open));
+    assert_eq!(
+        dev.zone_mgmt(ZoneAction::Open, 1, false).await,
+        Err(NvmeStatus::InvalidField)
+    );
+}
+
+#[tokio::test]
+#[ignore]
+async fn guest_many_writes_in_flight_across_zones() {
+    let dev = fresh().await;
+    let g = dev.geometry();
+    let bs = g.block_size as usize;
+    // One sequential writer per zone up to the open limit, all concurrently in flight.
+    let writers = (0..g.max_open).map(|z| {
+        let dev = &dev;
+        async move {
+            for i in 0..16u64 {
+                let lba = g.zone_start(z) + i * 2;
+                dev.write(lba, &pattern(lba, 2 * bs), None, false).await?;
+            }
+            Ok::<(), NvmeStatus>(())
+        }
+    });
+    for r in futures::future::join_all(writers).await {
+        r.expect("writer");
+    }
+    for z in 0..g.max_open {
+        let mut back = vec![0u8; 2 * bs];
+        for i in 0..16u64 {
+            let lba = g.zone_start(z) + i * 2;
+            dev.read(lba, &mut back, None).await.expect("read");
+            assert!(back == pattern(lba, 2 * bs), "zone {z} block {lba} differs");
+        }
+        assert_eq!(state(&dev, g.zone_start(z)).await.1, g.zone_start(z) + 32);
+    }
+}
+
+#[tokio::test]
+#[ignore]
+async fn guest_missing_capabilities_are_named_and_exclusive_open_is_refused() {
+    let dev = fresh().await;
+    let err = dev
+        .supports(Capability::ZoneAppend)
+        .expect_err("no append without passthrough");
+    assert!(err.contains("passthrough"), "{err}");
+    let bs = dev.geometry().block_size as usize;
+    assert_eq!(
+        dev.append(0, &vec![0u8; bs], None, false).await,
+        Err(NvmeStatus::InvalidOpcode)
+    );
+    let (path, _) = target();
+    assert!(
+        matches!(LinuxZoned::open(&path), Err(OpenError::Busy(_))),
+        "second open must be refused"
+    );
+}
