@@ -35,8 +35,8 @@ pub enum VictimPolicy {
 /// Options fixed when a volume is formatted (recorded in every checkpoint).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct FormatOptions {
-    /// Fraction of the data area kept out of the volume's size for garbage collection,
-    /// in per-mille (70 = 7%).
+    /// Over-provisioning in per mille (70 = 7%): (flash - logical) / logical over all the
+    /// device's zones, the FTL's checkpoint zones, reserve zones and headers paid from it.
     pub op_permille: u32,
     /// Export exactly this many blocks instead of all the over-provisioning allows (it must
     /// not be more).
