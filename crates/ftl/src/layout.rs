@@ -130,7 +130,7 @@ pub fn flash_blocks(zone_count: u32, zone_blocks: u64) -> Option<u64> {
 /// reserve zones, headers, summaries, open-zone tails) paid out of it. None if impossible.
 pub fn volume_blocks_for_op(flash_blocks: u64, op_permille: u32) -> Option<u64> {
     let per = 1000u64.checked_add(u64::from(op_permille))?;
-    Some(u64::try_from(u128::from(flash_blocks) * 1000 / u128::from(per)).ok()?)
+    u64::try_from(u128::from(flash_blocks) * 1000 / u128::from(per)).ok()
 }
 
 /// Where a volume's spare flash (flash - logical) goes. The fixed costs come first; what is
