@@ -1,7 +1,7 @@
 //! The workload driver for block volumes (`BlockDevice`: a conventional SSD, the host FTL):
 //! jobs over a range of blocks that read, write, or mix the two (fio's `rwmixread`), each
 //! command going on from the previous one in its direction or to a random block (fio's
-//! `percentage_random`), uniformly or with a Zipf distribution. Measured on tokio's clock like
+//! `percentage_random`), uniformly or skewed (Zipf, Pareto, fio's zoned percentages). Measured on tokio's clock like
 //! `workload`, so under a `SimRuntime` the figures are virtual time and repeat from the seed.
 
 use std::cell::RefCell;
@@ -11,7 +11,15 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
 use zns::{BlockDevice, BlockResult, SimRng};
 
+use crate::jobfile::Distribution;
 use crate::workload::{scatter, unit, zipf_rank, Meter, Ramp, Report};
+
+/// fio's Pareto rank in `[0, n)` for the uniform sample `u`: (n - 1) * u^(ln h / ln(1 - h)),
+/// rank 0 the most popular.
+pub fn pareto_rank(u: f64, n: u64, h: f64) -> u64 {
+    let pow = h.ln() / (1.0 - h).ln();
+    ((n.saturating_sub(1)) as f64 * u.powf(pow)) as u64
+}
 
 /// One job: commands over `[first_lba, first_lba + blocks)` with `queue_depth` in flight.
 #[derive(Clone, Debug, PartialEq)]
@@ -28,9 +36,8 @@ pub struct BlockJob {
     /// Percent of the commands that go to a random place; the rest go on sequentially from
     /// the previous command of their direction (wrapping at the end of the range).
     pub random_percent: u32,
-    /// Random commands pick their place with a Zipf distribution of this exponent (the
-    /// popular places scattered over the range) instead of uniformly.
-    pub zipf_theta: Option<f64>,
+    /// How random commands pick their place (fio's `random_distribution`).
+    pub distribution: Distribution,
     pub seed: u64,
     /// The job issues nothing once this much time has passed since it started.
     pub runtime_ns: Option<u64>,
@@ -85,9 +92,14 @@ fn next_cmd(job: &BlockJob, block_size: u32, c: &mut Cursor) -> Option<(Dir, u64
         p => c.rng.chance(f64::from(p) / 100.0),
     };
     let slot = if random {
-        match job.zipf_theta {
-            Some(theta) => scatter(zipf_rank(unit(&mut c.rng), slots, theta), slots),
-            None => c.rng.below(slots),
+        match job.distribution {
+            Distribution::Random => c.rng.below(slots),
+            Distribution::Zipf(theta) => scatter(zipf_rank(unit(&mut c.rng), slots, theta), slots),
+            Distribution::Pareto(h) => scatter(pareto_rank(unit(&mut c.rng), slots, h), slots),
+            Distribution::Zoned(split) => {
+                let which = unit(&mut c.rng);
+                split.pick(which, unit(&mut c.rng), slots)
+            }
         }
     } else {
         c.next_slot[dir as usize] % slots
@@ -259,7 +271,7 @@ mod tests {
             bytes: n * 8192,
             read_percent,
             random_percent,
-            zipf_theta: None,
+            distribution: Distribution::Random,
             seed: 9,
             runtime_ns: None,
             rate_bytes_per_sec: None,

@@ -26,10 +26,13 @@ use std::sync::Arc;
 
 use emu::timing::{timing_profile, TimingProfile};
 use emu::{ClockMode, ConvSsd, EmuConfig, EmuDevice, SimRuntime};
-use ftl::{FormatOptions, FtlVolume, Layout, MountOptions};
+use ftl::{FormatOptions, FtlVolume, MountOptions};
 use serde_json::{json, Value};
 use tokio::time::Instant;
-use zns::{BlockDevice, Geometry, ReportFilter, ZoneAction, ZoneState, ZonedDevice};
+use zns::{
+    BlockDevice, BlockError, BlockResult, Geometry, Lba, ReportFilter, ZoneAction, ZoneState,
+    ZonedDevice,
+};
 
 use crate::blockload::{self, BlockJob};
 use crate::jobfile::{Distribution, JobSpec, Rw};
@@ -41,8 +44,8 @@ mod report;
 mod targets;
 mod zoned;
 
-pub use report::{latency_cdfs, throughput_series, to_json, to_text};
-pub use targets::scaled_array;
+pub use report::{ftl_stats_json, latency_cdfs, throughput_series, to_json, to_text};
+pub use targets::{scaled_array, spare_blocks, ConvSizing, ConvVolume};
 
 use block::run_block;
 use targets::{conv_device, device, ftl_volume, timing_of};
@@ -130,38 +133,56 @@ pub(super) fn planned(bytes: impl IntoIterator<Item = u64>) -> u64 {
         .unwrap_or(0)
 }
 
+/// What a run produced: the jobs' results, and for a block volume its figures at the end
+/// (size, flash, spare by purpose, write amplification, relocations, per-stream counts).
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub results: Vec<JobResult>,
+    pub volume: Option<Value>,
+}
+
 /// Runs the jobs on a fresh device in a fresh `SimRuntime`, phase by phase (a job with
 /// `stonewall` starts a new phase once the earlier jobs have finished).
 pub fn run(specs: &[JobSpec], t: &Target) -> Result<Vec<JobResult>, String> {
-    run_with_progress(specs, t, &Progress::default())
+    run_with_progress(specs, t, &Progress::default()).map(|o| o.results)
 }
 
-/// `run`, counting its progress into `p`.
-pub fn run_with_progress(
-    specs: &[JobSpec],
-    t: &Target,
-    p: &Progress,
-) -> Result<Vec<JobResult>, String> {
+/// `run`, counting its progress into `p`, with the volume's figures.
+pub fn run_with_progress(specs: &[JobSpec], t: &Target, p: &Progress) -> Result<Outcome, String> {
     let rt = SimRuntime::new().map_err(|e| format!("cannot start a runtime: {e}"))?;
     workload::count_progress_into(Some(Arc::clone(&p.done)));
-    let results = match (t.volume, &t.image) {
-        (Volume::Zns, None) => rt.block_on(async { run_zoned(specs, t, &device(t)?, p).await }),
-        (_, Some(path)) => rt.block_on(image::run(specs, t, path, p)),
+    let plain = |results| Outcome {
+        results,
+        volume: None,
+    };
+    let outcome = match (t.volume, &t.image) {
+        (Volume::Zns, None) => {
+            rt.block_on(async { run_zoned(specs, t, &device(t)?, p).await.map(plain) })
+        }
+        (_, Some(path)) => rt.block_on(image::run(specs, t, path, p)).map(plain),
         (Volume::Conv { op_percent }, None) => rt.block_on(async {
-            let dev = conv_device(t, op_percent)?;
-            run_block(specs, t, &dev, p).await
+            let dev = conv_device(t, op_percent).await?;
+            let results = run_block(specs, t, &dev, p).await?;
+            Ok(Outcome {
+                results,
+                volume: Some(dev.stats_json()),
+            })
         }),
         (Volume::Ftl { op_percent }, None) => rt.block_on(async {
             let vol = ftl_volume(t, op_percent).await?;
             let results = run_block(specs, t, vol.as_ref(), p).await;
+            let stats = vol.stats();
             vol.unmount()
                 .await
                 .map_err(|e| format!("unmounting the volume: {e}"))?;
-            results
+            Ok(Outcome {
+                results: results?,
+                volume: Some(ftl_stats_json(&stats)),
+            })
         }),
     };
     workload::count_progress_into(None);
-    results
+    outcome
 }
 
 pub(super) fn job_seed(t: &Target, i: usize) -> u64 {

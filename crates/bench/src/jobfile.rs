@@ -50,7 +50,70 @@ impl Rw {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Distribution {
     Random,
+    /// `zipf:THETA`: a power law over the range, the popular places scattered.
     Zipf(f64),
+    /// `pareto:H` (0 < H < 1): fio's Pareto, rank = (n - 1) * u^(ln H / ln(1 - H)), the
+    /// popular places scattered.
+    Pareto(f64),
+    /// `zoned:A/R:A/R...`: A percent of the accesses go uniformly to the next R percent of
+    /// the range, in order from its start (fio's percentage distribution).
+    Zoned(ZonedSplit),
+}
+
+/// The (access percent, range percent) pairs of `random_distribution=zoned:`; both columns
+/// sum to 100.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ZonedSplit {
+    parts: [(u8, u8); ZONED_PARTS_MAX],
+    len: u8,
+}
+
+/// Pairs a `zoned:` distribution may have.
+pub const ZONED_PARTS_MAX: usize = 8;
+
+impl ZonedSplit {
+    /// The pairs, or None unless 1 to `ZONED_PARTS_MAX` pairs of non-zero ranges whose
+    /// columns each sum to 100.
+    pub fn new(pairs: &[(u8, u8)]) -> Option<ZonedSplit> {
+        if pairs.is_empty() || pairs.len() > ZONED_PARTS_MAX || pairs.iter().any(|p| p.1 == 0) {
+            return None;
+        }
+        let sum = |f: fn(&(u8, u8)) -> u32| pairs.iter().map(f).sum::<u32>();
+        if sum(|p| u32::from(p.0)) != 100 || sum(|p| u32::from(p.1)) != 100 {
+            return None;
+        }
+        let mut parts = [(0, 0); ZONED_PARTS_MAX];
+        parts[..pairs.len()].copy_from_slice(pairs);
+        Some(ZonedSplit {
+            parts,
+            len: pairs.len() as u8,
+        })
+    }
+
+    pub fn parts(&self) -> &[(u8, u8)] {
+        &self.parts[..usize::from(self.len)]
+    }
+
+    /// The place in `[0, n)` for the uniform samples `which` (picks the part) and `within`.
+    pub fn pick(&self, which: f64, within: f64, n: u64) -> u64 {
+        let mut access = 0.0;
+        let mut start = 0u64;
+        let parts = self.parts();
+        for (i, (a, r)) in parts.iter().enumerate() {
+            access += f64::from(*a) / 100.0;
+            let end = if i + 1 == parts.len() {
+                n
+            } else {
+                start + n * u64::from(*r) / 100
+            };
+            if which < access || i + 1 == parts.len() {
+                let width = end.saturating_sub(start).max(1);
+                return (start + (within * width as f64) as u64).min(n.saturating_sub(1));
+            }
+            start = end;
+        }
+        0
+    }
 }
 
 /// One job, with `[global]` already applied.
@@ -273,7 +336,9 @@ fn apply(s: &mut JobSpec, key: &str, value: Option<&str>, line: usize) -> Result
         "rwmixwrite" => s.rwmixread = 100 - percent(v).ok_or(bad("expected 0 to 100"))?,
         "percentage_random" => s.percentage_random = percent(v).ok_or(bad("expected 0 to 100"))?,
         "random_distribution" => {
-            s.distribution = distribution(v).ok_or(bad("use random or zipf:THETA"))?
+            s.distribution = distribution(v).ok_or(bad(
+                "use random, zipf:THETA, pareto:H (0 < H < 1) or zoned:ACCESS/RANGE:... (percent, each column summing to 100)",
+            ))?
         }
         "group_reporting" => s.group_reporting = flag(value).ok_or(bad("expected 0 or 1"))?,
         "stonewall" | "wait_for_previous" | "new_group" => {
@@ -400,6 +465,20 @@ fn distribution(v: &str) -> Option<Distribution> {
     if v == "random" {
         return Some(Distribution::Random);
     }
+    if let Some(h) = v.strip_prefix("pareto:") {
+        let h: f64 = h.parse().ok()?;
+        return (h > 0.0 && h < 1.0).then_some(Distribution::Pareto(h));
+    }
+    if let Some(split) = v.strip_prefix("zoned:") {
+        let pairs: Option<Vec<(u8, u8)>> = split
+            .split(':')
+            .map(|pair| {
+                let (a, r) = pair.split_once('/')?;
+                Some((a.trim().parse().ok()?, r.trim().parse().ok()?))
+            })
+            .collect();
+        return ZonedSplit::new(&pairs?).map(Distribution::Zoned);
+    }
     let theta: f64 = v.strip_prefix("zipf:")?.parse().ok()?;
     // fio requires theta > 0; theta = 1 is a pole of the generalised harmonic sum we use.
     (theta > 0.0 && theta.is_finite() && theta != 1.0).then_some(Distribution::Zipf(theta))
@@ -460,6 +539,23 @@ mod tests {
     }
 
     #[test]
+    fn skewed_distributions_parse_as_fio_writes_them() {
+        let d = |v: &str| {
+            parse(&format!("[a]\nrandom_distribution={v}\n")).expect("parses")[0].distribution
+        };
+        assert_eq!(d("pareto:0.2"), Distribution::Pareto(0.2));
+        let Distribution::Zoned(z) = d("zoned:80/20:20/80") else {
+            panic!("not zoned");
+        };
+        assert_eq!(z.parts(), &[(80, 20), (20, 80)]);
+        // 80% of the accesses land in the first 20% of the range.
+        assert_eq!(z.pick(0.5, 0.999, 1000), 199);
+        assert_eq!(z.pick(0.79, 0.0, 1000), 0);
+        assert_eq!(z.pick(0.81, 0.0, 1000), 200);
+        assert_eq!(z.pick(0.99, 0.999_999, 1000), 999);
+    }
+
+    #[test]
     fn unknown_option_names_itself_and_its_line() {
         let e = parse("[global]\nbs=4k\n\n; c\n[a]\nrw=write\nfoo=1\n").unwrap_err();
         assert_eq!(e.to_string(), "unsupported fio option 'foo' at line 7");
@@ -473,8 +569,15 @@ mod tests {
         assert!(e.to_string().contains("'rw' at line 2"), "{e}");
         let e = parse("[a]\nzonemode=host-managed\n").unwrap_err();
         assert!(e.to_string().contains("'zonemode'"), "{e}");
-        let e = parse("[a]\nrandom_distribution=pareto:0.9\n").unwrap_err();
-        assert!(e.to_string().contains("random_distribution"), "{e}");
+        for bad in [
+            "pareto:1.5",
+            "zoned:80/20:10/80",
+            "zoned:80/0:20/100",
+            "gauss:1",
+        ] {
+            let e = parse(&format!("[a]\nrandom_distribution={bad}\n")).unwrap_err();
+            assert!(e.to_string().contains("random_distribution"), "{bad}: {e}");
+        }
         let e = parse("[a]\nrwmixread=101\n").unwrap_err();
         assert!(e.to_string().contains("rwmixread"), "{e}");
     }

@@ -112,13 +112,30 @@ pub async fn run(a: &BenchFtlArgs, out: &mut impl Write) -> CliResult {
         })
         .map_err(other)?,
     );
-    // Pick the over-provisioning that puts the volume at the requested share of the data
-    // zones' physical blocks (the reserve zones count as physical space).
-    let probe = ftl::Layout::new(g, 100, ftl::layout::RESERVE_ZONES_DEFAULT).map_err(other)?;
+    // The volume is the requested share of the data zones' physical blocks (the reserve
+    // zones count as physical space), exported exactly; the over-provisioning recorded is
+    // the largest whose (flash - logical) / logical allows that many blocks.
+    // The probe only counts the data zones; small devices need more than 10% for the
+    // layout's fixed costs, so it tries larger spares until one fits.
+    let reserve = ftl::layout::RESERVE_ZONES_DEFAULT;
+    let probe = [100, 200, 400, 800, 1600]
+        .iter()
+        .find_map(|op| ftl::Layout::new(g, *op, reserve).ok())
+        .map_or_else(|| ftl::Layout::new(g, 4000, reserve), Ok)
+        .map_err(other)?;
     let physical = u64::from(probe.data_zones) * (g.zone_capacity - 1);
-    let usable = u64::from(probe.data_zones - probe.reserve_zones) * (g.zone_capacity - 1);
-    let op = (1000.0 - 1000.0 * a.util * physical as f64 / usable as f64).round() as u32;
-    ftl::format(dev.as_ref(), FormatOptions::with_op(op), a.seed, false)
+    let volume_blocks = ((a.util * physical as f64).round() as u64).max(1);
+    let flash = u64::from(g.zone_count) * g.zone_capacity;
+    let op = (flash * 1000 / volume_blocks).saturating_sub(1000);
+    let range = ftl::layout::OP_PERMILLE_RANGE;
+    let op_permille = u32::try_from(op)
+        .unwrap_or(u32::MAX)
+        .clamp(*range.start(), *range.end());
+    let fmt = FormatOptions {
+        op_permille,
+        volume_blocks: Some(volume_blocks),
+    };
+    ftl::format(dev.as_ref(), fmt, a.seed, false)
         .await
         .map_err(other)?;
     let policy = match a.policy {

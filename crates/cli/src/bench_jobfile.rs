@@ -146,23 +146,48 @@ pub fn run(a: &BenchJobArgs, out: &mut impl Write) -> CliResult {
         }
         bar.finish_and_clear();
     }
-    let results = runner
+    let outcome = runner
         .join()
         .map_err(|_| CliError::Other("the benchmark thread panicked".into()))?
-        .map_err(CliError::Usage);
-    let results = results?;
+        .map_err(CliError::Usage)?;
+    let results = outcome.results;
     if let Some(path) = &a.plot {
         crate::plot::jobs(path, &results)?;
         eprintln!("zonestack: wrote the plot to {}", path.display());
     }
     if json {
-        let v = bench::fio::to_json(&results);
+        let mut v = bench::fio::to_json(&results);
+        if let (Some(vol), Some(obj)) = (outcome.volume.as_ref(), v.as_object_mut()) {
+            obj.insert("volume".into(), vol.clone());
+        }
         let s = serde_json::to_string_pretty(&v).map_err(|e| CliError::Other(e.to_string()))?;
         writeln!(out, "{s}")?;
     } else {
         write!(out, "{}", bench::fio::to_text(&results))?;
+        if let Some(vol) = &outcome.volume {
+            write!(out, "{}", volume_text(vol))?;
+        }
     }
     Ok(())
+}
+
+/// The block volume's figures after the jobs, in a few lines.
+fn volume_text(v: &serde_json::Value) -> String {
+    let n = |k: &str| v.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
+    let f = |k: &str| v.get(k).and_then(serde_json::Value::as_f64).unwrap_or(0.0);
+    let mut s = format!(
+        "volume: {} logical blocks on {} blocks of flash (over-provisioning {:.2}%)\n  write amplification {:.3}, {} blocks relocated\n",
+        n("volume_blocks"),
+        n("flash_blocks"),
+        f("op_percent"),
+        f("write_amplification"),
+        n("blocks_relocated"),
+    );
+    if let Some(spare) = v.get("spare_blocks").and_then(serde_json::Value::as_object) {
+        let parts: Vec<String> = spare.iter().map(|(k, x)| format!("{k} {x}")).collect();
+        s += &format!("  spare blocks: {}\n", parts.join(", "));
+    }
+    s
 }
 
 /// Refuses what does not go with `--device`, before any job runs.

@@ -20,7 +20,9 @@ pub enum FtlCmd {
     Format {
         /// Device image file (made by `zonestack device create`) or zoned block device.
         path: PathBuf,
-        /// Over-provisioning in percent of the data area (space kept for garbage collection).
+        /// Over-provisioning in percent: (flash - volume size) / volume size, with every zone
+        /// of the device counted as flash; checkpoint zones, reserve zones and zone headers
+        /// are paid from it.
         #[arg(long, default_value_t = 7.0)]
         op: f64,
         /// Format even when the device holds data (it is lost).
@@ -245,14 +247,21 @@ pub async fn run(cmd: &FtlCmd, out: &mut impl Write) -> CliResult {
                         rec.retired_zones
                     )));
                 }
-                let v = json!({
-                    "volume_blocks": layout.volume_blocks, "block_size": layout.geometry.block_size,
-                    "mapped_blocks": mapped, "data_zones": layout.data_zones, "free_zones": m.free_zones(),
-                    "checkpoint": rec.checkpoint_number, "recovery_scan_blocks": rec.scanned_blocks,
-                    "op_permille": layout.op_permille, "retired_zones": rec.retired_zones,
-                    "headerless_zones": rec.headerless_zones, "lost_blocks": lost_blocks,
-                    "lost_ranges": lost.iter().map(|(first, n)| json!({"lba": first, "blocks": n})).collect::<Vec<_>>(),
-                });
+                let stats = ftl::FtlStats::of(m, &ftl::plan::tune_mount(&layout, MountOptions::default()), rec.checkpoint_number);
+                let mut v = bench::fio::ftl_stats_json(&stats);
+                if let Some(obj) = v.as_object_mut() {
+                    for (k, x) in [
+                        ("checkpoint", json!(rec.checkpoint_number)),
+                        ("recovery_scan_blocks", json!(rec.scanned_blocks)),
+                        ("op_permille", json!(layout.op_permille)),
+                        ("retired_zones", json!(rec.retired_zones)),
+                        ("headerless_zones", json!(rec.headerless_zones)),
+                        ("lost_blocks", json!(lost_blocks)),
+                        ("lost_ranges", json!(lost.iter().map(|(first, n)| json!({"lba": first, "blocks": n})).collect::<Vec<_>>())),
+                    ] {
+                        obj.insert(k.into(), x);
+                    }
+                }
                 Ok(if json_out {
                     v.to_string()
                 } else if check {
@@ -265,14 +274,22 @@ pub async fn run(cmd: &FtlCmd, out: &mut impl Write) -> CliResult {
                         rec.checkpoint_number
                     )
                 } else {
+                    let sp = stats.spare;
                     format!(
-                        "volume: {} blocks of {} bytes, {} mapped\ndata zones: {} ({} free), over-provisioning {:.1}%\ncheckpoint: {}; recovery would scan {} blocks",
+                        "volume: {} blocks of {} bytes, {} mapped, on {} blocks of flash\ndata zones: {} ({} free), over-provisioning {:.2}% ((flash - volume) / volume)\nspare blocks: {} checkpoint, {} reserve zones, {} zone headers, {} summaries, {} open-zone tails, {} collectable\ncheckpoint: {}; recovery would scan {} blocks",
                         layout.volume_blocks,
                         layout.geometry.block_size,
                         mapped,
+                        stats.flash_blocks,
                         layout.data_zones,
                         m.free_zones(),
-                        f64::from(layout.op_permille) / 10.0,
+                        stats.op_real() * 100.0,
+                        sp.checkpoint,
+                        sp.reserve,
+                        sp.headers,
+                        sp.summaries,
+                        stats.open_tail_blocks,
+                        sp.collectable.saturating_sub(stats.open_tail_blocks),
                         rec.checkpoint_number,
                         rec.scanned_blocks
                     )

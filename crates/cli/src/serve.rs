@@ -109,8 +109,9 @@ fn memory_geometry(bytes: u64, op_permille: u32) -> Result<Geometry, CliError> {
     let zones =
         ftl::Layout::zones_for_volume(g, bytes, op_permille, ftl::layout::RESERVE_ZONES_DEFAULT)
             .map_err(|e| CliError::Usage(format!("--memory {bytes}: {e}")))?;
-    // Room for the open stream zones on top of what the layout needs.
-    g.zone_count = zones.saturating_add(8).max(16);
+    // Exactly the zones the layout needs: over-provisioning pays the open zones' tails, so
+    // extra zones would only make the volume larger than asked.
+    g.zone_count = zones.max(16);
     g.max_open = 14.min(g.zone_count);
     g.max_active = 14.min(g.zone_count);
     Ok(g)

@@ -100,7 +100,7 @@ fn block_jobs_run_on_the_ftl_and_conv_targets_and_unknown_targets_are_refused() 
         "[mix]\nrw=randrw\nrwmixread=50\nbs=4k\niodepth=4\nsize=32m\nio_size=4m\n",
     );
     for target in ["ftl", "conv"] {
-        let v = json_run(&["bench", &path, "--target", target, "--size", "64M"]);
+        let v = json_run(&["bench", &path, "--target", target, "--size", "128M"]);
         let (r, w) = (&v["jobs"][0]["read"], &v["jobs"][0]["write"]);
         assert_eq!(moved_bytes(&v), 4 << 20, "{target}: {v}");
         assert!(r["iops"].as_f64().unwrap_or(0.0) > 0.0, "{target}: {v}");
@@ -278,7 +278,8 @@ fn zoned_jobs_on_a_device_image_write_to_the_image() {
 fn block_jobs_on_a_formatted_image_leave_a_volume_that_checks() {
     let dir = tempfile::tempdir().expect("tempdir");
     let img = small_image(&dir, "ftl.img");
-    let out = zonestack(&["ftl", "format", &img]);
+    // The small profile's 32 zones: 7% cannot pay its checkpoint and reserve zones.
+    let out = zonestack(&["ftl", "format", &img, "--op", "25"]);
     assert!(
         out.status.success(),
         "{}",

@@ -40,7 +40,7 @@ fn prepare(path: &std::path::Path) -> u32 {
         let dev = Arc::new(
             EmuDevice::create_file(path, EmuConfig::new(geometry()), false).expect("create"),
         );
-        ftl::format(dev.as_ref(), FormatOptions::with_op(200), 9, false)
+        ftl::format(dev.as_ref(), FormatOptions::with_op(500), 9, false)
             .await
             .expect("format");
         let as_dyn: Arc<dyn ZonedDevice> = dev.clone();

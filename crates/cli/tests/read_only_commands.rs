@@ -14,7 +14,7 @@ fn read_only_commands_work_while_another_process_reads_the_image() {
     let dir = tempfile::tempdir().expect("tempdir");
     let img = dir.path().join("ro.img").to_string_lossy().into_owned();
     ok(&["device", "create", &img, "--profile", "small"]);
-    ok(&["ftl", "format", &img]);
+    ok(&["ftl", "format", &img, "--op", "25"]);
     let mut perms = std::fs::metadata(&img).expect("stat").permissions();
     perms.set_readonly(true);
     std::fs::set_permissions(&img, perms).expect("chmod 0444");

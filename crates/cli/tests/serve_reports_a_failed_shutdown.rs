@@ -18,7 +18,7 @@ fn a_checkpoint_that_cannot_be_written_fails_the_stop() {
     let img = dir.path().join("dev.img");
     let img = img.to_str().expect("utf-8 path");
     ok(&["device", "create", img, "--profile", "small"]);
-    ok(&["ftl", "format", img]);
+    ok(&["ftl", "format", img, "--op", "25"]);
     ok(&["fault", img, "--zone", "0", "--state", "read_only"]);
     let sock = format!("unix:{}", dir.path().join("nbd.sock").display());
     let s = Served::start(&["serve", "--device", img, "--listen", &sock]);

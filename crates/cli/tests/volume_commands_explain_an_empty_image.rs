@@ -26,7 +26,7 @@ fn an_unformatted_image_names_the_format_command() {
     }
     let sock = dir.path().join("s.sock");
     let listen = format!("unix:{}", sock.display());
-    let served = Served::start(&["serve", "--device", img, "--listen", &listen]);
+    let served = Served::start(&["serve", "--device", img, "--op", "25", "--listen", &listen]);
     assert!(
         served
             .started

@@ -201,9 +201,12 @@ pub fn validate_header(h: &CkptHeader) -> Result<(), CkptError> {
             h.data_zones, h.reserve_zones
         ));
     }
-    let max =
-        layout::volume_blocks_max(h.data_zones, h.reserve_zones, h.zone_blocks, h.op_permille)
-            .unwrap_or(0);
+    let max = h
+        .first_data_zone
+        .checked_add(h.data_zones)
+        .and_then(|zones| layout::flash_blocks(zones, h.zone_blocks))
+        .and_then(|f| layout::volume_blocks_for_op(f, h.op_permille))
+        .unwrap_or(0);
     if h.volume_blocks == 0 || h.volume_blocks > max {
         return corrupt(format!(
             "volume size {} blocks is outside 1..={max} for this layout",

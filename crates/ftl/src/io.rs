@@ -494,6 +494,7 @@ impl StreamWriter {
         self.shared.check_failed()?;
         let hot_cold = self.shared.opts().hot_cold;
         let (seq, stream) = self.shared.map(|m| {
+            m.note_update(lba);
             let stream = m.classify(lba, hot_cold);
             (m.take_seq(), stream)
         });

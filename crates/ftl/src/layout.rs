@@ -9,6 +9,8 @@ use std::ops::RangeInclusive;
 
 use zns::Geometry;
 
+use crate::records;
+
 /// Bytes of per-block metadata the FTL needs: the block's LBA and its sequence number.
 pub const OOB_BYTES: u32 = 16;
 
@@ -33,8 +35,8 @@ pub enum VictimPolicy {
 /// Options fixed when a volume is formatted (recorded in every checkpoint).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct FormatOptions {
-    /// Fraction of the data area kept out of the volume's size for garbage collection,
-    /// in per-mille (70 = 7%).
+    /// Over-provisioning in per mille (70 = 7%): (flash - logical) / logical over all the
+    /// device's zones, the FTL's checkpoint zones, reserve zones and headers paid from it.
     pub op_permille: u32,
     /// Export exactly this many blocks instead of all the over-provisioning allows (it must
     /// not be more).
@@ -56,7 +58,8 @@ pub struct MountOptions {
     pub write_mode: WriteMode,
     pub victim_policy: VictimPolicy,
     /// Open zones written round-robin for hot user data (Zone Write mode; each has one write
-    /// in flight at a time, so this is the volume's write queue depth).
+    /// in flight at a time, so this is the volume's write queue depth); 0 (the default)
+    /// chooses up to 4 by the spare the volume has (`plan::tune_mount`).
     pub hot_zones: u32,
     /// Whether user writes are split into hot and cold streams by update frequency.
     pub hot_cold: bool,
@@ -64,7 +67,8 @@ pub struct MountOptions {
     pub gc_background_free_zones: u32,
     /// User writes wait for garbage collection while fewer zones than this are free.
     pub gc_foreground_free_zones: u32,
-    /// Write a checkpoint after this many data zones have filled since the last one.
+    /// Write a checkpoint after this many data zones have filled since the last one; 0 (the
+    /// default) spaces them so they cost at most 1% of the writes (`plan::tune_mount`).
     pub checkpoint_every_zones: u32,
     /// Relocate with the device's Simple Copy (when it supports it) instead of read+write.
     pub use_copy: bool,
@@ -75,11 +79,11 @@ impl Default for MountOptions {
         MountOptions {
             write_mode: WriteMode::ZoneWrite,
             victim_policy: VictimPolicy::CostBenefit,
-            hot_zones: 4,
+            hot_zones: 0,
             hot_cold: true,
             gc_background_free_zones: 3,
             gc_foreground_free_zones: 2,
-            checkpoint_every_zones: 16,
+            checkpoint_every_zones: 0,
             use_copy: true,
         }
     }
@@ -109,24 +113,53 @@ pub struct Layout {
 }
 
 /// Over-provisioning a volume may be formatted with, in per mille.
-pub const OP_PERMILLE_RANGE: RangeInclusive<u32> = 10..=900;
+pub const OP_PERMILLE_RANGE: RangeInclusive<u32> = 10..=4000;
 
 /// Fewest writable blocks a zone must have to hold a volume's data.
 pub const ZONE_BLOCKS_MIN: u64 = 8;
 
-/// The most logical blocks a volume can export from `data_zones` zones of `zone_blocks`
-/// (block 0 of each is its header), keeping `reserve_zones` for garbage collection and
-/// `op_permille` of the rest as over-provisioning. None if the arguments are impossible.
-pub fn volume_blocks_max(
-    data_zones: u32,
-    reserve_zones: u32,
-    zone_blocks: u64,
-    op_permille: u32,
-) -> Option<u64> {
-    let usable = u64::from(data_zones.checked_sub(reserve_zones)?)
-        .checked_mul(zone_blocks.checked_sub(1)?)?;
-    Some(usable.checked_mul(u64::from(1000u32.checked_sub(op_permille)?))? / 1000)
+/// Blocks of flash `zone_count` zones of `zone_blocks` hold: everything a volume may use,
+/// checkpoint zones, zone headers, reserve zones and summary blocks included.
+pub fn flash_blocks(zone_count: u32, zone_blocks: u64) -> Option<u64> {
+    u64::from(zone_count).checked_mul(zone_blocks)
 }
+
+/// The most logical blocks a volume on `flash_blocks` of flash exports with `op_permille`
+/// over-provisioning, where over-provisioning means (flash - logical) / logical: the same
+/// meaning as a conventional SSD's spare, with every fixed cost of the FTL (checkpoint zones,
+/// reserve zones, headers, summaries, open-zone tails) paid out of it. None if impossible.
+pub fn volume_blocks_for_op(flash_blocks: u64, op_permille: u32) -> Option<u64> {
+    let per = 1000u64.checked_add(u64::from(op_permille))?;
+    u64::try_from(u128::from(flash_blocks) * 1000 / u128::from(per)).ok()
+}
+
+/// Where a volume's spare flash (flash - logical) goes. The fixed costs come first; what is
+/// left, `collectable`, is the room garbage collection works in (open zones' unwritten tails
+/// come out of it while they are open).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SpareBlocks {
+    /// Both checkpoint slots.
+    pub checkpoint: u64,
+    /// Free zones kept for garbage collection's own progress.
+    pub reserve: u64,
+    /// Block 0 of every data zone.
+    pub headers: u64,
+    /// In-band summary blocks of full data zones (devices without per-block metadata).
+    pub summaries: u64,
+    /// The rest: space garbage collection can reclaim.
+    pub collectable: u64,
+}
+
+impl SpareBlocks {
+    /// Every spare block: flash minus logical capacity.
+    pub fn total(&self) -> u64 {
+        self.checkpoint + self.reserve + self.headers + self.summaries + self.collectable
+    }
+}
+
+/// Collectable spare a layout must keep at least, in per cent of the volume: garbage
+/// collection works from its reserve zones, but needs some invalid blocks to find.
+pub const COLLECTABLE_PERCENT_MIN: u64 = 1;
 
 /// Whether every physical block of `data_zones` zones of `zone_blocks` has a 32-bit address
 /// below the unmapped marker (`u32::MAX`): the last one is `data_zones * zone_blocks - 1`.
@@ -186,8 +219,8 @@ impl Layout {
                 ));
             }
             let data_zones = geometry.zone_count - first_data_zone;
-            let volume_blocks =
-                volume_blocks_max(data_zones, reserve_zones, zone_blocks, op_permille);
+            let volume_blocks = flash_blocks(geometry.zone_count, zone_blocks)
+                .and_then(|f| volume_blocks_for_op(f, op_permille));
             let Some(volume_blocks) = volume_blocks
                 .filter(|v| pba_space_fits(data_zones, zone_blocks) && *v < u64::from(u32::MAX))
             else {
@@ -201,7 +234,7 @@ impl Layout {
                 if volume_blocks == 0 {
                     return fail("the volume would have no blocks".into());
                 }
-                return Ok(Layout {
+                let layout = Layout {
                     geometry,
                     op_permille,
                     slot_zones,
@@ -210,9 +243,54 @@ impl Layout {
                     zone_blocks,
                     volume_blocks,
                     reserve_zones,
-                });
+                };
+                return layout.check_spare();
             }
             slot_zones += 1;
+        }
+    }
+
+    /// Where the spare flash of this layout goes; None if the fixed costs exceed it.
+    pub fn spare(&self) -> Option<SpareBlocks> {
+        let zb = self.zone_blocks;
+        let checkpoint = u64::from(self.first_data_zone) * zb;
+        let reserve = u64::from(self.reserve_zones) * zb;
+        let headers = u64::from(self.data_zones);
+        let summaries = if self.summary_mode() {
+            let group = records::summary_capacity(self.geometry.block_size as usize) as u64;
+            u64::from(self.data_zones) * (zb - 1).div_ceil(group + 1)
+        } else {
+            0
+        };
+        let flash = flash_blocks(self.geometry.zone_count, zb)?;
+        let collectable = flash
+            .checked_sub(self.volume_blocks)?
+            .checked_sub(checkpoint + reserve + headers + summaries)?;
+        Some(SpareBlocks {
+            checkpoint,
+            reserve,
+            headers,
+            summaries,
+            collectable,
+        })
+    }
+
+    /// The layout if its spare pays the fixed costs and leaves garbage collection
+    /// `COLLECTABLE_PERCENT_MIN` of the volume to collect, else why not.
+    fn check_spare(self) -> Result<Layout, LayoutError> {
+        let need = (self.volume_blocks * COLLECTABLE_PERCENT_MIN)
+            .div_ceil(100)
+            .max(1);
+        match self.spare() {
+            Some(s) if s.collectable >= need => Ok(self),
+            _ => Err(LayoutError(format!(
+                "over-provisioning {}% is too little for {} zones of {} blocks: {} checkpoint zones, {} reserve zones and the zone headers are paid from the spare, and garbage collection needs {COLLECTABLE_PERCENT_MIN}% of the volume besides; use a larger --op or more, smaller zones",
+                f64::from(self.op_permille) / 10.0,
+                self.geometry.zone_count,
+                self.zone_blocks,
+                self.first_data_zone,
+                self.reserve_zones
+            ))),
         }
     }
 
@@ -281,12 +359,23 @@ impl Layout {
         let blocks = volume_bytes
             .div_ceil(u64::from(geometry.block_size.max(1)))
             .max(1);
-        let per_zone = geometry.zone_capacity.saturating_sub(1).max(1);
-        let spare = u64::from(1000u32.saturating_sub(op_permille).max(1));
-        // A lower bound: the data zones the volume needs with its spare and reserve, plus
-        // one zone per checkpoint slot. Checkpoints may need more; the search adds them.
-        let data = (blocks * 1000).div_ceil(spare).div_ceil(per_zone) + u64::from(reserve_zones);
-        let least = (data + 2).max(u64::from(reserve_zones) + 4);
+        let cap = geometry.zone_capacity.max(1);
+        // A lower bound: the zones whose flash holds the volume and its spare. The fixed
+        // costs paid from the spare may need more; the search adds them.
+        let per = 1000 + u128::from(op_permille);
+        let flash = u128::from(blocks) * per / 1000;
+        // And the zones whose spare pays the fixed costs: a zone of flash brings
+        // cap * op / (1 + op) blocks of spare and costs one header, and the checkpoint slots,
+        // reserve cost whole zones (two slot zones assumed here).
+        let fixed_zones = u128::from(reserve_zones) + 2;
+        let spare_per_zone = (u128::from(cap) * u128::from(op_permille)).saturating_sub(per);
+        let for_spare = match spare_per_zone {
+            0 => u128::from(u32::MAX),
+            s => (fixed_zones * u128::from(cap) * per).div_ceil(s),
+        };
+        let least = u64::try_from(flash.div_ceil(u128::from(cap)).max(for_spare))
+            .unwrap_or(u64::MAX)
+            .max(u64::from(reserve_zones) + 4);
         let too_many = |n: u64| {
             LayoutError(format!(
                 "a volume of {volume_bytes} bytes needs more than {n} zones"
@@ -331,6 +420,31 @@ mod tests {
             copy_max_range_blocks: 128,
             copy_max_blocks: 128,
             cross_zone_reads: false,
+        }
+    }
+
+    // Regression: over-provisioning was a fraction of the data zones left after the reserve,
+    // so checkpoint zones, reserve zones and headers came on top of it and a "7%" volume had
+    // about 5% to collect from; a conventional drive's 7% meant 7% of its logical capacity.
+    #[test]
+    fn over_provisioning_is_flash_over_logical_with_fixed_costs_paid_from_it() {
+        for (zones, cap, op) in [(274u32, 1024u64, 70u32), (120, 1024, 280), (64, 192, 200)] {
+            let l = Layout::new(geo(zones, cap), op, RESERVE_ZONES_DEFAULT).expect("layout");
+            let flash = u64::from(zones) * cap;
+            let real = (flash - l.volume_blocks) as f64 / l.volume_blocks as f64;
+            let asked = f64::from(op) / 1000.0;
+            // Exact but for rounding the volume down to a whole block.
+            assert!(real >= asked, "{zones}x{cap} at {op}: {real}");
+            assert!(
+                real - asked < 2.0 / l.volume_blocks as f64,
+                "{real} vs {asked}"
+            );
+            let s = l.spare().expect("spare");
+            assert_eq!(s.total(), flash - l.volume_blocks);
+            assert_eq!(s.checkpoint, u64::from(l.first_data_zone) * cap);
+            assert_eq!(s.reserve, u64::from(RESERVE_ZONES_DEFAULT) * cap);
+            assert_eq!(s.headers, u64::from(l.data_zones));
+            assert!(s.collectable * 100 >= l.volume_blocks * COLLECTABLE_PERCENT_MIN);
         }
     }
 
@@ -405,8 +519,15 @@ mod tests {
             .summary_mode());
         assert!(Layout::new(geo(6, 192), 200, 3).is_err());
         assert!(Layout::new(geo(64, 192), 5, 3).is_err());
-        let big = Layout::new(geo(32, 275_712), 70, 3).expect("zn540-like");
-        assert_eq!(big.slot_zones, 1);
+        // A ZN540's 904 zones of 1,077 MiB: the checkpoint of 233 million blocks takes three
+        // zones per slot, all paid from the 7% spare.
+        let big = Layout::new(geo(904, 275_712), 70, 3).expect("zn540-like");
+        assert_eq!(big.slot_zones, 3);
+        let spare = big.spare().expect("the spare pays the fixed costs");
+        assert_eq!(spare.total(), 904 * 275_712 - big.volume_blocks);
+        // 32 such zones have too little spare for six checkpoint and reserve zones.
+        let e = Layout::new(geo(32, 275_712), 70, 3).expect_err("spare too small");
+        assert!(e.0.contains("too little"), "{e}");
     }
 
     // Regression: the 32-bit check counted `D * (C - 1)` physical blocks, but addresses run to

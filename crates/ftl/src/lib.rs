@@ -13,6 +13,7 @@ mod read;
 pub mod records;
 pub mod recovery;
 mod retry;
+pub mod separation;
 mod shared;
 mod volume;
 

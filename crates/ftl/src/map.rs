@@ -20,6 +20,7 @@ use std::collections::{BTreeMap, VecDeque};
 use crate::layout::{Layout, VictimPolicy};
 use crate::prefix::Prefix;
 use crate::records::Tag;
+use crate::separation::LifespanStats;
 
 /// L2P value of a logical block with no data (reads as zeros).
 pub const UNMAPPED: u32 = u32::MAX;
@@ -40,6 +41,28 @@ pub enum Stream {
 }
 
 impl Stream {
+    /// Every stream, in `index` order.
+    pub const ALL: [Stream; 4] = [Stream::Hot, Stream::Cold, Stream::Gc, Stream::GcCold];
+
+    /// The stream's position in `ALL` (and in per-stream counters).
+    pub fn index(self) -> usize {
+        match self {
+            Stream::Hot => 0,
+            Stream::Cold => 1,
+            Stream::Gc => 2,
+            Stream::GcCold => 3,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Stream::Hot => "user",
+            Stream::Cold => "user_cold",
+            Stream::Gc => "gc",
+            Stream::GcCold => "gc_cold",
+        }
+    }
+
     pub fn is_gc(self) -> bool {
         matches!(self, Stream::Gc | Stream::GcCold)
     }
@@ -95,6 +118,10 @@ pub struct Counters {
     pub gc_zones: u64,
     pub trims: u64,
     pub meta_blocks: u64,
+    /// Blocks written (user data and GC copies) per stream, in `Stream::ALL` order.
+    pub stream_blocks: [u64; 4],
+    /// Zones opened per stream, in `Stream::ALL` order.
+    pub stream_zones: [u64; 4],
 }
 
 /// Live contents of a zone: (pba, lba) of valid data, (pba, mark) of live trim records.
@@ -131,6 +158,8 @@ pub struct Mapping {
     /// since its last summary block (plan.rs).
     pub(crate) summary_tags: Vec<Vec<Tag>>,
     pub counters: Counters,
+    /// Update intervals of user writes: whether hot/cold separation pays (separation.rs).
+    pub(crate) lifespans: LifespanStats,
 }
 
 impl Mapping {
@@ -150,6 +179,7 @@ impl Mapping {
             filled_since_ckpt: 0,
             summary_tags: vec![Vec::new(); layout.data_zones as usize],
             counters: Counters::default(),
+            lifespans: LifespanStats::new(layout.volume_blocks),
             layout,
         }
     }
@@ -179,7 +209,7 @@ impl Mapping {
 
     /// Which stream a user write to `lba` belongs in: hot if the block was written recently.
     pub fn classify(&self, lba: u64, hot_cold: bool) -> Stream {
-        if !hot_cold {
+        if !hot_cold || !self.lifespans.separate() {
             return Stream::Hot;
         }
         let last = self.seq[lba as usize];
@@ -190,6 +220,29 @@ impl Mapping {
         } else {
             Stream::Cold
         }
+    }
+
+    /// A user write of `lba` is being submitted: records its update interval, which decides
+    /// whether separation pays (separation.rs). Call before `take_seq`.
+    pub fn note_update(&mut self, lba: u64) {
+        let last = self.seq[lba as usize];
+        if last != 0 {
+            self.lifespans.observe(self.next_seq - last);
+        }
+    }
+
+    /// Unwritten blocks of the zones open now.
+    pub fn open_tail_blocks(&self) -> u64 {
+        self.zones
+            .iter()
+            .filter(|z| matches!(z.use_, ZoneUse::Open(_)))
+            .map(|z| self.layout.zone_blocks.saturating_sub(z.reserved))
+            .sum()
+    }
+
+    /// Whether user writes are separated into hot and cold streams now.
+    pub fn separating(&self) -> bool {
+        self.lifespans.separate()
     }
 
     /// The physical block `lba` maps to, if any.
@@ -243,6 +296,7 @@ impl Mapping {
         assert_eq!(zone.use_, ZoneUse::Free);
         assert_eq!(zone.valid, 0, "a free zone holds valid blocks");
         zone.use_ = ZoneUse::Open(stream);
+        self.counters.stream_zones[stream.index()] += 1;
         zone.generation += 1;
         zone.reserved = 1;
         zone.inflight = 0;
@@ -328,6 +382,7 @@ impl Mapping {
             }
         }
         self.counters.user_blocks += blocks;
+        self.count_stream(z, blocks);
         self.end_write(z, Some((offset, blocks)));
     }
 
@@ -452,7 +507,15 @@ impl Mapping {
             }
         };
         self.counters.gc_blocks += 1;
+        self.count_stream(z, 1);
         tag
+    }
+
+    /// Counts `blocks` written to zone `z` against the stream it is open for.
+    fn count_stream(&mut self, z: u32, blocks: u64) {
+        if let ZoneUse::Open(stream) = self.zones[z as usize].use_ {
+            self.counters.stream_blocks[stream.index()] += blocks;
+        }
     }
 
     /// An in-band summary block was written at `offset` of zone `z`.

@@ -17,7 +17,7 @@
 //! when nothing is, idle open zones holding invalid blocks are sealed to become reclaimable,
 //! and only when there are none may it borrow another user stream's zone or report no space.
 
-use crate::layout::{Layout, MountOptions, VictimPolicy};
+use crate::layout::{self, Layout, MountOptions, VictimPolicy};
 use crate::map::{Mapping, Stream, ZoneUse};
 use crate::records::{self, Tag};
 
@@ -54,6 +54,46 @@ impl SpacePolicy {
             _ => self.reserve_zones.saturating_sub(1).max(1),
         }
     }
+}
+
+/// Fraction of the collectable spare (in zones) that open zones may hold: each open zone's
+/// unwritten tail is spare garbage collection cannot use until the zone fills.
+pub const OPEN_ZONES_PER_COLLECTABLE_ZONE: f64 = 1.0 / 3.0;
+
+/// Checkpoint blocks written per 100 data blocks at most: a checkpoint writes the whole
+/// mapping, so it comes at most every `checkpoint_every_zones` that make this true.
+pub const CHECKPOINT_PERCENT_MAX: u64 = 1;
+
+/// Hot zones an automatic choice (`hot_zones` 0) takes at most: the write queue depth of
+/// Zone Write mode.
+pub const HOT_ZONES_AUTO_MAX: u32 = 4;
+
+/// The mount options a volume of `layout` runs with: when `hot_zones` is 0 (automatic), as
+/// many hot zones as the spare affords so that the open zones do not eat the room garbage
+/// collection works in (small volumes get fewer), and checkpoints spaced so that they cost at most `CHECKPOINT_PERCENT_MAX` of the writes when
+/// `checkpoint_every_zones` is 0 (automatic).
+pub fn tune_mount(layout: &Layout, mut opts: MountOptions) -> MountOptions {
+    let zb = layout.zone_blocks.max(1);
+    let collectable_zones = layout.spare().map_or(0, |s| s.collectable / zb);
+    let open_budget = (collectable_zones as f64 * OPEN_ZONES_PER_COLLECTABLE_ZONE) as u64;
+    // Besides the hot zones: one GC stream, and cold user and cold GC streams when hot and
+    // cold data may be separated.
+    let others = if opts.hot_cold { 3 } else { 1 };
+    let hot_max = u32::try_from(open_budget.saturating_sub(others)).unwrap_or(u32::MAX);
+    if opts.hot_zones == 0 {
+        opts.hot_zones = HOT_ZONES_AUTO_MAX.min(hot_max).max(1);
+    }
+    let ckpt_blocks = layout::checkpoint_body_bytes(layout.volume_blocks, layout.data_zones)
+        .map_or(u64::MAX, |b| {
+            (b + layout::CKPT_HEADER_BYTES).div_ceil(u64::from(layout.geometry.block_size))
+        });
+    if opts.checkpoint_every_zones == 0 {
+        let every = ckpt_blocks
+            .saturating_mul(100 / CHECKPOINT_PERCENT_MAX)
+            .div_ceil(zb);
+        opts.checkpoint_every_zones = u32::try_from(every).unwrap_or(u32::MAX).max(1);
+    }
+    opts
 }
 
 /// What a writer of a stream does next to get a zone with room.
@@ -239,5 +279,75 @@ impl Mapping {
         for z in zones {
             self.summary_tags[*z as usize].clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::RESERVE_ZONES_DEFAULT;
+    use zns::Geometry;
+
+    fn layout(zones: u32, cap: u64, op_permille: u32) -> Layout {
+        let g = Geometry {
+            block_size: 4096,
+            oob_size: 16,
+            zone_count: zones,
+            zone_size: cap.next_power_of_two(),
+            zone_capacity: cap,
+            max_open: 14,
+            max_active: 14,
+            zasl_blocks: 128,
+            mdts_blocks: 512,
+            copy_max_ranges: 128,
+            copy_max_range_blocks: 128,
+            copy_max_blocks: 128,
+            cross_zone_reads: false,
+        };
+        Layout::new(g, op_permille, RESERVE_ZONES_DEFAULT).expect("layout")
+    }
+
+    #[test]
+    fn small_spare_gets_few_open_zones_and_large_spare_keeps_them() {
+        let opts = MountOptions::default();
+        // 1 GiB at 7% in 1,024-block zones: about 13 zones to collect from.
+        let small = tune_mount(&layout(274, 1024, 70), opts);
+        let collectable = layout(274, 1024, 70).spare().expect("spare").collectable / 1024;
+        let others = 3;
+        assert!(
+            u64::from(small.hot_zones) + others <= (collectable / 3).max(others + 1),
+            "{} hot zones with {collectable} collectable zones",
+            small.hot_zones
+        );
+        assert!(small.hot_zones >= 1);
+        let large = tune_mount(&layout(400, 1024, 280), opts);
+        assert_eq!(large.hot_zones, HOT_ZONES_AUTO_MAX);
+        // An explicit count is the caller's to choose.
+        let explicit = MountOptions {
+            hot_zones: 3,
+            ..opts
+        };
+        assert_eq!(tune_mount(&layout(274, 1024, 70), explicit).hot_zones, 3);
+    }
+
+    #[test]
+    fn automatic_checkpoints_cost_at_most_one_percent_and_explicit_ones_stay() {
+        let l = layout(274, 1024, 70);
+        let every = tune_mount(&l, MountOptions::default()).checkpoint_every_zones;
+        let body = layout::checkpoint_body_bytes(l.volume_blocks, l.data_zones).expect("fits");
+        let ckpt_blocks = (body + 4096).div_ceil(4096);
+        assert!(
+            ckpt_blocks * 100 <= u64::from(every) * 1024,
+            "every {every}"
+        );
+        assert!(
+            ckpt_blocks * 100 > u64::from(every - 1) * 1024,
+            "every {every}"
+        );
+        let explicit = MountOptions {
+            checkpoint_every_zones: 3,
+            ..MountOptions::default()
+        };
+        assert_eq!(tune_mount(&l, explicit).checkpoint_every_zones, 3);
     }
 }

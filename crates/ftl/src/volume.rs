@@ -52,6 +52,54 @@ pub struct FtlStats {
     pub checkpoints: u64,
     /// (user + GC copies) / user writes.
     pub write_amplification: f64,
+    /// Blocks of flash the volume's zones hold (all of them, checkpoint zones included).
+    pub flash_blocks: u64,
+    /// Where the spare (flash - volume) goes; `collectable` includes `open_tail_blocks`.
+    pub spare: crate::layout::SpareBlocks,
+    /// Unwritten blocks of the zones open now: spare garbage collection cannot use yet.
+    pub open_tail_blocks: u64,
+    /// Open zones the streams may hold (hot zones and the other streams).
+    pub hot_zones: u32,
+    /// Whether user writes are separated into hot and cold streams now.
+    pub separating: bool,
+    /// Checkpoint interval in filled zones this mount uses.
+    pub checkpoint_every_zones: u32,
+}
+
+impl FtlStats {
+    /// The figures of `m` (a mounted volume's mapping, or one recovered read-only), running
+    /// with `opts` after `checkpoints` checkpoints.
+    pub fn of(m: &Mapping, opts: &MountOptions, checkpoints: u64) -> FtlStats {
+        let layout = &m.layout;
+        let c = m.counters;
+        FtlStats {
+            volume_blocks: layout.volume_blocks,
+            block_size: layout.geometry.block_size,
+            data_zones: layout.data_zones,
+            free_zones: m.free_zones(),
+            mapped_blocks: (0..layout.volume_blocks)
+                .filter(|l| m.lookup(*l).is_some())
+                .count() as u64,
+            counters: c,
+            checkpoints,
+            write_amplification: if c.user_blocks == 0 {
+                1.0
+            } else {
+                (c.user_blocks + c.gc_blocks) as f64 / c.user_blocks as f64
+            },
+            flash_blocks: u64::from(layout.geometry.zone_count) * layout.zone_blocks,
+            spare: layout.spare().unwrap_or_default(),
+            open_tail_blocks: m.open_tail_blocks(),
+            hot_zones: opts.hot_zones,
+            separating: m.separating(),
+            checkpoint_every_zones: opts.checkpoint_every_zones,
+        }
+    }
+
+    /// Over-provisioning as (flash - logical) / logical.
+    pub fn op_real(&self) -> f64 {
+        self.spare.total() as f64 / self.volume_blocks.max(1) as f64
+    }
 }
 
 fn layout_for(dev: &dyn ZonedDevice, op_permille: u32) -> Result<Layout, FtlError> {
@@ -141,7 +189,7 @@ impl FtlVolume {
                 report.lost_ranges
             );
         }
-        let mut opts = opts;
+        let mut opts = crate::plan::tune_mount(&layout, opts);
         // Open zones the FTL keeps: the hot ones, cold, two for garbage collection, and one
         // checkpoint zone while a checkpoint is written. They must fit the device's limits.
         let g = layout.geometry;
@@ -210,27 +258,9 @@ impl FtlVolume {
     }
 
     pub fn stats(&self) -> FtlStats {
-        let layout = self.shared.layout();
-        let (mapped, free_zones, c) = self.shared.map(|m| {
-            let mapped = (0..layout.volume_blocks)
-                .filter(|l| m.lookup(*l).is_some())
-                .count() as u64;
-            (mapped, m.free_zones(), m.counters)
-        });
-        FtlStats {
-            volume_blocks: layout.volume_blocks,
-            block_size: layout.geometry.block_size,
-            data_zones: layout.data_zones,
-            free_zones,
-            mapped_blocks: mapped,
-            counters: c,
-            checkpoints: self.maint.checkpoints(),
-            write_amplification: if c.user_blocks == 0 {
-                1.0
-            } else {
-                (c.user_blocks + c.gc_blocks) as f64 / c.user_blocks as f64
-            },
-        }
+        let opts = *self.shared.opts();
+        let checkpoints = self.maint.checkpoints();
+        self.shared.map(|m| FtlStats::of(m, &opts, checkpoints))
     }
 
     /// Checks the mapping's internal invariants.

@@ -14,7 +14,7 @@ fn run(mode: WriteMode) {
             write_mode: mode,
             ..small_opts()
         };
-        let vol = fresh(&dev, 200, opts).await;
+        let vol = fresh(&dev, 580, opts).await;
         let n = vol.size_blocks();
         let bs = vol.block_size() as usize;
         let mut expect = vec![0u64; n as usize];
@@ -74,7 +74,7 @@ fn zone_append_mode_round_trips() {
 fn bad_requests_get_errors_and_format_refuses_a_used_device() {
     runtime().block_on(async {
         let dev = common::device(geometry(), 2);
-        let vol = fresh(&dev, 200, small_opts()).await;
+        let vol = fresh(&dev, 580, small_opts()).await;
         let n = vol.size_blocks();
         let bs = vol.block_size() as usize;
         assert_eq!(
@@ -89,9 +89,9 @@ fn bad_requests_get_errors_and_format_refuses_a_used_device() {
         assert_eq!(vol.read(n - 1, &mut buf).await, Err(BlockError::OutOfRange));
         assert_eq!(vol.trim(n - 1, 2).await, Err(BlockError::OutOfRange));
         vol.unmount().await.expect("unmount");
-        let again = ftl::format(dev.as_ref(), ftl::FormatOptions::with_op(200), 8, false).await;
+        let again = ftl::format(dev.as_ref(), ftl::FormatOptions::with_op(580), 8, false).await;
         assert!(matches!(again, Err(ftl::FtlError::NotEmpty)), "{again:?}");
-        ftl::format(dev.as_ref(), ftl::FormatOptions::with_op(200), 8, true)
+        ftl::format(dev.as_ref(), ftl::FormatOptions::with_op(580), 8, true)
             .await
             .expect("forced format");
     });
@@ -102,7 +102,7 @@ fn a_volume_can_export_an_exact_size_that_survives_remount() {
     runtime().block_on(async {
         let dev = common::device(geometry(), 3);
         let fmt = ftl::FormatOptions {
-            op_permille: 200,
+            op_permille: 580,
             volume_blocks: Some(500),
         };
         ftl::format(dev.as_ref(), fmt, 9, false)
@@ -123,7 +123,7 @@ fn a_volume_can_export_an_exact_size_that_survives_remount() {
         vol.read(499, &mut buf).await.expect("read");
         assert_eq!(version_of(&buf), Some(5));
         let too_big = ftl::FormatOptions {
-            op_permille: 200,
+            op_permille: 580,
             volume_blocks: Some(10_000),
         };
         assert!(ftl::format(dev.as_ref(), too_big, 9, true).await.is_err());
@@ -144,7 +144,7 @@ fn the_open_zones_fit_the_devices_active_limit() {
             hot_zones: 8,
             ..small_opts()
         };
-        let vol = fresh(&dev, 200, opts).await;
+        let vol = fresh(&dev, 580, opts).await;
         let bs = vol.block_size() as usize;
         for pass in 0..4u64 {
             for lba in 0..vol.size_blocks() {
@@ -160,7 +160,7 @@ fn the_open_zones_fit_the_devices_active_limit() {
             ..geometry()
         };
         let dev = common::device(tight, 5);
-        ftl::format(dev.as_ref(), ftl::FormatOptions::with_op(200), 1, false)
+        ftl::format(dev.as_ref(), ftl::FormatOptions::with_op(580), 1, false)
             .await
             .expect("format");
         let err = FtlVolume::mount(dev.clone(), small_opts())

@@ -37,7 +37,7 @@ async fn read_slot0(dev: &dyn ZonedDevice, layout: &ftl::Layout) -> Vec<u8> {
 fn a_checkpoint_with_an_out_of_range_mapping_entry_is_refused() {
     runtime().block_on(async {
         let dev = common::device(geometry(), 3);
-        ftl::format(dev.as_ref(), ftl::FormatOptions::with_op(200), 7, false)
+        ftl::format(dev.as_ref(), ftl::FormatOptions::with_op(580), 7, false)
             .await
             .expect("format");
         let layout = ftl::probe(dev.as_ref()).await.expect("probe");
@@ -79,7 +79,7 @@ fn a_checkpoint_with_an_out_of_range_mapping_entry_is_refused() {
 fn a_block_tag_whose_sequence_number_cannot_grow_is_refused() {
     runtime().block_on(async {
         let dev = common::device(geometry(), 4);
-        let vol = fresh(&dev, 200, small_opts()).await;
+        let vol = fresh(&dev, 580, small_opts()).await;
         let bs = vol.block_size() as usize;
         vol.write(0, &block(bs, 1), true).await.expect("write");
         vol.crash().await;

@@ -118,7 +118,7 @@ async fn schedule(seed: u64, ops: usize, oob: u32) -> Coverage {
     })
     .expect("fault plan");
     let mut opts = common::random_options(&mut rng);
-    ftl::format(dev.as_ref(), FormatOptions::with_op(200), seed, false)
+    ftl::format(dev.as_ref(), FormatOptions::with_op(580), seed, false)
         .await
         .expect("format");
     let mut vol = remount(&dev, opts, seed, &mut cov).await;

@@ -363,8 +363,9 @@ proptest! {
 /// block addresses allow), whose sizes are at the limits the header validation enforces.
 #[test]
 fn checkpoints_of_real_layouts_decode() {
-    for (zones, cap) in [(10, 16), (20, 64), (64, 192)] {
-        let l = Layout::new(geometry(zones, cap), 200, 2).expect("layout");
+    // Over-provisioning counts the checkpoint and reserve zones, so small layouts need more.
+    for (zones, cap, op) in [(10, 16, 1000), (20, 64, 500), (64, 192, 200)] {
+        let l = Layout::new(geometry(zones, cap), op, 2).expect("layout");
         let bytes = checkpoint::snapshot(&ftl::map::Mapping::new(l), 1, 9);
         let ck = decode_checkpoint(&bytes).expect("decodes");
         assert!(ck.l2p.iter().all(|p| *p == UNMAPPED));
@@ -374,7 +375,7 @@ fn checkpoints_of_real_layouts_decode() {
         block_size: 4096,
         ..geometry(15_577, 275_712)
     };
-    for op in [10, 70, 900] {
+    for op in [70, 900] {
         let l = Layout::new(big, op, 2).expect("large layout");
         assert!(l.physical_blocks() <= u64::from(u32::MAX));
         let h = CkptHeader {

@@ -31,7 +31,7 @@ async fn run(dir: &std::path::Path, nth: Option<u64>, cov: &mut Coverage) -> u64
     let path = dir.join(format!("full-{}.img", nth.unwrap_or(0)));
     let dev =
         Arc::new(EmuDevice::create_file(&path, EmuConfig::new(geometry()), false).expect("create"));
-    ftl::format(dev.as_ref(), FormatOptions::with_op(200), 5, false)
+    ftl::format(dev.as_ref(), FormatOptions::with_op(580), 5, false)
         .await
         .expect("format");
     let as_dyn: Arc<dyn ZonedDevice> = dev.clone();

@@ -88,7 +88,7 @@ async fn run(oob: u32, plan: Option<(ErrorPlan, Variant)>, cov: &mut Coverage) -
     );
     let faulty: Arc<Faulty> = Arc::new(FaultyZoned::new(emu_dev.clone(), WORKLOAD_SEED));
     let dev: Arc<dyn ZonedDevice> = faulty.clone();
-    ftl::format(dev.as_ref(), FormatOptions::with_op(200), 1, false)
+    ftl::format(dev.as_ref(), FormatOptions::with_op(580), 1, false)
         .await
         .expect("format");
     let (vol, _) = FtlVolume::mount(dev.clone(), mount_options(oob))

@@ -23,7 +23,7 @@ fn layout() -> Layout {
         copy_max_blocks: 16,
         cross_zone_reads: false,
     };
-    Layout::new(g, 300, 2).expect("layout")
+    Layout::new(g, 1280, 2).expect("layout")
 }
 
 /// A write in flight: where it landed and what it was for.

@@ -69,7 +69,7 @@ async fn schedule(seed: u64, rounds: usize, oob: u32) -> Coverage {
     // milliseconds), so a cut finds some on the way.
     faulty.set_in_flight_delay(Duration::from_millis(2));
     let dev: Arc<dyn ZonedDevice> = faulty.clone();
-    ftl::format(dev.as_ref(), FormatOptions::with_op(200), seed, false)
+    ftl::format(dev.as_ref(), FormatOptions::with_op(580), seed, false)
         .await
         .expect("format");
     let mut vol = FtlVolume::mount(dev.clone(), common::random_options(&mut rng))

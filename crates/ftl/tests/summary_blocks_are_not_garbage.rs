@@ -24,7 +24,7 @@ fn layout() -> Layout {
         copy_max_blocks: 16,
         cross_zone_reads: false,
     };
-    Layout::new(g, 300, 2).expect("layout")
+    Layout::new(g, 1180, 2).expect("layout")
 }
 
 /// Fills one zone with data and summaries the way the FTL does; returns it. `overwrite`

@@ -46,7 +46,7 @@ async fn setup_with(
     let emu_dev = common::device(geometry(), seed);
     let faulty = Arc::new(FaultyZoned::new(emu_dev.clone(), seed));
     let dev: Arc<dyn ZonedDevice> = faulty.clone();
-    ftl::format(dev.as_ref(), FormatOptions::with_op(200), 3, false)
+    ftl::format(dev.as_ref(), FormatOptions::with_op(580), 3, false)
         .await
         .expect("format");
     let (vol, _) = FtlVolume::mount(dev, opts).await.expect("mount");
@@ -307,7 +307,7 @@ fn a_panic_in_garbage_collection_fails_the_volume_with_its_message() {
             inner: common::device(geometry(), 14),
             armed: AtomicBool::new(false),
         });
-        ftl::format(dev.as_ref(), FormatOptions::with_op(200), 3, false)
+        ftl::format(dev.as_ref(), FormatOptions::with_op(580), 3, false)
             .await
             .expect("format");
         let as_dyn: Arc<dyn ZonedDevice> = dev.clone();

@@ -86,10 +86,7 @@ pub(super) fn block_groups_of(
         } else {
             0
         },
-        zipf_theta: match s.distribution {
-            Distribution::Zipf(theta) => Some(theta),
-            Distribution::Random => None,
-        },
+        distribution: s.distribution,
         seed: seed ^ c.wrapping_mul(0x9E37_79B9_7F4A_7C15),
         runtime_ns: runtime_ns(s),
         rate_bytes_per_sec: s.rate_bytes_per_sec,

@@ -125,3 +125,45 @@ pub fn throughput_series(results: &[JobResult], buckets: usize) -> Vec<(String, 
         })
         .collect()
 }
+
+/// A host FTL volume's figures as one JSON object (`zonestack ftl stats --json`, the bench
+/// report): sizes, spare blocks by purpose, write amplification, relocations, streams.
+pub fn ftl_stats_json(s: &ftl::FtlStats) -> Value {
+    let c = &s.counters;
+    let streams: serde_json::Map<String, Value> = ftl::map::Stream::ALL
+        .iter()
+        .map(|stream| {
+            let i = stream.index();
+            let v = json!({"blocks": c.stream_blocks[i], "zones_opened": c.stream_zones[i]});
+            (stream.name().to_string(), v)
+        })
+        .collect();
+    json!({
+        "volume_blocks": s.volume_blocks,
+        "block_size": s.block_size,
+        "flash_blocks": s.flash_blocks,
+        "op_percent": s.op_real() * 100.0,
+        "spare_blocks": {
+            "total": s.spare.total(),
+            "checkpoint": s.spare.checkpoint,
+            "reserve": s.spare.reserve,
+            "headers": s.spare.headers,
+            "summaries": s.spare.summaries,
+            "open_zone_tails": s.open_tail_blocks,
+            "collectable": s.spare.collectable.saturating_sub(s.open_tail_blocks),
+        },
+        "data_zones": s.data_zones,
+        "free_zones": s.free_zones,
+        "mapped_blocks": s.mapped_blocks,
+        "user_blocks_written": c.user_blocks,
+        "blocks_relocated": c.gc_blocks,
+        "zones_collected": c.gc_zones,
+        "write_amplification": s.write_amplification,
+        "meta_blocks_written": c.meta_blocks,
+        "checkpoints": s.checkpoints,
+        "checkpoint_every_zones": s.checkpoint_every_zones,
+        "hot_zones": s.hot_zones,
+        "separating_hot_cold": s.separating,
+        "streams": streams,
+    })
+}

@@ -53,56 +53,226 @@ pub(super) fn timing_of(t: &Target) -> Result<TimingProfile, String> {
     timing_profile(&t.profile).ok_or_else(|| format!("profile '{}' has no timing model", t.profile))
 }
 
-/// A conventional SSD of `size_bytes` (default 4 GiB) with `op_percent` spare flash.
-pub(super) fn conv_device(t: &Target, op_percent: f64) -> Result<ConvSsd, String> {
+/// Spare blocks `op_percent` over-provisioning gives a volume of `logical` blocks: over-
+/// provisioning means (flash - logical) / logical for both block volumes, rounded up to a
+/// whole block. None for an over-provisioning outside (0, 400] percent.
+pub fn spare_blocks(logical: u64, op_percent: f64) -> Option<u64> {
     if !(op_percent.is_finite() && op_percent > 0.0 && op_percent <= 400.0) {
-        return Err(format!(
-            "--op {op_percent}: over-provisioning must be above 0 and at most 400 percent"
-        ));
+        return None;
     }
-    let bytes = t.size_bytes.unwrap_or(DEFAULT_VOLUME_BYTES);
-    let blocks = bytes / 4096;
-    if blocks == 0 {
-        return Err(format!(
-            "--size {bytes}: a volume needs at least 4096 bytes"
-        ));
-    }
-    let raw = (bytes as f64 * (1.0 + op_percent / 100.0)).ceil() as u64;
-    let p = scaled_array(timing_of(t)?, raw);
-    ConvSsd::with_blocks(p, 4096, blocks, ClockMode::Virtual).map_err(|e| e.to_string())
+    // Per ten-thousand, so that 7% of a power of two is computed exactly.
+    let per_10k = (op_percent * 100.0).round() as u64;
+    Some((u128::from(logical) * u128::from(per_10k)).div_ceil(10_000) as u64)
 }
 
-/// The host FTL, formatted with `op_percent` over-provisioning and exporting `size_bytes`
-/// (default 4 GiB), on an emulated ZNS drive with as many zones of the profile as that needs.
+/// The logical blocks of a block target: `--size` (default 4 GiB) in 4 KiB blocks.
+fn logical_blocks(t: &Target, block_size: u64) -> Result<u64, String> {
+    let bytes = t.size_bytes.unwrap_or(DEFAULT_VOLUME_BYTES);
+    match bytes / block_size {
+        0 => Err(format!(
+            "--size {bytes}: a volume needs at least {block_size} bytes"
+        )),
+        blocks => Ok(blocks),
+    }
+}
+
+/// A conventional SSD exporting `logical` blocks on exactly `logical + spare` blocks of
+/// flash. Its array comes in whole erase blocks per die, so it usually holds more: the excess
+/// is ballast, LBAs past the exported range written once before the jobs and never again,
+/// which keep that flash full of valid data as if it were not there.
+pub struct ConvVolume {
+    ssd: ConvSsd,
+    sizing: ConvSizing,
+}
+
+/// How a conventional drive of exact spare is built from an array of whole erase blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConvSizing {
+    /// The flash array (its `raw_bytes` may exceed what the drive uses).
+    pub array: TimingProfile,
+    /// Blocks the volume exports.
+    pub logical: u64,
+    /// Blocks of flash the drive uses: logical + spare.
+    pub flash: u64,
+    /// The array's remaining blocks, kept full of never-rewritten data.
+    pub ballast: u64,
+}
+
+impl ConvSizing {
+    /// The sizing for `logical` blocks of `block_size` bytes with `op_percent` spare on an
+    /// array of `profile`'s flash.
+    pub fn new(
+        profile: TimingProfile,
+        block_size: u64,
+        logical: u64,
+        op_percent: f64,
+    ) -> Result<ConvSizing, String> {
+        let spare = spare_blocks(logical, op_percent).ok_or_else(|| {
+            format!("--op {op_percent}: over-provisioning must be above 0 and at most 400 percent")
+        })?;
+        let flash = logical + spare;
+        let array = scaled_array(profile, flash * block_size);
+        let array_blocks = array.raw_bytes() / block_size;
+        let ballast = array_blocks.checked_sub(flash).ok_or_else(|| {
+            format!("the scaled array holds {array_blocks} blocks, fewer than the {flash} asked")
+        })?;
+        Ok(ConvSizing {
+            array,
+            logical,
+            flash,
+            ballast,
+        })
+    }
+}
+
+impl ConvVolume {
+    /// Blocks of flash the drive may use: logical + spare.
+    pub fn flash_blocks(&self) -> u64 {
+        self.sizing.flash
+    }
+
+    pub fn sizing(&self) -> ConvSizing {
+        self.sizing
+    }
+
+    /// Writes the ballast (before any job runs).
+    async fn lay_ballast(&self) -> Result<(), String> {
+        let ConvSizing {
+            logical, ballast, ..
+        } = self.sizing;
+        if ballast == 0 {
+            return Ok(());
+        }
+        blockload::fill(&self.ssd, logical, ballast, PREFILL_BLOCK_BYTES, 8)
+            .await
+            .map_err(|e| format!("writing the conventional drive's ballast: {e}"))
+    }
+
+    /// The drive's figures for the report.
+    pub fn stats_json(&self) -> Value {
+        let gc = self.ssd.gc_counters();
+        let ConvSizing {
+            logical, ballast, ..
+        } = self.sizing;
+        let spare = self.flash_blocks() - logical;
+        json!({
+            "volume_blocks": logical,
+            "block_size": self.ssd.block_size(),
+            "flash_blocks": self.flash_blocks(),
+            "op_percent": spare as f64 * 100.0 / logical as f64,
+            "spare_blocks": { "total": spare },
+            "ballast_blocks": ballast,
+            "host_slots_written": gc.host_slots,
+            "blocks_relocated": gc.moved_slots,
+            "blocks_collected": gc.collections,
+            "write_amplification": if gc.host_slots == 0 {
+                1.0
+            } else {
+                (gc.host_slots + gc.moved_slots) as f64 / gc.host_slots as f64
+            },
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl BlockDevice for ConvVolume {
+    fn block_size(&self) -> u32 {
+        self.ssd.block_size()
+    }
+    fn size_blocks(&self) -> u64 {
+        self.sizing.logical
+    }
+    async fn read(&self, lba: Lba, buf: &mut [u8]) -> BlockResult<()> {
+        self.check(lba, buf.len() as u64 / u64::from(self.block_size()))?;
+        self.ssd.read(lba, buf).await
+    }
+    async fn write(&self, lba: Lba, data: &[u8], fua: bool) -> BlockResult<()> {
+        self.check(lba, data.len() as u64 / u64::from(self.block_size()))?;
+        self.ssd.write(lba, data, fua).await
+    }
+    async fn flush(&self) -> BlockResult<()> {
+        self.ssd.flush().await
+    }
+    async fn trim(&self, lba: Lba, blocks: u64) -> BlockResult<()> {
+        self.check(lba, blocks)?;
+        self.ssd.trim(lba, blocks).await
+    }
+    async fn write_zeroes(&self, lba: Lba, blocks: u64, fua: bool) -> BlockResult<()> {
+        self.check(lba, blocks)?;
+        self.ssd.write_zeroes(lba, blocks, fua).await
+    }
+}
+
+impl ConvVolume {
+    /// Keeps commands inside the exported range: the ballast is never touched again.
+    fn check(&self, lba: Lba, blocks: u64) -> BlockResult<()> {
+        match lba.checked_add(blocks) {
+            Some(end) if end <= self.sizing.logical => Ok(()),
+            _ => Err(BlockError::OutOfRange),
+        }
+    }
+}
+
+/// A conventional SSD of `size_bytes` (default 4 GiB) with exactly `op_percent` spare flash
+/// (to the block), ballast laid.
+pub(super) async fn conv_device(t: &Target, op_percent: f64) -> Result<ConvVolume, String> {
+    const BS: u64 = 4096;
+    let sizing = ConvSizing::new(timing_of(t)?, BS, logical_blocks(t, BS)?, op_percent)?;
+    let ssd = ConvSsd::with_blocks(
+        sizing.array,
+        BS as u32,
+        sizing.logical + sizing.ballast,
+        ClockMode::Virtual,
+    )
+    .map_err(|e| e.to_string())?;
+    let vol = ConvVolume { ssd, sizing };
+    vol.lay_ballast().await?;
+    Ok(vol)
+}
+
+/// The host FTL exporting `size_bytes` (default 4 GiB) on an emulated ZNS drive whose zones
+/// hold `logical + spare` blocks of flash as `conv_device` has (more by less than one block
+/// per zone, since zones are equal), checkpoint zones, reserve zones and headers included.
+///
+/// Zones are whole stripes over every die, as small as a checkpoint allows: a checkpoint slot
+/// is a whole zone, and the two checkpoint zones and two reserve zones are paid from the
+/// spare, so zones just larger than one checkpoint cost the least spare and give garbage
+/// collection the most zones to choose among.
 pub(super) async fn ftl_volume(t: &Target, op_percent: f64) -> Result<Arc<FtlVolume>, String> {
     let mut g = emu::profile(&t.profile)
         .ok_or_else(|| format!("unknown device profile '{}'", t.profile))?;
-    let bytes = t.size_bytes.unwrap_or(DEFAULT_VOLUME_BYTES);
-    let blocks = bytes / u64::from(g.block_size);
-    let op_permille = (op_percent * 10.0).round();
-    if !(10.0..=900.0).contains(&op_permille) {
+    let logical = logical_blocks(t, u64::from(g.block_size))?;
+    let spare = spare_blocks(logical, op_percent)
+        .filter(|_| (1.0..=90.0).contains(&op_percent))
+        .ok_or_else(|| {
+            format!("--op {op_percent}: the FTL's over-provisioning must be 1 to 90 percent")
+        })?;
+    let flash = logical + spare;
+    // The layout's over-provisioning, rounded down so that the volume fits the flash.
+    let op_permille = (op_percent * 10.0).floor() as u32;
+    let timing = timing_of(t)?;
+    let bs = u64::from(g.block_size);
+    let stripe_blocks = (timing.unit_bytes() * u64::from(timing.dies()) / bs).max(1);
+    // The checkpoint with an entry for as many zones as one-stripe zones would make.
+    let zones_max = u32::try_from(flash.div_ceil(stripe_blocks)).unwrap_or(u32::MAX);
+    let ckpt_blocks = ftl::layout::checkpoint_body_bytes(logical, zones_max)
+        .and_then(|b| b.checked_add(ftl::layout::CKPT_HEADER_BYTES))
+        .ok_or_else(|| format!("a {logical}-block volume is too large"))?
+        .div_ceil(bs);
+    let per_zone = ckpt_blocks
+        .div_ceil(stripe_blocks)
+        .saturating_mul(stripe_blocks)
+        .min(g.zone_capacity);
+    let zones = flash.div_ceil(per_zone);
+    let least = u64::from(6.max(g.max_open).max(g.max_active));
+    if zones < least {
         return Err(format!(
-            "--op {op_percent}: the FTL's over-provisioning must be 1 to 90 percent"
+            "a {logical}-block volume is too small for the host FTL: it needs at least {least} zones"
         ));
     }
-    let op_permille = op_permille as u32;
-    let timing = timing_of(t)?;
-    // A volume that would fill fewer than 64 of the profile's zones gets smaller zones (whole
-    // stripes over every die), so that its over-provisioning is spread over enough zones for
-    // garbage collection to choose among, as it is on a full-size drive.
-    let stripe_blocks =
-        (timing.unit_bytes() * u64::from(timing.dies()) / u64::from(g.block_size)).max(1);
-    let wanted = blocks.div_ceil(64).div_ceil(stripe_blocks) * stripe_blocks;
-    if wanted < g.zone_capacity {
-        g.zone_size = wanted.next_power_of_two();
-        g.zone_capacity = g.zone_size;
-    }
-    // The fewest zones whose layout holds the volume, and no fewer than the zones the
-    // profile keeps open or active.
-    let least = 6.max(g.max_open).max(g.max_active);
-    let zones = Layout::zones_for_volume(g, bytes, op_permille, ftl::layout::RESERVE_ZONES_DEFAULT)
-        .map_err(|e| format!("a {bytes}-byte volume does not fit: {e}"))?;
-    g.zone_count = zones.max(least);
+    g.zone_count = u32::try_from(zones).map_err(|_| format!("--size needs {zones} zones"))?;
+    g.zone_capacity = flash.div_ceil(zones);
+    g.zone_size = g.zone_capacity.next_power_of_two();
     let cfg = EmuConfig {
         seed: t.seed,
         ..EmuConfig::new(g)
@@ -112,7 +282,7 @@ pub(super) async fn ftl_volume(t: &Target, op_percent: f64) -> Result<Arc<FtlVol
         .map_err(|e| e.to_string())?;
     let fmt = FormatOptions {
         op_permille,
-        volume_blocks: Some(blocks.max(1)),
+        volume_blocks: Some(logical),
     };
     ftl::format(&dev, fmt, t.seed, false)
         .await

@@ -25,6 +25,11 @@ pub(super) fn check(s: &JobSpec) -> Result<(), String> {
             "random_distribution=zipf needs rw=randread (zoned writes go to the write pointer)",
         );
     }
+    if !matches!(s.distribution, Distribution::Random | Distribution::Zipf(_)) {
+        return refuse(
+            "on zones random_distribution takes random or zipf; pareto and zoned run on a volume (--target ftl or --target conv)",
+        );
+    }
     if s.time_based && s.runtime_ms.is_none() {
         return refuse("time_based needs a runtime");
     }
@@ -121,7 +126,7 @@ pub(super) fn clone_jobs(s: &JobSpec, g: &Geometry, zones: &[u32], seed: u64) ->
                 random_percent: s.percentage_random,
                 zipf_theta: match s.distribution {
                     Distribution::Zipf(theta) => Some(theta),
-                    Distribution::Random => None,
+                    _ => None,
                 },
                 limits: Limits {
                     wrap: my_bytes > cap_bytes * mine.len() as u64,
