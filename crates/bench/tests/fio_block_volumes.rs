@@ -105,11 +105,13 @@ fn random_overwrites_of_a_full_volume_cost_garbage_collection_on_the_ftl() {
     random_overwrites_cost_garbage_collection(FTL);
 }
 
-// Known defect: since the conventional drive is sized to an exact spare with ballast, at 7% it
-// collects far less than a 7% drive must (write amplification 1.03 after one random overwrite
-// of 256 MiB, 1.3 after four, lower than at 28%), so its overwrite runs at 72% of the fill.
+// Known limitation: a 256 MiB volume at 7% spare gives each of the array's 32 dies 3.6 erase
+// blocks of spare, fewer than the 4 the drive keeps per die (two free, two open), so the drive
+// runs out of flash and drops writes (counted as `host_slots_lost`) and the overwrite looks
+// fast. The collector's own defects (stopping early, the host taking its last block) are fixed
+// and tested in crates/emu/src/timing/pagemap.rs; the sizing of small arrays is not yet.
 #[test]
-#[ignore = "conventional drive at exact small spare under-collects; see docs/BENCHMARKS.md"]
+#[ignore = "a 256 MiB conventional drive at 7% has less spare per die than it reserves; see docs/BENCHMARKS.md"]
 fn random_overwrites_of_a_full_volume_cost_garbage_collection_on_the_conventional_drive() {
     random_overwrites_cost_garbage_collection(CONV);
 }

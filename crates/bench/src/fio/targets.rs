@@ -165,6 +165,7 @@ impl ConvVolume {
             "host_slots_written": gc.host_slots,
             "blocks_relocated": gc.moved_slots,
             "blocks_collected": gc.collections,
+            "host_slots_lost": gc.lost_slots,
             "write_amplification": if gc.host_slots == 0 {
                 1.0
             } else {

@@ -281,6 +281,13 @@ impl PageMapped {
             None => {
                 if !for_gc {
                     self.collect_until_free(die, ready_ns);
+                    // The host never takes the block the collector needs to move one victim:
+                    // without it no victim fits, nothing is ever freed again, and every later
+                    // write on the die would be dropped.
+                    let gc_room = self.gc_open[die].map_or(0, |(_, n)| self.units_per_block - n);
+                    if self.free[die].len() < 2 && gc_room + 1 < self.units_per_block {
+                        return None;
+                    }
                 }
                 let b = self.free[die].pop()?;
                 self.state[b as usize] = BlockState::Open;
