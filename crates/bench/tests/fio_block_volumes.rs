@@ -105,15 +105,14 @@ fn random_overwrites_of_a_full_volume_cost_garbage_collection_on_the_ftl() {
     random_overwrites_cost_garbage_collection(FTL);
 }
 
-// Known limitation: a 256 MiB volume at 7% spare gives each of the array's 32 dies 3.6 erase
-// blocks of spare, fewer than the 4 the drive keeps per die (two free, two open), so the drive
-// runs out of flash and drops writes (counted as `host_slots_lost`) and the overwrite looks
-// fast. The collector's own defects (stopping early, the host taking its last block) are fixed
-// and tested in crates/emu/src/timing/pagemap.rs; the sizing of small arrays is not yet.
+// At 7% a 256 MiB conventional drive gives each of the array's 32 dies 3.6 erase blocks of
+// spare, fewer than the 4 the drive keeps per die (two free, two open); such small arrays are
+// not yet sized for it (docs/BENCHMARKS.md), so this runs at 28%, where each die has 14. The
+// collector's own defects (stopping early, the host taking its last block, both of which
+// dropped writes and made overwrites look fast) are tested in crates/emu/src/timing/pagemap.rs.
 #[test]
-#[ignore = "a 256 MiB conventional drive at 7% has less spare per die than it reserves; see docs/BENCHMARKS.md"]
 fn random_overwrites_of_a_full_volume_cost_garbage_collection_on_the_conventional_drive() {
-    random_overwrites_cost_garbage_collection(CONV);
+    random_overwrites_cost_garbage_collection(Volume::Conv { op_percent: 28.0 });
 }
 
 #[test]
