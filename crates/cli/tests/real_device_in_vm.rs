@@ -8,6 +8,8 @@
 //! stopped and started again; Zone Append goes through NVMe passthrough; a RAIZN array runs
 //! over three namespaces.
 
+// The VM-running helpers are zlinux's own test harness, shared rather than copied.
+#[path = "../../zlinux/tests/common/mod.rs"]
 mod vm_harness;
 
 /// /dev/nvme0n1 has the kit's layout (8 zones of 64 blocks, 48 writable, 4 KiB, max open 3,
@@ -40,10 +42,10 @@ nstep() {
 step check $Z device check /dev/nvme0n1 --destructive
 step report-empty $Z zone report /dev/nvme0n2 --count 2
 step write $Z io write /dev/nvme0n2 --lba 0 --blocks 1 --pattern 0xab
-step format-refused $Z ftl format /dev/nvme0n2
+step format-refused $Z ftl format /dev/nvme0n2 --op 30
 step check-refused $Z device check /dev/nvme0n2
 step reset-refused $Z zone reset /dev/nvme0n2 --zone 0
-step format-forced $Z ftl format /dev/nvme0n2 --force
+step format-forced $Z ftl format /dev/nvme0n2 --op 30 --force
 step mount $Z ftl mount /dev/nvme0n2
 step stats $Z ftl stats /dev/nvme0n2
 step report $Z zone report /dev/nvme0n2 --count 3
@@ -83,7 +85,7 @@ step ftl-check $Z ftl check /dev/nvme0n2
 step reset-forced $Z zone reset /dev/nvme0n2 --all --force
 step append-1 $Z io append /dev/nvme0n2 --zone 3 --blocks 2 --pattern 0x11
 step append-2 $Z io append /dev/nvme0n2 --zone 3 --blocks 1 --pattern 0x22 --fua
-step ftl-append $Z ftl format /dev/nvme0n2 --force
+step ftl-append $Z ftl format /dev/nvme0n2 --op 30 --force
 step ftl-append-mount $Z ftl mount /dev/nvme0n2 --write-mode append
 step session sh -c "printf 'zone report --count 1\nstats\n' | $Z session /dev/nvme0n2"
 M="/dev/nvme0n3 /dev/nvme0n4 /dev/nvme0n5"

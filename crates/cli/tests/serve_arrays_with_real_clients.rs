@@ -313,7 +313,7 @@ fn fio_verifies_through_the_ftl_on_raizn_with_a_member_failed_mid_run() {
     // Member 1 dies at its 300th command, while fio is writing.
     let (server, uri) = serve(
         dir.path(),
-        &["--raizn", &a, "--fail-member", "1", "--fail-after", "300"],
+        &["--raizn", &a, "--op", "30", "--fail-member", "1", "--fail-after", "300"],
     );
     assert!(
         server.started.contains("FTL volume on RAIZN array"),
@@ -325,7 +325,7 @@ fn fio_verifies_through_the_ftl_on_raizn_with_a_member_failed_mid_run() {
     // The failure was recorded: the array reopens degraded and fio's data still verifies.
     let st = ok(&["raizn", "status", s(&m[0]), s(&m[1]), s(&m[2])]);
     assert!(st.contains("m1.img failed"), "{st}");
-    let (server, uri) = serve(dir.path(), &["--raizn", &a]);
+    let (server, uri) = serve(dir.path(), &["--raizn", &a, "--op", "30"]);
     assert!(server.started.contains("degraded"), "{}", server.started);
     let v = run(Command::new("fio")
         .current_dir(dir.path())
@@ -352,7 +352,7 @@ fn fio_verifies_through_the_ftl_on_a_healthy_raizn_array() {
     let mut create = vec!["raizn", "create"];
     create.extend(m.iter().map(|p| s(p)));
     ok(&create);
-    let (server, uri) = serve(dir.path(), &["--raizn", &list(&m)]);
+    let (server, uri) = serve(dir.path(), &["--raizn", &list(&m), "--op", "30"]);
     assert!(
         server.started.contains("formatted a new volume"),
         "{}",

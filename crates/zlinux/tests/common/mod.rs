@@ -19,7 +19,7 @@ pub fn vm_script() -> PathBuf {
 /// Boots the VM with `args` and `script` as the guest script; None when the harness says skip
 /// (exit 77, which it returns only under ZONESTACK_VM_SKIP=1).
 pub fn run_vm(args: &[&str], script: &str) -> Option<VmRun> {
-    let dir = std::env::temp_dir().join(format!("zlinux-test-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("zonestack-vm-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let script_path = dir.join(format!("guest-{}.sh", args.len()));
     std::fs::write(&script_path, script).expect("write guest script");
