@@ -313,7 +313,16 @@ fn fio_verifies_through_the_ftl_on_raizn_with_a_member_failed_mid_run() {
     // Member 1 dies at its 300th command, while fio is writing.
     let (server, uri) = serve(
         dir.path(),
-        &["--raizn", &a, "--op", "30", "--fail-member", "1", "--fail-after", "300"],
+        &[
+            "--raizn",
+            &a,
+            "--op",
+            "30",
+            "--fail-member",
+            "1",
+            "--fail-after",
+            "300",
+        ],
     );
     assert!(
         server.started.contains("FTL volume on RAIZN array"),
