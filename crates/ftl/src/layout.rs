@@ -402,10 +402,12 @@ impl Layout {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn geo(zones: u32, cap: u64) -> Geometry {
+    /// A ZN540-like geometry of `zones` zones of `cap` blocks, for the unit tests here and in
+    /// plan.rs.
+    pub(crate) fn geo(zones: u32, cap: u64) -> Geometry {
         Geometry {
             block_size: 4096,
             oob_size: 16,

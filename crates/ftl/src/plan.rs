@@ -286,24 +286,9 @@ impl Mapping {
 mod tests {
     use super::*;
     use crate::layout::RESERVE_ZONES_DEFAULT;
-    use zns::Geometry;
 
     fn layout(zones: u32, cap: u64, op_permille: u32) -> Layout {
-        let g = Geometry {
-            block_size: 4096,
-            oob_size: 16,
-            zone_count: zones,
-            zone_size: cap.next_power_of_two(),
-            zone_capacity: cap,
-            max_open: 14,
-            max_active: 14,
-            zasl_blocks: 128,
-            mdts_blocks: 512,
-            copy_max_ranges: 128,
-            copy_max_range_blocks: 128,
-            copy_max_blocks: 128,
-            cross_zone_reads: false,
-        };
+        let g = crate::layout::tests::geo(zones, cap);
         Layout::new(g, op_permille, RESERVE_ZONES_DEFAULT).expect("layout")
     }
 
