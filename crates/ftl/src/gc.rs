@@ -21,7 +21,7 @@ use zns::{NvmeStatus, ZoneAction};
 use crate::checkpoint;
 use crate::io::StreamWriter;
 use crate::map::Stream;
-use crate::plan::FlushPlan;
+use crate::plan::{FlushPlan, SpacePolicy};
 use crate::retry::retry;
 use crate::shared::Shared;
 use crate::FtlError;
@@ -46,6 +46,8 @@ pub(crate) struct Maintenance {
     /// Set by unmount and crash: the task stops after what it is doing.
     closed: AtomicBool,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// The watermarks that say when to collect (the writers wait by the same ones).
+    policy: SpacePolicy,
 }
 
 impl Maintenance {
@@ -56,6 +58,7 @@ impl Maintenance {
         slot: u32,
         number: u64,
     ) -> Maintenance {
+        let policy = SpacePolicy::new(shared.opts(), shared.layout());
         Maintenance {
             shared,
             writer,
@@ -63,6 +66,7 @@ impl Maintenance {
             checkpoints: AtomicU64::new(0),
             closed: AtomicBool::new(false),
             task: Mutex::new(None),
+            policy,
         }
     }
 
@@ -142,16 +146,17 @@ impl Maintenance {
     async fn maintenance_loop(self: Arc<Self>) {
         while !self.closed.load(Ordering::SeqCst) {
             let (free, filled) = self.shared.map(|m| (m.free_zones(), m.filled_since_ckpt));
-            let need_gc = free < self.shared.opts().gc_background_free_zones;
+            let need_gc = self.policy.gc_wanted(free);
             let need_ckpt = filled >= self.shared.opts().checkpoint_every_zones;
             let mut progressed = false;
             if need_gc {
                 match self.collect_one().await {
                     Ok(true) => progressed = true,
-                    Ok(false) => {
-                        // Nothing reclaimable: writers waiting for space must hear it now.
-                        self.shared.space_changed();
-                    }
+                    // Nothing reclaimable: not a change of space, so waiting writers are not
+                    // woken (they wait for a write in flight to end, which signals). Waking
+                    // them here made a writer and this task wake each other forever without
+                    // ever letting that write complete (a livelock under a virtual clock).
+                    Ok(false) => {}
                     Err(e) => {
                         self.shared.fail(&e);
                         return;
@@ -264,6 +269,7 @@ impl Maintenance {
             ) => {
                 tracing::warn!(zone = victim, "data zone retired: reset refused ({e})");
                 self.shared.map(|m| m.retire(victim, false));
+                self.shared.space_changed();
                 return Ok(true);
             }
             Err(e) => return Err(e.into()),
@@ -290,6 +296,7 @@ impl Maintenance {
                 "data zone went offline; its remaining data is lost"
             );
             self.shared.map(|m| m.retire(victim, true));
+            self.shared.space_changed();
             return true;
         }
         false

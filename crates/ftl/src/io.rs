@@ -142,6 +142,7 @@ impl StreamWriter {
                 // The caller holds the zone's slot, so no tag was added meanwhile.
                 self.shared
                     .map(|m| m.summary_written(z, r.offset, tags.len()));
+                self.write_ended();
                 Ok(())
             }
             Err(e) => {
@@ -169,12 +170,17 @@ impl StreamWriter {
         if self.shared.layout().summary_mode() {
             for slot in self.slots.iter().filter(|s| which(s.stream)) {
                 let guard = slot.zone.lock().await;
-                if let Some((z, _)) = *guard {
+                if let Some((z, generation)) = *guard {
                     // A zone sealed after a failed write keeps its tags for the checkpoint
                     // the flush writes instead (`Mapping::plan_flush`); it has no room for a
-                    // summary.
+                    // summary. A slot may still name a zone that filled, was collected and
+                    // was reopened for another slot since: that zone is the other slot's to
+                    // summarize (it may have a write in flight), hence the generation.
                     let due = self.shared.map(|m| {
-                        matches!(m.zone(z).use_, ZoneUse::Open(_)) && !m.summary_tags(z).is_empty()
+                        let zone = m.zone(z);
+                        zone.generation == generation
+                            && matches!(zone.use_, ZoneUse::Open(_))
+                            && !m.summary_tags(z).is_empty()
                     });
                     if due {
                         self.write_summary(z, false).await?;
@@ -303,6 +309,7 @@ impl StreamWriter {
     /// summary tags stay for the next flush's checkpoint) and the device releases it.
     async fn write_failed(&self, z: u32, kind: WriteKind) {
         let after = self.shared.map(|m| m.plan_write_failed(z, kind));
+        self.write_ended();
         match after {
             AfterFailure::Seal { zone } => self.finish_on_device(zone).await,
             AfterFailure::SealKeepTags { zone, blocks } => {
@@ -464,23 +471,28 @@ impl StreamWriter {
     }
 
     fn complete_piece(&self, z: u32, offset: u64, blocks: u64, payload: Payload<'_>, done: u64) {
-        let opts = self.shared.opts();
-        let wake = self.shared.map(|m| {
-            match payload {
-                Payload::Data { lba, seq, .. } => {
-                    m.complete_write(z, offset, lba + done, blocks, seq)
-                }
-                Payload::Trim { record } => {
-                    m.complete_trim_record(z, offset, record.lba, record.blocks, record.seq)
-                }
+        self.shared.map(|m| match payload {
+            Payload::Data { lba, seq, .. } => m.complete_write(z, offset, lba + done, blocks, seq),
+            Payload::Trim { record } => {
+                m.complete_trim_record(z, offset, record.lba, record.blocks, record.seq)
             }
-            m.filled_since_ckpt >= opts.checkpoint_every_zones
-                || m.free_zones() < opts.gc_background_free_zones
         });
+        self.write_ended();
+    }
+
+    /// A write to a data zone ended (user data, trim record, summary or garbage-collection
+    /// copy; completed or failed). Its zone may have filled (a victim for garbage collection)
+    /// or gone idle (sealable): either changes what a writer waiting for space can do, and
+    /// `Mapping::plan_acquire` waits while an open zone is filling precisely because this
+    /// signal follows. So every end signals, and wakes maintenance when its work is due.
+    pub(crate) fn write_ended(&self) {
+        let every = self.shared.opts().checkpoint_every_zones;
+        let wake = self
+            .shared
+            .map(|m| m.filled_since_ckpt >= every || self.policy.gc_wanted(m.free_zones()));
         if wake {
             self.shared.wake_maintenance();
         }
-        // A zone that just filled may be what a waiting writer's garbage collection needs.
         self.shared.space_changed();
     }
 

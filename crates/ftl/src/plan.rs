@@ -54,6 +54,16 @@ impl SpacePolicy {
             _ => self.reserve_zones.saturating_sub(1).max(1),
         }
     }
+
+    /// Whether garbage collection should run with `free` free zones: below the background
+    /// watermark, and in any case whenever a user stream would have to wait for it (at or
+    /// below its floor while something is reclaimable). Otherwise watermarks set with the
+    /// background one at or below the foreground one would leave a writer waiting for a
+    /// collection that never starts.
+    pub fn gc_wanted(&self, free: u32) -> bool {
+        let waits_at_or_below = self.floor(Stream::Hot, true);
+        free < self.gc_background_free_zones || free <= waits_at_or_below
+    }
 }
 
 /// Fraction of the collectable spare (in zones) that open zones may hold: each open zone's
@@ -189,7 +199,7 @@ impl Mapping {
             };
         }
         let free = self.free_zones();
-        let wake_gc = free < policy.gc_background_free_zones;
+        let wake_gc = policy.gc_wanted(free);
         let plan = |next| AcquirePlan { next, wake_gc };
         let reclaimable = self.reclaimable(policy.victim_policy);
         if free > policy.floor(stream, reclaimable) {
@@ -313,6 +323,29 @@ mod tests {
             ..opts
         };
         assert_eq!(tune_mount(&layout(274, 1024, 70), explicit).hot_zones, 3);
+    }
+
+    #[test]
+    fn writers_that_wait_for_collection_always_start_one() {
+        // Regression: with the background watermark at or below the foreground one, a writer
+        // waited for garbage collection at a free-zone count at which neither it nor the
+        // maintenance task started one, and waited forever.
+        let l = layout(64, 64, 300);
+        let policy = SpacePolicy::new(
+            &MountOptions {
+                gc_background_free_zones: 1,
+                gc_foreground_free_zones: 3,
+                ..MountOptions::default()
+            },
+            &l,
+        );
+        for free in 0..=policy.floor(Stream::Hot, true) {
+            assert!(policy.gc_wanted(free), "{free} free zones");
+        }
+        assert!(!policy.gc_wanted(policy.floor(Stream::Hot, true) + 1));
+        let defaults = SpacePolicy::new(&MountOptions::default(), &l);
+        assert!(defaults.gc_wanted(defaults.gc_background_free_zones - 1));
+        assert!(!defaults.gc_wanted(defaults.gc_background_free_zones));
     }
 
     #[test]

@@ -236,7 +236,7 @@ impl Model {
         });
         let plan = self.m.plan_acquire(self.held[s], stream, &self.policy);
         if !matches!(plan.next, Acquire::Use(_)) {
-            prop_assert_eq!(plan.wake_gc, free < self.policy.gc_background_free_zones);
+            prop_assert_eq!(plan.wake_gc, self.policy.gc_wanted(free));
             self.held[s] = None;
         }
         match plan.next {
@@ -265,6 +265,12 @@ impl Model {
             }
             Acquire::Wait => {
                 prop_assert!(!stream.is_gc() && (reclaimable || filling));
+                // A wait for garbage collection must start one; a wait for a filling zone
+                // ends with that write (the shell signals every write's end).
+                prop_assert!(
+                    plan.wake_gc || !reclaimable,
+                    "waits for a collection never woken"
+                );
                 self.seen.waited += 1;
                 Ok(None)
             }

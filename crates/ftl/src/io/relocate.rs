@@ -87,6 +87,7 @@ impl StreamWriter {
             m.end_gc_write(z, r.offset, n as u64);
             tags
         });
+        self.write_ended();
         self.note_tags(z, tags.into_iter(), false).await?;
         Ok(n)
     }
