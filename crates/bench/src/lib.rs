@@ -5,8 +5,11 @@
 pub mod blockload;
 pub mod fio;
 pub mod jobfile;
+pub mod mdraid;
 pub mod paper;
+pub mod raizn_fig10;
 pub mod raizn_fig12;
+pub mod raizn_fig9;
 pub mod raizn_seq;
 pub mod raizn_xor;
 pub mod series;

@@ -38,6 +38,14 @@ pub const PAPERS: &[(&str, &str)] = &[
         "RAIZN (ASPLOS '23) section 6.1: raw ZN540 sequential write and read throughput",
     ),
     (
+        "raizn-fig9",
+        "RAIZN (ASPLOS '23) Fig. 9: block-size sweep of write, read and random read, RAIZN against mdraid",
+    ),
+    (
+        "raizn-fig10",
+        "RAIZN (ASPLOS '23) Fig. 10: full overwrite, RAIZN flat while mdraid on conventional SSDs collapses under device GC",
+    ),
+    (
         "raizn-fig12",
         "RAIZN (ASPLOS '23) Fig. 12: rebuild time proportional to valid data, at the replacement's write bandwidth",
     ),
@@ -385,6 +393,12 @@ fn round(x: f64, places: i32) -> f64 {
 pub fn run(name: &str, o: &Options) -> Result<Vec<Row>, String> {
     if name == "zns-fig1" {
         return crate::zns_fig1::rows(o);
+    }
+    if name == "raizn-fig9" {
+        return crate::raizn_fig9::rows(o);
+    }
+    if name == "raizn-fig10" {
+        return crate::raizn_fig10::rows(o);
     }
     if name == "raizn-fig12" {
         return crate::raizn_fig12::rows(o);

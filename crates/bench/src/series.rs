@@ -40,7 +40,8 @@ impl Series {
     }
 }
 
-struct Recorder {
+/// Cuts completed bytes into windows of `window_bytes` and records each window's throughput.
+pub(crate) struct Recorder {
     window_bytes: u64,
     bytes: u64,
     mark: (Instant, u64),
@@ -48,7 +49,7 @@ struct Recorder {
 }
 
 impl Recorder {
-    fn new(window_bytes: u64) -> Recorder {
+    pub(crate) fn new(window_bytes: u64) -> Recorder {
         Recorder {
             window_bytes,
             bytes: 0,
@@ -57,7 +58,12 @@ impl Recorder {
         }
     }
 
-    fn done(&mut self, bytes: u64) {
+    /// The windows recorded so far.
+    pub(crate) fn into_series(self) -> Series {
+        self.series
+    }
+
+    pub(crate) fn done(&mut self, bytes: u64) {
         self.bytes += bytes;
         if self.bytes - self.mark.1 >= self.window_bytes {
             let now = Instant::now();

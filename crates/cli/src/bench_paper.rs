@@ -12,8 +12,8 @@ use crate::error::{CliError, CliResult};
 
 #[derive(Args, Debug)]
 pub struct BenchPaperArgs {
-    /// Figure set: zapraid-fig1, raizn-raw, raizn-fig12, raizn-seq, raizn-xor, vroom-5.2.1, zns-5.1,
-    /// zns-fig1, or all.
+    /// Figure set: zapraid-fig1, raizn-raw, raizn-fig9, raizn-fig10, raizn-fig12, raizn-seq,
+    /// raizn-xor, vroom-5.2.1, zns-5.1, zns-fig1, or all.
     pub name: String,
     /// Print one JSON object instead of a table.
     #[arg(long)]
@@ -24,10 +24,19 @@ pub struct BenchPaperArgs {
     /// Seed of the devices and workloads.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Also write the rows as CSV and a plot to DIR/NAME.csv and DIR/NAME.png (and
-    /// zns-fig1's throughput series to DIR/zns-fig1-series.csv and .png).
+    /// Also write the rows as CSV and a plot to DIR/NAME.csv and DIR/NAME.png (and the
+    /// throughput series of zns-fig1 and raizn-fig10 to DIR/FIGURE-series.csv and .png).
     #[arg(long, value_name = "DIR")]
     pub results: Option<PathBuf>,
+}
+
+/// A figure's throughput series, written next to its rows with `--results`.
+struct Series {
+    file: &'static str,
+    csv: String,
+    points: Vec<(String, Vec<(f64, f64)>)>,
+    caption: &'static str,
+    x_label: &'static str,
 }
 
 fn names(name: &str) -> Result<Vec<&'static str>, CliError> {
@@ -70,7 +79,7 @@ pub async fn run(a: &BenchPaperArgs, out: &mut impl Write) -> CliResult {
     };
     // The figures run on their own virtual-time runtime, which cannot nest inside this one.
     let (rows, series) = std::thread::spawn(move || {
-        let (mut rows, mut series) = (Vec::new(), None);
+        let (mut rows, mut series) = (Vec::new(), Vec::new());
         for name in sets {
             if name == "zns-fig1" {
                 let f = bench::zns_fig1::run(&o)?;
@@ -88,7 +97,24 @@ pub async fn run(a: &BenchPaperArgs, out: &mut impl Write) -> CliResult {
                         (n.to_string(), pts)
                     })
                     .collect();
-                series = Some((f.series_csv(), points));
+                series.push(Series {
+                    file: "zns-fig1-series",
+                    csv: f.series_csv(),
+                    points,
+                    caption: "ZNS paper Fig. 1: throughput while overwriting the capacity",
+                    x_label: "GiB written",
+                });
+                rows.extend(f.rows);
+            } else if name == "raizn-fig10" {
+                let f = bench::raizn_fig10::run(&o)?;
+                series.push(Series {
+                    file: "raizn-fig10-series",
+                    csv: f.series_csv(),
+                    points: f.points(),
+                    caption:
+                        "RAIZN Fig. 10: write then overwrite the capacity (overwrite from 1.0)",
+                    x_label: "capacity written",
+                });
                 rows.extend(f.rows);
             } else {
                 rows.extend(bench::paper::run(name, &o)?);
@@ -114,15 +140,14 @@ pub async fn run(a: &BenchPaperArgs, out: &mut impl Write) -> CliResult {
             )
         };
         crate::plot::ratio_bars(&dir.join(format!("{}.png", a.name)), &caption, &bars)?;
-        if let Some((csv_text, points)) = series {
-            std::fs::write(dir.join("zns-fig1-series.csv"), csv_text)?;
-            let caption = "ZNS paper Fig. 1: throughput while overwriting the capacity";
+        for s in series {
+            std::fs::write(dir.join(format!("{}.csv", s.file)), s.csv)?;
             crate::plot::lines(
-                &dir.join("zns-fig1-series.png"),
-                caption,
-                "GiB written",
+                &dir.join(format!("{}.png", s.file)),
+                s.caption,
+                s.x_label,
                 "MiB/s",
-                points,
+                s.points,
             )?;
         }
     }

@@ -13,4 +13,6 @@ pub use meta::{MetaError, RecordHeader, RecordType, Superblock};
 pub mod volume;
 pub mod zones;
 
-pub use volume::{Member, RaiznConfig, RaiznError, RaiznVolume, RebuildProgress, RebuildReport};
+pub use volume::{
+    Member, MetaStats, RaiznConfig, RaiznError, RaiznVolume, RebuildProgress, RebuildReport,
+};

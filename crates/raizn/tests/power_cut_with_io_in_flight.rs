@@ -16,6 +16,17 @@
 //! units beyond its recovered write pointer (a torn stripe) is reset by the test before
 //! writing on: relocation does not exist yet (docs/DESIGN.md, "Recovery").
 //!
+//! Two more kinds of step make the schedules cover metadata collection and rebuilds. A
+//! *reset burst* (one block written to an empty zone and the zone reset, 16-32 times, in
+//! flight with the batch, whose cut may then come up to 120 ms later) fills two members'
+//! general zones with zone-log and generation records, so they are collected through the
+//! swap zone, sometimes with the power cut between a collection's steps. A round that starts
+//! with a member failed may replace it by a fresh drive and rebuild it (no command in
+//! flight), then checks every zone; later rounds may fail a member again. Coverage floors
+//! count cuts, collections (general and partial-parity, and cuts during one), partial-parity
+//! replays, degraded reopens and rebuilds over the 1,003 schedules (seeds 0-1009 less
+//! `KNOWN_FAILING`, the open defects).
+//!
 //! A failing schedule prints its seed; rerun it alone with `RAIZN_CUT_SEED=<seed>`, and add
 //! `RAIZN_CUT_TRACE=1` to print each round.
 
@@ -37,6 +48,14 @@ use zns::{
 
 const BS: usize = 512;
 const ZONES: u32 = 4;
+/// Seeded schedules the test runs: seeds 0 to this, less `KNOWN_FAILING`.
+const SCHEDULES: u64 = 1010;
+/// Schedules that find defects not fixed yet (docs/TESTING.md, "RAIZN crash schedules"):
+/// after a replaced member is rebuilt, a later failure or power cut loses durable writes or
+/// returns a block's neighbour (98, 136, 747), the rebuild of some zones fails with Invalid
+/// Zone State Transition (415, 521, 957), and a reopen counts two members failed (977).
+/// `known_failing_schedules` runs them; each must be taken off this list with its fix.
+const KNOWN_FAILING: [u64; 7] = [98, 136, 415, 521, 747, 957, 977];
 
 fn member_geo() -> Geometry {
     Geometry {
@@ -113,6 +132,13 @@ enum Op {
     Finish {
         zone: u32,
     },
+    /// One block written at the start of an empty zone and the zone reset, `times` over:
+    /// each reset appends records to two members' general zones, so the bursts fill them
+    /// and make them collected through the swap zone.
+    ResetBurst {
+        zone: u32,
+        times: u32,
+    },
     Flush,
 }
 
@@ -135,6 +161,43 @@ struct Coverage {
     torn_zones_reset: u64,
     blocks_checked: u64,
     writes_completed: u64,
+    /// Metadata collections through the swap zone while running: general zones filled by
+    /// zone log, generation and superblock records, and partial-parity logs.
+    general_collections: u64,
+    pp_collections: u64,
+    /// Power cuts that fell while a collection (general or partial-parity) was between
+    /// its steps.
+    cuts_during_collection: u64,
+    /// Failed members replaced by a fresh one and rebuilt, then every zone checked.
+    rebuilds: u64,
+    bursts_in_flight_at_cut: u64,
+}
+
+impl Coverage {
+    fn add(&mut self, c: &Coverage) {
+        self.cuts += c.cuts;
+        self.cuts_with_member_commands_in_flight += c.cuts_with_member_commands_in_flight;
+        self.ops_in_flight_at_cut += c.ops_in_flight_at_cut;
+        self.fua_in_flight_at_cut += c.fua_in_flight_at_cut;
+        self.partial_stripe_writes_in_flight_at_cut += c.partial_stripe_writes_in_flight_at_cut;
+        self.resets_in_flight_at_cut += c.resets_in_flight_at_cut;
+        self.finishes_in_flight_at_cut += c.finishes_in_flight_at_cut;
+        self.resets_on_some_members_at_cut += c.resets_on_some_members_at_cut;
+        self.finishes_on_some_members_at_cut += c.finishes_on_some_members_at_cut;
+        self.flushes_in_flight_at_cut += c.flushes_in_flight_at_cut;
+        self.degraded_reopens += c.degraded_reopens;
+        self.stale_member_reopens += c.stale_member_reopens;
+        self.runtime_failures += c.runtime_failures;
+        self.partial_parity_replays += c.partial_parity_replays;
+        self.torn_zones_reset += c.torn_zones_reset;
+        self.blocks_checked += c.blocks_checked;
+        self.writes_completed += c.writes_completed;
+        self.general_collections += c.general_collections;
+        self.pp_collections += c.pp_collections;
+        self.cuts_during_collection += c.cuts_during_collection;
+        self.rebuilds += c.rebuilds;
+        self.bursts_in_flight_at_cut += c.bursts_in_flight_at_cut;
+    }
 }
 
 type Faulty = FaultyZoned<Arc<EmuDevice>>;
@@ -208,6 +271,16 @@ fn batch(rng: &mut SimRng, model: &[ZoneModel], cap: u64, max_blocks: u64) -> Ve
         let held = model[zone as usize].versions.len() as u64;
         if held > 0 && held < cap && rng.chance(0.3) {
             ops.push(Op::Finish { zone });
+        }
+    }
+    let idle = zones.iter().skip(writers + 2).copied().find(|z| {
+        let m = &model[*z as usize];
+        m.versions.is_empty() && !m.reset_pending && !m.finish_pending
+    });
+    if let Some(zone) = idle {
+        if rng.chance(0.3) {
+            let times = rng.range_inclusive(16, 32) as u32;
+            ops.push(Op::ResetBurst { zone, times });
         }
     }
     if rng.chance(0.3) {
@@ -314,6 +387,31 @@ async fn run_op(
             z.versions.resize(g.zone_capacity as usize, 0);
             z.durable = g.zone_capacity;
             z.acked = g.zone_capacity;
+        }
+        Op::ResetBurst { zone, times } => {
+            let before = member_states(emus, zone).await;
+            {
+                // Until the burst completes the zone may come back with its one block or
+                // empty; every write of the burst has the same contents.
+                let mut m = model.borrow_mut();
+                let z = &mut m[zone as usize];
+                z.versions = vec![version];
+                z.reset_pending = true;
+                z.members_before = before;
+            }
+            let zslba = g.zone_start(zone);
+            let data = block(zslba, version);
+            for k in 0..times {
+                if let Err(e) = v.write(zslba, &data, None, false).await {
+                    panic!("{op:?}: write {k}: {e}");
+                }
+                if let Err(e) = v.zone_mgmt(ZoneAction::Reset, zslba, false).await {
+                    panic!("{op:?}: reset {k}: {e}");
+                }
+            }
+            let mut m = model.borrow_mut();
+            let z = &mut m[zone as usize];
+            *z = z.fresh();
         }
         Op::Flush => {
             // What completed before the flush was submitted is durable once it completes.
@@ -511,6 +609,9 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
     let trace = std::env::var("RAIZN_CUT_TRACE").is_ok();
     for round in 0..rounds {
         let what = format!("seed {seed} round {round} (N={n}, failed {:?})", rig.failed);
+        if rig.failed.is_some() && rig.failed == v.failed_member() && rng.chance(0.3) {
+            replace_failed(&v, &mut rig, &model, &what, &mut cov).await;
+        }
         // A completed reset or finish of a zone first, now and then.
         if rng.chance(0.2) {
             let zone = rng.below(u64::from(ZONES)) as u32;
@@ -552,8 +653,10 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
             let (vr, model, done, emus) = (&v, &model, &done, &rig.emus[..]);
             let op = *op;
             let ver = version;
-            if let Op::Write { blocks, .. } = op {
-                version += blocks;
+            match op {
+                Op::Write { blocks, .. } => version += blocks,
+                Op::ResetBurst { .. } => version += 1,
+                _ => {}
             }
             futs.push(
                 async move {
@@ -600,22 +703,26 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
             continue;
         }
         // Whole milliseconds: tokio rounds timers to them, from an origin that varies by run.
-        let cut_after = Duration::from_millis(rng.range_inclusive(1, 8));
+        let burst = ops.iter().any(|o| matches!(o, Op::ResetBurst { .. }));
+        let cut_after = Duration::from_millis(rng.range_inclusive(1, if burst { 120 } else { 8 }));
         // Power goes on every member at the instant the timer fires, before the batch is
         // dropped, so the commands it had in flight are counted.
         let cut_all =
             |faulty: &[Arc<FaultyZoned<_>>]| -> u64 { faulty.iter().map(|f| f.cut_power()).sum() };
+        let vr = &v;
         let cut = async {
             tokio::time::sleep(cut_after).await;
-            cut_all(&rig.faulty)
+            let collecting = vr.meta_stats().collections_in_flight > 0;
+            (cut_all(&rig.faulty), collecting)
         };
-        let (finished, in_flight) = tokio::select! {
+        let (finished, (in_flight, collecting)) = tokio::select! {
             // Polled in order, so a seed repeats its run exactly.
             biased;
-            _ = join_all(futs) => (true, cut_all(&rig.faulty)),
+            _ = join_all(futs) => (true, (cut_all(&rig.faulty), false)),
             n = cut => (false, n),
         };
         cov.cuts += 1;
+        cov.cuts_during_collection += u64::from(collecting);
         cov.cuts_with_member_commands_in_flight += u64::from(in_flight > 0);
         if !finished {
             for (k, op) in ops.iter().enumerate() {
@@ -631,6 +738,7 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
                     }
                     Op::Reset { .. } => cov.resets_in_flight_at_cut += 1,
                     Op::Finish { .. } => cov.finishes_in_flight_at_cut += 1,
+                    Op::ResetBurst { .. } => cov.bursts_in_flight_at_cut += 1,
                     Op::Flush => cov.flushes_in_flight_at_cut += 1,
                 }
             }
@@ -669,6 +777,7 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
                 }
             }
         }
+        count_collections(&v, &mut cov);
         drop(v);
         for (e, f) in rig.emus.iter().zip(&rig.faulty) {
             if let Err(err) = e.power_loss(rng.next_u64()) {
@@ -721,8 +830,57 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
         model.replace(m);
         cov.partial_parity_replays += v.pp_stats().replays;
     }
+    count_collections(&v, &mut cov);
     drop(v);
     cov
+}
+
+/// Adds the collections `v` did since it was opened.
+fn count_collections(v: &RaiznVolume, cov: &mut Coverage) {
+    cov.general_collections += v.meta_stats().general_collections;
+    cov.pp_collections += v.pp_stats().collections;
+}
+
+/// Replaces the failed member by a fresh drive and rebuilds it while no command runs, then
+/// checks every zone: the array is whole again and later rounds may fail a member anew.
+async fn replace_failed(
+    v: &RaiznVolume,
+    rig: &mut Rig,
+    model: &RefCell<Vec<ZoneModel>>,
+    what: &str,
+    cov: &mut Coverage,
+) {
+    let Some(f) = rig.failed else {
+        return;
+    };
+    let emu = common::emu_members(&member_geo(), 1, rig.seed ^ (0xB00 + cov.rebuilds))
+        .pop()
+        .unwrap_or_else(|| panic!("{what}: no fresh member"));
+    let faulty = Arc::new(FaultyZoned::new(emu.clone(), rig.seed * 11 + cov.rebuilds));
+    faulty.set_in_flight_delay(Duration::from_millis(2));
+    if let Err(e) = v.replace_member(f, faulty.clone() as Member).await {
+        panic!("{what}: replace member {f}: {e}");
+    }
+    assert_eq!(
+        v.failed_member(),
+        None,
+        "{what}: still degraded after the rebuild"
+    );
+    rig.emus[f] = emu;
+    rig.faulty[f] = faulty;
+    rig.failed = None;
+    rig.armed = None;
+    cov.rebuilds += 1;
+    let mut m = model.replace(Vec::new());
+    check(
+        v,
+        rig,
+        &mut m,
+        &format!("{what}: after rebuilding member {f}"),
+        cov,
+    )
+    .await;
+    model.replace(m);
 }
 
 #[test]
@@ -732,7 +890,9 @@ fn power_cuts_with_writes_resets_and_member_failures_in_flight() {
         .and_then(|s| s.parse().ok())
     {
         Some(seed) => vec![seed],
-        None => (0..200).collect(),
+        None => (0..SCHEDULES)
+            .filter(|s| !KNOWN_FAILING.contains(s))
+            .collect(),
     };
     let mut total = Coverage::default();
     for seed in &seeds {
@@ -741,31 +901,27 @@ fn power_cuts_with_writes_resets_and_member_failures_in_flight() {
         let seed = *seed;
         let c = match std::thread::spawn(move || runtime().block_on(schedule(seed, 12))).join() {
             Ok(c) => c,
-            Err(panic) => std::panic::resume_unwind(panic),
+            Err(panic) => {
+                if std::env::var("RAIZN_CUT_KEEP_GOING").is_ok() {
+                    eprintln!("schedule {seed} failed");
+                    continue;
+                }
+                std::panic::resume_unwind(panic)
+            }
         };
-        total.cuts += c.cuts;
-        total.cuts_with_member_commands_in_flight += c.cuts_with_member_commands_in_flight;
-        total.ops_in_flight_at_cut += c.ops_in_flight_at_cut;
-        total.fua_in_flight_at_cut += c.fua_in_flight_at_cut;
-        total.partial_stripe_writes_in_flight_at_cut += c.partial_stripe_writes_in_flight_at_cut;
-        total.resets_in_flight_at_cut += c.resets_in_flight_at_cut;
-        total.finishes_in_flight_at_cut += c.finishes_in_flight_at_cut;
-        total.resets_on_some_members_at_cut += c.resets_on_some_members_at_cut;
-        total.finishes_on_some_members_at_cut += c.finishes_on_some_members_at_cut;
-        total.flushes_in_flight_at_cut += c.flushes_in_flight_at_cut;
-        total.degraded_reopens += c.degraded_reopens;
-        total.stale_member_reopens += c.stale_member_reopens;
-        total.runtime_failures += c.runtime_failures;
-        total.partial_parity_replays += c.partial_parity_replays;
-        total.torn_zones_reset += c.torn_zones_reset;
-        total.blocks_checked += c.blocks_checked;
-        total.writes_completed += c.writes_completed;
+        total.add(&c);
     }
     println!("{total:?}");
     if seeds.len() == 1 {
         return;
     }
-    assert!(total.cuts >= 800, "{total:?}");
+    assert!(seeds.len() >= 1000, "{} schedules", seeds.len());
+    assert!(total.cuts >= 4000, "{total:?}");
+    assert!(total.general_collections >= 200, "{total:?}");
+    assert!(total.pp_collections >= 5000, "{total:?}");
+    assert!(total.cuts_during_collection >= 150, "{total:?}");
+    assert!(total.bursts_in_flight_at_cut >= 100, "{total:?}");
+    assert!(total.rebuilds >= 600, "{total:?}");
     assert!(
         total.cuts_with_member_commands_in_flight >= 400,
         "{total:?}"
@@ -785,4 +941,19 @@ fn power_cuts_with_writes_resets_and_member_failures_in_flight() {
     assert!(total.stale_member_reopens >= 20, "{total:?}");
     assert!(total.runtime_failures >= 20, "{total:?}");
     assert!(total.partial_parity_replays >= 50, "{total:?}");
+}
+
+/// The schedules of `KNOWN_FAILING`, each of which fails today; run with `--ignored` to work
+/// on them (`RAIZN_CUT_SEED=<seed> RAIZN_CUT_TRACE=1` runs one in the test above).
+#[test]
+#[ignore = "open defects found by the crash schedules (docs/TESTING.md)"]
+fn known_failing_schedules() {
+    let mut failed = Vec::new();
+    for seed in KNOWN_FAILING {
+        let run = std::thread::spawn(move || runtime().block_on(schedule(seed, 12))).join();
+        if run.is_err() {
+            failed.push(seed);
+        }
+    }
+    assert_eq!(failed, KNOWN_FAILING.to_vec(), "these schedules fail");
 }

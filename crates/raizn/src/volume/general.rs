@@ -330,6 +330,7 @@ impl RaiznVolume {
                     if *wp + 1 > cap {
                         let blocks = self.encode_checkpoint(m, &checkpoint)?;
                         self.collect_general(m, &blocks).await.map_err(|e| (m, e))?;
+                        self.meta_stats.lock().general_collections += 1;
                         *wp = blocks.len() as u64;
                     }
                     *seq += 1;
@@ -506,6 +507,7 @@ impl RaiznVolume {
     /// (the partial-parity log's collection uses the same swap zone).
     async fn collect_general(&self, m: usize, blocks: &[Vec<u8>]) -> NvmeResult<()> {
         let dev = self.members.get(m).ok_or(NvmeStatus::InternalError)?;
+        let _counted = super::CollectionInFlight::new(&self.meta_stats);
         let _swap = self
             .swap
             .get(m)

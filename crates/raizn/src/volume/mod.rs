@@ -20,6 +20,7 @@ mod rebuild;
 mod rebuild_log;
 
 pub use pplog::PpStats;
+
 pub use rebuild::{RebuildProgress, RebuildReport};
 
 use std::sync::Arc;
@@ -135,6 +136,36 @@ pub struct RaiznVolume {
     /// Every member's partial-parity log (docs/DESIGN.md, "Partial parity").
     pp: Vec<tokio::sync::Mutex<pplog::PpLog>>,
     pp_stats: Mutex<PpStats>,
+    meta_stats: Mutex<MetaStats>,
+}
+
+/// Counters of the metadata zones' garbage collection, for tests and status.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MetaStats {
+    /// Collections of a full general zone through the swap zone while running (open's
+    /// checkpoint of the general zone is not counted).
+    pub general_collections: u64,
+    /// Collections (general zone or partial-parity log) started and not yet finished: a
+    /// power cut now cuts one short.
+    pub collections_in_flight: u64,
+}
+
+/// Counts a collection in flight while it lives, so one dropped midway (a power cut
+/// dropping its command) still stops counting.
+struct CollectionInFlight<'a>(&'a Mutex<MetaStats>);
+
+impl<'a> CollectionInFlight<'a> {
+    fn new(stats: &'a Mutex<MetaStats>) -> CollectionInFlight<'a> {
+        stats.lock().collections_in_flight += 1;
+        CollectionInFlight(stats)
+    }
+}
+
+impl Drop for CollectionInFlight<'_> {
+    fn drop(&mut self) {
+        let mut s = self.0.lock();
+        s.collections_in_flight = s.collections_in_flight.saturating_sub(1);
+    }
 }
 
 impl RaiznVolume {
@@ -158,6 +189,11 @@ impl RaiznVolume {
     /// What the partial-parity logs did since open.
     pub fn pp_stats(&self) -> PpStats {
         *self.pp_stats.lock()
+    }
+
+    /// What the metadata collections did since open.
+    pub fn meta_stats(&self) -> MetaStats {
+        *self.meta_stats.lock()
     }
 
     /// Generation counter of logical zone `zone`.

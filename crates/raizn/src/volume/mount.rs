@@ -245,6 +245,7 @@ impl RaiznVolume {
                 .map(|_| tokio::sync::Mutex::new(PpLog::default()))
                 .collect(),
             pp_stats: Mutex::new(PpStats::default()),
+            meta_stats: Mutex::new(super::MetaStats::default()),
         };
         let log_err = |(member, status)| RaiznError::Member {
             member,

@@ -229,6 +229,7 @@ impl RaiznVolume {
     ) -> NvmeResult<()> {
         let dev = self.members.get(member).ok_or(NvmeStatus::InternalError)?;
         let swap = self.swap.get(member).ok_or(NvmeStatus::InternalError)?;
+        let _counted = super::CollectionInFlight::new(&self.meta_stats);
         let _swap = swap.lock().await;
         records.sort_by_key(|r| (r.zone, r.stripe));
         for r in records.iter_mut() {
