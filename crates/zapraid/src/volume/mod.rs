@@ -366,6 +366,15 @@ impl ZapRaidVolume {
         }
     }
 
+    /// Where `lba`'s current version lives, or `None` when it is unmapped or trimmed (or out
+    /// of range). A block of a failed member is addressed offset = stripe.
+    pub fn address_of(&self, lba: Lba) -> Option<crate::layout::Pba> {
+        match self.sh.st.lock().index.lookup(lba) {
+            Ok(crate::index::Mapping::Mapped { pba, .. }) => Some(pba),
+            _ => None,
+        }
+    }
+
     /// Bytes of memory the compact stripe tables use now.
     pub fn stripe_table_bytes(&self) -> u64 {
         self.sh.st.lock().index.stripe_table_bytes()
