@@ -539,8 +539,11 @@ async fn read_peer(
             ));
         }
         for (d, m) in data.chunks(bs).zip(meta.chunks(oob)) {
-            if let Ok(r) = BlockRecord::decode(m) {
-                out.push((r, d.to_vec()));
+            match BlockRecord::decode(m) {
+                // A hole (an earlier recovery's block of a torn stripe) is no part of it.
+                Ok(r) if r.kind == RecordKind::Hole => {}
+                Ok(r) => out.push((r, d.to_vec())),
+                Err(_) => {}
             }
         }
         at += nb;
@@ -549,8 +552,11 @@ async fn read_peer(
 }
 
 /// The replacement's block of stripe `s` from the other members' blocks of it: the XOR of
-/// all of them with its record rebuilt, a copy of a state block, or padding when the stripe
+/// all of them with its record rebuilt, a copy of a state block, or a hole when the stripe
 /// is not whole on the others (power loss tore it; its live blocks were rewritten at open).
+/// Not padding: a padding block would count as the stripe's block at the next open, which
+/// would then take the stripe for one missing a single block and rebuild that block from
+/// records that do not add up.
 fn rebuild_block(
     sh: &Shared,
     member: usize,
@@ -564,7 +570,7 @@ fn rebuild_block(
         return Ok((d.clone(), *r));
     }
     if peers.len() + 1 != l.n() as usize {
-        return Ok((vec![0u8; bs], BlockRecord::padding(s)));
+        return Ok((vec![0u8; bs], BlockRecord::hole(s)));
     }
     let mut data = vec![0u8; bs];
     for (d, _) in peers {
