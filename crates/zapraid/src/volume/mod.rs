@@ -22,6 +22,7 @@ mod members;
 mod read;
 mod rebuild;
 mod recover;
+mod resume;
 mod signal;
 mod write;
 

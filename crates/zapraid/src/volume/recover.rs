@@ -909,7 +909,7 @@ fn apply(
 /// The records of one member zone, in offset order: from its footer when the zone is Full
 /// and the footer is whole, else from the metadata of its blocks up to the first that holds
 /// no valid record.
-async fn load_member(
+pub(super) async fn load_member(
     dev: &dyn ZonedDevice,
     l: &Layout,
     member: usize,
