@@ -227,6 +227,9 @@ pub async fn run_groups(
         .collect())
 }
 
+/// The byte every block `fill` writes holds.
+pub const FILL_BYTE: u8 = 0x3c;
+
 /// Writes `[first_lba, first_lba + blocks)` once, sequentially, `block_bytes` at a time with
 /// `queue_depth` in flight, and flushes: what a read job needs before it reads.
 pub async fn fill(
@@ -238,7 +241,7 @@ pub async fn fill(
 ) -> BlockResult<()> {
     let bs = u64::from(dev.block_size());
     let per = (block_bytes / bs).max(1);
-    let data = vec![0x3cu8; usize::try_from(per * bs).unwrap_or(0)];
+    let data = vec![FILL_BYTE; usize::try_from(per * bs).unwrap_or(0)];
     let end = first_lba + blocks;
     let mut next = first_lba;
     let mut inflight = FuturesUnordered::new();

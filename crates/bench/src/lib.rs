@@ -14,6 +14,10 @@ pub mod raizn_seq;
 pub mod raizn_xor;
 pub mod series;
 pub mod workload;
+pub mod zapraid_array;
+pub mod zapraid_exp1;
+pub mod zapraid_exp2;
+pub mod zapraid_exp3;
 pub mod zns_fig1;
 
 pub use paper::{Options, Row, PAPERS};

@@ -34,6 +34,18 @@ pub const PAPERS: &[(&str, &str)] = &[
         "ZapRAID (APSys '23) Fig. 1: Zone Write vs Zone Append throughput, one zone and several",
     ),
     (
+        "zapraid-exp1",
+        "ZapRAID (APSys '23) Exp#1: 4 KiB random writes QD16 on 3+1, G=256 against ZoneWrite-only and ZoneAppend-only",
+    ),
+    (
+        "zapraid-exp2",
+        "ZapRAID (APSys '23) Exp#2: degraded 4 KiB reads at QD1 against normal reads, grouped and static layouts",
+    ),
+    (
+        "zapraid-exp3",
+        "ZapRAID (APSys '23) Exp#3: full-drive recovery time proportional to the logical space written",
+    ),
+    (
         "raizn-raw",
         "RAIZN (ASPLOS '23) section 6.1: raw ZN540 sequential write and read throughput",
     ),
@@ -408,6 +420,15 @@ pub fn run(name: &str, o: &Options) -> Result<Vec<Row>, String> {
     }
     if name == "raizn-xor" {
         return crate::raizn_xor::rows(o);
+    }
+    if name == "zapraid-exp1" {
+        return crate::zapraid_exp1::rows(o);
+    }
+    if name == "zapraid-exp2" {
+        return crate::zapraid_exp2::rows(o);
+    }
+    if name == "zapraid-exp3" {
+        return crate::zapraid_exp3::rows(o);
     }
     let pts = points(name).ok_or_else(|| {
         let names: Vec<&str> = PAPERS.iter().map(|p| p.0).collect();

@@ -214,7 +214,7 @@ impl Meter {
 
 /// The `p`th percentile of sorted latencies in microseconds: the smallest sample that at
 /// least `p` percent of the samples do not exceed (fio's definition), 0 with no samples.
-fn percentile_us(sorted_ns: &[u64], p: f64) -> f64 {
+pub fn percentile_us(sorted_ns: &[u64], p: f64) -> f64 {
     if sorted_ns.is_empty() {
         return 0.0;
     }

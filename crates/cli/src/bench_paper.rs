@@ -12,8 +12,9 @@ use crate::error::{CliError, CliResult};
 
 #[derive(Args, Debug)]
 pub struct BenchPaperArgs {
-    /// Figure set: zapraid-fig1, raizn-raw, raizn-fig9, raizn-fig10, raizn-fig12, raizn-seq,
-    /// raizn-xor, vroom-5.2.1, zns-5.1, zns-fig1, or all.
+    /// Figure set: zapraid-fig1, zapraid-exp1, zapraid-exp2, zapraid-exp3, raizn-raw,
+    /// raizn-fig9, raizn-fig10, raizn-fig12, raizn-seq, raizn-xor, vroom-5.2.1, zns-5.1,
+    /// zns-fig1, or all.
     pub name: String,
     /// Print one JSON object instead of a table.
     #[arg(long)]

@@ -250,6 +250,10 @@ pub enum RecordKind {
     /// An array-state record, replicated in every block of its stripe: `lba` holds the
     /// failed members (bit `i` = member `i`), `seq` the state's generation.
     State = 4,
+    /// A replacement's block of a stripe that was not whole on the other members (power loss
+    /// tore it): it holds nothing and is no part of its stripe, which stays torn. `lba` is
+    /// `u64::MAX`, `seq` 0.
+    Hole = 5,
 }
 
 /// The per-block metadata record (docs/FORMAT.md).
@@ -276,6 +280,11 @@ impl BlockRecord {
             stripe,
             kinds: 0,
         }
+    }
+
+    /// A replacement's block at the offset of torn stripe `stripe` (`RecordKind::Hole`).
+    pub fn hole(stripe: u32) -> BlockRecord {
+        BlockRecord::new(RecordKind::Hole, NO_LBA, 0, stripe)
     }
 
     /// A padding block of stripe `stripe`.
@@ -306,7 +315,7 @@ impl BlockRecord {
                     kind ^= r.kinds;
                     parities += 1;
                 }
-                RecordKind::State => return None,
+                RecordKind::State | RecordKind::Hole => return None,
                 k => kind ^= k as u8,
             }
         }
@@ -372,6 +381,7 @@ impl BlockRecord {
             2 => RecordKind::Parity,
             3 => RecordKind::Trim,
             4 => RecordKind::State,
+            5 => RecordKind::Hole,
             k => return corrupt(format!("record kind {k}")),
         };
         // Data kinds are 1 and 3, so their XOR is one of 0..=3.
@@ -391,6 +401,10 @@ impl BlockRecord {
                 return corrupt(format!("array-state generation {}", r.seq));
             }
             RecordKind::State => {}
+            RecordKind::Hole if r.lba != NO_LBA || r.seq != 0 => {
+                return corrupt("a hole with an LBA or a sequence number");
+            }
+            RecordKind::Hole => {}
             // Padding has no LBA and no sequence number; a trim record always has both.
             _ if r.lba == NO_LBA && (kind == RecordKind::Trim || r.seq != 0) => {
                 return corrupt("padding with a sequence number");
@@ -579,5 +593,24 @@ mod tests {
         assert_eq!(BlockRecord::rebuild(7, [&p, &rs[0], &rs[2]]), Some(t));
         // Without the parity the inputs are not a whole stripe.
         assert_eq!(BlockRecord::rebuild(7, [&rs[0], &rs[2]]), None);
+    }
+
+    #[test]
+    fn a_hole_round_trips_carries_nothing_and_rebuilds_nothing() {
+        let h = BlockRecord::hole(4);
+        let mut b = [0u8; 64];
+        b[..32].copy_from_slice(&h.encode());
+        assert_eq!(BlockRecord::decode(&b), Ok(h));
+        assert!(!h.is_padding());
+        let mut with_seq = BlockRecord::hole(4);
+        with_seq.seq = 3;
+        b[..32].copy_from_slice(&with_seq.encode());
+        assert!(matches!(
+            BlockRecord::decode(&b),
+            Err(MetaError::Corrupt(_))
+        ));
+        let d = BlockRecord::new(RecordKind::Data, 10, 100, 4);
+        let p = BlockRecord::parity_of(4, [&d]);
+        assert_eq!(BlockRecord::rebuild(4, [&p, &h]), None);
     }
 }

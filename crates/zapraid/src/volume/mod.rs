@@ -22,6 +22,7 @@ mod members;
 mod read;
 mod rebuild;
 mod recover;
+mod resume;
 mod signal;
 mod write;
 
@@ -363,6 +364,15 @@ impl ZapRaidVolume {
             stripe_table_bytes_max: u64::try_from(per_segment * u128::from(l.segments()))
                 .unwrap_or(u64::MAX),
             trim_place_bytes: st.index.trim_place_bytes(),
+        }
+    }
+
+    /// Where `lba`'s current version lives, or `None` when it is unmapped or trimmed (or out
+    /// of range). A block of a failed member is addressed offset = stripe.
+    pub fn address_of(&self, lba: Lba) -> Option<crate::layout::Pba> {
+        match self.sh.st.lock().index.lookup(lba) {
+            Ok(crate::index::Mapping::Mapped { pba, .. }) => Some(pba),
+            _ => None,
         }
     }
 

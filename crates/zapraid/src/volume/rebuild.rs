@@ -41,6 +41,9 @@ pub struct RecoveryProgress {
     /// total grows when client writes open segments during the recovery.
     pub blocks_done: u64,
     pub blocks_total: u64,
+    /// Segments kept from a recovery a power cut (or a failed command) stopped: found
+    /// rebuilt on the replacement and not rebuilt again (`resume.rs`).
+    pub segments_resumed: u32,
     /// Set when the member is healthy again.
     pub finished: bool,
 }
@@ -128,11 +131,23 @@ async fn recover(
     dev: Arc<dyn ZonedDevice>,
     force: bool,
 ) -> Result<(), ZapRaidError> {
-    prepare(sh, member, dev.as_ref(), force).await?;
-    sh.set_member(member, dev.clone());
     // Per segment rebuilt on the replacement: the floor of the segment it was rebuilt from
     // (a collection may free and reopen a segment meanwhile; it is then rebuilt again).
-    let mut done: BTreeMap<u32, u64> = BTreeMap::new();
+    // Segments a recovery cut short rebuilt already are kept.
+    let mut done = prepare(sh, member, dev.as_ref(), force).await?;
+    sh.set_member(member, dev.clone());
+    let kept: u64 = {
+        let st = sh.st.lock();
+        done.keys()
+            .map(|z| u64::from(st.index.stripes_written(*z)))
+            .sum()
+    };
+    bump(sh, |p| {
+        p.segments_resumed = done.len() as u32;
+        p.segments_done += done.len() as u32;
+        p.blocks_done += kept;
+        p.blocks_total += kept;
+    });
     for _ in 0..PASSES_MAX {
         let todo = pending(sh, &done, false);
         if todo.is_empty() {
@@ -149,13 +164,14 @@ async fn recover(
 }
 
 /// Checks that `dev` may be overwritten (empty, or this array's member at `member`, unless
-/// `force`) and empties it.
+/// `force`) and empties it, but for the zones of segments a recovery cut short rebuilt
+/// already (`resume.rs`; never with `force`), which it returns with their floors.
 async fn prepare(
     sh: &Shared,
     member: usize,
     dev: &dyn ZonedDevice,
     force: bool,
-) -> Result<(), ZapRaidError> {
+) -> Result<BTreeMap<u32, u64>, ZapRaidError> {
     let g = sh.layout.member;
     let zones = dev
         .report_zones(0, ReportFilter::All, false, g.zone_count as usize)
@@ -183,12 +199,33 @@ async fn prepare(
             });
         }
     }
-    if used {
+    if !used {
+        return Ok(BTreeMap::new());
+    }
+    let keep = if force {
+        BTreeMap::new()
+    } else {
+        super::resume::rebuilt_segments(sh, member, dev, &zones).await?
+    };
+    if keep.is_empty() {
         dev.zone_mgmt(ZoneAction::Reset, 0, true)
             .await
             .map_err(on_replacement(member, "reset all zones".into()))?;
+        return Ok(keep);
     }
-    Ok(())
+    for (z, d) in zones.iter().enumerate() {
+        if d.state == ZoneState::Empty || keep.contains_key(&(z as u32)) {
+            continue;
+        }
+        dev.zone_mgmt(ZoneAction::Reset, d.start, false)
+            .await
+            .map_err(on_replacement(member, format!("reset of zone {z}")))?;
+    }
+    tracing::info!(
+        "zapraid member {member}: {} segments rebuilt by an earlier recovery are kept",
+        keep.len()
+    );
+    Ok(keep)
 }
 
 /// Segments in use not rebuilt in their current form; the open one only with `open`.
@@ -234,6 +271,11 @@ async fn step(
     let header = peer_header(sh, member, z).await?;
     bump(sh, |p| p.blocks_total += u64::from(stripes));
     rebuild_segment(sh, member, dev, z, stripes, header, true).await?;
+    // Durable before it counts as done: a recovery a power cut stops keeps the segments
+    // rebuilt so far (`resume.rs`).
+    dev.flush()
+        .await
+        .map_err(on_replacement(member, format!("flush after segment {z}")))?;
     done.insert(z, floor);
     bump(sh, |p| p.segments_done += 1);
     Ok(())
@@ -365,7 +407,7 @@ async fn peer_header(sh: &Shared, member: usize, z: u32) -> Result<SegmentHeader
 
 /// A member other than the one recovered failed: with `m = 1` that fails the volume, naming
 /// both.
-fn second_failure(sh: &Shared, j: usize, why: &str) -> ZapRaidError {
+pub(super) fn second_failure(sh: &Shared, j: usize, why: &str) -> ZapRaidError {
     members::member_failed(sh, j, &format!("read during recovery: {why}"));
     match sh.failed.get() {
         Some(f) => ZapRaidError::Failed(f),
@@ -539,8 +581,11 @@ async fn read_peer(
             ));
         }
         for (d, m) in data.chunks(bs).zip(meta.chunks(oob)) {
-            if let Ok(r) = BlockRecord::decode(m) {
-                out.push((r, d.to_vec()));
+            match BlockRecord::decode(m) {
+                // A hole (an earlier recovery's block of a torn stripe) is no part of it.
+                Ok(r) if r.kind == RecordKind::Hole => {}
+                Ok(r) => out.push((r, d.to_vec())),
+                Err(_) => {}
             }
         }
         at += nb;
@@ -549,8 +594,11 @@ async fn read_peer(
 }
 
 /// The replacement's block of stripe `s` from the other members' blocks of it: the XOR of
-/// all of them with its record rebuilt, a copy of a state block, or padding when the stripe
+/// all of them with its record rebuilt, a copy of a state block, or a hole when the stripe
 /// is not whole on the others (power loss tore it; its live blocks were rewritten at open).
+/// Not padding: a padding block would count as the stripe's block at the next open, which
+/// would then take the stripe for one missing a single block and rebuild that block from
+/// records that do not add up.
 fn rebuild_block(
     sh: &Shared,
     member: usize,
@@ -564,7 +612,7 @@ fn rebuild_block(
         return Ok((d.clone(), *r));
     }
     if peers.len() + 1 != l.n() as usize {
-        return Ok((vec![0u8; bs], BlockRecord::padding(s)));
+        return Ok((vec![0u8; bs], BlockRecord::hole(s)));
     }
     let mut data = vec![0u8; bs];
     for (d, _) in peers {

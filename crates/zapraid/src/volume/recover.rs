@@ -340,6 +340,11 @@ async fn open_attempt(
                     offset: offset as u32,
                 };
                 apply(&mut index, &l, pba, &rec, h.volume_blocks, &mut trims)?;
+                // A hole is no part of its stripe: the stripe stays torn as it was when a
+                // recovery wrote the hole.
+                if rec.kind == RecordKind::Hole {
+                    continue;
+                }
                 if let Some(v) = by_stripe.get_mut(rec.stripe as usize) {
                     v.push((i, offset as u32, rec));
                 }
@@ -886,7 +891,7 @@ fn apply(
         .set_stripe_id(pba, l.stripe_id_in_group(rec.stripe))
         .map_err(|e| bad(e.to_string()))?;
     match rec.kind {
-        RecordKind::Parity | RecordKind::State => {}
+        RecordKind::Parity | RecordKind::State | RecordKind::Hole => {}
         _ if rec.is_padding() => {}
         RecordKind::Data => {
             if rec.lba >= volume_blocks {
@@ -904,7 +909,7 @@ fn apply(
 /// The records of one member zone, in offset order: from its footer when the zone is Full
 /// and the footer is whole, else from the metadata of its blocks up to the first that holds
 /// no valid record.
-async fn load_member(
+pub(super) async fn load_member(
     dev: &dyn ZonedDevice,
     l: &Layout,
     member: usize,
