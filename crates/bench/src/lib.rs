@@ -12,6 +12,7 @@ pub mod raizn_xor;
 pub mod series;
 pub mod workload;
 pub mod zns_fig1;
+pub mod znsplus_fig6;
 
 pub use paper::{Options, Row, PAPERS};
 pub use workload::{Job, Pattern, Report};
