@@ -144,9 +144,11 @@ pub async fn run(a: &BenchPaperArgs, out: &mut impl Write) -> CliResult {
         "figure", "paper", "measured", "diff"
     )?;
     for r in &rows {
+        // Ratios (znsplus-fig6) need their decimals; throughputs and latencies do not.
+        let places = if r.paper.abs() < 10.0 { 3 } else { 1 };
         writeln!(
             out,
-            "{:<width$}  {:>10.1}  {:>10.1}  {:>+7.2}%",
+            "{:<width$}  {:>10.places$}  {:>10.places$}  {:>+7.2}%",
             r.figure, r.paper, r.measured, r.diff_pct
         )?;
     }
