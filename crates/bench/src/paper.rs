@@ -81,6 +81,10 @@ pub const PAPERS: &[(&str, &str)] = &[
         "zns-fig1",
         "ZNS (ATC '21) Fig. 1: ZNS vs block interface with 7% and 28% OP, overwritten 4 times",
     ),
+    (
+        "znsplus-fig6",
+        "ZNS+ (OSDI '21) Fig. 6: segment compaction time, host copy vs in-storage zone compaction with and without copyback (femu-mlc)",
+    ),
 ];
 
 const KIB: u64 = 1024;
@@ -429,6 +433,9 @@ pub fn run(name: &str, o: &Options) -> Result<Vec<Row>, String> {
     }
     if name == "zapraid-exp3" {
         return crate::zapraid_exp3::rows(o);
+    }
+    if name == "znsplus-fig6" {
+        return crate::znsplus_fig6::rows(o);
     }
     let pts = points(name).ok_or_else(|| {
         let names: Vec<&str> = PAPERS.iter().map(|p| p.0).collect();

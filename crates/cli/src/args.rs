@@ -162,6 +162,10 @@ pub struct CreateArgs {
     /// Disable the volatile write cache (every completed write is durable).
     #[arg(long)]
     pub no_write_cache: bool,
+    /// Give the device the ZNS+ commands (zone compaction, TL_open, identify mapping;
+    /// docs/ZNSPLUS.md); the image records it.
+    #[arg(long)]
+    pub zns_plus: bool,
     /// Seed for the device's own choices (append order, power-loss cut points).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -265,6 +269,49 @@ pub enum ZoneCmd {
         target: Target,
         #[command(flatten)]
         sel: ZoneSelect,
+    },
+    /// ZNS+ zone compaction: copy extents inside the device (data and metadata; a copyback
+    /// on the chip where source and destination share one), each landing at its destination
+    /// zone's write pointer. Needs a device created with --zns-plus.
+    Compact {
+        #[command(flatten)]
+        target: Target,
+        /// One extent SRC:DST:BLOCKS (LBAs and count in decimal or 0x hex): copy BLOCKS
+        /// blocks from SRC to DST, which must be its zone's write pointer as the earlier
+        /// extents leave it. Repeat for more extents; they run in order, all or none.
+        #[arg(
+            long = "extent",
+            value_name = "SRC:DST:BLOCKS",
+            required = true,
+            value_parser = crate::zone_plus::parse_extent
+        )]
+        extents: Vec<zns::CompactionExtent>,
+    },
+    /// ZNS+ TL_open: open a Full zone, or a Closed one with data, for threaded logging: its
+    /// write pointer goes back to the first invalid block, writes fill the invalid blocks in
+    /// order and the device keeps (plugs) the valid ones. Needs a device created with
+    /// --zns-plus.
+    #[command(name = "tl-open")]
+    TlOpen {
+        #[command(flatten)]
+        target: Target,
+        /// Zone index to TL-open.
+        #[arg(long)]
+        zone: u32,
+        /// Blocks whose data the device must keep, relative to the zone start: inclusive
+        /// ranges and single blocks (0-15,32,40-47), or `none`; every other block may be
+        /// overwritten.
+        #[arg(
+            long,
+            value_name = "RANGES",
+            required_unless_present = "valid_file",
+            conflicts_with = "valid_file"
+        )]
+        valid: Option<String>,
+        /// Read the valid bitmap from this file instead: ceil(zone capacity / 8) bytes, bit i
+        /// (byte i / 8, least significant bit first) set for block i valid.
+        #[arg(long, value_name = "FILE")]
+        valid_file: Option<PathBuf>,
     },
 }
 

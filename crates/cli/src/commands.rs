@@ -86,7 +86,9 @@ pub fn target_of(cmd: &Cmd) -> Option<&Target> {
             | ZoneCmd::Close { target, .. }
             | ZoneCmd::Finish { target, .. }
             | ZoneCmd::Reset { target, .. }
-            | ZoneCmd::Offline { target, .. } => Some(target),
+            | ZoneCmd::Offline { target, .. }
+            | ZoneCmd::Compact { target, .. }
+            | ZoneCmd::TlOpen { target, .. } => Some(target),
         },
         Cmd::Io(i) => match i {
             IoCmd::Write { target, .. }
@@ -186,6 +188,7 @@ pub fn create(a: &CreateArgs, out: &mut impl Write) -> CliResult {
     let cfg = EmuConfig {
         volatile_cache: !a.no_write_cache,
         seed: a.seed,
+        zns_plus: a.zns_plus,
         ..EmuConfig::new(g)
     };
     let dev = EmuDevice::create_file(&a.path, cfg, a.force)
@@ -193,14 +196,15 @@ pub fn create(a: &CreateArgs, out: &mut impl Write) -> CliResult {
     dev.shutdown().map_err(|e| CliError::Other(e.to_string()))?;
     writeln!(
         out,
-        "created {}: {} zones of {} blocks ({} writable), {}-byte blocks, {} B metadata, {} writable",
+        "created {}: {} zones of {} blocks ({} writable), {}-byte blocks, {} B metadata, {} writable{}",
         a.path.display(),
         g.zone_count,
         g.zone_size,
         g.zone_capacity,
         g.block_size,
         g.oob_size,
-        format_size(g.capacity_bytes())
+        format_size(g.capacity_bytes()),
+        if a.zns_plus { ", ZNS+ commands" } else { "" }
     )?;
     Ok(())
 }
@@ -219,6 +223,7 @@ fn info(dev: &Opened, json: bool, out: &mut impl Write) -> CliResult {
     let g = dev.geometry();
     // A drive's write cache is the drive's; only an image's is known here.
     let cache = dev.image().map(|d| d.config().volatile_cache);
+    let mapping = dev.identify_mapping();
     if json {
         let v = json!({
             "zones": g.zone_count, "zone_size": g.zone_size, "zone_capacity": g.zone_capacity,
@@ -226,6 +231,11 @@ fn info(dev: &Opened, json: bool, out: &mut impl Write) -> CliResult {
             "max_active": g.max_active, "zasl": g.zasl_blocks, "mdts": g.mdts_blocks,
             "copy_max_ranges": g.copy_max_ranges, "copy_max_range_blocks": g.copy_max_range_blocks,
             "copy_max_blocks": g.copy_max_blocks, "volatile_write_cache": cache,
+            "zns_plus": mapping.map(|m| json!({
+                "chunk_blocks": m.chunk_blocks, "zone_chips": m.zone_chips,
+                "chip_groups": m.chip_groups, "compaction_max_extents": m.compaction_max_extents,
+                "compaction_max_blocks": m.compaction_max_blocks,
+            })),
         });
         writeln!(out, "{v}")?;
         return Ok(());
@@ -280,6 +290,18 @@ fn info(dev: &Opened, json: bool, out: &mut impl Write) -> CliResult {
             None => "the drive's (a real device: flush and FUA make writes durable)",
         }
     )?;
+    if let Some(m) = mapping {
+        writeln!(
+            out,
+            "zns+ commands:    chunks of {} blocks over {} chips per zone, {} chip groups; \
+             compaction up to {} extents, {} blocks",
+            m.chunk_blocks,
+            m.zone_chips,
+            m.chip_groups,
+            m.compaction_max_extents,
+            m.compaction_max_blocks
+        )?;
+    }
     Ok(())
 }
 
@@ -320,7 +342,7 @@ async fn report(
         let zones: Vec<_> = r
             .zones
             .iter()
-            .map(|d| json!({"zone": d.start / g.zone_size, "start": d.start, "capacity": d.capacity, "wp": d.wp, "state": d.state.name()}))
+            .map(|d| json!({"zone": d.start / g.zone_size, "start": d.start, "capacity": d.capacity, "wp": d.wp, "state": d.state.name(), "tl_opened": d.attributes & zns::zone_attr::TLO != 0}))
             .collect();
         writeln!(out, "{}", json!({ "zones": zones }))?;
         return Ok(());
@@ -341,6 +363,21 @@ async fn report(
     // conditions are explained once, after them.
     if !r.zones.is_empty() {
         writeln!(out, "{}", condition_legend())?;
+    }
+    // A TL-opened zone (ZNS+) shows its ordinary condition in the row; which zones are
+    // TL-opened is said after the rows, so they keep blkzone's shape.
+    let tl: Vec<String> = r
+        .zones
+        .iter()
+        .filter(|d| d.attributes & zns::zone_attr::TLO != 0)
+        .map(|d| (d.start / g.zone_size).to_string())
+        .collect();
+    if !tl.is_empty() {
+        writeln!(
+            out,
+            "TL-opened (ZNS+ threaded logging): zone {}",
+            tl.join(", ")
+        )?;
     }
     Ok(())
 }
@@ -640,10 +677,35 @@ pub async fn execute_zoned(dev: &dyn ZonedDevice, cmd: &Cmd, out: &mut impl Writ
         Cmd::Zone(ZoneCmd::Offline { sel, .. }) => {
             manage(dev, ZoneAction::Offline, *sel, out).await
         }
+        Cmd::Zone(ZoneCmd::Compact { extents, target }) => {
+            crate::zone_plus::compact(dev, &target_name(target), extents, out).await
+        }
+        Cmd::Zone(ZoneCmd::TlOpen {
+            target,
+            zone,
+            valid,
+            valid_file,
+        }) => {
+            let source = match (valid, valid_file) {
+                (_, Some(f)) => crate::zone_plus::ValidSource::File(f),
+                (Some(r), None) => crate::zone_plus::ValidSource::Ranges(r),
+                (None, None) => return Err(CliError::Usage("give --valid or --valid-file".into())),
+            };
+            crate::zone_plus::tl_open(dev, &target_name(target), *zone, source, out).await
+        }
         Cmd::Io(i) => io(dev, i, out).await,
         _ => Err(CliError::Usage(
             "only zone and io commands address a zoned device this way".into(),
         )),
+    }
+}
+
+/// How a message names a target: its path, or "the RAIZN array".
+fn target_name(t: &Target) -> std::path::PathBuf {
+    if t.raizn.is_empty() {
+        t.path().to_path_buf()
+    } else {
+        std::path::PathBuf::from("the RAIZN array")
     }
 }
 

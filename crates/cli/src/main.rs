@@ -25,6 +25,7 @@ mod session;
 mod timing;
 mod units;
 mod zapraid_replace;
+mod zone_plus;
 
 use std::process::ExitCode;
 

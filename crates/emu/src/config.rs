@@ -16,8 +16,8 @@ pub struct EmuConfig {
     /// File backend only: fdatasync the image on Flush/FUA, for durability across host
     /// crashes (slow). Off, the image survives a process kill but not a host crash.
     pub host_sync: bool,
-    /// ZNS+ commands (docs/ZNSPLUS.md): identify_mapping, zone_compaction, tl_open. Memory
-    /// backend only in this build (the image format has no place for TL bitmaps yet).
+    /// ZNS+ commands (docs/ZNSPLUS.md): identify_mapping, zone_compaction, tl_open. An image
+    /// records it (superblock flag) with the valid bitmaps of its TL-opened zones.
     pub zns_plus: bool,
 }
 

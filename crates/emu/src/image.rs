@@ -11,8 +11,13 @@
 //! image was shut down cleanly; an image in use (a killed process) comes back in the restart
 //! form, as a power loss. Version 1 images open unchanged (their entries never hold an open
 //! state) and are written as version 2 from their first open on.
+//!
+//! ZNS+ (feature flag 4 in the superblock, no version change): the image of a device with the
+//! ZNS+ commands ends with a valid-bitmap region, one slot per zone, holding the bitmap of
+//! each TL-opened zone (attribute `TLO` in its entry). An image without the flag is laid out,
+//! and encoded, exactly as before; a build that does not know the flag refuses the image.
 
-use zns::{Geometry, Lba, ZoneState};
+use zns::{zone_attr, Geometry, Lba, ValidBitmap, ZoneState};
 
 use crate::zones::Zone;
 
@@ -52,6 +57,8 @@ pub struct Superblock {
     /// False while a process has the image open; true after a clean shutdown.
     pub clean: bool,
     pub seed: u64,
+    /// The device has the ZNS+ commands, and the image the valid-bitmap region.
+    pub zns_plus: bool,
 }
 
 /// Byte offsets of the regions of an image with this geometry.
@@ -60,27 +67,60 @@ pub struct Layout {
     pub table_offset: u64,
     pub meta_offset: u64,
     pub data_offset: u64,
+    /// The valid-bitmap region of a ZNS+ image (`TL_SLOT_ALIGN` aligned, after the data).
+    pub tl_offset: Option<u64>,
+    /// Bytes of one zone's slot in the valid-bitmap region.
+    pub tl_slot_bytes: u64,
     pub total_bytes: u64,
 }
+
+/// Header of a valid-bitmap slot: zone index (u32) and CRC-32C (u32).
+const TL_SLOT_HEADER: usize = 8;
+/// Alignment of the valid-bitmap region and of each slot in it.
+const TL_SLOT_ALIGN: u64 = 4096;
 
 fn align_up(v: u64, a: u64) -> u64 {
     v.div_ceil(a) * a
 }
 
 impl Layout {
+    /// The layout of an image without ZNS+ (formats 1 and 2).
     pub fn for_geometry(g: &Geometry) -> Layout {
+        Self::for_image(g, false)
+    }
+
+    /// The layout of an image, with the valid-bitmap region when the device has ZNS+.
+    pub fn for_image(g: &Geometry, zns_plus: bool) -> Layout {
         let table_offset = SUPERBLOCK_BYTES;
         let table_bytes = u64::from(g.zone_count) * ZONE_ENTRY_BYTES as u64;
         let meta_offset = align_up(table_offset + table_bytes, REGION_ALIGN);
         let meta_bytes = g.total_blocks() * u64::from(g.oob_size);
         let data_offset = align_up(meta_offset + meta_bytes, REGION_ALIGN);
-        let total_bytes = data_offset + g.total_blocks() * u64::from(g.block_size);
+        let data_end = data_offset + g.total_blocks() * u64::from(g.block_size);
+        let tl_slot_bytes = align_up(
+            (TL_SLOT_HEADER + ValidBitmap::bytes_for(g.zone_capacity)) as u64,
+            TL_SLOT_ALIGN,
+        );
+        let (tl_offset, total_bytes) = if zns_plus {
+            let at = align_up(data_end, TL_SLOT_ALIGN);
+            (Some(at), at + u64::from(g.zone_count) * tl_slot_bytes)
+        } else {
+            (None, data_end)
+        };
         Layout {
             table_offset,
             meta_offset,
             data_offset,
+            tl_offset,
+            tl_slot_bytes,
             total_bytes,
         }
+    }
+
+    /// Where zone `index`'s valid-bitmap slot lies, in a ZNS+ image.
+    pub fn tl_slot_offset(&self, index: u32) -> Option<u64> {
+        self.tl_offset
+            .map(|at| at + u64::from(index) * self.tl_slot_bytes)
     }
 }
 
@@ -106,6 +146,8 @@ fn get_u64(b: &[u8], at: usize) -> u64 {
 
 const FLAG_CROSS_ZONE_READS: u32 = 1;
 const FLAG_VOLATILE_CACHE: u32 = 2;
+const FLAG_ZNS_PLUS: u32 = 4;
+const KNOWN_FLAGS: u32 = FLAG_CROSS_ZONE_READS | FLAG_VOLATILE_CACHE | FLAG_ZNS_PLUS;
 
 /// Encodes a superblock into its 4096-byte region.
 pub fn encode_superblock(sb: &Superblock) -> Vec<u8> {
@@ -133,6 +175,9 @@ pub fn encode_superblock(sb: &Superblock) -> Vec<u8> {
     }
     if sb.volatile_cache {
         flags |= FLAG_VOLATILE_CACHE;
+    }
+    if sb.zns_plus {
+        flags |= FLAG_ZNS_PLUS;
     }
     put_u32(&mut b, 72, flags);
     put_u32(&mut b, 76, if sb.clean { 0 } else { 1 });
@@ -170,7 +215,7 @@ pub fn decode_superblock(b: &[u8]) -> Result<Superblock, ImageError> {
         ));
     }
     let flags = get_u32(b, 72);
-    if flags & !(FLAG_CROSS_ZONE_READS | FLAG_VOLATILE_CACHE) != 0 {
+    if flags & !KNOWN_FLAGS != 0 {
         return Err(ImageError::BadGeometry(format!(
             "unknown feature flags {flags:#x}"
         )));
@@ -221,7 +266,50 @@ pub fn decode_superblock(b: &[u8]) -> Result<Superblock, ImageError> {
         volatile_cache: flags & FLAG_VOLATILE_CACHE != 0,
         clean,
         seed: get_u64(b, 104),
+        zns_plus: flags & FLAG_ZNS_PLUS != 0,
     })
+}
+
+/// Encodes zone `index`'s valid-bitmap slot (`bits` is the bitmap's bytes) into
+/// `slot_bytes` bytes: index, CRC-32C of the index and the bitmap, the bitmap, zero padding.
+pub fn encode_tl_slot(index: u32, bits: &[u8], slot_bytes: u64) -> Vec<u8> {
+    let len = (slot_bytes as usize).max(TL_SLOT_HEADER + bits.len());
+    let mut b = vec![0u8; len];
+    put_u32(&mut b, 0, index);
+    b[TL_SLOT_HEADER..TL_SLOT_HEADER + bits.len()].copy_from_slice(bits);
+    let crc = tl_slot_crc(&b[0..4], bits);
+    put_u32(&mut b, 4, crc);
+    b
+}
+
+fn tl_slot_crc(index: &[u8], bits: &[u8]) -> u32 {
+    crc32c::crc32c_append(crc32c::crc32c(index), bits)
+}
+
+/// Decodes and validates zone `index`'s valid-bitmap slot against the geometry and the
+/// zone's data end (`data_blocks` past its start): no block at or above it may be valid.
+pub fn decode_tl_slot(
+    g: &Geometry,
+    index: u32,
+    b: &[u8],
+    data_blocks: u64,
+) -> Result<ValidBitmap, ImageError> {
+    let bad = |m: &str| ImageError::ZoneEntry(index, format!("valid bitmap: {m}"));
+    let n = ValidBitmap::bytes_for(g.zone_capacity);
+    if b.len() < TL_SLOT_HEADER + n {
+        return Err(ImageError::Truncated(format!(
+            "valid bitmap of zone {index}"
+        )));
+    }
+    if get_u32(b, 0) != index {
+        return Err(bad("slot is for another zone"));
+    }
+    let bits = &b[TL_SLOT_HEADER..TL_SLOT_HEADER + n];
+    if tl_slot_crc(&b[0..4], bits) != get_u32(b, 4) {
+        return Err(bad("checksum mismatch"));
+    }
+    ValidBitmap::parse(bits, g.zone_capacity, data_blocks)
+        .map_err(|_| bad("marks valid a block at or above the zone's data end"))
 }
 
 /// The open state a zone had when the device was shut down cleanly (format version 2).
@@ -346,6 +434,24 @@ fn decode_restart_form(g: &Geometry, index: u32, b: &[u8]) -> Result<Zone, Image
     if wp < start || wp > cap_end {
         return Err(bad("write pointer outside the zone"));
     }
+    let attributes = b[1];
+    if attributes & zone_attr::TLO != 0 {
+        // A TL-opened zone (ZNS+) keeps its old data above its write pointer.
+        if state != ZoneState::Closed || wp == cap_end {
+            return Err(bad("a TL-opened zone's restart form must be Closed"));
+        }
+        if data_end < wp || data_end > cap_end {
+            return Err(bad("a TL-opened zone's data end is outside wp..capacity"));
+        }
+        return Ok(Zone {
+            state,
+            wp,
+            data_end,
+            durable_wp: wp,
+            attributes,
+            opened_seq: 0,
+        });
+    }
     if data_end < start || data_end > wp {
         return Err(bad("data end outside the written part of the zone"));
     }
@@ -363,7 +469,7 @@ fn decode_restart_form(g: &Geometry, index: u32, b: &[u8]) -> Result<Zone, Image
         wp,
         data_end,
         durable_wp: wp,
-        attributes: b[1],
+        attributes,
         opened_seq: 0,
     })
 }
@@ -397,6 +503,7 @@ mod tests {
             volatile_cache: true,
             clean: false,
             seed: 99,
+            zns_plus: false,
         };
         let b = encode_superblock(&sb);
         assert_eq!(decode_superblock(&b), Ok(sb));
@@ -538,6 +645,7 @@ mod tests {
             volatile_cache: false,
             clean: true,
             seed: 3,
+            zns_plus: false,
         };
         let mut b = encode_superblock(&sb);
         put_u32(&mut b, 8, 1);
@@ -551,6 +659,86 @@ mod tests {
     }
 
     #[test]
+    fn zns_plus_superblocks_round_trip_and_plain_ones_keep_their_flags() {
+        let plain = Superblock {
+            geometry: geo(),
+            volatile_cache: true,
+            clean: true,
+            seed: 5,
+            zns_plus: false,
+        };
+        let plus = Superblock {
+            zns_plus: true,
+            ..plain
+        };
+        assert_eq!(decode_superblock(&encode_superblock(&plus)), Ok(plus));
+        // Without ZNS+ the flags word is what format 2 always wrote.
+        assert_eq!(get_u32(&encode_superblock(&plain), 72), FLAG_VOLATILE_CACHE);
+        assert_eq!(
+            Layout::for_image(&geo(), false),
+            Layout::for_geometry(&geo())
+        );
+    }
+
+    #[test]
+    fn valid_bitmap_slots_round_trip_and_reject_damage() {
+        let g = geo();
+        let mut map = ValidBitmap::empty(g.zone_capacity);
+        for b in [0, 5, 47] {
+            map.set(b, true);
+        }
+        let l = Layout::for_image(&g, true);
+        let slot = encode_tl_slot(3, map.as_bytes(), l.tl_slot_bytes);
+        assert_eq!(slot.len() as u64, l.tl_slot_bytes);
+        assert_eq!(decode_tl_slot(&g, 3, &slot, 48), Ok(map.clone()));
+        // Another zone's slot, a flipped bit, a short slot, a valid block above the data end.
+        assert!(decode_tl_slot(&g, 2, &slot, 48).is_err());
+        let mut flipped = slot.clone();
+        flipped[TL_SLOT_HEADER + 1] ^= 1;
+        assert!(decode_tl_slot(&g, 3, &flipped, 48).is_err());
+        assert!(decode_tl_slot(&g, 3, &slot[..TL_SLOT_HEADER + 2], 48).is_err());
+        assert!(decode_tl_slot(&g, 3, &slot, 40).is_err());
+    }
+
+    #[test]
+    fn tl_opened_entries_keep_old_data_above_the_wp() {
+        let g = geo();
+        let tl = Zone {
+            state: ZoneState::Closed,
+            wp: 64 + 4,
+            data_end: 64 + 48,
+            durable_wp: 64 + 4,
+            attributes: zone_attr::TLO,
+            opened_seq: 0,
+        };
+        assert_eq!(decode_zone(&g, 1, &encode_zone(1, &tl)), Ok(tl));
+        let bad = [
+            Zone {
+                state: ZoneState::Full,
+                wp: 64 + 48,
+                ..tl
+            },
+            Zone {
+                state: ZoneState::Empty,
+                wp: 64,
+                durable_wp: 64,
+                ..tl
+            },
+            Zone {
+                data_end: 64 + 3,
+                ..tl
+            },
+            Zone {
+                data_end: 64 + 49,
+                ..tl
+            },
+        ];
+        for z in bad {
+            assert!(decode_zone(&g, 1, &encode_zone(1, &z)).is_err(), "{z:?}");
+        }
+    }
+
+    #[test]
     fn layout_regions_do_not_overlap() {
         let g = geo();
         let l = Layout::for_geometry(&g);
@@ -558,5 +746,11 @@ mod tests {
         assert!(l.meta_offset + 256 * 16 <= l.data_offset);
         assert_eq!(l.total_bytes, l.data_offset + 256 * 4096);
         assert_eq!(l.data_offset % (1 << 20), 0);
+        assert_eq!(l.tl_offset, None);
+        let p = Layout::for_image(&g, true);
+        let slots = p.tl_offset.expect("a ZNS+ image has the bitmap region");
+        assert!(slots >= l.total_bytes);
+        assert!(p.tl_slot_bytes >= 8 + 6);
+        assert_eq!(p.total_bytes, slots + 4 * p.tl_slot_bytes);
     }
 }

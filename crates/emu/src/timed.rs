@@ -44,6 +44,29 @@ impl Timing {
         wait_until(self.mode, deadline).await;
     }
 
+    /// Books every command of `cmds` at the same instant, as one command made of many
+    /// independent pieces (the extents of a `zone_compaction`), and waits for the last to
+    /// complete: the pieces overlap on the flash as the resources allow, rather than each
+    /// waiting for the one before. A failed command books `Rejected` once.
+    pub async fn complete_all(&self, cmds: &[TimedCmd<'_>], ok: bool) {
+        if !ok || cmds.is_empty() {
+            return self.complete(TimedCmd::Rejected, false).await;
+        }
+        let now = Instant::now();
+        let epoch = *self.epoch.get_or_init(|| now);
+        let deadline = {
+            let mut m = self.model.lock();
+            let now_ns = (now.saturating_duration_since(epoch).as_nanos() as u64).max(m.now_ns());
+            let end = cmds
+                .iter()
+                .map(|c| m.submit(now_ns, c))
+                .max()
+                .unwrap_or(now_ns);
+            epoch + Duration::from_nanos(end)
+        };
+        wait_until(self.mode, deadline).await;
+    }
+
     /// Books device-internal work (ZNS+ plugging) that no command waits for: it occupies
     /// dies, channels and the buffer, and so delays the commands that come after it.
     pub fn book(&self, cmd: TimedCmd<'_>) {

@@ -82,17 +82,45 @@ impl ZoneTable {
     /// Rebuilds a table from persisted zones (restart rules already applied by the caller;
     /// zones open at a clean shutdown come back open, with `opened_seq` giving their order).
     pub fn from_zones(geo: Geometry, zones: Vec<Zone>) -> ZoneTable {
+        let none = vec![None; zones.len()];
+        Self::from_zones_tl(geo, zones, none)
+    }
+
+    /// Rebuilds a table from persisted zones and the valid bitmaps of the TL-opened ones
+    /// (`tl[z]` is Some exactly for the zones with `TLO`; an entry and its bitmap that
+    /// disagree are the caller's corrupt image, refused before here). Each TL-opened zone's WP
+    /// moves past the valid blocks at it, as after a power cut (its durable point already
+    /// rests there, so this changes nothing in an image the device wrote).
+    pub fn from_zones_tl(
+        geo: Geometry,
+        mut zones: Vec<Zone>,
+        mut tl: Vec<Option<ValidBitmap>>,
+    ) -> ZoneTable {
+        tl.resize(zones.len(), None);
+        for (zone, map) in zones.iter_mut().zip(&tl) {
+            if map.is_none() {
+                zone.attributes &= !zone_attr::TLO;
+            }
+        }
         let open_seq = zones.iter().map(|z| z.opened_seq).max().unwrap_or(0);
         let mut t = ZoneTable {
             geo,
             busy: vec![false; zones.len()],
-            tl: vec![None; zones.len()],
+            tl,
             zones,
             nr_open: 0,
             nr_active: 0,
             open_seq,
         };
         t.recount();
+        for z in 0..geo.zone_count {
+            if t.tl_map(z).is_some() {
+                t.zones[z as usize].attributes |= zone_attr::TLO;
+                t.plug(z);
+                let zone = &mut t.zones[z as usize];
+                zone.durable_wp = zone.wp;
+            }
+        }
         t
     }
 

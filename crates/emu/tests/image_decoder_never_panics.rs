@@ -1,7 +1,9 @@
 //! The image decoders meet random and corrupted bytes: they return errors, never panic, and
 //! accept only what round-trips.
 
-use emu::image::{decode_superblock, decode_zone, encode_superblock, Superblock};
+use emu::image::{
+    decode_superblock, decode_tl_slot, decode_zone, encode_superblock, encode_tl_slot, Superblock,
+};
 use proptest::prelude::*;
 use zns::Geometry;
 
@@ -16,11 +18,23 @@ proptest! {
     fn random_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..4200)) {
         let _ = decode_superblock(&bytes);
         let _ = decode_zone(&geometry(), 0, &bytes);
+        let _ = decode_tl_slot(&geometry(), 0, &bytes, geometry().zone_capacity);
+    }
+
+    #[test]
+    fn corrupted_valid_bitmap_slots(flip in 0usize..32, v in 1u8..=255, zone in 0u32..32) {
+        let g = geometry();
+        let mut map = zns::ValidBitmap::empty(g.zone_capacity);
+        map.set(u64::from(zone), true);
+        let mut b = encode_tl_slot(zone, map.as_bytes(), 4096);
+        prop_assert_eq!(decode_tl_slot(&g, zone, &b, g.zone_capacity), Ok(map));
+        b[flip] ^= v;
+        prop_assert!(decode_tl_slot(&g, zone, &b, g.zone_capacity).is_err());
     }
 
     #[test]
     fn corrupted_superblocks(flips in proptest::collection::vec((0usize..4096, any::<u8>()), 1..6), cut in 0usize..4200) {
-        let sb = Superblock { geometry: geometry(), volatile_cache: true, clean: true, seed: 1 };
+        let sb = Superblock { geometry: geometry(), volatile_cache: true, clean: true, seed: 1, zns_plus: false };
         let mut b = encode_superblock(&sb);
         for (at, v) in &flips {
             b[*at] ^= v;

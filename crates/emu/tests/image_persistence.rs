@@ -159,6 +159,7 @@ fn a_newer_format_version_is_refused() {
         volatile_cache: true,
         clean: true,
         seed: 0,
+        zns_plus: false,
     });
     let newer = image::VERSION + 1;
     sb[8..12].copy_from_slice(&newer.to_le_bytes());

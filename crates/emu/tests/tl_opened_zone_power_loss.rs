@@ -4,11 +4,16 @@
 //! the cut every valid block must hold its old data, every written block below the WP its
 //! new data, and the WP must be a kept prefix (at least the durable point) moved past the
 //! valid blocks that follow. The test counts how often each case happened, so it fails if
-//! it stops exercising them.
+//! it stops exercising them. It runs on the memory backend (the cut in place) and on a file
+//! image, where the process is also killed after the cut and the image reopened, so the
+//! zone's entry and its valid bitmap come back from the image (docs/FORMAT.md).
 //!
-//! Fault model: power loss with the volatile write cache on, nothing else.
+//! Fault model: power loss with the volatile write cache on (and, for an image, a process
+//! kill right after it), nothing else.
 
 mod common;
+
+use std::path::Path;
 
 use common::{block_on, small_geometry};
 use emu::{EmuConfig, EmuDevice};
@@ -30,15 +35,35 @@ struct Coverage {
     wp_moved_past_valid_after_cut: u64,
 }
 
-async fn one_run(seed: u64, cov: &mut Coverage) {
-    let g = small_geometry();
-    let cap = g.zone_capacity;
-    let dev = EmuDevice::new_memory(EmuConfig {
+/// A ZNS+ device in memory, or in a new image at `image`.
+fn device(seed: u64, image: Option<&Path>) -> EmuDevice {
+    let cfg = EmuConfig {
         seed,
         zns_plus: true,
-        ..EmuConfig::new(g)
-    })
-    .expect("device");
+        ..EmuConfig::new(small_geometry())
+    };
+    match image {
+        None => EmuDevice::new_memory(cfg).expect("device"),
+        Some(p) => EmuDevice::create_file(p, cfg, true).expect("image"),
+    }
+}
+
+/// Cuts power; an image's process is then killed and the image reopened.
+fn cut(dev: EmuDevice, seed: u64, image: Option<&Path>) -> EmuDevice {
+    dev.power_loss(seed).expect("power loss");
+    match image {
+        None => dev,
+        Some(p) => {
+            dev.kill();
+            EmuDevice::open_file(p, false).expect("reopen after the kill")
+        }
+    }
+}
+
+async fn one_run(seed: u64, cov: &mut Coverage, image: Option<&Path>) {
+    let g = small_geometry();
+    let cap = g.zone_capacity;
+    let dev = device(seed, image);
     let mut rng = SimRng::new(seed);
     for b in 0..cap {
         let d = block_data(&g, b, 1);
@@ -74,7 +99,7 @@ async fn one_run(seed: u64, cov: &mut Coverage) {
             durable_at = wp;
         }
     }
-    dev.power_loss(seed).expect("power loss");
+    let dev = cut(dev, seed, image);
     let d = dev
         .report_zones(0, ReportFilter::All, true, 1)
         .await
@@ -133,10 +158,27 @@ fn valid_blocks_survive_and_writes_keep_a_prefix() {
     let mut cov = Coverage::default();
     block_on(async {
         for seed in 1..=300u64 {
-            one_run(seed, &mut cov).await;
+            one_run(seed, &mut cov, None).await;
         }
     });
-    // Each case must have come up often enough to mean something.
+    check_coverage(&cov);
+}
+
+#[test]
+fn valid_blocks_survive_a_kill_and_reopen_of_the_image() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tl.img");
+    let mut cov = Coverage::default();
+    block_on(async {
+        for seed in 1..=300u64 {
+            one_run(seed, &mut cov, Some(&path)).await;
+        }
+    });
+    check_coverage(&cov);
+}
+
+/// Each case must have come up often enough to mean something.
+fn check_coverage(cov: &Coverage) {
     assert!(
         cov.lost_writes >= 30,
         "only {} runs lost writes",

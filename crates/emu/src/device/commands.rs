@@ -231,22 +231,27 @@ impl ZonedDevice for EmuDevice {
         let r = self.compaction_now(&m, extents);
         self.record(Op::Copy, &r);
         if let Some(t) = &self.timing {
-            let ok = r.is_ok();
-            for e in extents {
-                let sources = [CopyRange {
-                    lba: e.src,
-                    blocks: e.blocks,
-                }];
-                let cmd = TimedCmd::Copy {
-                    sources: &sources,
+            // The extents are booked together: the device works on all of them at once
+            // (copybacks on different dies overlap), as it would on the pieces of one Copy.
+            let sources: Vec<[CopyRange; 1]> = extents
+                .iter()
+                .map(|e| {
+                    [CopyRange {
+                        lba: e.src,
+                        blocks: e.blocks,
+                    }]
+                })
+                .collect();
+            let cmds: Vec<TimedCmd<'_>> = extents
+                .iter()
+                .zip(&sources)
+                .map(|(e, s)| TimedCmd::Copy {
+                    sources: s,
                     dest: e.dst,
                     fua: false,
-                };
-                t.complete(cmd, ok).await;
-                if !ok {
-                    break;
-                }
-            }
+                })
+                .collect();
+            t.complete_all(&cmds, r.is_ok()).await;
             self.book_plugs();
         }
         r

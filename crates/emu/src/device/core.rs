@@ -633,6 +633,10 @@ impl Core {
         self.drain_appends();
         let before: Vec<ZoneState> = self.zones.zones().iter().map(|z| z.state).collect();
         let (z, plugged) = self.zones.tl_open(zslba, valid)?;
+        // The bitmap is on the image before the entry that refers to it: a kill in between
+        // leaves the zone as it was before this command.
+        let r = self.store.persist_valid_bitmap(z, valid);
+        r.map_err(|e| self.host_fault(HostOp::ZoneTable, e))?;
         self.stats.tl_opens += 1;
         self.stats.blocks_plugged += plugged;
         if let Some(log) = self.plug_log.as_mut() {

@@ -43,19 +43,17 @@ impl EmuDevice {
         ))
     }
 
-    /// Creates a file image at `path`. An existing file is refused unless `force`.
+    /// Creates a file image at `path`. An existing file is refused unless `force`. With
+    /// `cfg.zns_plus` the image records it and holds the valid bitmaps of TL-opened zones
+    /// (docs/FORMAT.md), so the next open has the ZNS+ commands too.
     pub fn create_file(path: &Path, cfg: EmuConfig, force: bool) -> Result<EmuDevice, EmuError> {
         cfg.geometry.validate()?;
-        if cfg.zns_plus {
-            return Err(EmuError::Config(
-                "ZNS+ commands need the memory backend in this build: the image format has no place for TL-opened zones' bitmaps yet".into(),
-            ));
-        }
         let sb = Superblock {
             geometry: cfg.geometry,
             volatile_cache: cfg.volatile_cache,
             clean: false,
             seed: cfg.seed,
+            zns_plus: cfg.zns_plus,
         };
         let store = FileStore::create(path, sb, cfg.host_sync, force)?;
         Ok(Self::assemble(
@@ -70,9 +68,9 @@ impl EmuDevice {
     /// Opens an existing image. After a clean shutdown its zones come back as they were,
     /// open ones open; after a process kill they come back by the restart rule (item 37).
     pub fn open_file(path: &Path, host_sync: bool) -> Result<EmuDevice, EmuError> {
-        let (store, entries) = FileStore::open(path, host_sync)?;
+        let (store, image) = FileStore::open(path, host_sync)?;
         let sb = store.superblock();
-        let zones = zones_at_open(&sb, &entries)?;
+        let zones = zones_at_open(&sb, &image.entries)?;
         store.set_clean(false)?;
         let cfg = EmuConfig {
             geometry: sb.geometry,
@@ -80,13 +78,13 @@ impl EmuDevice {
             seed: sb.seed,
             reorder_appends: true,
             host_sync,
-            zns_plus: false,
+            zns_plus: sb.zns_plus,
         };
         Ok(Self::assemble(
             cfg,
             Some(path.to_path_buf()),
             Arc::new(store),
-            ZoneTable::from_zones(sb.geometry, zones),
+            ZoneTable::from_zones_tl(sb.geometry, zones, image.tl),
             false,
         ))
     }
@@ -97,22 +95,22 @@ impl EmuDevice {
     /// Namespace is Write Protected, and power loss, restart and zone faults are refused.
     /// Nothing is ever written to the image, not even at shutdown.
     pub fn open_file_read_only(path: &Path) -> Result<EmuDevice, EmuError> {
-        let (store, entries) = FileStore::open_read_only(path)?;
+        let (store, image) = FileStore::open_read_only(path)?;
         let sb = store.superblock();
-        let zones = zones_at_open(&sb, &entries)?;
+        let zones = zones_at_open(&sb, &image.entries)?;
         let cfg = EmuConfig {
             geometry: sb.geometry,
             volatile_cache: sb.volatile_cache,
             seed: sb.seed,
             reorder_appends: true,
             host_sync: false,
-            zns_plus: false,
+            zns_plus: sb.zns_plus,
         };
         Ok(Self::assemble(
             cfg,
             Some(path.to_path_buf()),
             Arc::new(store),
-            ZoneTable::from_zones(sb.geometry, zones),
+            ZoneTable::from_zones_tl(sb.geometry, zones, image.tl),
             true,
         ))
     }

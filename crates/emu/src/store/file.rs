@@ -18,6 +18,13 @@ use super::Store;
 use crate::image::{self, Layout, Superblock, ZoneEntry};
 use crate::EmuError;
 
+/// What an open reads from an image's tables: every zone's entry and, in a ZNS+ image, the
+/// valid bitmap of each zone whose entry says TL-opened.
+pub struct ImageZones {
+    pub entries: Vec<ZoneEntry>,
+    pub tl: Vec<Option<zns::ValidBitmap>>,
+}
+
 /// Linux's ENOSPC (the same number on the BSDs and macOS).
 const ENOSPC: i32 = 28;
 
@@ -113,7 +120,7 @@ impl FileStore {
         *touched = true;
         host_write_hook()?;
         file.set_len(0)?;
-        let layout = Layout::for_geometry(&sb.geometry);
+        let layout = Layout::for_image(&sb.geometry, sb.zns_plus);
         host_write_hook()?;
         file.set_len(layout.total_bytes)?;
         let store = FileStore {
@@ -137,13 +144,13 @@ impl FileStore {
 
     /// Opens an existing image for reading and writing (exclusive lock) and reads its zone
     /// table.
-    pub fn open(path: &Path, host_sync: bool) -> Result<(FileStore, Vec<ZoneEntry>), EmuError> {
+    pub fn open(path: &Path, host_sync: bool) -> Result<(FileStore, ImageZones), EmuError> {
         Self::open_mode(path, host_sync, false)
     }
 
     /// Opens an existing image O_RDONLY (shared lock): for a read-only file or mount, or a
     /// command that only reads. Every write is refused.
-    pub fn open_read_only(path: &Path) -> Result<(FileStore, Vec<ZoneEntry>), EmuError> {
+    pub fn open_read_only(path: &Path) -> Result<(FileStore, ImageZones), EmuError> {
         Self::open_mode(path, false, true)
     }
 
@@ -151,7 +158,7 @@ impl FileStore {
         path: &Path,
         host_sync: bool,
         read_only: bool,
-    ) -> Result<(FileStore, Vec<ZoneEntry>), EmuError> {
+    ) -> Result<(FileStore, ImageZones), EmuError> {
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(!read_only)
@@ -165,7 +172,7 @@ impl FileStore {
         file.read_exact_at(&mut sb_bytes, 0)?;
         let sb = image::decode_superblock(&sb_bytes)?;
         let g = sb.geometry;
-        let layout = Layout::for_geometry(&g);
+        let layout = Layout::for_image(&g, sb.zns_plus);
         if len < layout.total_bytes {
             return Err(image::ImageError::Truncated(format!(
                 "file is {len} bytes, the geometry needs {}",
@@ -180,6 +187,7 @@ impl FileStore {
             .enumerate()
             .map(|(i, b)| image::decode_zone_entry(&g, i as u32, b))
             .collect::<Result<Vec<_>, _>>()?;
+        let tl = read_valid_bitmaps(&file, &layout, &g, &zones)?;
         let store = FileStore {
             file,
             layout,
@@ -187,7 +195,7 @@ impl FileStore {
             host_sync,
             read_only,
         };
-        Ok((store, zones))
+        Ok((store, ImageZones { entries: zones, tl }))
     }
 
     pub fn superblock(&self) -> Superblock {
@@ -222,6 +230,36 @@ impl FileStore {
         }
         self.file.write_all_at(buf, at)
     }
+}
+
+/// Reads the valid bitmap of every zone whose entry says TL-opened. Such an entry in an image
+/// without the valid-bitmap region (no ZNS+ flag) means a corrupt image.
+fn read_valid_bitmaps(
+    file: &File,
+    layout: &Layout,
+    g: &zns::Geometry,
+    entries: &[ZoneEntry],
+) -> Result<Vec<Option<zns::ValidBitmap>>, EmuError> {
+    let mut maps = Vec::with_capacity(entries.len());
+    let mut slot = vec![0u8; layout.tl_slot_bytes as usize];
+    for (i, e) in entries.iter().enumerate() {
+        let index = i as u32;
+        if e.zone.attributes & zns::zone_attr::TLO == 0 {
+            maps.push(None);
+            continue;
+        }
+        let Some(at) = layout.tl_slot_offset(index) else {
+            return Err(image::ImageError::ZoneEntry(
+                index,
+                "TL-opened in an image without ZNS+".into(),
+            )
+            .into());
+        };
+        file.read_exact_at(&mut slot, at)?;
+        let data_blocks = e.zone.data_end - g.zone_start(index);
+        maps.push(Some(image::decode_tl_slot(g, index, &slot, data_blocks)?));
+    }
+    Ok(maps)
 }
 
 /// Cleans up after a failed create and says what is left at `path`.
@@ -266,6 +304,18 @@ impl Store for FileStore {
     fn persist_zone(&self, index: u32, entry: &ZoneEntry) -> io::Result<()> {
         let at = self.layout.table_offset + u64::from(index) * image::ZONE_ENTRY_BYTES as u64;
         self.write_at(&image::encode_zone_entry(index, entry), at, false)
+    }
+    fn persist_valid_bitmap(&self, index: u32, bits: &[u8]) -> io::Result<()> {
+        let Some(at) = self.layout.tl_slot_offset(index) else {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "the image has no valid-bitmap region (it was created without ZNS+)",
+            ));
+        };
+        let slot = image::encode_tl_slot(index, bits, self.layout.tl_slot_bytes);
+        // Not tearable in the sense of `write_at`: a torn slot fails its checksum, and the
+        // zone's entry refers to it only once it is written whole (see `Core::tl_open`).
+        self.write_at(&slot, at, false)
     }
     fn set_clean(&self, clean: bool) -> io::Result<()> {
         self.superblock.lock().clean = clean;

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use parking_lot::RwLock;
 
-pub use file::{describe_io_error, FileStore};
+pub use file::{describe_io_error, FileStore, ImageZones};
 
 use crate::image::ZoneEntry;
 
@@ -30,6 +30,9 @@ pub trait Store: Send + Sync {
     /// Persists the entry of zone `index`: its restart form, and its open state when written
     /// at a clean shutdown.
     fn persist_zone(&self, index: u32, entry: &ZoneEntry) -> io::Result<()>;
+    /// Persists the valid bitmap (its bytes, docs/ZNSPLUS.md) of TL-opened zone `index`,
+    /// before the zone's entry says TL-opened.
+    fn persist_valid_bitmap(&self, index: u32, bits: &[u8]) -> io::Result<()>;
     /// Records a clean shutdown (true) or that the image is in use (false).
     fn set_clean(&self, clean: bool) -> io::Result<()>;
     /// Pushes everything to stable host storage when the device is configured to.
@@ -170,6 +173,9 @@ impl Store for MemStore {
         Ok(())
     }
     fn persist_zone(&self, _index: u32, _entry: &ZoneEntry) -> io::Result<()> {
+        Ok(())
+    }
+    fn persist_valid_bitmap(&self, _index: u32, _bits: &[u8]) -> io::Result<()> {
         Ok(())
     }
     fn set_clean(&self, _clean: bool) -> io::Result<()> {

@@ -134,6 +134,10 @@ struct ZoneTiming {
     /// Booked units whose programs may not have ended: (unit, end), in unit order.
     inflight: VecDeque<(u64, u64)>,
     last_program_end_ns: u64,
+    /// Bytes of old data a TL-opened zone's old block group holds (ZNS+): reads at or above
+    /// the zone's data in the LogFBG sense them there, on the same die (the mapping is
+    /// static). 0 for a zone that was not TL-opened.
+    old_data_bytes: u64,
     /// The zone's append sequencer.
     sequencer: Resource,
 }
@@ -303,6 +307,9 @@ impl ZonedTiming {
         let unit = off / self.p.unit_bytes();
         let z = &mut self.zones[zone as usize];
         if off >= z.data_bytes {
+            if off < z.old_data_bytes {
+                return Loc::Flash(self.die_of(zone, unit));
+            }
             return Loc::Unwritten;
         }
         if off >= z.booked_bytes {
@@ -527,11 +534,13 @@ impl ZonedTiming {
     }
 
     /// TL_open: the zone's LogFBG starts empty (its blocks come pre-erased from the free
-    /// pool, so no erase is booked); the old block group keeps the old data for plugging.
+    /// pool, so no erase is booked); the old block group keeps the old data for plugging and
+    /// for reads at or above the write pointer.
     fn tl_open(&mut self, zone: u32) -> u64 {
         let c = self.front(self.p.ctrl_admin_ns);
         if let Some(z) = self.zones.get_mut(zone as usize) {
             *z = ZoneTiming {
+                old_data_bytes: z.data_bytes.max(z.old_data_bytes),
                 sequencer: std::mem::take(&mut z.sequencer),
                 ..ZoneTiming::default()
             };

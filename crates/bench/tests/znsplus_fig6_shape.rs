@@ -1,0 +1,29 @@
+//! ZNS+ Fig. 6's shape on the femu-mlc profile: one segment compaction by in-storage zone
+//! compaction takes less time than the host-level copy, copyback-aware destinations make
+//! most copies copybacks (in source order almost none are) and so take less time again.
+
+use bench::znsplus_fig6::{measure, Method};
+
+#[test]
+fn izc_beats_the_host_copy_and_copyback_aware_placement_beats_source_order() {
+    let seed = 3;
+    let m = |method| measure(method, 0.5, seed).unwrap_or_else(|e| panic!("{e}"));
+    let (zns, aware, plain) = (
+        m(Method::HostCopy),
+        m(Method::IzcCopybackAware),
+        m(Method::IzcSourceOrder),
+    );
+    assert_eq!(zns.valid_blocks, aware.valid_blocks);
+    let ratio = aware.time_ms / zns.time_ms;
+    assert!(
+        (0.3..0.9).contains(&ratio),
+        "IZC / ZNS = {ratio} ({aware:?} vs {zns:?})"
+    );
+    assert!(
+        aware.time_ms < plain.time_ms,
+        "copyback-aware {aware:?}, source order {plain:?}"
+    );
+    assert!(aware.copyback_ratio > 0.7, "{aware:?}");
+    assert!(plain.copyback_ratio < 0.2, "{plain:?}");
+    assert_eq!(zns.copyback_ratio, 0.0);
+}
