@@ -52,10 +52,9 @@ const ZONES: u32 = 4;
 const SCHEDULES: u64 = 1010;
 /// Schedules that find defects not fixed yet (docs/TESTING.md, "RAIZN crash schedules"):
 /// after a replaced member is rebuilt, a later failure or power cut loses durable writes or
-/// returns a block's neighbour (98, 136, 747), the rebuild of some zones fails with Invalid
-/// Zone State Transition (415, 521, 957), and a reopen counts two members failed (977).
+/// returns a block's neighbour (98, 136, 747), and a reopen counts two members failed (977).
 /// `known_failing_schedules` runs them; each must be taken off this list with its fix.
-const KNOWN_FAILING: [u64; 7] = [98, 136, 415, 521, 747, 957, 977];
+const KNOWN_FAILING: [u64; 4] = [98, 136, 747, 977];
 
 fn member_geo() -> Geometry {
     Geometry {

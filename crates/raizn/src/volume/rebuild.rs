@@ -458,9 +458,14 @@ impl RaiznVolume {
             // single-threaded runtime.
             tokio::task::yield_now().await;
         }
+        let member_cap = l.member_geometry().zone_capacity;
         let action = match z.state {
             ZoneState::Full => Some(ZoneAction::Finish),
-            ZoneState::Closed | ZoneState::ReadOnly if mend > 0 => Some(ZoneAction::Close),
+            // Units that reach the member zone's capacity leave it Full, as on the
+            // survivors holding such units; closing a Full zone is an invalid transition.
+            ZoneState::Closed | ZoneState::ReadOnly if mend > 0 && mend < member_cap => {
+                Some(ZoneAction::Close)
+            }
             _ => None,
         };
         if z.state == ZoneState::Closed && mend == 0 {

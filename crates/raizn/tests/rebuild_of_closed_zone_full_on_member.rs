@@ -1,0 +1,93 @@
+//! Rebuilding a Closed zone whose units on the new member reach the member zone's capacity
+//! (the zone's write pointer is inside the last stripe, past the new member's last unit):
+//! the rebuild completes and every block reads back.
+
+mod common;
+
+use raizn::{Member, RaiznConfig, RaiznVolume};
+use zns::{ZoneAction, ZoneState, ZonedDevice};
+
+const BS: usize = 4096;
+const OOB: usize = 16;
+
+fn block(lba: u64) -> (Vec<u8>, Vec<u8>) {
+    let mut d = vec![0u8; BS];
+    for c in d.chunks_mut(8) {
+        c.copy_from_slice(&lba.wrapping_mul(0x9E37_79B9).to_le_bytes());
+    }
+    let mut m = vec![0u8; OOB];
+    m[..8].copy_from_slice(&(lba ^ 0x55).to_le_bytes());
+    (d, m)
+}
+
+async fn run(failed: usize) {
+    let g = common::small_member_geometry();
+    let emus = common::emu_members(&g, 3, 7 + failed as u64);
+    let cfg = RaiznConfig {
+        stripe_unit_bytes: 8 * BS as u64,
+        ..RaiznConfig::new([3; 16])
+    };
+    let v = match RaiznVolume::format(common::as_members(&emus), cfg, false).await {
+        Ok(v) => v,
+        Err(e) => panic!("format: {e}"),
+    };
+    let lg = v.geometry();
+    // Three blocks short of the capacity: the last stripe's first unit is complete, so its
+    // member's zone is full while the logical zone is only Closed.
+    let wp = lg.zone_capacity - 3;
+    for lba in 0..wp {
+        let (d, m) = block(lba);
+        if let Err(e) = v.write(lba, &d, Some(&m), false).await {
+            panic!("write {lba}: {e}");
+        }
+    }
+    if let Err(e) = v.zone_mgmt(ZoneAction::Close, 0, false).await {
+        panic!("close: {e}");
+    }
+    if let Err(e) = v.fail_member(failed).await {
+        panic!("fail member {failed}: {e}");
+    }
+    let fresh = common::emu_members(&g, 1, 99)[0].clone();
+    let r = v.replace_member(failed, fresh as Member).await;
+    assert!(r.is_ok(), "rebuild of member {failed}: {r:?}");
+    let z = match v.report_zones(0, zns::ReportFilter::All, false, 1).await {
+        Ok(r) => r.zones[0],
+        Err(e) => panic!("report: {e}"),
+    };
+    assert_eq!((z.state, z.wp), (ZoneState::Closed, wp), "member {failed}");
+    // With another member failed, the rebuilt one must supply its units.
+    let other = (failed + 1) % 3;
+    if let Err(e) = v.fail_member(other).await {
+        panic!("fail member {other}: {e}");
+    }
+    for lba in 0..wp {
+        let (d, m) = block(lba);
+        let (mut gd, mut gm) = (vec![0u8; BS], vec![0u8; OOB]);
+        if let Err(e) = v.read(lba, &mut gd, Some(&mut gm)).await {
+            panic!("read {lba}: {e}");
+        }
+        assert!(
+            gd == d && gm == m,
+            "member {failed} rebuilt: block {lba} reads wrong"
+        );
+    }
+}
+
+#[test]
+fn closed_zone_whose_member_units_are_full_is_rebuilt() {
+    // The rebuild closed the new member's zone after writing its units; when those units
+    // reached the member zone's capacity the zone was already Full, and the Close failed
+    // with Invalid Zone State Transition, failing the rebuild (crash schedules 415, 521,
+    // 957). Every member is replaced in turn, so the one holding the full unit is among them.
+    for failed in 0..3 {
+        let rt = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+        {
+            Ok(r) => r,
+            Err(e) => panic!("runtime: {e}"),
+        };
+        rt.block_on(run(failed));
+    }
+}
