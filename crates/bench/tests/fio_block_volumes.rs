@@ -89,7 +89,33 @@ fn random_overwrites_cost_garbage_collection(volume: Volume) {
     let text = "[global]\nbs=128k\niodepth=8\n[fill]\nrw=write\n\
                 [over]\nstonewall\nrw=randwrite\nbs=4k\niodepth=16\nio_size=256m\n";
     {
-        let r = run_text(text, &on(volume, 256 << 20)).expect("runs");
+        let specs = parse(text).expect("parses");
+        let out = bench::fio::run_with_progress(
+            &specs,
+            &on(volume, 256 << 20),
+            &bench::fio::Progress::default(),
+        )
+        .expect("runs");
+        let r = &out.results;
+        let v = out.volume.expect("the volume's figures");
+        let n = |k: &str| v[k].as_u64().unwrap_or(u64::MAX);
+        if matches!(volume, Volume::Conv { .. }) {
+            assert_eq!(n("host_slots_lost"), 0, "the drive dropped writes: {v}");
+        } else {
+            // Every checkpoint writes the whole mapping: the count times its size, reported
+            // per GiB of user writes too.
+            let blocks = n("checkpoint_bytes") / 4096;
+            assert!(
+                n("checkpoints") >= 1 && blocks % n("checkpoints") == 0,
+                "{v}"
+            );
+            let per_gib = v["checkpoint_bytes_per_user_gib"].as_f64().unwrap_or(-1.0);
+            let user_gib = (n("user_blocks_written") * 4096) as f64 / f64::from(1u32 << 30);
+            assert!(
+                (per_gib * user_gib - n("checkpoint_bytes") as f64).abs() < 1.0,
+                "{v}"
+            );
+        }
         let (fill, over) = (&r[0].write, &r[1].write);
         assert_eq!(fill.bytes, 256 << 20);
         assert!(fill.mib_per_sec > 900.0, "{volume:?}: fill {fill:?}");
@@ -106,10 +132,11 @@ fn random_overwrites_of_a_full_volume_cost_garbage_collection_on_the_ftl() {
 }
 
 // At 7% a 256 MiB conventional drive gives each of the array's 32 dies 3.6 erase blocks of
-// spare, fewer than the 4 the drive keeps per die (two free, two open); such small arrays are
-// not yet sized for it (docs/BENCHMARKS.md), so this runs at 28%, where each die has 14. The
-// collector's own defects (stopping early, the host taking its last block, both of which
-// dropped writes and made overwrites look fast) are tested in crates/emu/src/timing/pagemap.rs.
+// spare, fewer than the 4 the drive keeps per die (two free, two open), and drops host writes
+// (`host_slots_lost`, which the run below asserts is 0); such small arrays are not yet sized
+// for it (docs/BENCHMARKS.md), so this runs at 28%, where each die has 14. The collector's own
+// defects (stopping early, the host taking its last block, both of which dropped writes and
+// made overwrites look fast) are tested in crates/emu/src/timing/pagemap.rs.
 #[test]
 fn random_overwrites_of_a_full_volume_cost_garbage_collection_on_the_conventional_drive() {
     random_overwrites_cost_garbage_collection(Volume::Conv { op_percent: 28.0 });

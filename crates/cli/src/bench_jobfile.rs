@@ -155,6 +155,17 @@ pub fn run(a: &BenchJobArgs, out: &mut impl Write) -> CliResult {
         crate::plot::jobs(path, &results)?;
         eprintln!("zonestack: wrote the plot to {}", path.display());
     }
+    if let Some(lost) = outcome
+        .volume
+        .as_ref()
+        .and_then(|v| v.get("host_slots_lost"))
+        .and_then(serde_json::Value::as_u64)
+        .filter(|lost| *lost > 0)
+    {
+        eprintln!(
+            "zonestack: warning: the conventional drive model dropped {lost} host writes (host_slots_lost): its figures are not credible; give it more spare (--op)"
+        );
+    }
     if json {
         let mut v = bench::fio::to_json(&results);
         if let (Some(vol), Some(obj)) = (outcome.volume.as_ref(), v.as_object_mut()) {
@@ -186,6 +197,22 @@ fn volume_text(v: &serde_json::Value) -> String {
     if let Some(spare) = v.get("spare_blocks").and_then(serde_json::Value::as_object) {
         let parts: Vec<String> = spare.iter().map(|(k, x)| format!("{k} {x}")).collect();
         s += &format!("  spare blocks: {}\n", parts.join(", "));
+    }
+    if v.get("checkpoint_bytes").is_some() {
+        s += &format!(
+            "  checkpoints: {} ({:.1} MiB, {:.2} MiB per GiB of user writes)\n",
+            n("checkpoints"),
+            n("checkpoint_bytes") as f64 / f64::from(1u32 << 20),
+            f("checkpoint_bytes_per_user_gib") / f64::from(1u32 << 20),
+        );
+    }
+    if let Some(lost) = v.get("host_slots_lost").and_then(serde_json::Value::as_u64) {
+        s += &format!("  host writes dropped by the drive model (host_slots_lost): {lost}\n");
+        if lost > 0 {
+            s += &format!(
+                "  WARNING: the conventional drive model dropped {lost} host writes: it ran out of free blocks, so these figures are not credible; give it more spare (--op)\n"
+            );
+        }
     }
     s
 }

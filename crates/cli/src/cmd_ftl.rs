@@ -276,7 +276,7 @@ pub async fn run(cmd: &FtlCmd, out: &mut impl Write) -> CliResult {
                 } else {
                     let sp = stats.spare;
                     format!(
-                        "volume: {} blocks of {} bytes, {} mapped, on {} blocks of flash\ndata zones: {} ({} free), over-provisioning {:.2}% ((flash - volume) / volume)\nspare blocks: {} checkpoint, {} reserve zones, {} zone headers, {} summaries, {} open-zone tails, {} collectable\ncheckpoint: {}; recovery would scan {} blocks",
+                        "volume: {} blocks of {} bytes, {} mapped, on {} blocks of flash\ndata zones: {} ({} free), over-provisioning {:.2}% ((flash - volume) / volume)\nspare blocks: {} checkpoint, {} reserve zones, {} zone headers, {} summaries, {} open-zone tails, {} collectable\ncheckpoint: {}; recovery would scan {} blocks\ncheckpoints: {} blocks each; {:.1} MiB written since format",
                         layout.volume_blocks,
                         layout.geometry.block_size,
                         mapped,
@@ -291,7 +291,9 @@ pub async fn run(cmd: &FtlCmd, out: &mut impl Write) -> CliResult {
                         stats.open_tail_blocks,
                         sp.collectable.saturating_sub(stats.open_tail_blocks),
                         rec.checkpoint_number,
-                        rec.scanned_blocks
+                        rec.scanned_blocks,
+                        layout.checkpoint_blocks().unwrap_or(0),
+                        stats.checkpoint_bytes as f64 / f64::from(1u32 << 20)
                     )
                 })
             })

@@ -250,6 +250,13 @@ impl Layout {
         }
     }
 
+    /// Blocks every checkpoint of this layout writes (header and body, whole blocks): a
+    /// checkpoint snapshots the whole mapping, so all have this size. None if it overflows.
+    pub fn checkpoint_blocks(&self) -> Option<u64> {
+        let body = checkpoint_body_bytes(self.volume_blocks, self.data_zones)?;
+        Some((body + CKPT_HEADER_BYTES).div_ceil(u64::from(self.geometry.block_size)))
+    }
+
     /// Where the spare flash of this layout goes; None if the fixed costs exceed it.
     pub fn spare(&self) -> Option<SpareBlocks> {
         let zb = self.zone_blocks;

@@ -152,7 +152,11 @@ pub struct Mapping {
     pub(crate) snapshots: u64,
     /// Sequence number at the last durable checkpoint's snapshot.
     pub(crate) ckpt_seq: u64,
-    /// Data zones filled since the last checkpoint.
+    /// Zones of user writes (the user streams' zones) filled since the last checkpoint: the
+    /// checkpoint interval counts these, so that checkpoints cost a fixed share of the user's
+    /// writes whatever garbage collection copies (its zones would make that share grow with
+    /// write amplification). A mount after a crash scans every zone written since, its own
+    /// too, so that scan grows with write amplification instead.
     pub filled_since_ckpt: u32,
     /// In summary mode (no per-block metadata), per data zone the tags of the blocks written
     /// since its last summary block (plan.rs).
@@ -357,7 +361,15 @@ impl Mapping {
         // Cost-benefit's age of a zone counts from its last write.
         zone.last_seq = self.next_seq;
         if zone.reserved == cap && zone.inflight == 0 && zone.use_ != ZoneUse::Full {
-            zone.use_ = ZoneUse::Full;
+            let was = std::mem::replace(&mut zone.use_, ZoneUse::Full);
+            self.count_filled(was);
+        }
+    }
+
+    /// A zone that was `was` just filled (or was sealed): counts it toward the next
+    /// checkpoint if it held user writes.
+    fn count_filled(&mut self, was: ZoneUse) {
+        if matches!(was, ZoneUse::Open(s) if !s.is_gc()) {
             self.filled_since_ckpt += 1;
         }
     }
@@ -611,8 +623,8 @@ impl Mapping {
         let zone = &mut self.zones[z as usize];
         zone.reserved = cap;
         if zone.inflight == 0 && zone.use_ != ZoneUse::Full {
-            zone.use_ = ZoneUse::Full;
-            self.filled_since_ckpt += 1;
+            let was = std::mem::replace(&mut zone.use_, ZoneUse::Full);
+            self.count_filled(was);
         }
     }
 

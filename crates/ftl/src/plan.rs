@@ -17,7 +17,7 @@
 //! when nothing is, idle open zones holding invalid blocks are sealed to become reclaimable,
 //! and only when there are none may it borrow another user stream's zone or report no space.
 
-use crate::layout::{self, Layout, MountOptions, VictimPolicy};
+use crate::layout::{Layout, MountOptions, VictimPolicy};
 use crate::map::{Mapping, Stream, ZoneUse};
 use crate::records::{self, Tag};
 
@@ -70,8 +70,9 @@ impl SpacePolicy {
 /// unwritten tail is spare garbage collection cannot use until the zone fills.
 pub const OPEN_ZONES_PER_COLLECTABLE_ZONE: f64 = 1.0 / 3.0;
 
-/// Checkpoint blocks written per 100 data blocks at most: a checkpoint writes the whole
-/// mapping, so it comes at most every `checkpoint_every_zones` that make this true.
+/// Checkpoint blocks written per 100 blocks of user writes at most: a checkpoint writes the
+/// whole mapping, so it comes at most every `checkpoint_every_zones` user zones (garbage
+/// collection's zones do not count, `Mapping::filled_since_ckpt`) that make this true.
 pub const CHECKPOINT_PERCENT_MAX: u64 = 1;
 
 /// Hot zones an automatic choice (`hot_zones` 0) takes at most: the write queue depth of
@@ -93,10 +94,7 @@ pub fn tune_mount(layout: &Layout, mut opts: MountOptions) -> MountOptions {
     if opts.hot_zones == 0 {
         opts.hot_zones = HOT_ZONES_AUTO_MAX.min(hot_max).max(1);
     }
-    let ckpt_blocks = layout::checkpoint_body_bytes(layout.volume_blocks, layout.data_zones)
-        .map_or(u64::MAX, |b| {
-            (b + layout::CKPT_HEADER_BYTES).div_ceil(u64::from(layout.geometry.block_size))
-        });
+    let ckpt_blocks = layout.checkpoint_blocks().unwrap_or(u64::MAX);
     if opts.checkpoint_every_zones == 0 {
         let every = ckpt_blocks
             .saturating_mul(100 / CHECKPOINT_PERCENT_MAX)
@@ -349,10 +347,38 @@ mod tests {
     }
 
     #[test]
+    fn only_user_zones_count_toward_the_next_checkpoint() {
+        // Regression: zones garbage collection filled counted too, so checkpoints, spaced to
+        // cost 1% of the writes, cost 1% times the write amplification of the user's writes
+        // (about 2% at 28% over-provisioning).
+        let l = layout(64, 64, 300);
+        let mut m = Mapping::new(l);
+        let streams = [
+            (Stream::Gc, 0),
+            (Stream::GcCold, 0),
+            (Stream::Hot, 1),
+            (Stream::Cold, 2),
+        ];
+        for (stream, counted) in streams {
+            let (z, _) = m.open_zone(stream).expect("a free zone");
+            m.header_written(z);
+            let r = m.reserve(z, l.zone_blocks);
+            m.end_gc_write(z, r.offset, r.blocks);
+            assert_eq!(m.zone(z).use_, ZoneUse::Full);
+            assert_eq!(m.filled_since_ckpt, counted, "{stream:?}");
+        }
+        // A sealed zone counts as its stream's too.
+        let (z, _) = m.open_zone(Stream::Gc).expect("a free zone");
+        m.abandon(z);
+        assert_eq!(m.filled_since_ckpt, 2);
+    }
+
+    #[test]
     fn automatic_checkpoints_cost_at_most_one_percent_and_explicit_ones_stay() {
         let l = layout(274, 1024, 70);
         let every = tune_mount(&l, MountOptions::default()).checkpoint_every_zones;
-        let body = layout::checkpoint_body_bytes(l.volume_blocks, l.data_zones).expect("fits");
+        let body =
+            crate::layout::checkpoint_body_bytes(l.volume_blocks, l.data_zones).expect("fits");
         let ckpt_blocks = (body + 4096).div_ceil(4096);
         assert!(
             ckpt_blocks * 100 <= u64::from(every) * 1024,

@@ -50,6 +50,8 @@ pub struct FtlStats {
     pub mapped_blocks: u64,
     pub counters: Counters,
     pub checkpoints: u64,
+    /// Bytes those checkpoints wrote (each writes the whole mapping, whole blocks).
+    pub checkpoint_bytes: u64,
     /// (user + GC copies) / user writes.
     pub write_amplification: f64,
     /// Blocks of flash the volume's zones hold (all of them, checkpoint zones included).
@@ -82,6 +84,9 @@ impl FtlStats {
                 .count() as u64,
             counters: c,
             checkpoints,
+            checkpoint_bytes: checkpoints
+                .saturating_mul(layout.checkpoint_blocks().unwrap_or(u64::MAX))
+                .saturating_mul(u64::from(layout.geometry.block_size)),
             write_amplification: if c.user_blocks == 0 {
                 1.0
             } else {
@@ -94,6 +99,17 @@ impl FtlStats {
             separating: m.separating(),
             checkpoint_every_zones: opts.checkpoint_every_zones,
         }
+    }
+
+    /// Checkpoint bytes written per GiB of user writes (0 before any user write). Garbage
+    /// collection fills zones too, so at a write amplification above 1 checkpoints, which come
+    /// every so many filled zones, cost more per user byte than per byte written.
+    pub fn checkpoint_bytes_per_user_gib(&self) -> f64 {
+        let user_bytes = self.counters.user_blocks * u64::from(self.block_size);
+        if user_bytes == 0 {
+            return 0.0;
+        }
+        self.checkpoint_bytes as f64 * f64::from(1u32 << 30) / user_bytes as f64
     }
 
     /// Over-provisioning as (flash - logical) / logical.

@@ -161,6 +161,8 @@ pub fn ftl_stats_json(s: &ftl::FtlStats) -> Value {
         "write_amplification": s.write_amplification,
         "meta_blocks_written": c.meta_blocks,
         "checkpoints": s.checkpoints,
+        "checkpoint_bytes": s.checkpoint_bytes,
+        "checkpoint_bytes_per_user_gib": s.checkpoint_bytes_per_user_gib(),
         "checkpoint_every_zones": s.checkpoint_every_zones,
         "hot_zones": s.hot_zones,
         "separating_hot_cold": s.separating,
