@@ -177,17 +177,29 @@ impl Maintenance {
     async fn collect_round(&self) -> Result<bool, FtlError> {
         let opts = self.shared.opts();
         let policy = SpacePolicy::new(opts, self.shared.layout());
+        let lanes_max = self.writer.lanes(Stream::Gc);
         let picked = self
             .shared
-            .map(|m| m.plan_round(&policy, opts.hot_cold, ROUND_VICTIMS_MAX));
+            .map(|m| m.plan_round(&policy, opts.hot_cold, ROUND_VICTIMS_MAX, lanes_max));
         let Some(round) = picked else {
             return Ok(false);
         };
-        let (hot, cold) = futures::join!(
-            self.move_out(&round, &round.hot, Stream::Gc),
-            self.move_out(&round, &round.cold, Stream::GcCold),
+        let began = tokio::time::Instant::now();
+        // Each lane is a zone with one Copy in flight; the lanes and the cold stream run at
+        // once, so the device has several copies queued.
+        let chunk = round.hot.len().div_ceil(round.lanes.max(1)).max(1);
+        let hot = futures::future::join_all(
+            round
+                .hot
+                .chunks(chunk)
+                .enumerate()
+                .map(|(lane, list)| self.move_out(&round, list, Stream::Gc, lane)),
         );
-        hot?;
+        let (hot, cold) =
+            futures::join!(hot, self.move_out(&round, &round.cold, Stream::GcCold, 0),);
+        for r in hot {
+            r?;
+        }
         cold?;
         // Victims the device took Offline meanwhile keep their remaining entries as lost data;
         // they were retired and are not reset.
@@ -207,7 +219,9 @@ impl Maintenance {
         // takes every open zone's pending summary (no writer holds a slot while it waits for
         // space, so this cannot wait on a writer that waits for this collection). One flush
         // covers the whole round.
+        let copied = tokio::time::Instant::now();
         self.flush().await?;
+        let flushed = tokio::time::Instant::now();
         self.wait_for_readers(&victims).await?;
         let resets = futures::future::join_all(victims.iter().map(|&v| self.reset_victim(v)));
         let mut first_error = None;
@@ -217,6 +231,16 @@ impl Maintenance {
             }
         }
         self.shared.space_changed();
+        let free = self.shared.map(|m| m.free_zones());
+        tracing::debug!(
+            victims = victims.len(),
+            blocks = round.hot.len() + round.cold.len(),
+            copy_us = (copied - began).as_micros() as u64,
+            flush_us = (flushed - copied).as_micros() as u64,
+            reset_us = flushed.elapsed().as_micros() as u64,
+            free,
+            "garbage collection round"
+        );
         match first_error {
             Some(e) => Err(e),
             None => Ok(true),
@@ -227,12 +251,18 @@ impl Maintenance {
     /// destination zone whose write failed is sealed and the rest goes to a new one; this
     /// gives up (failing the volume) after `DEST_FAILURES_MAX` failed batches. Blocks of a
     /// victim that went Offline are dropped: its remaining data is lost.
-    async fn move_out(&self, round: &Round, list: &[u32], stream: Stream) -> Result<(), FtlError> {
+    async fn move_out(
+        &self,
+        round: &Round,
+        list: &[u32],
+        stream: Stream,
+        lane: usize,
+    ) -> Result<(), FtlError> {
         let mut list = list.to_vec();
         let mut failures_left = DEST_FAILURES_MAX;
         let mut i = 0;
         while i < list.len() {
-            match self.writer.relocate(&list[i..], stream).await {
+            match self.writer.relocate(&list[i..], stream, lane).await {
                 Ok(n) => i += n,
                 Err(e) => {
                     if self.victims_offline(round).await {
