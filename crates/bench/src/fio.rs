@@ -45,7 +45,7 @@ mod targets;
 mod zoned;
 
 pub use report::{ftl_stats_json, latency_cdfs, throughput_series, to_json, to_text};
-pub use targets::{scaled_array, spare_blocks, ConvSizing, ConvVolume};
+pub use targets::{scaled_array, spare_blocks, zone_array, ConvSizing, ConvVolume};
 
 use block::run_block;
 use targets::{conv_device, device, ftl_volume, timing_of};

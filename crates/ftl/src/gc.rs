@@ -21,12 +21,12 @@ use zns::{NvmeStatus, ZoneAction};
 use crate::checkpoint;
 use crate::io::StreamWriter;
 use crate::map::Stream;
-use crate::plan::{FlushPlan, SpacePolicy};
+use crate::plan::{FlushPlan, Round, SpacePolicy, ROUND_VICTIMS_MAX};
 use crate::retry::retry;
 use crate::shared::Shared;
 use crate::FtlError;
 
-/// Failed copy batches one collection tolerates (each seals its destination zone).
+/// Failed copy batches each GC stream of a round tolerates (each seals its destination zone).
 const DEST_FAILURES_MAX: u32 = 3;
 
 /// Where the newest checkpoint is: its slot and number.
@@ -150,7 +150,7 @@ impl Maintenance {
             let need_ckpt = filled >= self.shared.opts().checkpoint_every_zones;
             let mut progressed = false;
             if need_gc {
-                match self.collect_one().await {
+                match self.collect_round().await {
                     Ok(true) => progressed = true,
                     // Nothing reclaimable: not a change of space, so waiting writers are not
                     // woken (they wait for a write in flight to end, which signals). Waking
@@ -176,81 +176,152 @@ impl Maintenance {
         }
     }
 
-    /// Collects one victim zone; false when no zone has anything to reclaim.
-    async fn collect_one(&self) -> Result<bool, FtlError> {
+    /// Collects one round of victims (`Mapping::plan_round`): their copies through both GC
+    /// streams at once, one device flush for all of them, then their resets together. False
+    /// when no zone has anything to reclaim.
+    async fn collect_round(&self) -> Result<bool, FtlError> {
         let opts = self.shared.opts();
-        let picked = self.shared.map(|m| {
-            let v = m.pick_victim(opts.victim_policy)?;
-            m.start_collecting(v);
-            let (data, trims) = m.live_blocks(v);
-            // Copies are split by temperature, so blocks rewritten soon do not share zones
-            // with blocks that stay.
-            let (mut hot, mut cold): (Vec<u32>, Vec<u32>) = (Vec::new(), Vec::new());
-            for (p, lba) in &data {
-                match m.classify(*lba, opts.hot_cold) {
-                    Stream::Hot => hot.push(*p),
-                    _ => cold.push(*p),
-                }
-            }
-            cold.extend(trims.iter().map(|(p, _)| *p));
-            hot.sort_unstable();
-            cold.sort_unstable();
-            Some((v, hot, cold))
-        });
-        let Some((victim, hot, cold)) = picked else {
+        let policy = SpacePolicy::new(opts, self.shared.layout());
+        let lanes_max = self.writer.lanes(Stream::Gc);
+        let picked = self
+            .shared
+            .map(|m| m.plan_round(&policy, opts.hot_cold, ROUND_VICTIMS_MAX, lanes_max));
+        let Some(round) = picked else {
             return Ok(false);
         };
-        // A destination zone whose write failed is sealed and the batch goes to a new one;
-        // a collection gives up (failing the volume) after this many failed batches.
+        let began = tokio::time::Instant::now();
+        // Each lane is a zone with one Copy in flight; the lanes and the cold stream run at
+        // once, so the device has several copies queued.
+        let chunk = round.hot.len().div_ceil(round.lanes.max(1)).max(1);
+        let hot = futures::future::join_all(
+            round
+                .hot
+                .chunks(chunk)
+                .enumerate()
+                .map(|(lane, list)| self.move_out(&round, list, Stream::Gc, lane)),
+        );
+        let (hot, cold) =
+            futures::join!(hot, self.move_out(&round, &round.cold, Stream::GcCold, 0),);
+        for r in hot {
+            r?;
+        }
+        cold?;
+        // Victims the device took Offline meanwhile keep their remaining entries as lost data;
+        // they were retired and are not reset.
+        let victims: Vec<u32> = self.shared.map(|m| {
+            round
+                .victims
+                .iter()
+                .copied()
+                .filter(|&v| !m.zone(v).lost)
+                .collect()
+        });
+        if victims.is_empty() {
+            return Ok(true);
+        }
+        // The copies must be durable before the only other copy goes away, and so must the
+        // newer versions that made the victims' other blocks invalid: in summary mode that
+        // takes every open zone's pending summary (no writer holds a slot while it waits for
+        // space, so this cannot wait on a writer that waits for this collection). One flush
+        // covers the whole round.
+        let copied = tokio::time::Instant::now();
+        self.flush().await?;
+        let flushed = tokio::time::Instant::now();
+        self.wait_for_readers(&victims).await?;
+        let resets = futures::future::join_all(victims.iter().map(|&v| self.reset_victim(v)));
+        let mut first_error = None;
+        for r in resets.await {
+            if let Err(e) = r {
+                first_error.get_or_insert(e);
+            }
+        }
+        self.shared.space_changed();
+        let free = self.shared.map(|m| m.free_zones());
+        tracing::debug!(
+            victims = victims.len(),
+            blocks = round.hot.len() + round.cold.len(),
+            copy_us = (copied - began).as_micros() as u64,
+            flush_us = (flushed - copied).as_micros() as u64,
+            reset_us = flushed.elapsed().as_micros() as u64,
+            free,
+            "garbage collection round"
+        );
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(true),
+        }
+    }
+
+    /// Moves `list` (live blocks of the round's victims) through GC stream `stream`. A
+    /// destination zone whose write failed is sealed and the rest goes to a new one; this
+    /// gives up (failing the volume) after `DEST_FAILURES_MAX` failed batches. Blocks of a
+    /// victim that went Offline are dropped: its remaining data is lost.
+    async fn move_out(
+        &self,
+        round: &Round,
+        list: &[u32],
+        stream: Stream,
+        lane: usize,
+    ) -> Result<(), FtlError> {
+        let mut list = list.to_vec();
         let mut failures_left = DEST_FAILURES_MAX;
-        for (list, stream) in [(hot, Stream::Gc), (cold, Stream::GcCold)] {
-            let mut i = 0;
-            while i < list.len() {
-                match self.writer.relocate(&list[i..], stream).await {
-                    Ok(n) => i += n,
-                    Err(FtlError::Device(e)) if failures_left > 0 => {
-                        if self.victim_offline(victim).await {
-                            return Ok(true);
-                        }
-                        tracing::warn!(
-                            zone = victim,
-                            "a garbage collection copy failed ({e}); retrying in another zone"
-                        );
-                        failures_left -= 1;
+        let mut i = 0;
+        while i < list.len() {
+            match self.writer.relocate(&list[i..], stream, lane).await {
+                Ok(n) => i += n,
+                Err(e) => {
+                    if self.victims_offline(round).await {
+                        self.shared
+                            .map(|m| list.retain(|&p| !m.zone(m.zone_of(p)).lost));
+                        i = 0;
+                        continue;
                     }
-                    Err(e) => {
-                        if self.victim_offline(victim).await {
-                            return Ok(true);
+                    match e {
+                        FtlError::Device(s) if failures_left > 0 => {
+                            tracing::warn!(
+                                stream = stream.name(),
+                                "a garbage collection copy failed ({s}); retrying in another zone"
+                            );
+                            failures_left -= 1;
                         }
-                        return Err(e);
+                        e => return Err(e),
                     }
                 }
             }
         }
-        // The copies must be durable before the only other copy goes away, and so must the
-        // newer versions that made the victim's other blocks invalid: in summary mode that
-        // takes every open zone's pending summary (no writer holds a slot while it waits for
-        // space, so this cannot wait on a writer that waits for this collection).
-        self.flush().await?;
+        Ok(())
+    }
+
+    /// Waits until no read pins any of `victims`; each must hold no valid block by now.
+    async fn wait_for_readers(&self, victims: &[u32]) -> Result<(), FtlError> {
         loop {
             let waiting = self.shared.space_notified();
             tokio::pin!(waiting);
             waiting.as_mut().enable();
-            let (valid, readers) = self.shared.map(|m| {
-                let z = m.zone(victim);
-                (z.valid, z.readers)
-            });
-            if valid != 0 {
-                return Err(FtlError::Corrupt(format!(
-                    "data zone {victim} still holds {valid} valid blocks after collection"
-                )));
-            }
-            if readers == 0 {
-                break;
+            let pinned = self.shared.map(|m| {
+                let mut pinned = false;
+                for &v in victims {
+                    let z = m.zone(v);
+                    if z.valid != 0 {
+                        return Err(FtlError::Corrupt(format!(
+                            "data zone {v} still holds {} valid blocks after collection",
+                            z.valid
+                        )));
+                    }
+                    pinned |= z.readers != 0;
+                }
+                Ok(pinned)
+            })?;
+            if !pinned {
+                return Ok(());
             }
             self.shared.check_failed()?;
             waiting.await;
         }
+    }
+
+    /// Resets a collected victim, or retires it if the device refuses.
+    async fn reset_victim(&self, victim: u32) -> Result<(), FtlError> {
         let reset = retry(|| {
             self.shared.dev().zone_mgmt(
                 ZoneAction::Reset,
@@ -260,7 +331,10 @@ impl Maintenance {
         })
         .await;
         match reset {
-            Ok(()) => {}
+            Ok(()) => {
+                self.shared.map(|m| m.zone_reset(victim));
+                Ok(())
+            }
             // The device retired the zone: its data has moved out; it is never used again.
             Err(
                 e @ (NvmeStatus::InvalidZoneStateTransition
@@ -269,14 +343,23 @@ impl Maintenance {
             ) => {
                 tracing::warn!(zone = victim, "data zone retired: reset refused ({e})");
                 self.shared.map(|m| m.retire(victim, false));
-                self.shared.space_changed();
-                return Ok(true);
+                Ok(())
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => Err(e.into()),
         }
-        self.shared.map(|m| m.zone_reset(victim));
-        self.shared.space_changed();
-        Ok(true)
+    }
+
+    /// After a failed move: retires every victim of `round` that went Offline (its remaining
+    /// blocks are lost; they stay mapped, so reads of them fail); true if one did.
+    async fn victims_offline(&self, round: &Round) -> bool {
+        let mut any = false;
+        for &v in &round.victims {
+            let known = self.shared.map(|m| m.zone(v).lost);
+            if !known && self.victim_offline(v).await {
+                any = true;
+            }
+        }
+        any
     }
 
     /// After a failed move out of `victim`: if the victim went Offline its remaining blocks

@@ -44,7 +44,7 @@ type SlotGuard<'a> = tokio::sync::MutexGuard<'a, Option<(u32, u64)>>;
 /// Writes the volume's streams into data zones; owns the slots.
 pub(crate) struct StreamWriter {
     shared: Arc<Shared>,
-    /// `hot_zones` hot slots, then one each for cold, GC and cold GC.
+    /// `hot_zones` hot slots, one cold, `gc_lanes` GC slots (`plan::gc_lanes`), one cold GC.
     slots: Vec<Slot>,
     /// Round-robin start for picking a hot slot.
     rr: AtomicUsize,
@@ -69,7 +69,10 @@ impl StreamWriter {
         let mut slots: Vec<Slot> = (0..shared.opts().hot_zones.max(1))
             .map(|_| slot(Stream::Hot))
             .collect();
-        slots.extend([Stream::Cold, Stream::Gc, Stream::GcCold].map(slot));
+        slots.push(slot(Stream::Cold));
+        let lanes = crate::plan::gc_lanes(shared.layout(), shared.opts());
+        slots.extend((0..lanes).map(|_| slot(Stream::Gc)));
+        slots.push(slot(Stream::GcCold));
         let policy = SpacePolicy::new(shared.opts(), shared.layout());
         StreamWriter {
             shared,
@@ -208,8 +211,13 @@ impl StreamWriter {
             }
             Stream::Cold => hot,
             Stream::Gc => hot + 1,
-            Stream::GcCold => hot + 2,
+            Stream::GcCold => self.slots.len() - 1,
         }
+    }
+
+    /// Slots (open zones) `stream` writes through: the GC stream's lanes.
+    pub(crate) fn lanes(&self, stream: Stream) -> usize {
+        self.slots.iter().filter(|s| s.stream == stream).count()
     }
 
     /// A slot of a user stream with an open zone and room, when `stream` can open none.

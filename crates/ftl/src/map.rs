@@ -261,7 +261,8 @@ impl Mapping {
         self.seq[lba as usize]
     }
 
-    fn zone_of(&self, pba: u32) -> u32 {
+    /// The data zone holding physical block `pba`.
+    pub fn zone_of(&self, pba: u32) -> u32 {
         (u64::from(pba) / self.layout.zone_blocks) as u32
     }
 

@@ -104,6 +104,51 @@ pub fn tune_mount(layout: &Layout, mut opts: MountOptions) -> MountOptions {
     opts
 }
 
+/// Victims one garbage-collection round takes at most: a bound on the round's lists and on
+/// the resets it issues together.
+pub const ROUND_VICTIMS_MAX: usize = 8;
+
+/// Zones the GC stream copies into at once, at most: Zone Write allows one command in flight
+/// per zone, and a Copy waits for its sources' reads behind the dies' programs, so one zone
+/// alone moves a few hundred MiB/s while the array programs about 1 GiB/s.
+pub const GC_LANES_MAX: u32 = 4;
+
+/// The GC stream's zones (lanes) a volume of `layout` mounted with `opts` (hot zones already
+/// chosen) keeps: one, and more while the open zones stay within the spare's open-zone budget
+/// (`OPEN_ZONES_PER_COLLECTABLE_ZONE`) and the device's open and active limits.
+pub fn gc_lanes(layout: &Layout, opts: &MountOptions) -> u32 {
+    let zb = layout.zone_blocks.max(1);
+    let collectable_zones = layout.spare().map_or(0, |s| s.collectable / zb);
+    let open_budget = (collectable_zones as f64 * OPEN_ZONES_PER_COLLECTABLE_ZONE) as u64;
+    // Hot zones, cold, GC, cold GC and a checkpoint zone are open already.
+    let open = u64::from(opts.hot_zones) + 4;
+    let g = layout.geometry;
+    let device = [g.max_open, g.max_active]
+        .into_iter()
+        .filter(|l| *l != 0)
+        .min()
+        .map_or(u64::MAX, u64::from);
+    let extra = open_budget
+        .saturating_sub(open)
+        .min(device.saturating_sub(open))
+        .min(u64::from(GC_LANES_MAX - 1));
+    1 + extra as u32
+}
+
+/// A garbage-collection round: victims collected together, so that one device flush makes all
+/// their copies durable and their resets are issued together.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Round {
+    /// The victims, each marked as being collected.
+    pub victims: Vec<u32>,
+    /// Their live blocks (sorted physical addresses) bound for the GC stream.
+    pub hot: Vec<u32>,
+    /// Their live blocks bound for the cold GC stream (cold data and live trim records).
+    pub cold: Vec<u32>,
+    /// GC zones `hot` is split over, in equal contiguous chunks, copied concurrently.
+    pub lanes: usize,
+}
+
 /// What a writer of a stream does next to get a zone with room.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Acquire {
@@ -222,6 +267,106 @@ impl Mapping {
         }
     }
 
+    /// Blocks of a fresh data zone that can hold data: all but the header and, in summary
+    /// mode, the summary blocks.
+    pub fn zone_payload_blocks(&self) -> u64 {
+        let zb = self.layout.zone_blocks;
+        if !self.layout.summary_mode() {
+            return zb - 1;
+        }
+        let group = records::summary_capacity(self.layout.geometry.block_size as usize) as u64;
+        (zb - 1).saturating_sub((zb - 1).div_ceil(group + 1))
+    }
+
+    /// The `lanes` smallest rooms (blocks a write may still take) among the open zones of GC
+    /// stream `stream` and `slots - open` empty slots (room 0): the worst the first `lanes`
+    /// of its `slots` slots can hold, whichever zones they hold.
+    fn gc_open_rooms(&self, stream: Stream, slots: usize, lanes: usize) -> Vec<u64> {
+        let mut rooms: Vec<u64> = (0..self.layout.data_zones)
+            .filter(|&z| self.zone(z).use_ == ZoneUse::Open(stream))
+            .map(|z| self.data_room(z))
+            .collect();
+        rooms.resize(rooms.len().max(slots), 0);
+        rooms.sort_unstable();
+        rooms.truncate(lanes);
+        rooms
+    }
+
+    /// Fresh zones a round may need to copy `n[0]` blocks over the first `lanes` of the GC
+    /// stream's `slots` zones (equal chunks) and `n[1]` blocks into the cold GC zone, counting
+    /// each lane's zone as holding the least room any of them does.
+    fn round_zones(&self, n: [u64; 2], slots: usize, lanes: usize) -> u64 {
+        let payload = self.zone_payload_blocks().max(1);
+        let chunk = n[0].div_ceil(lanes.max(1) as u64);
+        let hot: u64 = self
+            .gc_open_rooms(Stream::Gc, slots, lanes)
+            .iter()
+            .map(|room| chunk.saturating_sub(*room).div_ceil(payload))
+            .sum();
+        let cold_room = self
+            .gc_open_rooms(Stream::GcCold, 1, 1)
+            .first()
+            .copied()
+            .unwrap_or(0);
+        hot + n[1].saturating_sub(cold_room).div_ceil(payload)
+    }
+
+    /// Picks the victims of the next garbage-collection round, best first by `policy`, and
+    /// marks them as being collected; None when nothing is reclaimable. Victims are added while
+    /// their live blocks fit the GC streams' open zones plus the free zones user writes cannot
+    /// take (`SpacePolicy::floor`), so the round's copies never run out of space before its
+    /// resets free any; the first victim is taken regardless (the reserve zones are kept for
+    /// it). At most `victims_max` (and `ROUND_VICTIMS_MAX`) victims.
+    pub fn plan_round(
+        &mut self,
+        policy: &SpacePolicy,
+        hot_cold: bool,
+        victims_max: usize,
+        lanes_max: usize,
+    ) -> Option<Round> {
+        let zones_budget = u64::from(self.free_zones().min(policy.floor(Stream::Hot, true)));
+        let slots = lanes_max.max(1);
+        let mut round = Round::default();
+        let mut need = [0u64; 2];
+        while round.victims.len() < victims_max.clamp(1, ROUND_VICTIMS_MAX) {
+            let Some(v) = self.pick_victim(policy.victim_policy) else {
+                break;
+            };
+            let (data, trims) = self.live_blocks(v);
+            let mut hot = Vec::new();
+            let mut cold = Vec::new();
+            // Copies are split by temperature, so blocks rewritten soon do not share zones
+            // with blocks that stay.
+            for (p, lba) in &data {
+                match self.classify(*lba, hot_cold) {
+                    Stream::Hot => hot.push(*p),
+                    _ => cold.push(*p),
+                }
+            }
+            cold.extend(trims.iter().map(|(p, _)| *p));
+            let more = [need[0] + hot.len() as u64, need[1] + cold.len() as u64];
+            if !round.victims.is_empty() && self.round_zones(more, slots, 1) > zones_budget {
+                break;
+            }
+            need = more;
+            self.start_collecting(v);
+            round.victims.push(v);
+            round.hot.extend(hot);
+            round.cold.extend(cold);
+        }
+        if round.victims.is_empty() {
+            return None;
+        }
+        // As many lanes as the space allows: each may end in a fresh zone of its own.
+        round.lanes = (1..=slots)
+            .rev()
+            .find(|&l| l == 1 || self.round_zones(need, slots, l) <= zones_budget)
+            .unwrap_or(1);
+        round.hot.sort_unstable();
+        round.cold.sort_unstable();
+        Some(round)
+    }
+
     /// A write of `kind` to data zone `z` failed for good: ends it and seals the zone.
     pub fn plan_write_failed(&mut self, z: u32, kind: WriteKind) -> AfterFailure {
         if kind != WriteKind::Header {
@@ -321,6 +466,113 @@ mod tests {
             ..opts
         };
         assert_eq!(tune_mount(&layout(274, 1024, 70), explicit).hot_zones, 3);
+    }
+
+    /// Writes `lbas` into zones of the hot stream one block at a time, opening zones as they
+    /// fill, with ever newer sequence numbers.
+    fn write_lbas(m: &mut Mapping, lbas: impl Iterator<Item = u64>) {
+        let mut open: Option<u32> = None;
+        for lba in lbas {
+            let z = match open.filter(|&z| m.zone(z).reserved < m.layout.zone_blocks) {
+                Some(z) => z,
+                None => {
+                    let (z, _) = m.open_zone(Stream::Hot).expect("a free zone");
+                    m.header_written(z);
+                    open = Some(z);
+                    z
+                }
+            };
+            let r = m.reserve(z, 1);
+            let seq = m.take_seq();
+            m.complete_write(z, r.offset, lba, 1, seq);
+        }
+    }
+
+    // Regression: garbage collection flushed the device and reset its victim once per victim,
+    // so every victim paid a whole-device flush; a round must take several victims when their
+    // live blocks fit, and never more than the space its copies may use.
+    #[test]
+    fn a_round_takes_the_victims_whose_copies_fit_and_marks_them() {
+        let l = layout(40, 64, 1000);
+        let mut m = Mapping::new(l);
+        let policy = SpacePolicy::new(&MountOptions::default(), &l);
+        let n = l.volume_blocks;
+        write_lbas(&mut m, 0..n);
+        // Rewrite every fourth block: the zones filled first are three quarters valid.
+        write_lbas(&mut m, (0..n).step_by(4));
+        let free_before = m.free_zones();
+        let round = m
+            .plan_round(&policy, false, ROUND_VICTIMS_MAX, 1)
+            .expect("something to reclaim");
+        assert!(round.victims.len() >= 2, "{round:?}");
+        assert!(round.victims.len() <= ROUND_VICTIMS_MAX);
+        // Every victim is marked, never picked twice, and the lists hold exactly their live
+        // blocks, sorted.
+        let mut live: Vec<u32> = Vec::new();
+        for &v in &round.victims {
+            assert!(m.zone(v).collecting);
+            live.extend(m.live_blocks(v).0.iter().map(|(p, _)| *p));
+        }
+        live.sort_unstable();
+        let mut listed = round.hot.clone();
+        listed.extend(&round.cold);
+        assert_eq!(listed, live);
+        assert!(round.hot.windows(2).all(|w| w[0] < w[1]));
+        // The copies fit the free zones user writes must leave (no GC zone is open yet).
+        let budget = u64::from(free_before.min(policy.floor(Stream::Hot, true)));
+        assert!(
+            live.len() as u64 <= budget * m.zone_payload_blocks(),
+            "{} live blocks for {budget} zones",
+            live.len()
+        );
+        // Adding the next victim would not have fitted.
+        let next = m.pick_victim(policy.victim_policy).expect("more victims");
+        let more = live.len() + m.live_blocks(next).0.len();
+        assert!(
+            more as u64 > budget * m.zone_payload_blocks()
+                || round.victims.len() == ROUND_VICTIMS_MAX
+        );
+        // A second round does not take the first one's victims.
+        let again = m.plan_round(&policy, false, 1, 1).expect("more victims");
+        assert_eq!(again.victims.len(), 1);
+        assert!(!round.victims.contains(&again.victims[0]));
+    }
+
+    #[test]
+    fn gc_lanes_follow_the_spare_and_a_round_uses_only_lanes_whose_zones_fit() {
+        let opts = MountOptions::default();
+        let large = layout(400, 1024, 280);
+        assert_eq!(gc_lanes(&large, &tune_mount(&large, opts)), GC_LANES_MAX);
+        let small = layout(274, 1024, 70);
+        assert_eq!(gc_lanes(&small, &tune_mount(&small, opts)), 1);
+        // Two free zones the users must leave, no GC zone open: a small round can spread
+        // over two lanes (a fresh zone each), never four.
+        let l = layout(40, 64, 1000);
+        let mut m = Mapping::new(l);
+        let policy = SpacePolicy::new(&opts, &l);
+        write_lbas(&mut m, 0..l.volume_blocks);
+        write_lbas(&mut m, 0..8);
+        let round = m.plan_round(&policy, false, 1, 4).expect("a victim");
+        assert_eq!(round.lanes, 2, "{round:?}");
+    }
+
+    #[test]
+    fn a_round_always_takes_one_victim_and_none_when_nothing_is_reclaimable() {
+        let l = layout(40, 64, 1000);
+        let mut m = Mapping::new(l);
+        let policy = SpacePolicy::new(&MountOptions::default(), &l);
+        let n = l.volume_blocks;
+        write_lbas(&mut m, 0..n);
+        assert_eq!(m.plan_round(&policy, false, ROUND_VICTIMS_MAX, 4), None);
+        write_lbas(&mut m, 0..1);
+        // Use every free zone: the first victim is still taken (the reserve is kept for it).
+        while m.open_zone(Stream::Cold).is_some() {}
+        let round = m
+            .plan_round(&policy, false, ROUND_VICTIMS_MAX, 4)
+            .expect("a victim");
+        assert_eq!(round.victims.len(), 1);
+        // No room for more lanes than one.
+        assert_eq!(round.lanes, 1);
     }
 
     #[test]

@@ -49,6 +49,24 @@ pub fn scaled_array(p: TimingProfile, raw_bytes: u64) -> TimingProfile {
     }
 }
 
+/// The profile's flash array for a ZNS drive whose zones hold `zone_blocks` blocks of
+/// `block_size` bytes: each die's erase block is the zone's share of that die, with the
+/// profile's erase time per page. A ZNS drive sizes its zones to its erase blocks, so a zone
+/// reset erases exactly what the zone wrote; the small zones of a scaled-down volume would
+/// otherwise erase a whole full-size block (1,152 pages on the zn540) for the few pages they
+/// hold, an erase cost per page hundreds of times the conventional drive's on the same flash.
+pub fn zone_array(p: TimingProfile, zone_blocks: u64, block_size: u64) -> TimingProfile {
+    let per_die = (zone_blocks * block_size)
+        .div_ceil(p.unit_bytes() * u64::from(p.dies_per_zone()))
+        .clamp(1, u64::from(p.pages_per_block));
+    let pages = u32::try_from(per_die).unwrap_or(p.pages_per_block);
+    TimingProfile {
+        pages_per_block: pages,
+        block_erase_ns: p.block_erase_ns * u64::from(pages) / u64::from(p.pages_per_block),
+        ..p
+    }
+}
+
 pub(super) fn timing_of(t: &Target) -> Result<TimingProfile, String> {
     timing_profile(&t.profile).ok_or_else(|| format!("profile '{}' has no timing model", t.profile))
 }
@@ -278,8 +296,9 @@ pub(super) async fn ftl_volume(t: &Target, op_percent: f64) -> Result<Arc<FtlVol
         seed: t.seed,
         ..EmuConfig::new(g)
     };
+    let array = zone_array(timing, g.zone_capacity, bs);
     let dev = EmuDevice::new_memory(cfg)
-        .and_then(|d| d.with_timing(timing, ClockMode::Virtual))
+        .and_then(|d| d.with_timing(array, ClockMode::Virtual))
         .map_err(|e| e.to_string())?;
     let fmt = FormatOptions {
         op_permille,
@@ -292,4 +311,29 @@ pub(super) async fn ftl_volume(t: &Target, op_percent: f64) -> Result<Arc<FtlVol
         .await
         .map_err(|e| format!("mounting the volume: {e}"))?;
     Ok(vol)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Regression: the FTL's drive kept the zn540's 1,152-page erase blocks under 1,024-block
+    // zones (4 pages per die), so each zone reset cost every die 3.5 ms for 4 pages, an erase
+    // cost per page 288 times the conventional drive's on the same flash.
+    #[test]
+    fn zone_arrays_erase_what_a_zone_holds_at_the_profiles_cost_per_page() {
+        let p = timing_profile("zn540").expect("zn540");
+        let a = zone_array(p, 1024, 4096);
+        // 4 MiB over 32 dies of 32 KiB units: 4 pages per die.
+        assert_eq!(a.pages_per_block, 4);
+        let per_page = |t: &TimingProfile| t.block_erase_ns as f64 / f64::from(t.pages_per_block);
+        assert!((per_page(&a) - per_page(&p)).abs() <= 1.0, "{a:?}");
+        // A zone as large as a block keeps the profile's array.
+        let whole = p.block_bytes() * u64::from(p.dies()) / 4096;
+        assert_eq!(
+            zone_array(p, whole, 4096).pages_per_block,
+            p.pages_per_block
+        );
+        assert_eq!(zone_array(p, whole, 4096).block_erase_ns, p.block_erase_ns);
+    }
 }

@@ -14,14 +14,25 @@ use crate::retry::{read_retry, retry};
 use crate::FtlError;
 
 impl StreamWriter {
-    /// Moves a prefix of `srcs` (sorted physical blocks) into the GC zone; returns how many.
-    pub(crate) async fn relocate(&self, srcs: &[u32], stream: Stream) -> Result<usize, FtlError> {
+    /// Moves a prefix of `srcs` (sorted physical blocks) into the zone of lane `lane` of
+    /// `stream` (`StreamWriter::lanes`); returns how many.
+    pub(crate) async fn relocate(
+        &self,
+        srcs: &[u32],
+        stream: Stream,
+        lane: usize,
+    ) -> Result<usize, FtlError> {
         let g = self.shared.layout().geometry;
         let gc_slot = self
             .slots
             .iter()
-            .position(|s| s.stream == stream)
-            .unwrap_or(self.slots.len() - 1);
+            .enumerate()
+            .filter(|(_, s)| s.stream == stream)
+            .map(|(i, _)| i)
+            .nth(lane)
+            .ok_or_else(|| {
+                FtlError::Corrupt(format!("stream {} has no lane {lane}", stream.name()))
+            })?;
         let (mut guard, z) = self.acquire_zone(&self.slots[gc_slot], stream).await?;
         let use_copy = self.shared.opts().use_copy;
         let max = if use_copy {
