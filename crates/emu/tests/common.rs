@@ -46,3 +46,31 @@ pub fn block(bs: usize, lba: u64, round: u64) -> Vec<u8> {
         .map(|i| (lba.wrapping_mul(131) ^ round.wrapping_mul(7) ^ i as u64) as u8)
         .collect()
 }
+
+/// A ZNS+ device of `zones` zones of `zone_blocks` 4 KiB blocks on the femu-mlc timing model
+/// (ZNS+ Table 2) in virtual time; every zone may be open at once.
+pub fn timed_znsplus(zones: u32, zone_blocks: u64) -> EmuDevice {
+    let g = Geometry {
+        block_size: 4096,
+        oob_size: 0,
+        zone_count: zones,
+        zone_size: zone_blocks,
+        zone_capacity: zone_blocks,
+        max_open: zones,
+        max_active: zones,
+        zasl_blocks: 64,
+        mdts_blocks: 64,
+        copy_max_ranges: 4,
+        copy_max_range_blocks: 64,
+        copy_max_blocks: 64,
+        cross_zone_reads: false,
+    };
+    let cfg = EmuConfig {
+        zns_plus: true,
+        ..EmuConfig::new(g)
+    };
+    let p = emu::timing::timing_profile("femu-mlc").expect("femu-mlc");
+    EmuDevice::new_memory(cfg)
+        .and_then(|d| d.with_timing(p, emu::ClockMode::Virtual))
+        .expect("timed ZNS+ device")
+}

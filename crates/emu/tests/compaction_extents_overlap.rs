@@ -6,39 +6,19 @@
 //! after the previous one had completed, so a compaction of N chunks took N copybacks end to
 //! end, and in-storage compaction came out slower than copying through the host.
 
+mod common;
+
 use emu::timing::timing_profile;
-use emu::{ClockMode, EmuConfig, EmuDevice, SimRuntime};
+use emu::{EmuDevice, SimRuntime};
 use tokio::time::Instant;
-use zns::{CompactionExtent, Geometry, ZonedDevice};
+use zns::{CompactionExtent, ZonedDevice};
 
 const ZONE: u64 = 512;
 const CHUNK: u64 = 4;
 const CHIPS: u64 = 16;
 
 fn device() -> EmuDevice {
-    let g = Geometry {
-        block_size: 4096,
-        oob_size: 0,
-        zone_count: 4,
-        zone_size: ZONE,
-        zone_capacity: ZONE,
-        max_open: 4,
-        max_active: 4,
-        zasl_blocks: 64,
-        mdts_blocks: 64,
-        copy_max_ranges: 4,
-        copy_max_range_blocks: 64,
-        copy_max_blocks: 64,
-        cross_zone_reads: false,
-    };
-    let cfg = EmuConfig {
-        zns_plus: true,
-        ..EmuConfig::new(g)
-    };
-    let p = timing_profile("femu-mlc").expect("femu-mlc");
-    EmuDevice::new_memory(cfg)
-        .and_then(|d| d.with_timing(p, ClockMode::Virtual))
-        .expect("timed ZNS+ device")
+    common::timed_znsplus(4, ZONE)
 }
 
 /// Virtual ns of one compaction of zone 0's first 16 chunks to zone 1 (each chunk to its own

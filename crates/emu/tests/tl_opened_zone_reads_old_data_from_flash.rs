@@ -7,37 +7,17 @@
 //! forgot the old block group, so reads of the old data above the write pointer cost no
 //! flash time at all.
 
+mod common;
+
 use emu::timing::timing_profile;
-use emu::{ClockMode, EmuConfig, EmuDevice, SimRuntime};
+use emu::{EmuDevice, SimRuntime};
 use tokio::time::Instant;
-use zns::{Geometry, ValidBitmap, ZonedDevice};
+use zns::{ValidBitmap, ZonedDevice};
 
 const ZONE: u64 = 512;
 
 fn device() -> EmuDevice {
-    let g = Geometry {
-        block_size: 4096,
-        oob_size: 0,
-        zone_count: 4,
-        zone_size: ZONE,
-        zone_capacity: ZONE,
-        max_open: 4,
-        max_active: 4,
-        zasl_blocks: 64,
-        mdts_blocks: 64,
-        copy_max_ranges: 4,
-        copy_max_range_blocks: 64,
-        copy_max_blocks: 64,
-        cross_zone_reads: false,
-    };
-    let cfg = EmuConfig {
-        zns_plus: true,
-        ..EmuConfig::new(g)
-    };
-    let p = timing_profile("femu-mlc").expect("femu-mlc");
-    EmuDevice::new_memory(cfg)
-        .and_then(|d| d.with_timing(p, ClockMode::Virtual))
-        .expect("timed ZNS+ device")
+    common::timed_znsplus(4, ZONE)
 }
 
 /// Virtual ns of a 4-block read at `lba`.

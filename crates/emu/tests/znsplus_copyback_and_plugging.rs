@@ -4,37 +4,16 @@
 //! merges partly valid ones; the counters (copyback ratio, plugged bytes, chip utilisation)
 //! say so, and `identify_mapping` agrees with where the model put the chunks.
 
-use emu::timing::timing_profile;
-use emu::{ClockMode, EmuConfig, EmuDevice, SimRuntime};
+mod common;
+
+use emu::{EmuDevice, SimRuntime};
 use tokio::time::Instant;
-use zns::{CompactionExtent, Geometry, ValidBitmap, ZonedDevice};
+use zns::{CompactionExtent, ValidBitmap, ZonedDevice};
 
 const ZONE: u64 = 512;
 
 fn device() -> EmuDevice {
-    let g = Geometry {
-        block_size: 4096,
-        oob_size: 0,
-        zone_count: 8,
-        zone_size: ZONE,
-        zone_capacity: ZONE,
-        max_open: 8,
-        max_active: 8,
-        zasl_blocks: 64,
-        mdts_blocks: 64,
-        copy_max_ranges: 4,
-        copy_max_range_blocks: 64,
-        copy_max_blocks: 64,
-        cross_zone_reads: false,
-    };
-    let cfg = EmuConfig {
-        zns_plus: true,
-        ..EmuConfig::new(g)
-    };
-    let p = timing_profile("femu-mlc").expect("femu-mlc");
-    EmuDevice::new_memory(cfg)
-        .and_then(|d| d.with_timing(p, ClockMode::Virtual))
-        .expect("timed ZNS+ device")
+    common::timed_znsplus(8, ZONE)
 }
 
 /// Fills zone 0 and flushes, so its data is on flash.
