@@ -7,7 +7,7 @@
 use emu::timing::timing_profile;
 use emu::{ClockMode, EmuConfig, EmuDevice, SimRuntime};
 use serde::Serialize;
-use zns::ZonedDevice;
+use zns::{Geometry, ZonedDevice};
 
 use crate::workload::{self, Job, Limits, Pattern, Report};
 
@@ -306,9 +306,15 @@ fn points(name: &str) -> Option<Vec<Point>> {
 }
 
 /// The timed ZN540 every point runs on: the zn540 geometry with 40 zones.
-fn device(seed: u64) -> Result<EmuDevice, String> {
+pub(crate) fn device(seed: u64) -> Result<EmuDevice, String> {
     let mut g = emu::profile("zn540").ok_or("the zn540 geometry is missing")?;
     g.zone_count = 40;
+    timed_zn540(g, seed)
+}
+
+/// A device of geometry `g` on the zn540 timing model in virtual time: the member every
+/// RAIZN and ZapRAID figure set builds its arrays from.
+pub(crate) fn timed_zn540(g: Geometry, seed: u64) -> Result<EmuDevice, String> {
     let cfg = EmuConfig {
         seed,
         ..EmuConfig::new(g)

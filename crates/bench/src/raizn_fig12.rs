@@ -13,8 +13,7 @@
 
 use std::sync::Arc;
 
-use emu::timing::timing_profile;
-use emu::{ClockMode, EmuConfig, EmuDevice, SimRuntime};
+use emu::{EmuDevice, SimRuntime};
 use raizn::{Member, RaiznConfig, RaiznVolume};
 use tokio::time::Instant;
 use zns::{Geometry, ZonedDevice};
@@ -48,15 +47,7 @@ pub fn member_geometry(capacity_bytes: u64) -> Result<Geometry, String> {
 }
 
 fn timed(g: Geometry, seed: u64) -> Result<Arc<EmuDevice>, String> {
-    let cfg = EmuConfig {
-        seed,
-        ..EmuConfig::new(g)
-    };
-    let p = timing_profile("zn540").ok_or("the zn540 timing profile is missing")?;
-    EmuDevice::new_memory(cfg)
-        .and_then(|d| d.with_timing(p, ClockMode::Virtual))
-        .map(Arc::new)
-        .map_err(|e| e.to_string())
+    crate::paper::timed_zn540(g, seed).map(Arc::new)
 }
 
 /// One rebuild: member bytes written to the replacement and the virtual seconds it took.

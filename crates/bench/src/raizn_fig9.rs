@@ -18,8 +18,7 @@
 
 use std::sync::Arc;
 
-use emu::timing::timing_profile;
-use emu::{ClockMode, ConvSsd, EmuConfig, EmuDevice, SimRuntime};
+use emu::{ClockMode, ConvSsd, SimRuntime};
 use raizn::{Member, RaiznConfig, RaiznVolume};
 use zns::{BlockDevice, ZonedDevice};
 
@@ -62,17 +61,7 @@ fn ramp(bytes: u64) -> u64 {
 }
 
 fn zoned_member(seed: u64) -> Result<Member, String> {
-    let mut g = emu::profile("zn540").ok_or("the zn540 geometry is missing")?;
-    g.zone_count = 40;
-    let cfg = EmuConfig {
-        seed,
-        ..EmuConfig::new(g)
-    };
-    let p = timing_profile("zn540").ok_or("the zn540 timing profile is missing")?;
-    EmuDevice::new_memory(cfg)
-        .and_then(|d| d.with_timing(p, ClockMode::Virtual))
-        .map(|d| Arc::new(d) as Member)
-        .map_err(|e| e.to_string())
+    crate::paper::device(seed).map(|d| Arc::new(d) as Member)
 }
 
 /// RAIZN's sweep point: `bytes` written by 8 jobs in their own logical zones, read back.

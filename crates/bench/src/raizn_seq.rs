@@ -8,8 +8,7 @@
 
 use std::sync::Arc;
 
-use emu::timing::timing_profile;
-use emu::{ClockMode, EmuConfig, EmuDevice, SimRuntime};
+use emu::{EmuDevice, SimRuntime};
 use raizn::{Member, RaiznConfig, RaiznVolume};
 use zns::{Geometry, ZonedDevice};
 
@@ -30,15 +29,7 @@ fn geometry() -> Result<Geometry, String> {
 }
 
 fn timed(seed: u64) -> Result<Arc<EmuDevice>, String> {
-    let cfg = EmuConfig {
-        seed,
-        ..EmuConfig::new(geometry()?)
-    };
-    let p = timing_profile("zn540").ok_or("the zn540 timing profile is missing")?;
-    EmuDevice::new_memory(cfg)
-        .and_then(|d| d.with_timing(p, ClockMode::Virtual))
-        .map(Arc::new)
-        .map_err(|e| e.to_string())
+    crate::paper::timed_zn540(geometry()?, seed).map(Arc::new)
 }
 
 /// Jobs of `pattern` on `dev`: `JOBS` jobs, each in its own zone, `block_bytes` commands at

@@ -6,8 +6,7 @@
 
 use std::sync::Arc;
 
-use emu::timing::timing_profile;
-use emu::{ClockMode, EmuConfig, EmuDevice};
+use emu::EmuDevice;
 use zapraid::{FormatOptions, GroupMode, ZapRaidVolume};
 use zns::{BlockDevice, Geometry, ZonedDevice};
 
@@ -35,15 +34,7 @@ pub fn member_geometry(capacity_blocks: u64, zones: u32) -> Result<Geometry, Str
 
 /// A timed zn540 member in virtual time.
 pub fn timed(g: Geometry, seed: u64) -> Result<Arc<EmuDevice>, String> {
-    let cfg = EmuConfig {
-        seed,
-        ..EmuConfig::new(g)
-    };
-    let p = timing_profile("zn540").ok_or("the zn540 timing profile is missing")?;
-    EmuDevice::new_memory(cfg)
-        .and_then(|d| d.with_timing(p, ClockMode::Virtual))
-        .map(Arc::new)
-        .map_err(|e| e.to_string())
+    crate::paper::timed_zn540(g, seed).map(Arc::new)
 }
 
 /// Formats a `3 + 1` array in `mode` on fresh timed members of geometry `g`.
