@@ -10,60 +10,13 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{block, check, emu_members, geometry, opts, runtime};
+use common::{block, check, geometry, opts, runtime, SpareArray};
 use emu::{EmuConfig, EmuDevice};
 use zapraid::{GroupMode, ZapRaidError, ZapRaidVolume};
-use zns::{BlockDevice, ErrorPlan, FaultyZoned, NvmeStatus, OpKind, OpSet, SimRng, ZonedDevice};
-
-type Faulty = FaultyZoned<Arc<EmuDevice>>;
+use zns::{BlockDevice, NvmeStatus, OpKind, OpSet, SimRng, ZonedDevice};
 
 const ZONES: u32 = 16;
 const SPAN: u64 = 160;
-
-/// Four members and a spare, each behind a fault injector.
-struct Array {
-    emus: Vec<Arc<EmuDevice>>,
-    faulty: Vec<Arc<Faulty>>,
-}
-
-impl Array {
-    fn new(seed: u64) -> Array {
-        let emus = emu_members(5, ZONES, seed);
-        let faulty = emus
-            .iter()
-            .enumerate()
-            .map(|(i, e)| Arc::new(FaultyZoned::new(e.clone(), seed * 7 + i as u64)))
-            .collect();
-        Array { emus, faulty }
-    }
-
-    /// The members, with the spare (index 4) in position `spare_at` when given.
-    fn members(&self, spare_at: Option<usize>) -> Vec<Arc<dyn ZonedDevice>> {
-        (0..4)
-            .map(|i| {
-                let j = if Some(i) == spare_at { 4 } else { i };
-                self.faulty[j].clone() as Arc<dyn ZonedDevice>
-            })
-            .collect()
-    }
-
-    fn spare(&self) -> Arc<dyn ZonedDevice> {
-        self.faulty[4].clone()
-    }
-
-    /// Device `i` fails every command of `ops` from its `nth` on with `status`.
-    fn fail_from(&self, i: usize, ops: OpSet, nth: u64, status: NvmeStatus) {
-        self.faulty[i]
-            .set_errors(ErrorPlan {
-                ops,
-                fail_nth: Some(nth),
-                repeat: 1 << 40,
-                status,
-                ..ErrorPlan::default()
-            })
-            .expect("error plan");
-    }
-}
 
 /// Writes `batches` batches of up to 8 random LBAs below `SPAN` (versions counting on from
 /// `*version`) into `model`; trims a few.
@@ -98,7 +51,7 @@ async fn writes(
 
 /// A formatted array holding data, flushed, with member `p` failed durably and more data
 /// written degraded.
-async fn degraded_array(a: &Array, p: usize, seed: u64) -> (ZapRaidVolume, Vec<u64>, u64) {
+async fn degraded_array(a: &SpareArray, p: usize, seed: u64) -> (ZapRaidVolume, Vec<u64>, u64) {
     let vol = ZapRaidVolume::format(a.members(None), &opts(GroupMode::Grouped(8)))
         .await
         .expect("format");
@@ -131,7 +84,7 @@ fn recovery_under_client_io_for_every_member_position() {
     for p in 0..4 {
         let seed = 40 + p as u64;
         runtime().block_on(async {
-            let a = Array::new(seed);
+            let a = SpareArray::new(ZONES, seed);
             let (vol, mut model, mut version) = degraded_array(&a, p, seed).await;
             assert_eq!(vol.failed_members(), vec![p]);
             // The client writes and reads while the recovery runs; every read must return the
@@ -219,7 +172,7 @@ fn recovery_under_client_io_for_every_member_position() {
 #[test]
 fn recovery_skips_segments_without_live_data() {
     runtime().block_on(async {
-        let a = Array::new(7);
+        let a = SpareArray::new(ZONES, 7);
         let vol = ZapRaidVolume::format(a.members(None), &opts(GroupMode::Grouped(8)))
             .await
             .expect("format");
@@ -263,7 +216,7 @@ fn recovery_skips_segments_without_live_data() {
 /// command: power goes on every member at that instant, the array reopens, and a second
 /// recovery finishes the job. Returns whether the cut fell inside the recovery.
 async fn cut_during_recovery(p: usize, cut: u64, seed: u64) -> bool {
-    let a = Array::new(seed);
+    let a = SpareArray::new(ZONES, seed);
     let (vol, model, _) = degraded_array(&a, p, seed).await;
     a.fail_from(4, OpSet::ALL, cut, NvmeStatus::AbortedPowerLoss);
     let r = vol.replace_member(p, a.spare(), false).await;
@@ -313,7 +266,7 @@ async fn cut_during_recovery(p: usize, cut: u64, seed: u64) -> bool {
 fn power_cut_at_many_points_of_a_recovery() {
     // How many commands a whole recovery sends the replacement, from an uncut run.
     let total = runtime().block_on(async {
-        let a = Array::new(90);
+        let a = SpareArray::new(ZONES, 90);
         let (vol, _, _) = degraded_array(&a, 1, 90).await;
         let before = a.faulty[4].counters().commands;
         vol.replace_member(1, a.spare(), false)
@@ -336,7 +289,7 @@ fn power_cut_at_many_points_of_a_recovery() {
 #[test]
 fn a_second_failure_during_recovery_fails_the_volume_naming_both() {
     runtime().block_on(async {
-        let a = Array::new(5);
+        let a = SpareArray::new(ZONES, 5);
         let (vol, model, _) = degraded_array(&a, 0, 5).await;
         // Member 3's reads fail from its 10th on: the recovery reads it.
         a.fail_from(
@@ -378,7 +331,7 @@ fn a_second_failure_during_recovery_fails_the_volume_naming_both() {
 #[test]
 fn replacements_that_hold_other_data_or_fit_badly_are_refused() {
     runtime().block_on(async {
-        let a = Array::new(3);
+        let a = SpareArray::new(ZONES, 3);
         let (vol, model, _) = degraded_array(&a, 1, 3).await;
         // Member 2's device: it is this array's, but not member 1.
         let e = vol
@@ -438,7 +391,7 @@ fn a_segment_filled_just_before_the_last_step_is_sealed_on_the_replacement() {
     // segment) the last step rebuilt it twice, the second time as an open segment without
     // its footer, leaving the replacement's zone open for good.
     runtime().block_on(async {
-        let a = Array::new(11);
+        let a = SpareArray::new(ZONES, 11);
         let vol = ZapRaidVolume::format(a.members(None), &opts(GroupMode::Grouped(8)))
             .await
             .expect("format");

@@ -9,60 +9,19 @@
 
 mod common;
 
-use std::sync::Arc;
-
-use common::{block, check, emu_members, opts, runtime};
-use emu::EmuDevice;
+use common::{block, check, opts, runtime, SpareArray};
 use zapraid::{GroupMode, ZapRaidVolume};
-use zns::{BlockDevice, ErrorPlan, FaultyZoned, NvmeStatus, OpSet, SimRng, ZonedDevice};
-
-type Faulty = FaultyZoned<Arc<EmuDevice>>;
+use zns::{BlockDevice, ErrorPlan, NvmeStatus, OpSet, SimRng};
 
 const ZONES: u32 = 16;
 const SPAN: u64 = 160;
 /// The member that fails and is recovered onto the spare.
 const P: usize = 2;
 
-/// Four members and a spare (index 4), each behind a fault injector.
-struct Array {
-    emus: Vec<Arc<EmuDevice>>,
-    faulty: Vec<Arc<Faulty>>,
-}
-
-impl Array {
-    fn new(seed: u64) -> Array {
-        let emus = emu_members(5, ZONES, seed);
-        let faulty = emus
-            .iter()
-            .enumerate()
-            .map(|(i, e)| Arc::new(FaultyZoned::new(e.clone(), seed * 7 + i as u64)))
-            .collect();
-        Array { emus, faulty }
-    }
-
-    /// The members, with the spare in position `P` when `spare`.
-    fn members(&self, spare: bool) -> Vec<Arc<dyn ZonedDevice>> {
-        (0..4)
-            .map(|i| {
-                let j = if spare && i == P { 4 } else { i };
-                self.faulty[j].clone() as Arc<dyn ZonedDevice>
-            })
-            .collect()
-    }
-
-    fn spare(&self) -> Arc<dyn ZonedDevice> {
-        self.faulty[4].clone()
-    }
-
-    fn spare_blocks_written(&self) -> u64 {
-        self.emus[4].stats().blocks_written
-    }
-}
-
 /// A formatted array holding data over several segments, flushed, with member `P` failed
 /// durably.
-async fn degraded_array(a: &Array, seed: u64) -> (ZapRaidVolume, Vec<u64>) {
-    let vol = ZapRaidVolume::format(a.members(false), &opts(GroupMode::Grouped(8)))
+async fn degraded_array(a: &SpareArray, seed: u64) -> (ZapRaidVolume, Vec<u64>) {
+    let vol = ZapRaidVolume::format(a.members(None), &opts(GroupMode::Grouped(8)))
         .await
         .expect("format");
     let bs = vol.block_size() as usize;
@@ -94,7 +53,7 @@ struct Resumed {
 }
 
 async fn cut_and_resume(cut: u64, seed: u64) -> Resumed {
-    let a = Array::new(seed);
+    let a = SpareArray::new(ZONES, seed);
     let (vol, model) = degraded_array(&a, seed).await;
     a.faulty[4]
         .set_errors(ErrorPlan {
@@ -118,7 +77,7 @@ async fn cut_and_resume(cut: u64, seed: u64) -> Resumed {
         f.restore_power();
     }
     let what = format!("cut at replacement command {cut}");
-    let vol = ZapRaidVolume::open(a.members(true))
+    let vol = ZapRaidVolume::open(a.members(Some(P)))
         .await
         .unwrap_or_else(|e| panic!("{what}: reopen: {e}"));
     vol.verify()
@@ -151,7 +110,7 @@ fn a_recovery_cut_by_power_resumes_where_it_stopped() {
     let seed = 31;
     // How many commands and blocks a whole recovery sends the replacement, uncut.
     let (commands, blocks) = runtime().block_on(async {
-        let a = Array::new(seed);
+        let a = SpareArray::new(ZONES, seed);
         let (vol, model) = degraded_array(&a, seed).await;
         let (c0, b0) = (a.faulty[4].counters().commands, a.spare_blocks_written());
         vol.replace_member(P, a.spare(), false)

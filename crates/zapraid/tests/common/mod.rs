@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use emu::{EmuConfig, EmuDevice};
-use zns::{BlockDevice, Geometry, ZonedDevice};
+use zns::{BlockDevice, ErrorPlan, FaultyZoned, Geometry, NvmeStatus, OpSet, ZonedDevice};
 
 /// 4 KiB blocks with 64 B metadata; zones of 64 blocks: 1 header, 62 data, 1 footer block.
 pub fn geometry(zones: u32) -> Geometry {
@@ -86,5 +86,57 @@ pub async fn check(vol: &zapraid::ZapRaidVolume, model: &[u64], what: &str) {
             block(bs, lba as u64, *v)
         };
         assert!(b == want, "{what}: LBA {lba} does not hold version {v}");
+    }
+}
+
+/// A member behind a fault injector.
+pub type Faulty = FaultyZoned<Arc<EmuDevice>>;
+
+/// Four members and a spare (index 4) of `zones` zones, each behind a fault injector.
+pub struct SpareArray {
+    pub emus: Vec<Arc<EmuDevice>>,
+    pub faulty: Vec<Arc<Faulty>>,
+}
+
+impl SpareArray {
+    pub fn new(zones: u32, seed: u64) -> SpareArray {
+        let emus = emu_members(5, zones, seed);
+        let faulty = emus
+            .iter()
+            .enumerate()
+            .map(|(i, e)| Arc::new(FaultyZoned::new(e.clone(), seed * 7 + i as u64)))
+            .collect();
+        SpareArray { emus, faulty }
+    }
+
+    /// The members, with the spare in position `spare_at` when given.
+    pub fn members(&self, spare_at: Option<usize>) -> Vec<Arc<dyn ZonedDevice>> {
+        (0..4)
+            .map(|i| {
+                let j = if Some(i) == spare_at { 4 } else { i };
+                self.faulty[j].clone() as Arc<dyn ZonedDevice>
+            })
+            .collect()
+    }
+
+    pub fn spare(&self) -> Arc<dyn ZonedDevice> {
+        self.faulty[4].clone()
+    }
+
+    pub fn spare_blocks_written(&self) -> u64 {
+        self.emus[4].stats().blocks_written
+    }
+
+    /// Device `i` fails every command of `ops` from its `nth` on with `status`.
+    pub fn fail_from(&self, i: usize, ops: OpSet, nth: u64, status: NvmeStatus) {
+        self.faulty[i]
+            .set_errors(ErrorPlan {
+                ops,
+                fail_nth: Some(nth),
+                repeat: 1 << 40,
+                status,
+                ..ErrorPlan::default()
+            })
+            .expect("error plan");
     }
 }
