@@ -270,48 +270,7 @@ fn stripe_unit_blocks(g: &Geometry, bytes: u64) -> Result<u64, LayoutError> {
 
 /// The first field in which `b` differs from `a`, named for an error message.
 fn geometry_difference(a: &Geometry, b: &Geometry) -> Option<String> {
-    let fields: [(&str, u64, u64); 13] = [
-        ("block size", a.block_size.into(), b.block_size.into()),
-        ("metadata size", a.oob_size.into(), b.oob_size.into()),
-        ("zone count", a.zone_count.into(), b.zone_count.into()),
-        ("zone size", a.zone_size, b.zone_size),
-        ("zone capacity", a.zone_capacity, b.zone_capacity),
-        ("max open zones", a.max_open.into(), b.max_open.into()),
-        ("max active zones", a.max_active.into(), b.max_active.into()),
-        (
-            "append size limit",
-            a.zasl_blocks.into(),
-            b.zasl_blocks.into(),
-        ),
-        (
-            "transfer size limit",
-            a.mdts_blocks.into(),
-            b.mdts_blocks.into(),
-        ),
-        (
-            "copy ranges",
-            a.copy_max_ranges.into(),
-            b.copy_max_ranges.into(),
-        ),
-        (
-            "copy range blocks",
-            a.copy_max_range_blocks.into(),
-            b.copy_max_range_blocks.into(),
-        ),
-        (
-            "copy blocks",
-            a.copy_max_blocks.into(),
-            b.copy_max_blocks.into(),
-        ),
-        (
-            "cross-zone reads",
-            u64::from(a.cross_zone_reads),
-            u64::from(b.cross_zone_reads),
-        ),
-    ];
-    fields
-        .iter()
-        .find(|(_, x, y)| x != y)
+    a.first_difference(b)
         .map(|(name, x, y)| format!("{name} {y} instead of {x}"))
 }
 

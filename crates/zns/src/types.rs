@@ -259,6 +259,52 @@ impl Geometry {
         self.max_active.checked_sub(1).unwrap_or(u32::MAX)
     }
 
+    /// The first field, in declaration order, in which `other` differs from `self`: its name
+    /// for messages, `self`'s value and `other`'s (a flag as 0 or 1). None when they are equal.
+    pub fn first_difference(&self, other: &Geometry) -> Option<(&'static str, u64, u64)> {
+        let (a, b) = (self, other);
+        let fields: [(&'static str, u64, u64); 13] = [
+            ("block size", a.block_size.into(), b.block_size.into()),
+            ("metadata size", a.oob_size.into(), b.oob_size.into()),
+            ("zone count", a.zone_count.into(), b.zone_count.into()),
+            ("zone size", a.zone_size, b.zone_size),
+            ("zone capacity", a.zone_capacity, b.zone_capacity),
+            ("max open zones", a.max_open.into(), b.max_open.into()),
+            ("max active zones", a.max_active.into(), b.max_active.into()),
+            (
+                "append size limit",
+                a.zasl_blocks.into(),
+                b.zasl_blocks.into(),
+            ),
+            (
+                "max transfer size",
+                a.mdts_blocks.into(),
+                b.mdts_blocks.into(),
+            ),
+            (
+                "copy range limit",
+                a.copy_max_ranges.into(),
+                b.copy_max_ranges.into(),
+            ),
+            (
+                "copy blocks per range",
+                a.copy_max_range_blocks.into(),
+                b.copy_max_range_blocks.into(),
+            ),
+            (
+                "copy block limit",
+                a.copy_max_blocks.into(),
+                b.copy_max_blocks.into(),
+            ),
+            (
+                "cross-zone reads",
+                a.cross_zone_reads.into(),
+                b.cross_zone_reads.into(),
+            ),
+        ];
+        fields.into_iter().find(|(_, x, y)| x != y)
+    }
+
     /// Checks that the geometry is one a device can have.
     pub fn validate(&self) -> Result<(), GeometryError> {
         let fail = |m: String| Err(GeometryError(m));
@@ -405,5 +451,19 @@ mod tests {
         assert_eq!(check_range(&g, 500, 12), Ok(()));
         assert_eq!(check_range(&g, 500, 13), Err(NvmeStatus::LbaOutOfRange));
         assert_eq!(check_range(&g, u64::MAX, 2), Err(NvmeStatus::LbaOutOfRange));
+    }
+
+    #[test]
+    fn first_difference_names_the_first_differing_field_in_order() {
+        let g = geo();
+        assert_eq!(g.first_difference(&g), None);
+        let mut o = g;
+        o.cross_zone_reads = true;
+        assert_eq!(g.first_difference(&o), Some(("cross-zone reads", 0, 1)));
+        // Two fields differ: the one declared first is named, with both values.
+        o.zone_capacity = 40;
+        assert_eq!(g.first_difference(&o), Some(("zone capacity", 48, 40)));
+        o.block_size = 512;
+        assert_eq!(g.first_difference(&o), Some(("block size", 4096, 512)));
     }
 }

@@ -259,47 +259,8 @@ fn zones_at_open(sb: &Superblock, entries: &[ZoneEntry]) -> Result<Vec<Zone>, Em
     Ok(zones)
 }
 
-/// The name of the first geometry field in which `a` and `b` differ.
+/// The first geometry field in which `a` and `b` differ, with both values.
 fn first_difference(a: &Geometry, b: &Geometry) -> Option<String> {
-    let fields: [(&str, u64, u64); 12] = [
-        ("block size", a.block_size.into(), b.block_size.into()),
-        ("metadata size", a.oob_size.into(), b.oob_size.into()),
-        ("zone count", a.zone_count.into(), b.zone_count.into()),
-        ("zone size", a.zone_size, b.zone_size),
-        ("zone capacity", a.zone_capacity, b.zone_capacity),
-        ("max open zones", a.max_open.into(), b.max_open.into()),
-        ("max active zones", a.max_active.into(), b.max_active.into()),
-        (
-            "append size limit",
-            a.zasl_blocks.into(),
-            b.zasl_blocks.into(),
-        ),
-        (
-            "max transfer size",
-            a.mdts_blocks.into(),
-            b.mdts_blocks.into(),
-        ),
-        (
-            "copy range limit",
-            a.copy_max_ranges.into(),
-            b.copy_max_ranges.into(),
-        ),
-        (
-            "copy blocks per range",
-            a.copy_max_range_blocks.into(),
-            b.copy_max_range_blocks.into(),
-        ),
-        (
-            "copy block limit",
-            a.copy_max_blocks.into(),
-            b.copy_max_blocks.into(),
-        ),
-    ];
-    fields
-        .iter()
-        .find(|(_, x, y)| x != y)
+    a.first_difference(b)
         .map(|(name, x, y)| format!("{name} (expected {x}, found {y})"))
-        .or_else(|| {
-            (a.cross_zone_reads != b.cross_zone_reads).then(|| "cross-zone reads".to_string())
-        })
 }
