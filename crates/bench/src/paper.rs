@@ -325,6 +325,22 @@ pub(crate) fn timed_zn540(g: Geometry, seed: u64) -> Result<EmuDevice, String> {
         .map_err(|e| e.to_string())
 }
 
+/// Formats the RAIZN array a figure runs on: `members` in order, stripe unit `unit_bytes`, the
+/// array UUID derived from `seed` so that a run is repeatable.
+pub(crate) async fn raizn_array(
+    members: Vec<raizn::Member>,
+    unit_bytes: u64,
+    seed: u64,
+) -> Result<raizn::RaiznVolume, String> {
+    let cfg = raizn::RaiznConfig {
+        stripe_unit_bytes: unit_bytes,
+        ..raizn::RaiznConfig::new([seed as u8 | 1; 16])
+    };
+    raizn::RaiznVolume::format(members, cfg, false)
+        .await
+        .map_err(|e| format!("format: {e}"))
+}
+
 fn jobs_of(p: &Point, o: &Options, zone_count: u32) -> Vec<Job> {
     let per_job = o.bytes_per_point / u64::from(p.jobs);
     (0..p.jobs)

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use emu::timing::TimingProfile;
 use emu::{ClockMode, ConvSsd, EmuConfig, EmuDevice, SimRuntime};
 use futures::stream::{FuturesUnordered, StreamExt};
-use raizn::{Member, RaiznConfig, RaiznVolume};
+use raizn::Member;
 use zns::{BlockDevice, BlockResult, NvmeResult, ZoneAction, ZonedDevice};
 
 use crate::mdraid::MdRaid5;
@@ -245,13 +245,7 @@ pub async fn raizn(p: TimingProfile, seed: u64) -> Result<Run, String> {
                 .map_err(|e| e.to_string())
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let cfg = RaiznConfig {
-        stripe_unit_bytes: UNIT_BYTES,
-        ..RaiznConfig::new([seed as u8 | 1; 16])
-    };
-    let vol = RaiznVolume::format(members, cfg, false)
-        .await
-        .map_err(|e| format!("format: {e}"))?;
+    let vol = crate::paper::raizn_array(members, UNIT_BYTES, seed).await?;
     let lg = vol.geometry();
     let zones = lg.zone_count;
     let capacity_bytes = lg.zone_capacity / (BLOCK_BYTES / u64::from(lg.block_size))

@@ -14,7 +14,7 @@
 use std::sync::Arc;
 
 use emu::{EmuDevice, SimRuntime};
-use raizn::{Member, RaiznConfig, RaiznVolume};
+use raizn::{Member, RaiznVolume};
 use tokio::time::Instant;
 use zns::{Geometry, ZonedDevice};
 
@@ -88,10 +88,8 @@ pub async fn rebuild(g: Geometry, zones: u32, seed: u64) -> Result<Rebuild, Stri
     let members = (0..MEMBERS)
         .map(|i| timed(g, seed + i as u64).map(|d| d as Member))
         .collect::<Result<Vec<_>, _>>()?;
-    let cfg = RaiznConfig::new([seed as u8 | 1; 16]);
-    let vol = RaiznVolume::format(members, cfg, false)
-        .await
-        .map_err(|e| format!("format: {e}"))?;
+    let unit_bytes = raizn::layout::DEFAULT_STRIPE_UNIT_BYTES.into();
+    let vol = crate::paper::raizn_array(members, unit_bytes, seed).await?;
     fill(&vol, zones).await?;
     vol.fail_member(REPLACED)
         .await

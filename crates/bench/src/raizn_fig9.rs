@@ -19,7 +19,7 @@
 use std::sync::Arc;
 
 use emu::{ClockMode, ConvSsd, SimRuntime};
-use raizn::{Member, RaiznConfig, RaiznVolume};
+use raizn::Member;
 use zns::{BlockDevice, ZonedDevice};
 
 use crate::blockload::{self, BlockJob};
@@ -69,13 +69,7 @@ pub async fn raizn(block_bytes: u64, bytes: u64, seed: u64) -> Result<Sweep, Str
     let members = (0..MEMBERS)
         .map(|i| zoned_member(seed + i as u64))
         .collect::<Result<Vec<_>, _>>()?;
-    let cfg = RaiznConfig {
-        stripe_unit_bytes: UNIT_BYTES,
-        ..RaiznConfig::new([seed as u8 | 1; 16])
-    };
-    let vol = RaiznVolume::format(members, cfg, false)
-        .await
-        .map_err(|e| format!("format: {e}"))?;
+    let vol = crate::paper::raizn_array(members, UNIT_BYTES, seed).await?;
     let per_job = bytes / u64::from(JOBS);
     let job = |pattern, j: u32, qd| Job {
         pattern,

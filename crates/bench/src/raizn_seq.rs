@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use emu::{EmuDevice, SimRuntime};
-use raizn::{Member, RaiznConfig, RaiznVolume};
+use raizn::Member;
 use zns::{Geometry, ZonedDevice};
 
 use crate::paper::{Options, Row};
@@ -82,13 +82,7 @@ async fn array(o: &Options) -> Result<(f64, f64), String> {
     let members = (0..MEMBERS)
         .map(|i| timed(o.seed + 1 + i as u64).map(|d| d as Member))
         .collect::<Result<Vec<_>, _>>()?;
-    let cfg = RaiznConfig {
-        stripe_unit_bytes: UNIT_BYTES,
-        ..RaiznConfig::new([o.seed as u8 | 1; 16])
-    };
-    let vol = RaiznVolume::format(members, cfg, false)
-        .await
-        .map_err(|e| format!("format: {e}"))?;
+    let vol = crate::paper::raizn_array(members, UNIT_BYTES, o.seed).await?;
     let data_units = (MEMBERS - 1) as u64;
     write_read(
         &vol,
