@@ -5,6 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use emu::timing::TimingProfile;
+
 use crate::commands;
 use crate::error::CliError;
 use crate::opened::Opened;
@@ -83,6 +85,56 @@ impl Members {
                 ))),
             })
             .collect()
+    }
+
+    /// Switches the timing model on for every member image when a profile is given, so an
+    /// array is served as if its members were drives of that profile. A member that is a real
+    /// drive refuses (it has its own timing); the members are closed on any error.
+    pub fn with_timing(self, timing: Option<TimingProfile>) -> Result<Self, CliError> {
+        let Some(p) = timing else {
+            return Ok(self);
+        };
+        let Members { paths, devs } = self;
+        let mut timed = Vec::with_capacity(devs.len());
+        let mut failed = None;
+        for (i, d) in devs.into_iter().enumerate() {
+            let Some(d) = d else {
+                timed.push(None);
+                continue;
+            };
+            if failed.is_some() {
+                timed.push(Some(d));
+                continue;
+            }
+            // Just opened: this is the only reference, so the device can be taken back out.
+            match Arc::try_unwrap(d) {
+                Ok(Opened::Image(img)) => match crate::timing::enable(img, p) {
+                    Ok(img) => timed.push(Some(Arc::new(Opened::Image(img)))),
+                    // The device was consumed by the failed switch and closed with it.
+                    Err(e) => failed = Some((i, e)),
+                },
+                Ok(drive @ Opened::Drive(_)) => {
+                    timed.push(Some(Arc::new(drive)));
+                    failed = Some((i, crate::timing::not_on_drive()));
+                }
+                Err(shared) => {
+                    timed.push(Some(shared));
+                    failed = Some((
+                        i,
+                        CliError::Other("a member image is shared; cannot time it".into()),
+                    ));
+                }
+            }
+        }
+        let m = Members { paths, devs: timed };
+        match failed {
+            None => Ok(m),
+            Some((i, e)) => {
+                let e = CliError::Usage(format!("{}: {}", m.name(i), e.message()));
+                m.close()?;
+                Err(e)
+            }
+        }
     }
 
     /// Closes every image; the error names each image that could not be closed. Every image

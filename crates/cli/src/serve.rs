@@ -44,7 +44,7 @@ pub struct ServeArgs {
     #[arg(long, default_value = "")]
     pub export: String,
     /// Delay completions in real time as this flash timing profile says (see `zonestack
-    /// device profiles`); off by default.
+    /// device profiles`); off by default. With --raizn or --zapraid every member is timed.
     #[arg(long, value_name = "PROFILE")]
     pub timing: Option<String>,
     /// Over-provisioning in percent, when the volume is formatted here.
@@ -55,12 +55,12 @@ pub struct ServeArgs {
     /// Export the host FTL on a RAIZN array instead: its member images in order, comma
     /// separated (made by `zonestack raizn create`; formatted on first use if empty).
     #[arg(long, value_delimiter = ',', value_name = "IMG,IMG,...", group = "array",
-          conflicts_with_all = ["device", "memory", "timing"])]
+          conflicts_with_all = ["device", "memory"])]
     pub raizn: Vec<PathBuf>,
     /// Export a ZapRAID block volume instead (no FTL: ZapRAID is a block volume itself): its
     /// member images in order, comma separated (made by `zonestack zapraid format`).
     #[arg(long, value_delimiter = ',', value_name = "IMG,IMG,...", group = "array",
-          conflicts_with_all = ["device", "memory", "timing", "raizn"])]
+          conflicts_with_all = ["device", "memory", "raizn"])]
     pub zapraid: Vec<PathBuf>,
     /// Fault injection with --raizn or --zapraid: the member at this position (0-based) fails
     /// while serving: from its --fail-after-th command on, every command returns Namespace
@@ -236,8 +236,9 @@ impl Backing {
 async fn raizn_for(
     a: &ServeArgs,
     op_permille: u32,
+    timing: Option<TimingProfile>,
 ) -> Result<(Arc<dyn ZonedDevice>, Backing, String), CliError> {
-    let m = Members::open(&a.raizn, false, true)?;
+    let m = Members::open(&a.raizn, false, true)?.with_timing(timing)?;
     let r = async {
         let vol = Arc::new(open_faulty_array(a, &m).await?);
         let name = format!(
@@ -405,7 +406,11 @@ async fn zoned_for(
     timing: Option<TimingProfile>,
 ) -> Result<(Arc<dyn ZonedDevice>, Backing, String), CliError> {
     if !a.raizn.is_empty() {
-        return raizn_for(a, op_permille).await;
+        let (vol, backing, mut what) = raizn_for(a, op_permille, timing).await?;
+        if let Some(p) = &timing {
+            what = format!("{what}, members with {}", crate::timing::describe(p));
+        }
+        return Ok((vol, backing, what));
     }
     let (dev, mut what) = device_for(a, op_permille, timing).await?;
     if let Some(p) = &timing {

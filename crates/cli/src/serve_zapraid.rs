@@ -69,7 +69,12 @@ fn failure_note(a: &ServeArgs, m: &Members, vol: &ZapRaidVolume) -> String {
 }
 
 pub async fn run(a: &ServeArgs, config: ServerConfig, out: &mut impl Write) -> CliResult {
-    let m = Members::open(&a.zapraid, false, false)?;
+    let timing = a
+        .timing
+        .as_deref()
+        .map(crate::timing::profile_named)
+        .transpose()?;
+    let m = Members::open(&a.zapraid, false, false)?.with_timing(timing)?;
     let vol = match open_served(a, &m).await {
         Ok(v) => Arc::new(v),
         Err(e) => {
@@ -101,12 +106,15 @@ pub async fn run(a: &ServeArgs, config: ServerConfig, out: &mut impl Write) -> C
     let stop = signalled();
     writeln!(
         out,
-        "serving {size} ZapRAID volume over k = {} + m = {} members ({} segments, groups of {} stripes){}\n{}",
+        "serving {size} ZapRAID volume over k = {} + m = {} members ({} segments, groups of {} stripes){}{}\n{}",
         l.k,
         l.m,
         l.segments(),
         l.group,
         failure_note(a, &m, &vol),
+        timing
+            .map(|p| format!(", members with {}", crate::timing::describe(&p)))
+            .unwrap_or_default(),
         server.local_uri()
     )?;
     out.flush()?;

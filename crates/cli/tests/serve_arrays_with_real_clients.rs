@@ -374,3 +374,35 @@ fn fio_verifies_through_the_ftl_on_a_healthy_raizn_array() {
     let c = ok(&check);
     assert!(c.starts_with("clean:"), "{c}");
 }
+
+#[test]
+fn fio_verifies_through_arrays_whose_members_are_timed() {
+    require("fio", "fio");
+    let dir = tempfile::tempdir().expect("tempdir");
+    for sub in ["r", "z"] {
+        std::fs::create_dir(dir.path().join(sub)).expect("mkdir");
+    }
+    let r = images(&dir.path().join("r"), 3, "24");
+    let mut create = vec!["raizn", "create"];
+    create.extend(r.iter().map(|p| s(p)));
+    ok(&create);
+    let z = images(&dir.path().join("z"), 4, "24");
+    let mut fmt = vec!["zapraid", "format", "--group", "16"];
+    fmt.extend(z.iter().map(|p| s(p)));
+    ok(&fmt);
+    for (kind, members, extra) in [("--raizn", &r, &["--op", "30"][..]), ("--zapraid", &z, &[])] {
+        let a = list(members);
+        let mut args = vec![kind, a.as_str(), "--timing", "zn540"];
+        args.extend_from_slice(extra);
+        let (server, uri) = serve(dir.path(), &args);
+        assert!(
+            server
+                .started
+                .contains("members with timing profile zn540 in real time"),
+            "{kind}: the banner must say the members are timed: {}",
+            server.started
+        );
+        fio_write_then_verify(dir.path(), &uri, "4M");
+        stop(server);
+    }
+}

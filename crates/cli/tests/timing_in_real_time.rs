@@ -267,3 +267,41 @@ fn a_timed_session_takes_the_profiles_time_and_stores_the_same_bytes() {
         "the timed session stored other bytes"
     );
 }
+
+#[test]
+fn an_array_member_the_timing_model_refuses_is_a_usage_error_naming_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // As above: 300 active zones do not fit zn540's write buffer; each member is timed, so
+    // the first member is the one refused.
+    let members: Vec<PathBuf> = (0..3)
+        .map(|i| {
+            create(
+                dir.path(),
+                &format!("m{i}.img"),
+                &["--zones", "300", "--zone-size", "256K", "--max-active", "0"],
+            )
+        })
+        .collect();
+    let names: Vec<&str> = members.iter().map(|p| p.to_str().expect("path")).collect();
+    let mut create_array = vec!["raizn", "create"];
+    create_array.extend_from_slice(&names);
+    ok(&create_array);
+    let list = names.join(",");
+    let sock = format!("unix:{}", dir.path().join("nbd.sock").display());
+    let args = [
+        "serve", "--raizn", &list, "--timing", "zn540", "--listen", &sock,
+    ];
+    let err = fails(&args, 2);
+    assert!(
+        err.contains(&format!("member 0 ({})", names[0])) && err.contains("write buffer"),
+        "{err}"
+    );
+    assert!(
+        !dir.path().join("nbd.sock").exists(),
+        "a refused serve must not bind its socket"
+    );
+    // The members were closed cleanly: the array opens without --timing.
+    let mut status = vec!["raizn", "status"];
+    status.extend_from_slice(&names);
+    ok(&status);
+}
