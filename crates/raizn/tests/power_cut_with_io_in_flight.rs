@@ -24,8 +24,7 @@
 //! with a member failed may replace it by a fresh drive and rebuild it (no command in
 //! flight), then checks every zone; later rounds may fail a member again. Coverage floors
 //! count cuts, collections (general and partial-parity, and cuts during one), partial-parity
-//! replays, degraded reopens and rebuilds over the 1,003 schedules (seeds 0-1009 less
-//! `KNOWN_FAILING`, the open defects).
+//! replays, degraded reopens and rebuilds over the 1,010 schedules (seeds 0-1009).
 //!
 //! A failing schedule prints its seed; rerun it alone with `RAIZN_CUT_SEED=<seed>`, and add
 //! `RAIZN_CUT_TRACE=1` to print each round.
@@ -48,13 +47,8 @@ use zns::{
 
 const BS: usize = 512;
 const ZONES: u32 = 4;
-/// Seeded schedules the test runs: seeds 0 to this, less `KNOWN_FAILING`.
+/// Seeded schedules the test runs: seeds 0 to this.
 const SCHEDULES: u64 = 1010;
-/// Schedules that find defects not fixed yet (docs/TESTING.md, "RAIZN crash schedules"):
-/// after a replaced member is rebuilt, a later failure or power cut loses durable writes or
-/// returns a block's neighbour (98, 136, 747), and a reopen counts two members failed (977).
-/// `known_failing_schedules` runs them; each must be taken off this list with its fix.
-const KNOWN_FAILING: [u64; 4] = [98, 136, 747, 977];
 
 fn member_geo() -> Geometry {
     Geometry {
@@ -889,9 +883,7 @@ fn power_cuts_with_writes_resets_and_member_failures_in_flight() {
         .and_then(|s| s.parse().ok())
     {
         Some(seed) => vec![seed],
-        None => (0..SCHEDULES)
-            .filter(|s| !KNOWN_FAILING.contains(s))
-            .collect(),
+        None => (0..SCHEDULES).collect(),
     };
     let mut total = Coverage::default();
     for seed in &seeds {
@@ -940,19 +932,4 @@ fn power_cuts_with_writes_resets_and_member_failures_in_flight() {
     assert!(total.stale_member_reopens >= 20, "{total:?}");
     assert!(total.runtime_failures >= 20, "{total:?}");
     assert!(total.partial_parity_replays >= 50, "{total:?}");
-}
-
-/// The schedules of `KNOWN_FAILING`, each of which fails today; run with `--ignored` to work
-/// on them (`RAIZN_CUT_SEED=<seed> RAIZN_CUT_TRACE=1` runs one in the test above).
-#[test]
-#[ignore = "open defects found by the crash schedules (docs/TESTING.md)"]
-fn known_failing_schedules() {
-    let mut failed = Vec::new();
-    for seed in KNOWN_FAILING {
-        let run = std::thread::spawn(move || runtime().block_on(schedule(seed, 12))).join();
-        if run.is_err() {
-            failed.push(seed);
-        }
-    }
-    assert_eq!(failed, KNOWN_FAILING.to_vec(), "these schedules fail");
 }

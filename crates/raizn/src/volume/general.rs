@@ -384,7 +384,7 @@ impl RaiznVolume {
         let mut out = vec![self
             .superblock_of(m, c.sb_generation, c.failed)
             .map_err(err)?];
-        let per = ((bs - meta::HEADER_BYTES - 8) / 8).max(1);
+        let per = gens_per_block(bs);
         let mut seq = 0;
         for (k, chunk) in c.generations.chunks(per).enumerate() {
             seq += 1;
@@ -497,6 +497,7 @@ impl RaiznVolume {
             Rec::Superblock(generation, failed) => self.superblock_of(m, *generation, *failed),
             Rec::Zone(e) => self.encode_zone_log(e, seq, 0),
             Rec::Generation(zone, g) => self.encode_gens(*zone, &[*g], seq, 0),
+            Rec::Generations(first, gens) => self.encode_gens(*first, gens, seq, 0),
             Rec::Rebuilt(r) => self.encode_rebuilt(r, seq, 0),
         };
         r.map_err(|_| NvmeStatus::InternalError)
@@ -529,6 +530,25 @@ impl RaiznVolume {
             .await
     }
 
+    /// Gives the general zone of `member`, a replacement whose rebuild is complete, every
+    /// zone's generation (FUA), before the array counts it whole. Its general zone held only
+    /// its superblock, and a zone's generation records are on two members only (the zone
+    /// log's): without this, a zone whose records were on the member replaced and on the
+    /// next one to fail would reopen at an older generation, and recovery would drop the
+    /// partial-parity records of its current one. Resets while this runs log on the other
+    /// members (the member still counts as failed), so one of those two always survives.
+    pub(super) async fn seed_generations(&self, member: usize) -> NvmeResult<()> {
+        let mut log = self.general.lock().await;
+        let gens = self.state.lock().generations.clone();
+        let per = gens_per_block(self.block_size());
+        for (k, chunk) in gens.chunks(per).enumerate() {
+            let first = u32::try_from(k * per).map_err(|_| NvmeStatus::InternalError)?;
+            let rec = Rec::Generations(first, chunk.to_vec());
+            self.append_general(&mut log, &[member], rec, true).await?;
+        }
+        Ok(())
+    }
+
     /// Rewrites every survivor's general zone as a checkpoint (at open, after the logged
     /// commands were completed and the empty zones got their new generation).
     pub(super) async fn checkpoint_general(&self) -> Result<(), RaiznError> {
@@ -556,6 +576,11 @@ impl RaiznVolume {
     }
 }
 
+/// Generation counters one generations record holds in a block of `bs` bytes.
+fn gens_per_block(bs: usize) -> usize {
+    (bs.saturating_sub(meta::HEADER_BYTES + 8) / 8).max(1)
+}
+
 /// A checkpoint of the general zone, member-independent.
 #[derive(Clone)]
 pub(super) struct Checkpoint {
@@ -573,6 +598,8 @@ pub(super) enum Rec {
     Zone(ZoneLogEntry),
     /// The generation of one zone.
     Generation(u32, u64),
+    /// The generations of the zones from the first one named.
+    Generations(u32, Vec<u64>),
     /// Zones a rebuild completed.
     Rebuilt(meta::RebuiltZones),
 }

@@ -349,10 +349,19 @@ impl RaiznVolume {
         let zslba = l.member_zone_start(zone);
         let mut descs = Vec::new();
         for m in 0..l.members() {
-            descs.push(match failed == Some(m) {
-                true => None,
-                false => Some(self.member_zone(m, zone).await?),
-            });
+            if failed == Some(m) {
+                descs.push(None);
+                continue;
+            }
+            // A member failing here degrades the array like any command's, and the finish
+            // goes on without it.
+            match self.member_zone(m, zone).await {
+                Ok(d) => descs.push(Some(d)),
+                Err(status) => {
+                    self.note_member_error(m, status)?;
+                    descs.push(None);
+                }
+            }
         }
         if !z.wp.is_multiple_of(sdb) {
             let s = z.wp / sdb;

@@ -85,6 +85,11 @@ pub enum RaiznError {
     TooManyFailed { members: Vec<usize>, parity: u32 },
     #[error("no member {member}: the array has {members} members")]
     NoSuchMember { member: usize, members: usize },
+    #[error("recovery failed while {what}: {status}")]
+    Recovery {
+        what: &'static str,
+        status: NvmeStatus,
+    },
     #[error("member {member} cannot be replaced: {why}")]
     NotReplaceable { member: usize, why: String },
 }

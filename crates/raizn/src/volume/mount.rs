@@ -260,19 +260,26 @@ impl RaiznVolume {
         for zone in redo {
             vol.complete_finish(zone)
                 .await
-                .map_err(|status| RaiznError::Member {
-                    member: 0,
-                    what: "completing a finish cut short by power loss",
-                    status,
-                })?;
+                .map_err(vol.recovery_err("completing a finish cut short by power loss"))?;
         }
         vol.checkpoint_general().await?;
-        if let Some(f) = failed {
-            vol.persist_health()
-                .await
-                .map_err(member_err(f, "recording the failure in the superblocks"))?;
-        }
+        // The failure the open started with, or one a member met during recovery (its
+        // commands note it and go on degraded, as at run time).
+        vol.persist_health()
+            .await
+            .map_err(vol.recovery_err("recording the failure in the superblocks"))?;
         Ok(vol)
+    }
+
+    /// The error of a recovery step run through the volume's own commands, which note a
+    /// member failing and go on degraded: the two members when a second one failed, else
+    /// the step's status (never a member's name, which would make the open start over
+    /// without a member that did not fail).
+    fn recovery_err(&self, what: &'static str) -> impl Fn(NvmeStatus) -> RaiznError + '_ {
+        move |status| {
+            self.broken()
+                .unwrap_or(RaiznError::Recovery { what, status })
+        }
     }
 
     /// Derives every logical zone from its member zones and repairs what a power loss left
@@ -309,7 +316,7 @@ impl RaiznVolume {
                 // A logged reset that may have reached only some members: done again.
                 self.members_mgmt(ZoneAction::Reset, z)
                     .await
-                    .map_err(member_err(0, "completing a reset cut short by power loss"))?;
+                    .map_err(self.recovery_err("completing a reset cut short by power loss"))?;
                 zones.push(LogicalZone {
                     state: ZoneState::Empty,
                     wp: 0,
@@ -413,7 +420,7 @@ impl RaiznVolume {
             // Nothing readable: stray units of a torn first stripe would block new writes.
             self.members_mgmt(ZoneAction::Reset, zone)
                 .await
-                .map_err(member_err(0, "resetting a zone with a torn first stripe"))?;
+                .map_err(self.recovery_err("resetting a zone with a torn first stripe"))?;
             return Ok(lz(ZoneState::Empty, 0));
         }
         self.repair_parity(zone, prefix, &wps).await?;

@@ -505,7 +505,12 @@ impl RaiznVolume {
             r.generation = generation;
             Some((pm, r))
         };
-        let data_lost = failed.is_some_and(|f| l.unit_of_member(s, f).is_some());
+        // Only a failed unit holding data below the write pointer needs the loaded record. A
+        // failed unit past it holds nothing: the record is computed from the survivors' data
+        // like any other, since it may have been lost with the power while the data was
+        // not, and once the failed member is replaced it is all that protects the stripe.
+        let data_lost =
+            failed.is_some_and(|f| l.unit_of_member(s, f).is_some_and(|k| k * su < within));
         if data_lost {
             // Recovery capped the write pointer at what this record covers.
             return loaded_record().filter(|(_, r)| r.end >= within);

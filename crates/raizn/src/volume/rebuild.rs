@@ -352,6 +352,7 @@ impl RaiznVolume {
         }
         self.record_zone(member, record.take()).await.map_err(err)?;
         self.flush_members().await.map_err(err)?;
+        self.seed_generations(member).await.map_err(err)?;
         let progress;
         {
             let mut st = self.state.lock();
