@@ -42,6 +42,10 @@ const MAX_OPTIONS: usize = 256;
 const MAX_OPTION_DATA: u32 = 16 * 1024;
 /// Reply bytes gathered before a write to the socket.
 const WRITE_BUFFER: usize = 64 * 1024;
+/// Request bytes read from the socket at once. At queue depth 16 a client sends many small
+/// requests back to back; one read takes them all instead of two reads per request (header,
+/// then payload). Payloads larger than this are read straight into their own buffer.
+const READ_BUFFER: usize = 64 * 1024;
 
 /// What every connection of one server shares.
 pub(crate) struct Shared {
@@ -98,6 +102,9 @@ where
     if !transmit {
         return Ok(());
     }
+    // Buffered only now: the handshake reads exactly what it needs, so no byte the client
+    // sent after it is left behind in a buffer that is dropped.
+    let r = tokio::io::BufReader::with_capacity(READ_BUFFER, r);
     let (tx, rx) = mpsc::channel(shared.max_in_flight);
     // Set once the client's socket is closed: by the reader at end of file or a read error,
     // by the writer at a write error.
