@@ -159,19 +159,40 @@ impl StreamWriter {
         (order, extents)
     }
 
-    /// Relocation without Simple Copy: read data and metadata, write them unchanged.
+    /// Relocation without Simple Copy: read data and metadata, write them unchanged. The
+    /// reads go one per run of contiguous blocks, all in flight together (at most one
+    /// batch's blocks), as a file system's cleaner issues them; read one block after another
+    /// they kept the flash chips mostly idle.
     async fn read_write_copy(&self, srcs: &[u32], dest: zns::Lba) -> Result<(), zns::NvmeStatus> {
         let g = self.shared.layout().geometry;
         let (bs, oob) = (g.block_size as usize, g.oob_size as usize);
         let mut data = vec![0u8; srcs.len() * bs];
         let mut meta = vec![0u8; srcs.len() * oob];
-        for (k, &p) in srcs.iter().enumerate() {
-            let at = self.shared.layout().pba_to_lba(p);
-            let (d, m) = (
-                &mut data[k * bs..(k + 1) * bs],
-                &mut meta[k * oob..(k + 1) * oob],
-            );
-            read_retry(self.shared.dev(), at, d, Some(m)).await?;
+        let lbas: Vec<zns::Lba> = srcs
+            .iter()
+            .map(|&p| self.shared.layout().pba_to_lba(p))
+            .collect();
+        let mut reads = Vec::new();
+        let (mut d_rest, mut m_rest) = (&mut data[..], &mut meta[..]);
+        let mut k = 0;
+        while k < lbas.len() {
+            let at = lbas[k];
+            let mut n = 1;
+            while k + n < lbas.len()
+                && lbas[k + n] == at + n as u64
+                && n < g.mdts_blocks.max(1) as usize
+                && g.zone_of(at) == g.zone_of(at + n as u64)
+            {
+                n += 1;
+            }
+            let (d, dr) = std::mem::take(&mut d_rest).split_at_mut(n * bs);
+            let (m, mr) = std::mem::take(&mut m_rest).split_at_mut(n * oob);
+            (d_rest, m_rest) = (dr, mr);
+            reads.push(read_retry(self.shared.dev(), at, d, Some(m)));
+            k += n;
+        }
+        for r in futures::future::join_all(reads).await {
+            r?;
         }
         retry(|| self.shared.dev().write(dest, &data, Some(&meta), false)).await
     }
