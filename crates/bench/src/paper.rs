@@ -85,6 +85,10 @@ pub const PAPERS: &[(&str, &str)] = &[
         "znsplus-fig6",
         "ZNS+ (OSDI '21) Fig. 6: segment compaction time, host copy vs in-storage zone compaction with and without copyback (femu-mlc)",
     ),
+    (
+        "znsplus-fig8",
+        "ZNS+ (OSDI '21) Fig. 8: host FTL throughput and WAF at 80-95% utilisation, host-copy GC vs zone_compaction (femu-mlc; no threaded logging yet)",
+    ),
 ];
 
 const KIB: u64 = 1024;
@@ -458,6 +462,9 @@ pub fn run(name: &str, o: &Options) -> Result<Vec<Row>, String> {
     }
     if name == "znsplus-fig6" {
         return crate::znsplus_fig6::rows(o);
+    }
+    if name == "znsplus-fig8" {
+        return crate::znsplus_fig8::rows(o);
     }
     let pts = points(name).ok_or_else(|| {
         let names: Vec<&str> = PAPERS.iter().map(|p| p.0).collect();

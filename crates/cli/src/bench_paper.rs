@@ -14,7 +14,7 @@ use crate::error::{CliError, CliResult};
 pub struct BenchPaperArgs {
     /// Figure set: zapraid-fig1, zapraid-exp1, zapraid-exp2, zapraid-exp3, raizn-raw,
     /// raizn-fig9, raizn-fig10, raizn-fig12, raizn-seq, raizn-xor, vroom-5.2.1, zns-5.1,
-    /// zns-fig1, znsplus-fig6 (on the femu-mlc profile), or all.
+    /// zns-fig1, znsplus-fig6, znsplus-fig8 (both on the femu-mlc profile), or all.
     pub name: String,
     /// Print one JSON object instead of a table.
     #[arg(long)]
@@ -184,7 +184,7 @@ pub async fn run(a: &BenchPaperArgs, out: &mut impl Write) -> CliResult {
         .iter()
         .filter(|r| r.figure.starts_with("raizn-xor"))
         .count();
-    // znsplus-fig6 runs on the paper's own flash (femu-mlc); the others on the zn540.
+    // znsplus-fig6 and -fig8 run on the paper's own flash (femu-mlc); the others on the zn540.
     let mlc = rows
         .iter()
         .filter(|r| r.figure.starts_with("znsplus-"))
@@ -193,7 +193,7 @@ pub async fn run(a: &BenchPaperArgs, out: &mut impl Write) -> CliResult {
         (0, 0, _) => "on the zn540 timing profile in virtual time",
         (0, _, 0) => "on the femu-mlc timing profile in virtual time",
         (_, 0, 0) => "in real time (CPU work)",
-        _ => "in virtual time on the zn540 timing profile (znsplus-fig6 on femu-mlc, raizn-xor in real time)",
+        _ => "in virtual time on the zn540 timing profile (znsplus-* on femu-mlc, raizn-xor in real time)",
     };
     writeln!(
         out,

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::{Args, Subcommand, ValueEnum};
+use ftl::compaction::Placement;
 use ftl::{FormatOptions, FtlVolume, MountOptions, VictimPolicy, WriteMode};
 use serde_json::json;
 use zns::ZonedDevice;
@@ -82,6 +83,21 @@ pub struct MountArgs {
     /// Relocate by host read and write instead of the device's Simple Copy.
     #[arg(long)]
     pub no_copy: bool,
+    /// On a ZNS+ device, how garbage collection uses zone_compaction: copyback-aware
+    /// (destinations on the source chunk's chip), source-order, or off (relocate as on any
+    /// device). Ignored on a device without the ZNS+ commands.
+    #[arg(long, value_enum, default_value = "copyback-aware")]
+    pub compaction: CompactionArg,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum CompactionArg {
+    /// zone_compaction with copyback-aware destinations (ZNS+ Fig. 5).
+    CopybackAware,
+    /// zone_compaction with destinations packed in source order.
+    SourceOrder,
+    /// No zone_compaction: Simple Copy or read + write.
+    Off,
 }
 
 impl MountArgs {
@@ -97,6 +113,11 @@ impl MountArgs {
             },
             hot_cold: !self.no_hot_cold,
             use_copy: !self.no_copy,
+            compaction: match self.compaction {
+                CompactionArg::CopybackAware => Some(Placement::CopybackAware),
+                CompactionArg::SourceOrder => Some(Placement::SourceOrder),
+                CompactionArg::Off => None,
+            },
             ..MountOptions::default()
         }
     }

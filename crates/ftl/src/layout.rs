@@ -72,6 +72,10 @@ pub struct MountOptions {
     pub checkpoint_every_zones: u32,
     /// Relocate with the device's Simple Copy (when it supports it) instead of read+write.
     pub use_copy: bool,
+    /// On a device with the ZNS+ commands, relocate with `zone_compaction`, placing the
+    /// blocks this way (docs/DESIGN.md, "ZNS+"); None relocates as on any device. Ignored on
+    /// a device without them, which relocates as `use_copy` says.
+    pub compaction: Option<crate::compaction::Placement>,
 }
 
 impl Default for MountOptions {
@@ -85,6 +89,7 @@ impl Default for MountOptions {
             gc_foreground_free_zones: 2,
             checkpoint_every_zones: 0,
             use_copy: true,
+            compaction: Some(crate::compaction::Placement::CopybackAware),
         }
     }
 }

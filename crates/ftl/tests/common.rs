@@ -36,6 +36,18 @@ pub fn device(geometry: Geometry, seed: u64) -> Arc<EmuDevice> {
     )
 }
 
+/// An untimed device of `geometry` with the ZNS+ commands (docs/ZNSPLUS.md).
+pub fn device_plus(geometry: Geometry, seed: u64) -> Arc<EmuDevice> {
+    Arc::new(
+        EmuDevice::new_memory(EmuConfig {
+            seed,
+            zns_plus: true,
+            ..EmuConfig::new(geometry)
+        })
+        .expect("device"),
+    )
+}
+
 pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -197,5 +209,6 @@ pub fn random_options(rng: &mut zns::SimRng) -> MountOptions {
         gc_foreground_free_zones: 3,
         checkpoint_every_zones: rng.range_inclusive(1, 6) as u32,
         use_copy: rng.chance(0.7),
+        ..MountOptions::default()
     }
 }

@@ -4,7 +4,9 @@
 //! the maintenance task may be mid-collection or mid-checkpoint. After every remount: every
 //! flushed or FUA write reads back, nothing reads back older than its last flushed version,
 //! unflushed blocks read as their old or new contents, and the mapping's invariants hold.
-//! A failing schedule prints its seed; rerun it with `FTL_CRASH_SEED=<seed>`.
+//! The same schedules run on a ZNS+ device, where collection relocates with zone_compaction.
+//! A failing schedule prints its seed; rerun it with `FTL_CRASH_SEED=<seed>` (add
+//! `FTL_CRASH_OOB=0` for the in-band summary runs, `FTL_CRASH_ZNS_PLUS=1` for the ZNS+ ones).
 
 mod common;
 
@@ -13,6 +15,7 @@ use std::time::Duration;
 
 use common::{block, geometry, version_of};
 use emu::{EmuDevice, FaultPlan};
+use ftl::compaction::Placement;
 use ftl::{FormatOptions, FtlVolume, MountOptions};
 use futures::future::join_all;
 use zns::{BlockDevice, SimRng};
@@ -96,18 +99,54 @@ struct Coverage {
     gc_zones: u64,
     scanned_blocks: u64,
     trims: u64,
+    /// Blocks the device moved by ZNS+ zone_compaction.
+    blocks_compacted: u64,
 }
 
-async fn schedule(seed: u64, ops: usize, oob: u32) -> Coverage {
+/// What a schedule runs on: per-block metadata bytes, and whether the device has the ZNS+
+/// commands (then with 4 KiB blocks, so a 16 KiB chunk is 4 blocks and zones hold many, and
+/// collection relocates with zone_compaction, placed as `Kind::placement` says).
+#[derive(Clone, Copy)]
+struct Kind {
+    oob: u32,
+    zns_plus: bool,
+}
+
+impl Kind {
+    const PLAIN: Kind = Kind {
+        oob: 16,
+        zns_plus: false,
+    };
+
+    /// Mount options for this kind: `common::random_options`, and on a ZNS+ device either
+    /// placement of compacted blocks (one more draw, made only on ZNS+ schedules so the
+    /// others keep their streams).
+    fn options(self, rng: &mut SimRng) -> MountOptions {
+        let mut o = common::random_options(rng);
+        if self.zns_plus {
+            o.compaction = Some(if rng.chance(0.5) {
+                Placement::CopybackAware
+            } else {
+                Placement::SourceOrder
+            });
+        }
+        o
+    }
+}
+
+async fn schedule(seed: u64, ops: usize, kind: Kind) -> Coverage {
     let mut cov = Coverage::default();
     let mut rng = SimRng::new(seed);
-    let dev = common::device(
-        zns::Geometry {
-            oob_size: oob,
-            ..geometry()
-        },
-        seed,
-    );
+    let g = zns::Geometry {
+        oob_size: kind.oob,
+        block_size: if kind.zns_plus { 4096 } else { 512 },
+        ..geometry()
+    };
+    let dev = if kind.zns_plus {
+        common::device_plus(g, seed)
+    } else {
+        common::device(g, seed)
+    };
     // Random extra latency makes device commands pend, so the maintenance task and the
     // workload interleave at varying points, and power cuts land mid-collection.
     dev.set_faults(FaultPlan {
@@ -117,7 +156,7 @@ async fn schedule(seed: u64, ops: usize, oob: u32) -> Coverage {
         ..Default::default()
     })
     .expect("fault plan");
-    let mut opts = common::random_options(&mut rng);
+    let mut opts = kind.options(&mut rng);
     ftl::format(dev.as_ref(), FormatOptions::with_op(580), seed, false)
         .await
         .expect("format");
@@ -193,7 +232,7 @@ async fn schedule(seed: u64, ops: usize, oob: u32) -> Coverage {
                 vol.crash().await;
                 account(&vol, &mut cov);
                 cov.crashes += 1;
-                opts = common::random_options(&mut rng);
+                opts = kind.options(&mut rng);
                 vol = remount(&dev, opts, seed, &mut cov).await;
                 check_all(
                     &vol,
@@ -232,16 +271,17 @@ async fn schedule(seed: u64, ops: usize, oob: u32) -> Coverage {
     check_all(&vol, &mut model, seed, "after the final power loss").await;
     let stats = vol.stats();
     assert!(stats.mapped_blocks <= n);
+    cov.blocks_compacted = dev.stats().blocks_compacted;
     cov
 }
 
-fn run(seed: u64, ops: usize, oob: u32) -> Coverage {
+fn run(seed: u64, ops: usize, kind: Kind) -> Coverage {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .start_paused(true)
         .build()
         .expect("runtime");
-    rt.block_on(schedule(seed, ops, oob))
+    rt.block_on(schedule(seed, ops, kind))
 }
 
 #[test]
@@ -254,12 +294,13 @@ fn one_thousand_seeded_crash_schedules() {
             .ok()
             .and_then(|s| s.parse().ok())
             .unwrap_or(16);
-        run(seed, 300, oob);
+        let zns_plus = std::env::var("FTL_CRASH_ZNS_PLUS").is_ok_and(|v| v == "1");
+        run(seed, 300, Kind { oob, zns_plus });
         return;
     }
     let mut total = Coverage::default();
     for seed in 0..1000u64 {
-        let c = run(seed, 300, 16);
+        let c = run(seed, 300, Kind::PLAIN);
         total.crashes += c.crashes;
         total.gc_zones += c.gc_zones;
         total.scanned_blocks += c.scanned_blocks;
@@ -290,7 +331,14 @@ fn one_thousand_seeded_crash_schedules() {
 fn three_hundred_crash_schedules_with_in_band_summaries() {
     let mut total = Coverage::default();
     for seed in 5_000..5_300u64 {
-        let c = run(seed, 300, 0);
+        let c = run(
+            seed,
+            300,
+            Kind {
+                oob: 0,
+                ..Kind::PLAIN
+            },
+        );
         total.crashes += c.crashes;
         total.gc_zones += c.gc_zones;
         total.scanned_blocks += c.scanned_blocks;
@@ -306,5 +354,40 @@ fn three_hundred_crash_schedules_with_in_band_summaries() {
         total.scanned_blocks >= 30_000,
         "only {} blocks scanned",
         total.scanned_blocks
+    );
+}
+
+/// The schedules on a ZNS+ device: garbage collection moves blocks with zone_compaction, in
+/// source order or copyback-aware, and power is cut while compactions are in flight.
+#[test]
+fn three_hundred_crash_schedules_on_a_zns_plus_device() {
+    let mut total = Coverage::default();
+    for seed in 9_000..9_300u64 {
+        let c = run(
+            seed,
+            300,
+            Kind {
+                zns_plus: true,
+                ..Kind::PLAIN
+            },
+        );
+        total.crashes += c.crashes;
+        total.gc_zones += c.gc_zones;
+        total.blocks_compacted += c.blocks_compacted;
+    }
+    println!(
+        "{} power cuts, {} zones collected, {} blocks compacted",
+        total.crashes, total.gc_zones, total.blocks_compacted
+    );
+    assert!(total.crashes >= 1_500, "only {} power cuts", total.crashes);
+    assert!(
+        total.gc_zones >= 3_000,
+        "only {} zones collected",
+        total.gc_zones
+    );
+    assert!(
+        total.blocks_compacted >= 30_000,
+        "only {} blocks compacted",
+        total.blocks_compacted
     );
 }

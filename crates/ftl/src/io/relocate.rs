@@ -1,13 +1,15 @@
 //! Garbage-collection copies: moving a victim's live blocks into a GC stream's zone with the
-//! device's Simple Copy, or by reading and writing them when Copy is not used.
+//! device's ZNS+ `zone_compaction` (placed by `compaction.rs`), its Simple Copy, or by
+//! reading and writing them when neither is used.
 //!
 //! Fault model: as for every data-zone write (io.rs): a copy that fails for good seals its
 //! destination zone and returns the error; the caller (`gc.rs`) decides what it means for the
 //! victim. The mapping moves only for sources still current when the copy completes.
 
-use zns::CopyRange;
+use zns::{ChunkMapping, CopyRange};
 
 use super::StreamWriter;
+use crate::compaction::{self, Placement};
 use crate::map::Stream;
 use crate::plan::WriteKind;
 use crate::retry::{read_retry, retry};
@@ -35,10 +37,16 @@ impl StreamWriter {
             })?;
         let (mut guard, z) = self.acquire_zone(&self.slots[gc_slot], stream).await?;
         let use_copy = self.shared.opts().use_copy;
-        let max = if use_copy {
-            g.copy_max_blocks.min(g.mdts_blocks)
-        } else {
-            g.mdts_blocks.min(256)
+        // The mapping is static for the device's life, so asking here costs nothing.
+        let plus = self
+            .shared
+            .opts()
+            .compaction
+            .and_then(|p| self.shared.dev().identify_mapping().map(|m| (m, p)));
+        let max = match (plus, use_copy) {
+            (Some((m, _)), _) => m.compaction_max_blocks,
+            (None, true) => g.copy_max_blocks.min(g.mdts_blocks),
+            (None, false) => g.mdts_blocks.min(256),
         };
         let want = (srcs.len() as u64).min(u64::from(max));
         let ranges_for = |n: usize| -> Vec<CopyRange> {
@@ -60,8 +68,25 @@ impl StreamWriter {
         };
         // Shrink the batch until its ranges fit the device's Copy limits.
         let mut n = want as usize;
-        while use_copy && n > 1 && ranges_for(n).len() > g.copy_max_ranges as usize {
-            n = n.div_ceil(2);
+        match plus {
+            // Half the extent limit for the source runs leaves room for the runs a
+            // copyback-aware placement splits; `compaction_extents` falls back to source order
+            // (which needs exactly the runs) if it still needs too many.
+            Some((m, _)) => {
+                let lbas: Vec<zns::Lba> = srcs[..n]
+                    .iter()
+                    .map(|&p| self.shared.layout().pba_to_lba(p))
+                    .collect();
+                let limit = (m.compaction_max_extents as usize / 2).max(1);
+                while n > 1 && compaction::source_runs(&g, &lbas[..n]) > limit {
+                    n = n.div_ceil(2);
+                }
+            }
+            None => {
+                while use_copy && n > 1 && ranges_for(n).len() > g.copy_max_ranges as usize {
+                    n = n.div_ceil(2);
+                }
+            }
         }
         if self.shared.layout().summary_mode() {
             let room = self.data_room(z);
@@ -78,7 +103,13 @@ impl StreamWriter {
         }
         let n = r.blocks as usize;
         let dest = self.shared.layout().data_zone_start(z) + r.offset;
-        let result = if use_copy {
+        // Destination block k holds srcs[order[k]].
+        let mut order: Vec<usize> = (0..n).collect();
+        let result = if let Some((m, placement)) = plus {
+            let (o, extents) = self.compaction_extents(&m, placement, &srcs[..n], dest);
+            order = o;
+            retry(|| self.shared.dev().zone_compaction(&extents)).await
+        } else if use_copy {
             let ranges = ranges_for(n);
             retry(|| self.shared.dev().copy(&ranges, dest, false)).await
         } else {
@@ -90,10 +121,10 @@ impl StreamWriter {
             return Err(e.into());
         }
         let tags: Vec<_> = self.shared.map(|m| {
-            let tags = srcs[..n]
+            let tags = order
                 .iter()
                 .enumerate()
-                .map(|(k, &src)| m.complete_move(src, z, r.offset + k as u64))
+                .map(|(k, &i)| m.complete_move(srcs[i], z, r.offset + k as u64))
                 .collect();
             m.end_gc_write(z, r.offset, n as u64);
             tags
@@ -103,19 +134,65 @@ impl StreamWriter {
         Ok(n)
     }
 
-    /// Relocation without Simple Copy: read data and metadata, write them unchanged.
+    /// The destination order of `srcs` moved to `dest ..` by `placement`, and the
+    /// `zone_compaction` extents that do it; source order when the placement needs more
+    /// extents than one command takes (the caller kept the source runs within the limit).
+    fn compaction_extents(
+        &self,
+        m: &ChunkMapping,
+        placement: Placement,
+        srcs: &[u32],
+        dest: zns::Lba,
+    ) -> (Vec<usize>, Vec<zns::CompactionExtent>) {
+        let g = self.shared.layout().geometry;
+        let lbas: Vec<zns::Lba> = srcs
+            .iter()
+            .map(|&p| self.shared.layout().pba_to_lba(p))
+            .collect();
+        let order = compaction::place(&g, m, &lbas, dest, placement);
+        let extents = compaction::extents(&g, &lbas, &order, dest);
+        if extents.len() <= m.compaction_max_extents as usize {
+            return (order, extents);
+        }
+        let order: Vec<usize> = (0..srcs.len()).collect();
+        let extents = compaction::extents(&g, &lbas, &order, dest);
+        (order, extents)
+    }
+
+    /// Relocation without Simple Copy: read data and metadata, write them unchanged. The
+    /// reads go one per run of contiguous blocks, all in flight together (at most one
+    /// batch's blocks), as a file system's cleaner issues them; read one block after another
+    /// they kept the flash chips mostly idle.
     async fn read_write_copy(&self, srcs: &[u32], dest: zns::Lba) -> Result<(), zns::NvmeStatus> {
         let g = self.shared.layout().geometry;
         let (bs, oob) = (g.block_size as usize, g.oob_size as usize);
         let mut data = vec![0u8; srcs.len() * bs];
         let mut meta = vec![0u8; srcs.len() * oob];
-        for (k, &p) in srcs.iter().enumerate() {
-            let at = self.shared.layout().pba_to_lba(p);
-            let (d, m) = (
-                &mut data[k * bs..(k + 1) * bs],
-                &mut meta[k * oob..(k + 1) * oob],
-            );
-            read_retry(self.shared.dev(), at, d, Some(m)).await?;
+        let lbas: Vec<zns::Lba> = srcs
+            .iter()
+            .map(|&p| self.shared.layout().pba_to_lba(p))
+            .collect();
+        let mut reads = Vec::new();
+        let (mut d_rest, mut m_rest) = (&mut data[..], &mut meta[..]);
+        let mut k = 0;
+        while k < lbas.len() {
+            let at = lbas[k];
+            let mut n = 1;
+            while k + n < lbas.len()
+                && lbas[k + n] == at + n as u64
+                && n < g.mdts_blocks.max(1) as usize
+                && g.zone_of(at) == g.zone_of(at + n as u64)
+            {
+                n += 1;
+            }
+            let (d, dr) = std::mem::take(&mut d_rest).split_at_mut(n * bs);
+            let (m, mr) = std::mem::take(&mut m_rest).split_at_mut(n * oob);
+            (d_rest, m_rest) = (dr, mr);
+            reads.push(read_retry(self.shared.dev(), at, d, Some(m)));
+            k += n;
+        }
+        for r in futures::future::join_all(reads).await {
+            r?;
         }
         retry(|| self.shared.dev().write(dest, &data, Some(&meta), false)).await
     }

@@ -1,0 +1,327 @@
+//! ZNS+ (OSDI '21) Fig. 8: throughput and WAF of a fileserver-like workload at 80-95%
+//! utilisation, host-copy garbage collection (ZNS) against in-storage zone compaction (IZC),
+//! with the same host FTL on the same ZNS+ device. The paper's IZC (copyback-aware
+//! allocation on, its default) ran 1.47x, 1.73x, 1.89x and 2.65x ZNS at 80, 85, 90 and 95%
+//! (the figure's labels), with similar WAF; its ZNS+ bars (threaded logging) are not
+//! reproduced: the FTL has no threaded logging yet.
+//!
+//! Setup, in virtual time on the `femu-mlc` profile (Table 2: 16 chips, 16 KiB pages, one
+//! zone striped over all 16 chips): 64 zones of 4 MiB (the paper's 32 MiB zones shrunk so
+//! a point stays small; each is still 16 stripes of 16 chunks), and the host FTL formatted
+//! with 15% over-provisioning (its checkpoint and reserve zones, 4 of the 64, come out of
+//! it; utilisation is of the volume the FTL exports, as the paper's is of the file system). Files of 64-256 KiB (mean 128 KiB, the paper's fileserver
+//! file size) fill `utilisation` of the volume; then 16 writers rewrite whole files picked
+//! uniformly at random, a warm-up of one footprint and then the measured bytes. Three
+//! setups on fresh devices from the same seed:
+//! - ZNS: collection reads the live blocks to the host and writes them back;
+//! - IZC, source order: `zone_compaction` with destinations packed in source order;
+//! - IZC, copyback-aware: `zone_compaction` placed as the paper's Fig. 5.
+//!
+//! There is no file system: no node or metadata blocks (the FTL's own checkpoints and zone
+//! headers play their part), and no reads, stats or deletes beside the writes; the paper's
+//! 50 threads become 16 writers.
+
+use std::sync::Arc;
+
+use emu::timing::timing_profile;
+use emu::{ClockMode, EmuConfig, EmuDevice, SimRuntime};
+use ftl::compaction::Placement;
+use ftl::{FormatOptions, FtlVolume, MountOptions};
+use futures::stream::{FuturesUnordered, StreamExt};
+use zns::{BlockDevice, Geometry, SimRng, ZonedDevice};
+
+use crate::paper::{Options, Row};
+
+/// The profile of the paper's default setup (Table 2, MLC).
+pub const PROFILE: &str = "femu-mlc";
+const BLOCK_BYTES: u32 = 4096;
+/// The figure's device: zones, blocks in each (4 MiB), and the FTL's over-provisioning (the
+/// FTL's two checkpoint zones and two reserve zones are paid from it).
+pub const SHAPE: Shape = Shape {
+    zones: 64,
+    zone_blocks: 1024,
+    op_permille: 150,
+};
+
+/// The size of a point's device and volume.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    pub zones: u32,
+    pub zone_blocks: u64,
+    pub op_permille: u32,
+}
+const WRITERS: usize = 16;
+/// File sizes in blocks: 64 to 256 KiB.
+const FILE_BLOCKS_MIN: u64 = 16;
+const FILE_BLOCKS_MAX: u64 = 64;
+
+/// The utilisations of the figure, and the paper's IZC/ZNS throughput at each.
+pub const PAPER_IZC_OVER_ZNS: [(u32, f64); 4] = [(80, 1.47), (85, 1.73), (90, 1.89), (95, 2.65)];
+/// The copyback ratio section 4.1 gives for the fileserver workload.
+pub const PAPER_COPYBACK_RATIO: f64 = 0.87;
+/// "The WAF values of IZC and ZNS are similar" (section 4.2).
+pub const PAPER_WAF_IZC_OVER_ZNS: f64 = 1.0;
+
+/// How the FTL collects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Setup {
+    Zns,
+    IzcSourceOrder,
+    IzcCopybackAware,
+}
+
+impl Setup {
+    pub const ALL: [Setup; 3] = [Setup::Zns, Setup::IzcSourceOrder, Setup::IzcCopybackAware];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Setup::Zns => "ZNS",
+            Setup::IzcSourceOrder => "IZC source order",
+            Setup::IzcCopybackAware => "IZC copyback-aware",
+        }
+    }
+
+    fn options(self) -> MountOptions {
+        let (use_copy, compaction) = match self {
+            Setup::Zns => (false, None),
+            Setup::IzcSourceOrder => (false, Some(Placement::SourceOrder)),
+            Setup::IzcCopybackAware => (false, Some(Placement::CopybackAware)),
+        };
+        MountOptions {
+            use_copy,
+            compaction,
+            ..MountOptions::default()
+        }
+    }
+}
+
+/// One measured point.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Point {
+    pub setup: Setup,
+    pub utilisation_pct: u32,
+    pub mib_per_sec: f64,
+    /// Device blocks written or copied per user block written, in the measured phase.
+    pub waf: f64,
+    /// Share of compacted blocks moved by copyback (0 when nothing was compacted).
+    pub copyback_ratio: f64,
+    /// Share of die time busy over the measured phase (paper Fig. 9).
+    pub chip_utilisation: f64,
+}
+
+/// The device: femu-mlc timing over `zones` zones of `zone_blocks` 4 KiB blocks.
+pub fn device(zones: u32, zone_blocks: u64, seed: u64) -> Result<Arc<EmuDevice>, String> {
+    let p = timing_profile(PROFILE).ok_or("the femu-mlc timing profile is missing")?;
+    let g = Geometry {
+        block_size: BLOCK_BYTES,
+        oob_size: 16,
+        zone_count: zones,
+        zone_size: zone_blocks,
+        zone_capacity: zone_blocks,
+        max_open: zones.min(14),
+        max_active: zones.min(14),
+        zasl_blocks: 64,
+        mdts_blocks: 64,
+        copy_max_ranges: 16,
+        copy_max_range_blocks: 64,
+        copy_max_blocks: 64,
+        cross_zone_reads: false,
+    };
+    let cfg = EmuConfig {
+        seed,
+        zns_plus: true,
+        ..EmuConfig::new(g)
+    };
+    EmuDevice::new_memory(cfg)
+        .and_then(|d| d.with_timing(p, ClockMode::Virtual))
+        .map(Arc::new)
+        .map_err(|e| e.to_string())
+}
+
+/// Files laid out back to back over `blocks`: (first block, length) each.
+fn files(blocks: u64, rng: &mut SimRng) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    loop {
+        let n = rng.range_inclusive(FILE_BLOCKS_MIN, FILE_BLOCKS_MAX);
+        if at + n > blocks {
+            return out;
+        }
+        out.push((at, n));
+        at += n;
+    }
+}
+
+/// Rewrites files picked at random until `bytes` are written, `WRITERS` at a time.
+async fn rewrite(
+    vol: &FtlVolume,
+    files: &[(u64, u64)],
+    bytes: u64,
+    rng: &mut SimRng,
+) -> Result<(), String> {
+    let bs = u64::from(BLOCK_BYTES);
+    let data = vec![0x6du8; (FILE_BLOCKS_MAX * bs) as usize];
+    let mut inflight = FuturesUnordered::new();
+    let mut issued = 0u64;
+    loop {
+        while inflight.len() < WRITERS && issued < bytes && !files.is_empty() {
+            let (lba, n) = files[rng.below(files.len() as u64) as usize];
+            let buf = &data[..(n * bs) as usize];
+            inflight.push(async move { vol.write(lba, buf, false).await });
+            issued += n * bs;
+        }
+        match inflight.next().await {
+            Some(r) => r.map_err(|e| format!("znsplus-fig8 write: {e}"))?,
+            None => return Ok(()),
+        }
+    }
+}
+
+/// One point: `setup` at `utilisation_pct`, `bytes` measured after the warm-up.
+pub fn measure(
+    setup: Setup,
+    utilisation_pct: u32,
+    bytes: u64,
+    shape: Shape,
+    seed: u64,
+) -> Result<Point, String> {
+    let rt = SimRuntime::new().map_err(|e| format!("cannot start a runtime: {e}"))?;
+    rt.block_on(async {
+        let dev = device(shape.zones, shape.zone_blocks, seed)?;
+        let err = |e: ftl::FtlError| format!("znsplus-fig8 {}: {e}", setup.name());
+        ftl::format(
+            dev.as_ref(),
+            FormatOptions::with_op(shape.op_permille),
+            seed,
+            false,
+        )
+        .await
+        .map_err(err)?;
+        let (vol, _) = FtlVolume::mount(dev.clone(), setup.options())
+            .await
+            .map_err(err)?;
+        let mut rng = SimRng::new(seed);
+        let footprint = vol.size_blocks() * u64::from(utilisation_pct) / 100;
+        let files = files(footprint, &mut rng);
+        let written: u64 = files.iter().map(|f| f.1).sum();
+        let bs = u64::from(BLOCK_BYTES);
+        // Fill every file once, then warm up to a steady state of collection.
+        rewrite_all(&vol, &files).await?;
+        rewrite(&vol, &files, written * bs, &mut rng).await?;
+        let (s0, t0) = (dev.stats(), dev.timing_counters().ok_or("timing is off")?);
+        let user0 = vol.stats().counters.user_blocks;
+        let began = tokio::time::Instant::now();
+        rewrite(&vol, &files, bytes, &mut rng).await?;
+        let secs = began.elapsed().as_secs_f64();
+        let (s1, t1) = (dev.stats(), dev.timing_counters().ok_or("timing is off")?);
+        let user = vol.stats().counters.user_blocks - user0;
+        vol.unmount().await.map_err(err)?;
+        let chunk = dev
+            .identify_mapping()
+            .map_or(0, |m| u64::from(m.chunk_blocks));
+        let flash = (s1.blocks_written - s0.blocks_written) + (s1.blocks_copied - s0.blocks_copied);
+        let compacted = s1.blocks_compacted - s0.blocks_compacted;
+        let copybacks = t1.flash.copybacks - t0.flash.copybacks;
+        let dies = timing_profile(PROFILE).map_or(1, |p| p.dies());
+        let busy = (t1.flash.die_busy_ns - t0.flash.die_busy_ns) as f64;
+        Ok(Point {
+            setup,
+            utilisation_pct,
+            mib_per_sec: (user * bs) as f64 / (1 << 20) as f64 / secs.max(1e-9),
+            waf: flash as f64 / user.max(1) as f64,
+            copyback_ratio: if compacted == 0 {
+                0.0
+            } else {
+                (copybacks * chunk) as f64 / compacted as f64
+            },
+            chip_utilisation: busy / (f64::from(dies) * secs.max(1e-9) * 1e9),
+        })
+    })
+}
+
+/// Writes every file once, `WRITERS` at a time.
+async fn rewrite_all(vol: &FtlVolume, files: &[(u64, u64)]) -> Result<(), String> {
+    let bs = u64::from(BLOCK_BYTES);
+    let data = vec![0x6du8; (FILE_BLOCKS_MAX * bs) as usize];
+    let mut inflight = FuturesUnordered::new();
+    let mut next = files.iter();
+    loop {
+        while inflight.len() < WRITERS {
+            let Some(&(lba, n)) = next.next() else {
+                break;
+            };
+            let buf = &data[..(n * bs) as usize];
+            inflight.push(async move { vol.write(lba, buf, false).await });
+        }
+        match inflight.next().await {
+            Some(r) => r.map_err(|e| format!("znsplus-fig8 fill: {e}"))?,
+            None => return Ok(()),
+        }
+    }
+}
+
+/// Every setup at every utilisation of the figure.
+pub fn points(o: &Options, shape: Shape) -> Result<Vec<Point>, String> {
+    let mut out = Vec::new();
+    for (u, _) in PAPER_IZC_OVER_ZNS {
+        for s in Setup::ALL {
+            out.push(measure(s, u, o.bytes_per_point, shape, o.seed)?);
+        }
+    }
+    Ok(out)
+}
+
+/// The rows: per utilisation, IZC (copyback-aware, the paper's IZC) over ZNS throughput
+/// against the paper, the WAF ratio, and the copyback ratio; the source-order IZC in the
+/// labels.
+pub fn rows_of(points: &[Point]) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for (u, paper) in PAPER_IZC_OVER_ZNS {
+        let at = |s: Setup| {
+            points
+                .iter()
+                .find(|p| p.utilisation_pct == u && p.setup == s)
+        };
+        let (Some(zns), Some(cub), Some(cab)) = (
+            at(Setup::Zns),
+            at(Setup::IzcSourceOrder),
+            at(Setup::IzcCopybackAware),
+        ) else {
+            continue;
+        };
+        rows.push(Row::new(
+            format!(
+                "znsplus-fig8 IZC / ZNS throughput, {u}% utilisation ({:.1} / {:.1} MiB/s; source-order IZC {:.1}; chip utilisation {:.0}% / {:.0}%)",
+                cab.mib_per_sec,
+                zns.mib_per_sec,
+                cub.mib_per_sec,
+                cab.chip_utilisation * 100.0,
+                zns.chip_utilisation * 100.0
+            ),
+            paper,
+            cab.mib_per_sec / zns.mib_per_sec.max(1e-9),
+        ));
+        rows.push(Row::new(
+            format!(
+                "znsplus-fig8 IZC / ZNS WAF, {u}% utilisation ({:.2} / {:.2})",
+                cab.waf, zns.waf
+            ),
+            PAPER_WAF_IZC_OVER_ZNS,
+            cab.waf / zns.waf.max(1e-9),
+        ));
+        rows.push(Row::new(
+            format!(
+                "znsplus-fig8 copyback ratio, copyback-aware IZC, {u}% utilisation (source order: {:.3})",
+                cub.copyback_ratio
+            ),
+            PAPER_COPYBACK_RATIO,
+            cab.copyback_ratio,
+        ));
+    }
+    rows
+}
+
+/// The figure's rows at the paper's utilisations.
+pub fn rows(o: &Options) -> Result<Vec<Row>, String> {
+    Ok(rows_of(&points(o, SHAPE)?))
+}
