@@ -3,6 +3,7 @@
 //! mount-time recovery. docs/DESIGN.md explains the design; docs/FORMAT.md the on-disk bytes.
 
 pub mod checkpoint;
+pub mod durability;
 mod gc;
 mod io;
 pub mod layout;

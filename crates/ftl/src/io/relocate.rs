@@ -15,12 +15,14 @@ use crate::FtlError;
 
 impl StreamWriter {
     /// Moves a prefix of `srcs` (sorted physical blocks) into the zone of lane `lane` of
-    /// `stream` (`StreamWriter::lanes`); returns how many.
+    /// `stream` (`StreamWriter::lanes`); returns how many. With `durable`, a batch that moves
+    /// the rest of `srcs` is written with FUA, so the zone holds its copies durably.
     pub(crate) async fn relocate(
         &self,
         srcs: &[u32],
         stream: Stream,
         lane: usize,
+        durable: bool,
     ) -> Result<usize, FtlError> {
         let g = self.shared.layout().geometry;
         let gc_slot = self
@@ -77,12 +79,13 @@ impl StreamWriter {
             return Ok(0);
         }
         let n = r.blocks as usize;
+        let fua = durable && n == srcs.len();
         let dest = self.shared.layout().data_zone_start(z) + r.offset;
         let result = if use_copy {
             let ranges = ranges_for(n);
-            retry(|| self.shared.dev().copy(&ranges, dest, false)).await
+            retry(|| self.shared.dev().copy(&ranges, dest, fua)).await
         } else {
-            self.read_write_copy(&srcs[..n], dest).await
+            self.read_write_copy(&srcs[..n], dest, fua).await
         };
         if let Err(e) = result {
             *guard = None;
@@ -96,6 +99,9 @@ impl StreamWriter {
                 .map(|(k, &src)| m.complete_move(src, z, r.offset + k as u64))
                 .collect();
             m.end_gc_write(z, r.offset, n as u64);
+            if fua {
+                m.fua_ended(z);
+            }
             tags
         });
         self.write_ended();
@@ -104,7 +110,12 @@ impl StreamWriter {
     }
 
     /// Relocation without Simple Copy: read data and metadata, write them unchanged.
-    async fn read_write_copy(&self, srcs: &[u32], dest: zns::Lba) -> Result<(), zns::NvmeStatus> {
+    async fn read_write_copy(
+        &self,
+        srcs: &[u32],
+        dest: zns::Lba,
+        fua: bool,
+    ) -> Result<(), zns::NvmeStatus> {
         let g = self.shared.layout().geometry;
         let (bs, oob) = (g.block_size as usize, g.oob_size as usize);
         let mut data = vec![0u8; srcs.len() * bs];
@@ -117,6 +128,6 @@ impl StreamWriter {
             );
             read_retry(self.shared.dev(), at, d, Some(m)).await?;
         }
-        retry(|| self.shared.dev().write(dest, &data, Some(&meta), false)).await
+        retry(|| self.shared.dev().write(dest, &data, Some(&meta), fua)).await
     }
 }
