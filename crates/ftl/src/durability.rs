@@ -106,7 +106,7 @@ impl Durability {
         victims.iter().any(|&v| {
             self.invalidated
                 .get(v as usize)
-                .map_or(true, |&e| e >= frontier)
+                .is_none_or(|&e| e >= frontier)
         })
     }
 }
