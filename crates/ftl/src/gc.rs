@@ -29,6 +29,10 @@ use crate::FtlError;
 /// Failed copy batches each GC stream of a round tolerates (each seals its destination zone).
 const DEST_FAILURES_MAX: u32 = 3;
 
+/// Collected victims whose resets may wait for their invalidating writes to become durable
+/// (`Maintenance::reset_collected`), at most.
+const DEFERRED_VICTIMS_MAX: usize = 2 * ROUND_VICTIMS_MAX;
+
 /// Where the newest checkpoint is: its slot and number.
 struct CkptCursor {
     slot: u32,
@@ -48,6 +52,9 @@ pub(crate) struct Maintenance {
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// The watermarks that say when to collect (the writers wait by the same ones).
     policy: SpacePolicy,
+    /// Collected victims whose reset waits until the writes that invalidated their blocks
+    /// are durable (a leaf lock, never held across an await).
+    deferred: Mutex<Vec<u32>>,
 }
 
 impl Maintenance {
@@ -67,6 +74,7 @@ impl Maintenance {
             closed: AtomicBool::new(false),
             task: Mutex::new(None),
             policy,
+            deferred: Mutex::new(Vec::new()),
         }
     }
 
@@ -113,7 +121,7 @@ impl Maintenance {
     pub(crate) async fn flush(&self) -> Result<(), FtlError> {
         self.writer.write_summaries(|_| true).await?;
         match self.shared.map(|m| m.plan_flush()) {
-            FlushPlan::Device => retry(|| self.shared.dev().flush()).await?,
+            FlushPlan::Device => self.flush_device().await?,
             FlushPlan::Checkpoint { zones } => {
                 // The checkpoint flushes the device before it is written, then maps those
                 // blocks.
@@ -121,6 +129,14 @@ impl Maintenance {
                 self.shared.map(|m| m.forget_tags(&zones));
             }
         }
+        Ok(())
+    }
+
+    /// Flushes the device, and records which writes that made durable.
+    async fn flush_device(&self) -> Result<(), FtlError> {
+        let at = self.shared.map(|m| m.durability.flush_submitted());
+        retry(|| self.shared.dev().flush()).await?;
+        self.shared.map(|m| m.durability.flushed(at));
         Ok(())
     }
 
@@ -187,9 +203,18 @@ impl Maintenance {
             .shared
             .map(|m| m.plan_round(&policy, opts.hot_cold, ROUND_VICTIMS_MAX, lanes_max));
         let Some(round) = picked else {
-            return Ok(false);
+            // Deferred victims are all that is left to reclaim: reset them now.
+            if self.deferred.lock().is_empty() {
+                return Ok(false);
+            }
+            self.reset_collected(Vec::new(), false).await?;
+            return Ok(true);
         };
         let began = tokio::time::Instant::now();
+        // With per-block metadata each lane's last copy is written with FUA, so the copies
+        // are durable without a flush of every open zone. In summary mode the copies' tags
+        // become durable only with their summaries, which the flush below writes.
+        let durable = !self.shared.layout().summary_mode();
         // Each lane is a zone with one Copy in flight; the lanes and the cold stream run at
         // once, so the device has several copies queued.
         let chunk = round.hot.len().div_ceil(round.lanes.max(1)).max(1);
@@ -198,10 +223,12 @@ impl Maintenance {
                 .hot
                 .chunks(chunk)
                 .enumerate()
-                .map(|(lane, list)| self.move_out(&round, list, Stream::Gc, lane)),
+                .map(|(lane, list)| self.move_out(&round, list, Stream::Gc, lane, durable)),
         );
-        let (hot, cold) =
-            futures::join!(hot, self.move_out(&round, &round.cold, Stream::GcCold, 0),);
+        let (hot, cold) = futures::join!(
+            hot,
+            self.move_out(&round, &round.cold, Stream::GcCold, 0, durable),
+        );
         for r in hot {
             r?;
         }
@@ -216,19 +243,66 @@ impl Maintenance {
                 .filter(|&v| !m.zone(v).lost)
                 .collect()
         });
-        if victims.is_empty() {
-            return Ok(true);
-        }
-        // The copies must be durable before the only other copy goes away, and so must the
-        // newer versions that made the victims' other blocks invalid: in summary mode that
-        // takes every open zone's pending summary (no writer holds a slot while it waits for
-        // space, so this cannot wait on a writer that waits for this collection). One flush
-        // covers the whole round.
         let copied = tokio::time::Instant::now();
-        self.flush().await?;
-        let flushed = tokio::time::Instant::now();
-        self.wait_for_readers(&victims).await?;
-        let resets = futures::future::join_all(victims.iter().map(|&v| self.reset_victim(v)));
+        let deferred_before = self.deferred.lock().len();
+        let flush = self.reset_collected(victims.clone(), durable).await;
+        let free = self.shared.map(|m| m.free_zones());
+        tracing::debug!(
+            victims = victims.len(),
+            blocks = round.hot.len() + round.cold.len(),
+            deferred_before,
+            copy_us = (copied - began).as_micros() as u64,
+            reset_us = copied.elapsed().as_micros() as u64,
+            free,
+            "garbage collection round"
+        );
+        flush.map(|_| true)
+    }
+
+    /// Resets collected victims (their copies done) and the deferred ones that are ready.
+    /// The copies must be durable before the only other copy goes away, and so must the
+    /// newer versions that made the victims' other blocks invalid: in summary mode that
+    /// takes every open zone's pending summary (no writer holds a slot while it waits for
+    /// space, so this cannot wait on a writer that waits for this collection). One flush
+    /// covers them all, and none is needed when the copies' FUA and earlier flushes and
+    /// filled zones made all of it durable (`Durability::reset_needs_flush`). With
+    /// `durable` (per-block metadata) victims not yet ready wait for a later round instead
+    /// (user zones fill and become durable meanwhile), unless space is short.
+    async fn reset_collected(&self, mut victims: Vec<u32>, durable: bool) -> Result<(), FtlError> {
+        victims.append(&mut self.deferred.lock());
+        if victims.is_empty() {
+            return Ok(());
+        }
+        let floor = self.policy.floor(Stream::Hot, true);
+        let (ready, waiting, short) = self.shared.map(|m| {
+            let (ready, waiting): (Vec<u32>, Vec<u32>) = victims
+                .iter()
+                .partition(|&&v| durable && !m.durability.reset_needs_flush(&[v]));
+            (ready, waiting, m.free_zones() <= floor + 1)
+        });
+        // Deferring holds zones back from the free pool, so only while free zones are not
+        // short, and for a bounded number of victims.
+        let defer = durable && !short && waiting.len() <= DEFERRED_VICTIMS_MAX;
+        let (now, flush) = if waiting.is_empty() {
+            (ready, false)
+        } else if defer {
+            *self.deferred.lock() = waiting;
+            (ready, false)
+        } else {
+            (victims, true)
+        };
+        self.shared.map(|m| {
+            m.counters.gc_rounds += 1;
+            m.counters.gc_round_flushes += u64::from(flush);
+        });
+        if flush {
+            self.flush().await?;
+        }
+        if now.is_empty() {
+            return Ok(());
+        }
+        self.wait_for_readers(&now).await?;
+        let resets = futures::future::join_all(now.iter().map(|&v| self.reset_victim(v)));
         let mut first_error = None;
         for r in resets.await {
             if let Err(e) = r {
@@ -236,23 +310,14 @@ impl Maintenance {
             }
         }
         self.shared.space_changed();
-        let free = self.shared.map(|m| m.free_zones());
-        tracing::debug!(
-            victims = victims.len(),
-            blocks = round.hot.len() + round.cold.len(),
-            copy_us = (copied - began).as_micros() as u64,
-            flush_us = (flushed - copied).as_micros() as u64,
-            reset_us = flushed.elapsed().as_micros() as u64,
-            free,
-            "garbage collection round"
-        );
         match first_error {
             Some(e) => Err(e),
-            None => Ok(true),
+            None => Ok(()),
         }
     }
 
-    /// Moves `list` (live blocks of the round's victims) through GC stream `stream`. A
+    /// Moves `list` (live blocks of the round's victims) through GC stream `stream`; with
+    /// `durable` the last batch is written with FUA (`StreamWriter::relocate`). A
     /// destination zone whose write failed is sealed and the rest goes to a new one; this
     /// gives up (failing the volume) after `DEST_FAILURES_MAX` failed batches. Blocks of a
     /// victim that went Offline are dropped: its remaining data is lost.
@@ -262,12 +327,17 @@ impl Maintenance {
         list: &[u32],
         stream: Stream,
         lane: usize,
+        durable: bool,
     ) -> Result<(), FtlError> {
         let mut list = list.to_vec();
         let mut failures_left = DEST_FAILURES_MAX;
         let mut i = 0;
         while i < list.len() {
-            match self.writer.relocate(&list[i..], stream, lane).await {
+            match self
+                .writer
+                .relocate(&list[i..], stream, lane, durable)
+                .await
+            {
                 Ok(n) => i += n,
                 Err(e) => {
                     if self.victims_offline(round).await {
@@ -400,7 +470,7 @@ impl Maintenance {
             )
         });
         // Everything the snapshot maps must be durable before the checkpoint says so.
-        retry(|| self.shared.dev().flush()).await?;
+        self.flush_device().await?;
         let slot = 1 - cur.slot;
         checkpoint::write_slot(self.shared.dev(), self.shared.layout(), slot, &bytes).await?;
         cur.slot = slot;

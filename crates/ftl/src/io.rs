@@ -504,6 +504,26 @@ impl StreamWriter {
         self.shared.space_changed();
     }
 
+    /// Waits until a user write of `blocks` blocks may go (`Mapping::plan_admit`): while
+    /// garbage collection owes zones, user writes are paced by the blocks it copies. A
+    /// waiting writer holds no slot, and every copy's end signals space.
+    async fn admit(&self, blocks: u64) -> Result<(), FtlError> {
+        loop {
+            let waiting = self.shared.space_notified();
+            tokio::pin!(waiting);
+            waiting.as_mut().enable();
+            let next = self.shared.map(|m| m.plan_admit(blocks, &self.policy));
+            match next {
+                crate::plan::Admit::Go => return Ok(()),
+                crate::plan::Admit::Wait => {
+                    self.shared.wake_maintenance();
+                    self.shared.check_failed()?;
+                    waiting.await;
+                }
+            }
+        }
+    }
+
     /// A user write of whole blocks at `lba`.
     pub(crate) async fn write_blocks(
         &self,
@@ -512,6 +532,8 @@ impl StreamWriter {
         fua: bool,
     ) -> Result<(), FtlError> {
         self.shared.check_failed()?;
+        let bs = u64::from(self.shared.layout().geometry.block_size);
+        self.admit(data.len() as u64 / bs).await?;
         let hot_cold = self.shared.opts().hot_cold;
         let (seq, stream) = self.shared.map(|m| {
             m.note_update(lba);

@@ -63,7 +63,10 @@ pub struct MountOptions {
     pub hot_zones: u32,
     /// Whether user writes are split into hot and cold streams by update frequency.
     pub hot_cold: bool,
-    /// Background garbage collection runs while fewer zones than this are free.
+    /// Background garbage collection runs while fewer zones than this are free; when it is
+    /// at least 2 zones above the foreground floor, user writes between the two are paced by
+    /// the blocks garbage collection copies (`plan::Throttle`) instead of running until the
+    /// floor stops them.
     pub gc_background_free_zones: u32,
     /// User writes wait for garbage collection while fewer zones than this are free.
     pub gc_foreground_free_zones: u32,

@@ -4,6 +4,7 @@
 
 pub mod checkpoint;
 pub mod compaction;
+pub mod durability;
 mod gc;
 mod io;
 pub mod layout;

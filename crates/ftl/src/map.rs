@@ -17,7 +17,9 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use crate::durability::Durability;
 use crate::layout::{Layout, VictimPolicy};
+use crate::plan::Throttle;
 use crate::prefix::Prefix;
 use crate::records::Tag;
 use crate::separation::LifespanStats;
@@ -122,6 +124,12 @@ pub struct Counters {
     pub stream_blocks: [u64; 4],
     /// Zones opened per stream, in `Stream::ALL` order.
     pub stream_zones: [u64; 4],
+    /// Times a user write waited for garbage collection's copies (`plan::Throttle`).
+    pub throttle_waits: u64,
+    /// Garbage-collection rounds, and those that flushed the device before their resets
+    /// (the others found their copies and the newer versions durable already).
+    pub gc_rounds: u64,
+    pub gc_round_flushes: u64,
 }
 
 /// Live contents of a zone: (pba, lba) of valid data, (pba, mark) of live trim records.
@@ -164,6 +172,10 @@ pub struct Mapping {
     pub counters: Counters,
     /// Update intervals of user writes: whether hot/cold separation pays (separation.rs).
     pub(crate) lifespans: LifespanStats,
+    /// Which completed writes are durable, so a collection flushes only when it must.
+    pub durability: Durability,
+    /// Pacing of user writes while garbage collection owes free zones (plan.rs).
+    pub(crate) throttle: Throttle,
 }
 
 impl Mapping {
@@ -184,6 +196,8 @@ impl Mapping {
             summary_tags: vec![Vec::new(); layout.data_zones as usize],
             counters: Counters::default(),
             lifespans: LifespanStats::new(layout.volume_blocks),
+            durability: Durability::new(layout.data_zones),
+            throttle: Throttle::default(),
             layout,
         }
     }
@@ -280,6 +294,13 @@ impl Mapping {
         self.p2l[pba as usize] = P_INVALID;
     }
 
+    /// Invalidates `pba` on behalf of the write whose completion is being recorded: the
+    /// zone holding it may be reset only once that write is durable.
+    fn invalidate_by_write(&mut self, pba: u32) {
+        self.durability.invalidated_by_write(self.zone_of(pba));
+        self.invalidate(pba);
+    }
+
     /// Pins the zone holding `pba` for a read; `unpin` releases it.
     pub fn pin(&mut self, pba: u32) -> u32 {
         let z = self.zone_of(pba);
@@ -358,7 +379,14 @@ impl Mapping {
         zone.inflight -= 1;
         if let Some((off, n)) = done {
             zone.prefix.complete(off, n);
+            let filled = zone.prefix.end() >= cap;
+            self.durability.wrote(z);
+            // A zone the device filled is durable whole (a sealed one only once finished).
+            if filled {
+                self.durability.zone_durable(z);
+            }
         }
+        let zone = &mut self.zones[z as usize];
         // Cost-benefit's age of a zone counts from its last write.
         zone.last_seq = self.next_seq;
         if zone.reserved == cap && zone.inflight == 0 && zone.use_ != ZoneUse::Full {
@@ -386,7 +414,7 @@ impl Mapping {
             );
             if seq > self.seq[l] {
                 if self.l2p[l] != UNMAPPED {
-                    self.invalidate(self.l2p[l]);
+                    self.invalidate_by_write(self.l2p[l]);
                 }
                 self.l2p[l] = pba;
                 self.seq[l] = seq;
@@ -418,7 +446,7 @@ impl Mapping {
         for l in lba as usize..(lba + blocks) as usize {
             if seq > self.seq[l] {
                 if self.l2p[l] != UNMAPPED {
-                    self.invalidate(self.l2p[l]);
+                    self.invalidate_by_write(self.l2p[l]);
                     self.l2p[l] = UNMAPPED;
                 }
                 self.seq[l] = seq;
@@ -496,7 +524,7 @@ impl Mapping {
             P_INVALID => Tag::Unknown,
             P_TRIM => match self.trims.remove(&src) {
                 Some(t) => {
-                    self.invalidate(src);
+                    self.invalidate_by_write(src);
                     self.trims.insert(dst, t);
                     self.p2l[dst as usize] = P_TRIM;
                     self.zones[z as usize].valid += 1;
@@ -506,7 +534,7 @@ impl Mapping {
             },
             lba => {
                 if self.l2p[lba as usize] == src {
-                    self.invalidate(src);
+                    self.invalidate_by_write(src);
                     self.l2p[lba as usize] = dst;
                     self.p2l[dst as usize] = lba;
                     self.zones[z as usize].valid += 1;
@@ -543,6 +571,14 @@ impl Mapping {
         self.end_write(z, Some((offset, blocks)));
     }
 
+    /// A FUA write to zone `z` ended (`end_gc_write` recorded it): with no other write to the
+    /// zone in flight (a GC zone has one at a time), everything written to it is durable.
+    pub fn fua_ended(&mut self, z: u32) {
+        if self.zones[z as usize].inflight == 0 {
+            self.durability.zone_durable(z);
+        }
+    }
+
     /// Zone `z` was reset on the device: it is free again.
     pub fn zone_reset(&mut self, z: u32) {
         let zone = &mut self.zones[z as usize];
@@ -555,6 +591,7 @@ impl Mapping {
         zone.prefix = Prefix::new(0);
         // Its blocks are gone, so are the tags a summary would have named.
         self.summary_tags[z as usize].clear();
+        self.durability.zone_reset(z);
         self.free.push_back(z);
         self.counters.gc_zones += 1;
     }

@@ -66,6 +66,59 @@ impl SpacePolicy {
     }
 }
 
+/// Pacing of user writes while garbage collection owes free zones: between the background
+/// watermark and the foreground floor, each user block admitted must be paid for by blocks
+/// garbage collection copies, at a rate that falls as the debt grows, so user writes and
+/// collection overlap instead of user writes stopping at the floor. Kept in the mapping;
+/// decided by `Mapping::plan_admit`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Throttle {
+    /// The debt (zones owed) the marks below were taken at; 0 when not throttling.
+    owed: u32,
+    /// Blocks garbage collection had copied when the marks were taken.
+    gc_mark: u64,
+    /// User blocks admitted since the marks were taken.
+    admitted: u64,
+}
+
+/// Whether a user write may go now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admit {
+    Go,
+    /// Garbage collection is behind: wait until space changes (every copy signals) and ask
+    /// again.
+    Wait,
+}
+
+impl SpacePolicy {
+    /// Zones of the throttled band: from the background watermark down to the floor at which
+    /// user streams stop opening zones; below 2 nothing is throttled (the floor stops them).
+    pub fn throttle_band(&self) -> u32 {
+        self.gc_background_free_zones
+            .saturating_sub(self.floor(Stream::Hot, true))
+    }
+
+    /// Zones garbage collection owes with `free` free zones: how far below the background
+    /// watermark `free` is, at most the band; 0 when user writes are not throttled.
+    pub fn owed(&self, free: u32) -> u32 {
+        let band = self.throttle_band();
+        if band < 2 {
+            return 0;
+        }
+        self.gc_background_free_zones.saturating_sub(free).min(band)
+    }
+
+    /// User blocks a debt of `owed` zones admits once garbage collection has copied `copied`
+    /// blocks since the debt began: `slack_blocks · (band - owed) / band` up front, then
+    /// `(band - owed) / owed` per block copied, so none at the floor (`owed == band`).
+    pub fn user_blocks_allowed(&self, owed: u32, copied: u64, slack_blocks: u64) -> u64 {
+        let band = u64::from(self.throttle_band().max(1));
+        let owed = u64::from(owed).clamp(1, band);
+        let left = band - owed;
+        slack_blocks.saturating_mul(left) / band + copied.saturating_mul(left) / owed
+    }
+}
+
 /// Fraction of the collectable spare (in zones) that open zones may hold: each open zone's
 /// unwritten tail is spare garbage collection cannot use until the zone fills.
 pub const OPEN_ZONES_PER_COLLECTABLE_ZONE: f64 = 1.0 / 3.0;
@@ -264,6 +317,34 @@ impl Mapping {
             plan(Acquire::Borrow)
         } else {
             plan(Acquire::Seal(sealed))
+        }
+    }
+
+    /// Decides whether a user write of `blocks` blocks goes now (and counts it) or waits for
+    /// garbage collection to copy more (`Throttle`). Not throttled when nothing is
+    /// reclaimable: waiting would wait for nothing (the space rules of `plan_acquire` apply).
+    pub fn plan_admit(&mut self, blocks: u64, policy: &SpacePolicy) -> Admit {
+        let owed = policy.owed(self.free_zones());
+        if owed == 0 || !self.reclaimable(policy.victim_policy) {
+            self.throttle = Throttle::default();
+            return Admit::Go;
+        }
+        if owed != self.throttle.owed {
+            self.throttle = Throttle {
+                owed,
+                gc_mark: self.counters.gc_blocks,
+                admitted: 0,
+            };
+        }
+        let copied = self.counters.gc_blocks - self.throttle.gc_mark;
+        let slack = self.zone_payload_blocks();
+        let allowed = policy.user_blocks_allowed(owed, copied, slack);
+        if self.throttle.admitted + blocks <= allowed {
+            self.throttle.admitted += blocks;
+            Admit::Go
+        } else {
+            self.counters.throttle_waits += 1;
+            Admit::Wait
         }
     }
 
@@ -575,6 +656,73 @@ mod tests {
         assert_eq!(round.lanes, 1);
     }
 
+    // Regression: user writes ran at full speed until the free zones reached the floor and
+    // then stopped outright until a collection round ended, so the foreground and garbage
+    // collection never overlapped and the p99 write latency was a whole round. Between the
+    // background watermark and the floor user writes must be paced by the blocks collection
+    // copies, more slowly the deeper the debt, and stop only at the floor.
+    #[test]
+    fn user_writes_are_paced_by_collection_in_proportion_to_the_debt() {
+        let l = layout(64, 64, 300);
+        let opts = MountOptions {
+            gc_background_free_zones: 10,
+            gc_foreground_free_zones: 2,
+            ..MountOptions::default()
+        };
+        let policy = SpacePolicy::new(&opts, &l);
+        assert_eq!(policy.throttle_band(), 8);
+        assert_eq!(policy.owed(10), 0);
+        assert_eq!(policy.owed(9), 1);
+        assert_eq!(policy.owed(2), 8);
+        assert_eq!(policy.owed(0), 8);
+        // Shallow debt admits more per copied block than deep debt; at the floor nothing.
+        let shallow = policy.user_blocks_allowed(1, 100, 0);
+        let deep = policy.user_blocks_allowed(7, 100, 0);
+        assert_eq!(shallow, 700);
+        assert_eq!(deep, 14);
+        assert_eq!(policy.user_blocks_allowed(8, 1_000_000, 64), 0);
+        // The band collapses to today's rule when it is a single zone.
+        let thin = SpacePolicy::new(
+            &MountOptions {
+                gc_background_free_zones: 3,
+                ..opts
+            },
+            &l,
+        );
+        assert_eq!(thin.owed(2), 0);
+
+        let mut m = Mapping::new(l);
+        write_lbas(&mut m, 0..l.volume_blocks);
+        // Nothing reclaimable yet: writes go whatever the free zones.
+        assert_eq!(m.plan_admit(1, &policy), Admit::Go);
+        write_lbas(&mut m, 0..l.volume_blocks / 8);
+        // Use zones until garbage collection owes some.
+        while policy.owed(m.free_zones()) < 4 {
+            m.open_zone(Stream::Cold).expect("a free zone");
+        }
+        let owed = policy.owed(m.free_zones());
+        let slack = m.zone_payload_blocks() * u64::from(8 - owed) / 8;
+        let mut admitted = 0;
+        while m.plan_admit(1, &policy) == Admit::Go {
+            admitted += 1;
+            assert!(admitted <= slack, "more than the slack before any copy");
+        }
+        assert_eq!(admitted, slack);
+        // Copies pay for more user blocks: (band - owed) / owed per copied block.
+        m.counters.gc_blocks += u64::from(owed) * 10;
+        let mut more = 0;
+        while m.plan_admit(1, &policy) == Admit::Go {
+            more += 1;
+        }
+        assert_eq!(more, u64::from(8 - owed) * 10);
+        // At the floor user writes wait however much is copied.
+        while m.free_zones() > 2 {
+            m.open_zone(Stream::Cold).expect("a free zone");
+        }
+        m.counters.gc_blocks += 1_000;
+        assert_eq!(m.plan_admit(1, &policy), Admit::Wait);
+    }
+
     #[test]
     fn writers_that_wait_for_collection_always_start_one() {
         // Regression: with the background watermark at or below the foreground one, a writer
@@ -593,7 +741,7 @@ mod tests {
             assert!(policy.gc_wanted(free), "{free} free zones");
         }
         assert!(!policy.gc_wanted(policy.floor(Stream::Hot, true) + 1));
-        let defaults = SpacePolicy::new(&MountOptions::default(), &l);
+        let defaults = SpacePolicy::new(&tune_mount(&l, MountOptions::default()), &l);
         assert!(defaults.gc_wanted(defaults.gc_background_free_zones - 1));
         assert!(!defaults.gc_wanted(defaults.gc_background_free_zones));
     }

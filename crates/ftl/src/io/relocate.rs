@@ -17,12 +17,14 @@ use crate::FtlError;
 
 impl StreamWriter {
     /// Moves a prefix of `srcs` (sorted physical blocks) into the zone of lane `lane` of
-    /// `stream` (`StreamWriter::lanes`); returns how many.
+    /// `stream` (`StreamWriter::lanes`); returns how many. With `durable`, a batch that moves
+    /// the rest of `srcs` is written with FUA, so the zone holds its copies durably.
     pub(crate) async fn relocate(
         &self,
         srcs: &[u32],
         stream: Stream,
         lane: usize,
+        durable: bool,
     ) -> Result<usize, FtlError> {
         let g = self.shared.layout().geometry;
         let gc_slot = self
@@ -102,6 +104,9 @@ impl StreamWriter {
             return Ok(0);
         }
         let n = r.blocks as usize;
+        // Zone Compaction has no FUA: its destination is made durable by the round's flush,
+        // which the durability tracker then still asks for.
+        let fua = durable && n == srcs.len() && plus.is_none();
         let dest = self.shared.layout().data_zone_start(z) + r.offset;
         // Destination block k holds srcs[order[k]].
         let mut order: Vec<usize> = (0..n).collect();
@@ -111,9 +116,9 @@ impl StreamWriter {
             retry(|| self.shared.dev().zone_compaction(&extents)).await
         } else if use_copy {
             let ranges = ranges_for(n);
-            retry(|| self.shared.dev().copy(&ranges, dest, false)).await
+            retry(|| self.shared.dev().copy(&ranges, dest, fua)).await
         } else {
-            self.read_write_copy(&srcs[..n], dest).await
+            self.read_write_copy(&srcs[..n], dest, fua).await
         };
         if let Err(e) = result {
             *guard = None;
@@ -127,6 +132,9 @@ impl StreamWriter {
                 .map(|(k, &i)| m.complete_move(srcs[i], z, r.offset + k as u64))
                 .collect();
             m.end_gc_write(z, r.offset, n as u64);
+            if fua {
+                m.fua_ended(z);
+            }
             tags
         });
         self.write_ended();
@@ -163,7 +171,12 @@ impl StreamWriter {
     /// reads go one per run of contiguous blocks, all in flight together (at most one
     /// batch's blocks), as a file system's cleaner issues them; read one block after another
     /// they kept the flash chips mostly idle.
-    async fn read_write_copy(&self, srcs: &[u32], dest: zns::Lba) -> Result<(), zns::NvmeStatus> {
+    async fn read_write_copy(
+        &self,
+        srcs: &[u32],
+        dest: zns::Lba,
+        fua: bool,
+    ) -> Result<(), zns::NvmeStatus> {
         let g = self.shared.layout().geometry;
         let (bs, oob) = (g.block_size as usize, g.oob_size as usize);
         let mut data = vec![0u8; srcs.len() * bs];
@@ -194,6 +207,6 @@ impl StreamWriter {
         for r in futures::future::join_all(reads).await {
             r?;
         }
-        retry(|| self.shared.dev().write(dest, &data, Some(&meta), false)).await
+        retry(|| self.shared.dev().write(dest, &data, Some(&meta), fua)).await
     }
 }
