@@ -5,6 +5,8 @@
 //! open, so it writes: `status` and `check` open the images read-write. `fail` records a
 //! member failed on every survivor (the array then runs degraded across restarts, as
 //! `raizn fail` does for RAIZN); `replace` (zapraid_replace.rs) rebuilds one onto a new image.
+//! Every command but `format` takes `missing` for a member whose image is gone: the open
+//! records it failed and the array runs degraded.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -55,7 +57,7 @@ pub enum ZapraidCmd {
     },
     /// Open the array (recovering it), print its layout, index memory and counters, close it.
     Status {
-        /// Member device images, in array order.
+        /// Member device images, in array order (`missing` for an absent member).
         #[arg(required = true)]
         members: Vec<PathBuf>,
         /// Print one JSON object instead of text.
@@ -65,7 +67,7 @@ pub enum ZapraidCmd {
     /// Record a member as failed on the other members (the array runs degraded: reads of its
     /// blocks are rebuilt from parity, new stripes omit it).
     Fail {
-        /// Member device images, in array order.
+        /// Member device images, in array order (`missing` for an absent member).
         #[arg(required = true)]
         members: Vec<PathBuf>,
         /// The member that failed: its position (0-based) or its image path as given.
@@ -77,7 +79,8 @@ pub enum ZapraidCmd {
     /// place in the member list. Shows a progress bar on a terminal, a line every few
     /// seconds otherwise.
     Replace {
-        /// Member device images, in array order (the failed member's image as it was given).
+        /// Member device images, in array order (the failed member's image as it was given,
+        /// or `missing` when it is gone).
         #[arg(required = true)]
         members: Vec<PathBuf>,
         /// The member to replace: its position (0-based) or its image path as given.
@@ -97,7 +100,7 @@ pub enum ZapraidCmd {
     /// Open the array, check the index's invariants and read every block; exit 1 naming
     /// each problem.
     Check {
-        /// Member device images, in array order.
+        /// Member device images, in array order (`missing` for an absent member).
         #[arg(required = true)]
         members: Vec<PathBuf>,
     },
@@ -127,9 +130,10 @@ pub fn zapraid_error(m: &Members, e: ZapRaidError) -> CliError {
     }
 }
 
-/// Opens the array over every member of `m`.
+/// Opens the array over the members of `m`; a `missing` one is recorded failed (at most
+/// the parity count may be missing or failed, or the open is refused naming them).
 pub async fn open_array(m: &Members) -> Result<ZapRaidVolume, CliError> {
-    ZapRaidVolume::open(m.all()?)
+    ZapRaidVolume::open_with_missing(m.zoned())
         .await
         .map_err(|e| zapraid_error(m, e))
 }
@@ -269,7 +273,7 @@ pub fn status_named(vol: &ZapRaidVolume, json_out: bool, name: &dyn Fn(usize) ->
 }
 
 async fn status(paths: &[PathBuf], json_out: bool, out: &mut impl Write) -> CliResult {
-    let m = Members::open(paths, false, false)?;
+    let m = Members::open(paths, false, true)?;
     let r = async {
         let vol = open_array(&m).await?;
         let text = status_named(&vol, json_out, &|i| m.name(i));
@@ -284,7 +288,7 @@ async fn status(paths: &[PathBuf], json_out: bool, out: &mut impl Write) -> CliR
 
 async fn fail(paths: &[PathBuf], spec: &str, out: &mut impl Write) -> CliResult {
     let i = crate::cmd_raizn::member_index(paths, spec)?;
-    let m = Members::open(paths, false, false)?;
+    let m = Members::open(paths, false, true)?;
     let r = async {
         let vol = open_array(&m).await?;
         let failed = vol.failed_members();
@@ -323,7 +327,7 @@ async fn fail(paths: &[PathBuf], spec: &str, out: &mut impl Write) -> CliResult 
 const CHECK_CHUNK_BLOCKS: u64 = 256;
 
 async fn check(paths: &[PathBuf], out: &mut impl Write) -> CliResult {
-    let m = Members::open(paths, false, false)?;
+    let m = Members::open(paths, false, true)?;
     let r = async {
         let vol = open_array(&m).await?;
         let mut problems = Vec::new();

@@ -137,6 +137,14 @@ impl Members {
         }
     }
 
+    /// The members as zoned devices, None for a `missing` one.
+    pub fn zoned(&self) -> Vec<Option<Arc<dyn zns::ZonedDevice>>> {
+        self.devs
+            .iter()
+            .map(|d| d.clone().map(|d| d as Arc<dyn zns::ZonedDevice>))
+            .collect()
+    }
+
     /// Closes every image; the error names each image that could not be closed. Every image
     /// is closed even when one fails.
     pub fn close(self) -> Result<(), CliError> {

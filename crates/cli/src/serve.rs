@@ -58,7 +58,8 @@ pub struct ServeArgs {
           conflicts_with_all = ["device", "memory"])]
     pub raizn: Vec<PathBuf>,
     /// Export a ZapRAID block volume instead (no FTL: ZapRAID is a block volume itself): its
-    /// member images in order, comma separated (made by `zonestack zapraid format`).
+    /// member images in order, comma separated (made by `zonestack zapraid format`;
+    /// `missing` for an absent member: the array is served degraded).
     #[arg(long, value_delimiter = ',', value_name = "IMG,IMG,...", group = "array",
           conflicts_with_all = ["device", "memory", "raizn"])]
     pub zapraid: Vec<PathBuf>,

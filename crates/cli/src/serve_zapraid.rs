@@ -42,12 +42,7 @@ async fn open_served(a: &ServeArgs, m: &Members) -> Result<ZapRaidVolume, CliErr
     let Some((devs, arm)) = crate::serve::faulty_members(a, m)? else {
         return open_array(m).await;
     };
-    let devs = devs
-        .into_iter()
-        .enumerate()
-        .map(|(i, d)| d.ok_or_else(|| CliError::Usage(format!("member {i} is missing"))))
-        .collect::<Result<Vec<_>, _>>()?;
-    let vol = ZapRaidVolume::open(devs)
+    let vol = ZapRaidVolume::open_with_missing(devs)
         .await
         .map_err(|e| zapraid_error(m, e))?;
     arm()?;
@@ -74,7 +69,7 @@ pub async fn run(a: &ServeArgs, config: ServerConfig, out: &mut impl Write) -> C
         .as_deref()
         .map(crate::timing::profile_named)
         .transpose()?;
-    let m = Members::open(&a.zapraid, false, false)?.with_timing(timing)?;
+    let m = Members::open(&a.zapraid, false, true)?.with_timing(timing)?;
     let vol = match open_served(a, &m).await {
         Ok(v) => Arc::new(v),
         Err(e) => {

@@ -161,7 +161,7 @@ pub async fn run(r: &Request<'_>, out: &mut impl Write) -> CliResult {
             r.with.display()
         )));
     }
-    let m = Members::open(r.paths, false, false)?;
+    let m = Members::open(r.paths, false, true)?;
     let dev = match crate::commands::open(r.with) {
         Ok(d) => Arc::new(d),
         Err(e) => return finish(m, Err(e)),

@@ -17,6 +17,7 @@
 //! `Shared::st` (the index and the write state), a leaf lock never held across an await;
 //! `SegWriter::records`, `gc_policy` and `admission` are only taken without `st`.
 
+mod absent;
 mod gc;
 mod members;
 mod read;
@@ -346,6 +347,26 @@ impl ZapRaidVolume {
     /// Opens an array, recovering its index from headers, footers and per-block metadata.
     pub async fn open(members: Vec<Arc<dyn ZonedDevice>>) -> Result<ZapRaidVolume, ZapRaidError> {
         recover::open(members).await
+    }
+
+    /// Opens an array some of whose members are gone (`None`: the image lost, the drive
+    /// pulled): each stands in as a member that answers no command, so the open records it
+    /// failed and the volume runs degraded, as after a failure at run time; a replacement
+    /// (`replace_member`) rebuilds it. More members missing (or failed) than parity blocks
+    /// refuse the open, naming them; every member missing is refused.
+    pub async fn open_with_missing(
+        members: Vec<Option<Arc<dyn ZonedDevice>>>,
+    ) -> Result<ZapRaidVolume, ZapRaidError> {
+        let Some(geo) = members.iter().flatten().next().map(|d| d.geometry()) else {
+            return Err(ZapRaidError::Options(
+                "every member is missing: give the images of the members present".into(),
+            ));
+        };
+        let devs = members
+            .into_iter()
+            .map(|d| d.unwrap_or_else(|| Arc::new(absent::Absent { geo })))
+            .collect();
+        recover::open(devs).await
     }
 
     pub fn layout(&self) -> Layout {
