@@ -155,16 +155,8 @@ pub fn run(a: &BenchJobArgs, out: &mut impl Write) -> CliResult {
         crate::plot::jobs(path, &results)?;
         eprintln!("zonestack: wrote the plot to {}", path.display());
     }
-    if let Some(lost) = outcome
-        .volume
-        .as_ref()
-        .and_then(|v| v.get("host_slots_lost"))
-        .and_then(serde_json::Value::as_u64)
-        .filter(|lost| *lost > 0)
-    {
-        eprintln!(
-            "zonestack: warning: the conventional drive model dropped {lost} host writes (host_slots_lost): its figures are not credible; give it more spare (--op)"
-        );
+    if let Some(w) = dropped_writes_warning(outcome.volume.as_ref()) {
+        eprintln!("{w}");
     }
     if json {
         let mut v = bench::fio::to_json(&results);
@@ -261,4 +253,45 @@ fn bar_style() -> indicatif::ProgressStyle {
         "{bar:40} {percent:>3}% {bytes}/{total_bytes} in virtual time",
     )
     .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+}
+
+/// The warning for a conventional drive model that dropped host writes (`host_slots_lost` in
+/// its volume JSON). The model keeps enough spare that it should never happen; if it does,
+/// the figures count writes that were never stored, and the user must hear it.
+fn dropped_writes_warning(volume: Option<&serde_json::Value>) -> Option<String> {
+    let lost = volume?
+        .get("host_slots_lost")?
+        .as_u64()
+        .filter(|lost| *lost > 0)?;
+    Some(format!(
+        "zonestack: warning: the conventional drive model dropped {lost} host writes (host_slots_lost): its figures are not credible; give it more spare (--op)"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{dropped_writes_warning, volume_text};
+
+    #[test]
+    fn dropped_host_writes_are_warned_about_and_none_are_not() {
+        let v = |lost: u64| serde_json::json!({ "host_slots_lost": lost });
+        let w = dropped_writes_warning(Some(&v(816))).expect("a warning");
+        assert!(
+            w.contains("dropped 816 host writes") && w.contains("--op"),
+            "{w}"
+        );
+        assert_eq!(dropped_writes_warning(Some(&v(0))), None);
+        assert_eq!(dropped_writes_warning(Some(&serde_json::json!({}))), None);
+        assert_eq!(dropped_writes_warning(None), None);
+        let text = volume_text(&v(816));
+        assert!(
+            text.contains("(host_slots_lost): 816\n") && text.contains("WARNING"),
+            "{text}"
+        );
+        let text = volume_text(&v(0));
+        assert!(
+            text.contains("(host_slots_lost): 0\n") && !text.contains("WARNING"),
+            "{text}"
+        );
+    }
 }
