@@ -2,6 +2,7 @@
 //! `BlockDevice` traits, NVMe status codes, a deterministic PRNG, and a reusable conformance
 //! kit that checks any `ZonedDevice` against the ZNS command set.
 
+pub mod absent;
 pub mod conformance;
 pub mod device;
 pub mod faulty;
@@ -12,6 +13,7 @@ pub mod rng;
 pub mod status;
 pub mod types;
 
+pub use absent::Absent;
 pub use device::{BlockDevice, BlockError, BlockResult, ZonedDevice};
 pub use faulty::{ErrorPlan, ErrorTiming, FaultCounters, FaultyZoned, OpKind, OpSet};
 pub use model::{ModelDevice, RefModel};

@@ -13,11 +13,7 @@
 //! Lock order: superblock generations are written under the general log lock
 //! (`general.rs`), taken after a zone's and a log's locks and before the `State` lock.
 
-use async_trait::async_trait;
-use zns::{
-    CopyRange, Geometry, Lba, NvmeResult, NvmeStatus, ReportFilter, ZoneAction, ZoneReport,
-    ZonedDevice,
-};
+use zns::{NvmeResult, NvmeStatus};
 
 use super::general::Rec;
 use super::{RaiznError, RaiznVolume};
@@ -213,47 +209,4 @@ pub(super) enum ReadSb {
     Device(NvmeStatus),
     /// The member answered with something that is not this array's superblock.
     Invalid(RaiznError),
-}
-
-/// Stands in for a member that is absent at open: every command fails with Namespace Not
-/// Ready, so the volume treats it exactly as a failed member.
-pub(super) struct Absent {
-    pub geo: Geometry,
-}
-
-#[async_trait]
-impl ZonedDevice for Absent {
-    fn geometry(&self) -> Geometry {
-        self.geo
-    }
-    async fn read(&self, _: Lba, _: &mut [u8], _: Option<&mut [u8]>) -> NvmeResult<()> {
-        Err(NvmeStatus::NamespaceNotReady)
-    }
-    async fn write(&self, _: Lba, _: &[u8], _: Option<&[u8]>, _: bool) -> NvmeResult<()> {
-        Err(NvmeStatus::NamespaceNotReady)
-    }
-    async fn append(&self, _: Lba, _: &[u8], _: Option<&[u8]>, _: bool) -> NvmeResult<Lba> {
-        Err(NvmeStatus::NamespaceNotReady)
-    }
-    async fn write_zeroes(&self, _: Lba, _: u64, _: bool) -> NvmeResult<()> {
-        Err(NvmeStatus::NamespaceNotReady)
-    }
-    async fn flush(&self) -> NvmeResult<()> {
-        Err(NvmeStatus::NamespaceNotReady)
-    }
-    async fn copy(&self, _: &[CopyRange], _: Lba, _: bool) -> NvmeResult<()> {
-        Err(NvmeStatus::NamespaceNotReady)
-    }
-    async fn zone_mgmt(&self, _: ZoneAction, _: Lba, _: bool) -> NvmeResult<()> {
-        Err(NvmeStatus::NamespaceNotReady)
-    }
-    async fn report_zones(
-        &self,
-        _: Lba,
-        _: ReportFilter,
-        _: bool,
-        _: usize,
-    ) -> NvmeResult<ZoneReport> {
-        Err(NvmeStatus::NamespaceNotReady)
-    }
 }

@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 use zns::{Geometry, NvmeStatus, ReportFilter, ZoneAction, ZoneDescriptor, ZoneState};
 
 use super::general::{self, GeneralImage, GeneralLog};
-use super::health::{member_failed, Absent, Health, ReadSb};
+use super::health::{member_failed, Health, ReadSb};
 use super::pplog::{Loaded, PpLog};
 use super::rebuild::Slot;
 use super::{Member, PpStats, RaiznConfig, RaiznError, RaiznVolume, State, ZoneIo};
@@ -184,7 +184,7 @@ impl RaiznVolume {
             .map(|m| {
                 let dev = match m {
                     Some(m) => m,
-                    None => std::sync::Arc::new(Absent {
+                    None => std::sync::Arc::new(zns::Absent {
                         geo: first.member_geometry,
                     }) as Member,
                 };

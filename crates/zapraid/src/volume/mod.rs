@@ -17,7 +17,6 @@
 //! `Shared::st` (the index and the write state), a leaf lock never held across an await;
 //! `SegWriter::records`, `gc_policy` and `admission` are only taken without `st`.
 
-mod absent;
 mod gc;
 mod members;
 mod read;
@@ -364,7 +363,7 @@ impl ZapRaidVolume {
         };
         let devs = members
             .into_iter()
-            .map(|d| d.unwrap_or_else(|| Arc::new(absent::Absent { geo })))
+            .map(|d| d.unwrap_or_else(|| Arc::new(zns::Absent { geo })))
             .collect();
         recover::open(devs).await
     }

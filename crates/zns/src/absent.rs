@@ -1,18 +1,20 @@
-//! A stand-in for a member whose device is gone (its image lost, the drive pulled): every
-//! command fails with Namespace Not Ready, so open takes the member for absent, records it
-//! failed, and the volume runs degraded exactly as after a run-time failure.
+//! A stand-in for a device that is gone (its image lost, the drive pulled): every command
+//! fails with Namespace Not Ready, as a drive that no longer answers does. The RAID volumes
+//! put it where a member is absent at open, so the member counts as failed and the volume
+//! runs degraded exactly as after a failure at run time.
 //!
-//! Fault model: none of its own; it is the fault (a member that never answers).
+//! Fault model: none of its own; it is the fault (a device that never answers).
 
 use async_trait::async_trait;
-use zns::{
+
+use crate::{
     CopyRange, Geometry, Lba, NvmeResult, NvmeStatus, ReportFilter, ZoneAction, ZoneReport,
     ZonedDevice,
 };
 
-/// A member that is not there, with the geometry the other members report.
-pub(crate) struct Absent {
-    pub(crate) geo: Geometry,
+/// A device that is not there, with the geometry it would have (the other members').
+pub struct Absent {
+    pub geo: Geometry,
 }
 
 #[async_trait]
