@@ -12,19 +12,12 @@ use raizn::layout::PARTIAL_PARITY_ZONE;
 use raizn::{Member, RaiznConfig, RaiznVolume};
 use zns::{ZoneAction, ZoneState, ZonedDevice};
 
-const BS: usize = 4096;
-const OOB: usize = 16;
+use common::BS;
 /// Blocks written to zone 0: inside the first data unit of the first stripe.
 const WRITTEN: u64 = 3;
 
 fn block(lba: u64) -> (Vec<u8>, Vec<u8>) {
-    let mut d = vec![0u8; BS];
-    for c in d.chunks_mut(8) {
-        c.copy_from_slice(&(lba + 1).wrapping_mul(0x9E37_79B9).to_le_bytes());
-    }
-    let mut m = vec![0u8; OOB];
-    m[..8].copy_from_slice(&(lba ^ 0x55).to_le_bytes());
-    (d, m)
+    common::block(lba, 1)
 }
 
 async fn open(members: Vec<Option<Member>>, what: &str) -> RaiznVolume {
@@ -105,14 +98,7 @@ async fn run() {
         (ZoneState::Closed, WRITTEN),
         "the stripe's blocks, on member 0 only, must be rebuilt from its partial parity"
     );
-    for lba in 0..WRITTEN {
-        let (d, m) = block(lba);
-        let (mut gd, mut gm) = (vec![0u8; BS], vec![0u8; OOB]);
-        if let Err(e) = v.read(lba, &mut gd, Some(&mut gm)).await {
-            panic!("read {lba}: {e}");
-        }
-        assert!(gd == d && gm == m, "block {lba} reads wrong");
-    }
+    common::assert_blocks(&v, 0..WRITTEN, 1, "without member 0").await;
 }
 
 #[test]
@@ -123,13 +109,5 @@ fn degraded_open_rewrites_the_record_a_power_cut_lost() {
     // member 0, the record never reached member 2) the stripe stayed without one; after
     // the failed member was replaced and rebuilt, a cut with member 0 left out brought the
     // zone back empty though its blocks were durable (crash schedules 98, 136, 747).
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => panic!("runtime: {e}"),
-    };
-    rt.block_on(run());
+    common::block_on_paused(run());
 }

@@ -11,20 +11,13 @@ use emu::EmuDevice;
 use raizn::{Member, RaiznConfig, RaiznError, RaiznVolume};
 use zns::{ErrorPlan, FaultyZoned, NvmeStatus, OpKind, OpSet, ZoneAction, ZoneState, ZonedDevice};
 
-const BS: usize = 4096;
-const OOB: usize = 16;
+use common::BS;
 const WRITTEN: u64 = 11;
 /// Zone reports the open asks of a member, at most (the sweep goes past them).
 const REPORTS_MAX: u64 = 8;
 
 fn block(lba: u64) -> (Vec<u8>, Vec<u8>) {
-    let mut d = vec![0u8; BS];
-    for c in d.chunks_mut(8) {
-        c.copy_from_slice(&(lba + 3).wrapping_mul(0x9E37_79B9).to_le_bytes());
-    }
-    let mut m = vec![0u8; OOB];
-    m[..8].copy_from_slice(&(lba ^ 0x33).to_le_bytes());
-    (d, m)
+    common::block(lba, 3)
 }
 
 type Faulty = FaultyZoned<Arc<EmuDevice>>;
@@ -106,14 +99,7 @@ async fn run(nth: u64) -> Option<usize> {
         ZoneState::Full,
         "report {nth}: the finish completed"
     );
-    for lba in 0..WRITTEN {
-        let (d, m) = block(lba);
-        let (mut gd, mut gm) = (vec![0u8; BS], vec![0u8; OOB]);
-        if let Err(e) = v.read(lba, &mut gd, Some(&mut gm)).await {
-            panic!("report {nth}: read {lba}: {e}");
-        }
-        assert!(gd == d && gm == m, "report {nth}: block {lba} reads wrong");
-    }
+    common::assert_blocks(&v, 0..WRITTEN, 3, &format!("report {nth}")).await;
     v.failed_member()
 }
 
@@ -125,15 +111,7 @@ fn member_failing_while_open_completes_a_finish_degrades_the_array() {
     // TooManyFailed naming both though only member 2 had failed (crash schedule 977).
     let mut failed_at_open = 0;
     for nth in 1..=REPORTS_MAX {
-        let rt = match tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .start_paused(true)
-            .build()
-        {
-            Ok(r) => r,
-            Err(e) => panic!("runtime: {e}"),
-        };
-        match rt.block_on(run(nth)) {
+        match common::block_on_paused(run(nth)) {
             Some(2) => failed_at_open += 1,
             None => {}
             Some(m) => panic!("report {nth}: member {m} named failed, not member 2"),

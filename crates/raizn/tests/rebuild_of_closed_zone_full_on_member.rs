@@ -7,17 +7,10 @@ mod common;
 use raizn::{Member, RaiznConfig, RaiznVolume};
 use zns::{ZoneAction, ZoneState, ZonedDevice};
 
-const BS: usize = 4096;
-const OOB: usize = 16;
+use common::BS;
 
 fn block(lba: u64) -> (Vec<u8>, Vec<u8>) {
-    let mut d = vec![0u8; BS];
-    for c in d.chunks_mut(8) {
-        c.copy_from_slice(&lba.wrapping_mul(0x9E37_79B9).to_le_bytes());
-    }
-    let mut m = vec![0u8; OOB];
-    m[..8].copy_from_slice(&(lba ^ 0x55).to_le_bytes());
-    (d, m)
+    common::block(lba, 0)
 }
 
 async fn run(failed: usize) {
@@ -60,17 +53,7 @@ async fn run(failed: usize) {
     if let Err(e) = v.fail_member(other).await {
         panic!("fail member {other}: {e}");
     }
-    for lba in 0..wp {
-        let (d, m) = block(lba);
-        let (mut gd, mut gm) = (vec![0u8; BS], vec![0u8; OOB]);
-        if let Err(e) = v.read(lba, &mut gd, Some(&mut gm)).await {
-            panic!("read {lba}: {e}");
-        }
-        assert!(
-            gd == d && gm == m,
-            "member {failed} rebuilt: block {lba} reads wrong"
-        );
-    }
+    common::assert_blocks(&v, 0..wp, 0, &format!("member {failed} rebuilt")).await;
 }
 
 #[test]
@@ -80,14 +63,6 @@ fn closed_zone_whose_member_units_are_full_is_rebuilt() {
     // with Invalid Zone State Transition, failing the rebuild (crash schedules 415, 521,
     // 957). Every member is replaced in turn, so the one holding the full unit is among them.
     for failed in 0..3 {
-        let rt = match tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .start_paused(true)
-            .build()
-        {
-            Ok(r) => r,
-            Err(e) => panic!("runtime: {e}"),
-        };
-        rt.block_on(run(failed));
+        common::block_on_paused(run(failed));
     }
 }

@@ -10,20 +10,13 @@ use emu::EmuDevice;
 use raizn::{Member, RaiznConfig, RaiznVolume};
 use zns::{ZoneAction, ZoneState, ZonedDevice};
 
-const BS: usize = 4096;
-const OOB: usize = 16;
+use common::BS;
 /// Blocks written to zone 0 after its reset: the first data unit of the first stripe
 /// (8 blocks, member 0) and 3 blocks of the second (member 1).
 const WRITTEN: u64 = 11;
 
 fn block(lba: u64) -> (Vec<u8>, Vec<u8>) {
-    let mut d = vec![0u8; BS];
-    for c in d.chunks_mut(8) {
-        c.copy_from_slice(&(lba + 7).wrapping_mul(0x9E37_79B9).to_le_bytes());
-    }
-    let mut m = vec![0u8; OOB];
-    m[..8].copy_from_slice(&(lba ^ 0xAA).to_le_bytes());
-    (d, m)
+    common::block(lba, 7)
 }
 
 fn restart(emus: &[Arc<EmuDevice>]) {
@@ -95,14 +88,7 @@ async fn run() {
         Err(e) => panic!("report: {e}"),
     };
     assert_eq!(z, (ZoneState::Closed, WRITTEN), "zone 0 after the reopen");
-    for lba in 0..WRITTEN {
-        let (d, m) = block(lba);
-        let (mut gd, mut gm) = (vec![0u8; BS], vec![0u8; OOB]);
-        if let Err(e) = v.read(lba, &mut gd, Some(&mut gm)).await {
-            panic!("read {lba}: {e}");
-        }
-        assert!(gd == d && gm == m, "block {lba} reads wrong");
-    }
+    common::assert_blocks(&v, 0..WRITTEN, 7, "without member 1").await;
 }
 
 #[test]
@@ -112,13 +98,5 @@ fn replaced_member_holds_the_generations_of_its_zones() {
     // member 2's older checkpoint named a generation, the zone reopened one generation
     // back, and recovery dropped the partial-parity record of its current one as stale:
     // the zone came back short of its durable blocks (crash schedule 747).
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => panic!("runtime: {e}"),
-    };
-    rt.block_on(run());
+    common::block_on_paused(run());
 }

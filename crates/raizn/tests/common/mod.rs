@@ -13,6 +13,8 @@
 #![allow(dead_code)]
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::ops::Range;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -22,6 +24,47 @@ use raizn::layout::{META_ZONES, META_ZONES_OPEN};
 use raizn::{Member, RaiznConfig, RaiznVolume};
 use zns::conformance::DeviceFactory;
 use zns::{Geometry, ZoneState};
+
+/// Block and metadata sizes of the members the regression tests build.
+pub const BS: usize = 4096;
+pub const OOB: usize = 16;
+
+/// The data and metadata a test writes at `lba`: different for every block and every `salt`.
+pub fn block(lba: u64, salt: u64) -> (Vec<u8>, Vec<u8>) {
+    let mut d = vec![0u8; BS];
+    for c in d.chunks_mut(8) {
+        c.copy_from_slice(&(lba + salt).wrapping_mul(0x9E37_79B9).to_le_bytes());
+    }
+    let mut m = vec![0u8; OOB];
+    m[..8].copy_from_slice(&(lba ^ salt.wrapping_mul(0x55)).to_le_bytes());
+    (d, m)
+}
+
+/// Reads `lbas` of `v` with their metadata and checks each against `block(lba, salt)`; a
+/// failure names `what` and the block.
+pub async fn assert_blocks(v: &RaiznVolume, lbas: Range<u64>, salt: u64, what: &str) {
+    for lba in lbas {
+        let (d, m) = block(lba, salt);
+        let (mut gd, mut gm) = (vec![0u8; BS], vec![0u8; OOB]);
+        if let Err(e) = zns::ZonedDevice::read(v, lba, &mut gd, Some(&mut gm)).await {
+            panic!("{what}: read {lba}: {e}");
+        }
+        assert!(gd == d && gm == m, "{what}: block {lba} reads wrong");
+    }
+}
+
+/// Runs `f` to completion on a current-thread runtime whose clock is paused, so that the
+/// volume's timers fire at once and a run is repeatable.
+pub fn block_on_paused<F: Future>(f: F) -> F::Output {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+    {
+        Ok(rt) => rt.block_on(f),
+        Err(e) => panic!("runtime: {e}"),
+    }
+}
 
 /// The member geometry and stripe unit (bytes) for an array of `n` exporting `logical`.
 pub fn member_geometry(logical: &Geometry, n: usize) -> (Geometry, u64) {
