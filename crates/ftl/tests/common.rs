@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use emu::{EmuConfig, EmuDevice};
 use ftl::{FormatOptions, FtlVolume, MountOptions, VictimPolicy, WriteMode};
-use zns::Geometry;
+use zns::{BlockDevice, Geometry};
 
 /// 20 zones of 64 blocks of 512 bytes, 16 B metadata, 12 open / 12 active.
 pub fn geometry() -> Geometry {
@@ -210,5 +210,68 @@ pub fn random_options(rng: &mut zns::SimRng) -> MountOptions {
         checkpoint_every_zones: rng.range_inclusive(1, 6) as u32,
         use_copy: rng.chance(0.7),
         ..MountOptions::default()
+    }
+}
+
+/// Per logical block, the versions a read may return after a power cut: the last durable one
+/// first, then every version written after it (for the crash schedules, whose blocks carry
+/// their version: `block`, `version_of`).
+pub struct VersionModel {
+    pub allowed: Vec<Vec<u64>>,
+}
+
+impl VersionModel {
+    /// `blocks` blocks, each holding version 0 (zeros) durably.
+    pub fn new(blocks: u64) -> VersionModel {
+        VersionModel {
+            allowed: vec![vec![0]; blocks as usize],
+        }
+    }
+
+    /// A write of `version` to `lba` completed; `durable` (FUA) drops every older version.
+    pub fn write(&mut self, lba: u64, version: u64, durable: bool) {
+        let a = &mut self.allowed[lba as usize];
+        if durable {
+            a.clear();
+        }
+        a.push(version);
+    }
+
+    /// A flush completed: the newest version of every block is the durable one.
+    pub fn flush(&mut self) {
+        for a in &mut self.allowed {
+            let last = a[a.len() - 1];
+            a.clear();
+            a.push(last);
+        }
+    }
+
+    pub fn latest(&self, lba: u64) -> u64 {
+        let a = &self.allowed[lba as usize];
+        a[a.len() - 1]
+    }
+
+    /// Reads every block of `vol`: each must hold an allowed version, which becomes the only
+    /// one; then the volume's own consistency check. Failures name `seed` and `when`.
+    pub async fn check_all(&mut self, vol: &FtlVolume, seed: u64, when: &str) {
+        let bs = vol.block_size() as usize;
+        let mut buf = vec![0u8; bs];
+        for lba in 0..vol.size_blocks() {
+            vol.read(lba, &mut buf)
+                .await
+                .unwrap_or_else(|e| panic!("seed {seed} {when}: read of LBA {lba} failed: {e}"));
+            let got = version_of(&buf).unwrap_or_else(|| {
+                panic!("seed {seed} {when}: LBA {lba} holds a torn or foreign block")
+            });
+            let allowed = &self.allowed[lba as usize];
+            assert!(
+                allowed.contains(&got),
+                "seed {seed} {when}: LBA {lba} reads version {got}, allowed {allowed:?}"
+            );
+            self.allowed[lba as usize] = vec![got];
+        }
+        if let Err(e) = vol.verify() {
+            panic!("seed {seed} {when}: {e}");
+        }
     }
 }

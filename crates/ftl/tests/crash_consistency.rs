@@ -13,63 +13,12 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{block, geometry, version_of};
+use common::{block, geometry, version_of, VersionModel};
 use emu::{EmuDevice, FaultPlan};
 use ftl::compaction::Placement;
 use ftl::{FormatOptions, FtlVolume, MountOptions};
 use futures::future::join_all;
 use zns::{BlockDevice, SimRng};
-
-/// Per logical block, the versions a read may return: the last durable one first, then every
-/// version written after it.
-struct Model {
-    allowed: Vec<Vec<u64>>,
-}
-
-impl Model {
-    fn write(&mut self, lba: u64, version: u64, durable: bool) {
-        let a = &mut self.allowed[lba as usize];
-        if durable {
-            a.clear();
-        }
-        a.push(version);
-    }
-
-    fn flush(&mut self) {
-        for a in &mut self.allowed {
-            let last = a[a.len() - 1];
-            a.clear();
-            a.push(last);
-        }
-    }
-
-    fn latest(&self, lba: u64) -> u64 {
-        let a = &self.allowed[lba as usize];
-        a[a.len() - 1]
-    }
-}
-
-async fn check_all(vol: &FtlVolume, model: &mut Model, seed: u64, when: &str) {
-    let bs = vol.block_size() as usize;
-    let mut buf = vec![0u8; bs];
-    for lba in 0..vol.size_blocks() {
-        vol.read(lba, &mut buf)
-            .await
-            .unwrap_or_else(|e| panic!("seed {seed} {when}: read of LBA {lba} failed: {e}"));
-        let got = version_of(&buf).unwrap_or_else(|| {
-            panic!("seed {seed} {when}: LBA {lba} holds a torn or foreign block")
-        });
-        let allowed = &model.allowed[lba as usize];
-        assert!(
-            allowed.contains(&got),
-            "seed {seed} {when}: LBA {lba} reads version {got}, allowed {allowed:?}"
-        );
-        model.allowed[lba as usize] = vec![got];
-    }
-    if let Err(e) = vol.verify() {
-        panic!("seed {seed} {when}: {e}");
-    }
-}
 
 async fn remount(
     dev: &Arc<EmuDevice>,
@@ -163,9 +112,7 @@ async fn schedule(seed: u64, ops: usize, kind: Kind) -> Coverage {
     let mut vol = remount(&dev, opts, seed, &mut cov).await;
     let n = vol.size_blocks();
     let bs = vol.block_size() as usize;
-    let mut model = Model {
-        allowed: vec![vec![0]; n as usize],
-    };
+    let mut model = VersionModel::new(n);
     let mut version = 0u64;
     for op in 0..ops {
         let at = |rng: &mut SimRng, len: u64| rng.below(n - len + 1);
@@ -234,13 +181,9 @@ async fn schedule(seed: u64, ops: usize, kind: Kind) -> Coverage {
                 cov.crashes += 1;
                 opts = kind.options(&mut rng);
                 vol = remount(&dev, opts, seed, &mut cov).await;
-                check_all(
-                    &vol,
-                    &mut model,
-                    seed,
-                    &format!("after power loss at op {op}"),
-                )
-                .await;
+                model
+                    .check_all(&vol, seed, &format!("after power loss at op {op}"))
+                    .await;
             }
             81 => {
                 vol.unmount()
@@ -268,7 +211,9 @@ async fn schedule(seed: u64, ops: usize, kind: Kind) -> Coverage {
     account(&vol, &mut cov);
     cov.crashes += 1;
     let vol = remount(&dev, opts, seed, &mut cov).await;
-    check_all(&vol, &mut model, seed, "after the final power loss").await;
+    model
+        .check_all(&vol, seed, "after the final power loss")
+        .await;
     let stats = vol.stats();
     assert!(stats.mapped_blocks <= n);
     cov.blocks_compacted = dev.stats().blocks_compacted;

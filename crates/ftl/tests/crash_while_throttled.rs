@@ -12,34 +12,11 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{block, version_of};
+use common::{block, VersionModel};
 use emu::{EmuDevice, FaultPlan};
 use ftl::{FormatOptions, FtlVolume, MountOptions};
 use futures::future::join_all;
 use zns::{BlockDevice, SimRng};
-
-/// Per logical block the versions a read may return: the last durable one, then newer ones.
-struct Model {
-    allowed: Vec<Vec<u64>>,
-}
-
-impl Model {
-    fn write(&mut self, lba: u64, version: u64, durable: bool) {
-        let a = &mut self.allowed[lba as usize];
-        if durable {
-            a.clear();
-        }
-        a.push(version);
-    }
-
-    fn flush(&mut self) {
-        for a in &mut self.allowed {
-            let last = a[a.len() - 1];
-            a.clear();
-            a.push(last);
-        }
-    }
-}
 
 /// 128 zones of 64 blocks of 512 bytes: at 40% over-provisioning the spare affords four GC
 /// lanes besides two hot zones (`plan::gc_lanes`).
@@ -71,27 +48,6 @@ struct Coverage {
     throttle_waits: u64,
     gc_rounds: u64,
     gc_rounds_unflushed: u64,
-}
-
-async fn check_all(vol: &FtlVolume, model: &mut Model, seed: u64, when: &str) {
-    let bs = vol.block_size() as usize;
-    let mut buf = vec![0u8; bs];
-    for lba in 0..vol.size_blocks() {
-        vol.read(lba, &mut buf)
-            .await
-            .unwrap_or_else(|e| panic!("seed {seed} {when}: read of LBA {lba} failed: {e}"));
-        let got = version_of(&buf)
-            .unwrap_or_else(|| panic!("seed {seed} {when}: LBA {lba} holds a torn block"));
-        let allowed = &model.allowed[lba as usize];
-        assert!(
-            allowed.contains(&got),
-            "seed {seed} {when}: LBA {lba} reads version {got}, allowed {allowed:?}"
-        );
-        model.allowed[lba as usize] = vec![got];
-    }
-    if let Err(e) = vol.verify() {
-        panic!("seed {seed} {when}: {e}");
-    }
 }
 
 async fn mount(dev: &Arc<EmuDevice>, opts: MountOptions, seed: u64) -> Arc<FtlVolume> {
@@ -126,9 +82,7 @@ async fn schedule(seed: u64, ops: usize) -> Coverage {
     let mut vol = mount(&dev, opts, seed).await;
     let n = vol.size_blocks();
     let bs = vol.block_size() as usize;
-    let mut model = Model {
-        allowed: vec![vec![0]; n as usize],
-    };
+    let mut model = VersionModel::new(n);
     let mut version = 0u64;
     // Fill the volume so that overwrites soon put garbage collection in debt.
     for lba in (0..n).step_by(16) {
@@ -199,13 +153,9 @@ async fn schedule(seed: u64, ops: usize) -> Coverage {
                 cov.crashes_throttled += u64::from(free < opts.gc_background_free_zones);
                 opts = options(&mut rng);
                 vol = mount(&dev, opts, seed).await;
-                check_all(
-                    &vol,
-                    &mut model,
-                    seed,
-                    &format!("after power loss at op {op}"),
-                )
-                .await;
+                model
+                    .check_all(&vol, seed, &format!("after power loss at op {op}"))
+                    .await;
             }
         }
     }
@@ -214,7 +164,9 @@ async fn schedule(seed: u64, ops: usize) -> Coverage {
     account(&vol, &mut cov);
     cov.crashes += 1;
     let vol = mount(&dev, opts, seed).await;
-    check_all(&vol, &mut model, seed, "after the final power loss").await;
+    model
+        .check_all(&vol, seed, "after the final power loss")
+        .await;
     cov
 }
 
