@@ -9,10 +9,9 @@ use std::sync::Arc;
 
 use emu::EmuDevice;
 use raizn::layout::PARTIAL_PARITY_ZONE;
-use raizn::{Member, RaiznConfig, RaiznVolume};
+use raizn::{Member, RaiznVolume};
 use zns::{ZoneAction, ZoneState, ZonedDevice};
 
-use common::BS;
 /// Blocks written to zone 0: inside the first data unit of the first stripe.
 const WRITTEN: u64 = 3;
 
@@ -45,15 +44,7 @@ fn restart(emus: &[Arc<EmuDevice>]) {
 
 async fn run() {
     let g = common::small_member_geometry();
-    let mut emus = common::emu_members(&g, 3, 98);
-    let cfg = RaiznConfig {
-        stripe_unit_bytes: 8 * BS as u64,
-        ..RaiznConfig::new([9; 16])
-    };
-    let v = match RaiznVolume::format(common::as_members(&emus), cfg, false).await {
-        Ok(v) => v,
-        Err(e) => panic!("format: {e}"),
-    };
+    let (mut emus, v) = common::small_array(98, 9).await;
     let l = v.layout();
     // Stripe 0 of zone 0: data unit 0 on member 0 (the blocks written), unit 1 on member 1
     // (nothing), parity (and the partial-parity record) on member 2.

@@ -4,10 +4,8 @@
 
 mod common;
 
-use raizn::{Member, RaiznConfig, RaiznVolume};
+use raizn::Member;
 use zns::{ZoneAction, ZoneState, ZonedDevice};
-
-use common::BS;
 
 fn block(lba: u64) -> (Vec<u8>, Vec<u8>) {
     common::block(lba, 0)
@@ -15,15 +13,7 @@ fn block(lba: u64) -> (Vec<u8>, Vec<u8>) {
 
 async fn run(failed: usize) {
     let g = common::small_member_geometry();
-    let emus = common::emu_members(&g, 3, 7 + failed as u64);
-    let cfg = RaiznConfig {
-        stripe_unit_bytes: 8 * BS as u64,
-        ..RaiznConfig::new([3; 16])
-    };
-    let v = match RaiznVolume::format(common::as_members(&emus), cfg, false).await {
-        Ok(v) => v,
-        Err(e) => panic!("format: {e}"),
-    };
+    let (_emus, v) = common::small_array(7 + failed as u64, 3).await;
     let lg = v.geometry();
     // Three blocks short of the capacity: the last stripe's first unit is complete, so its
     // member's zone is full while the logical zone is only Closed.

@@ -7,10 +7,9 @@ mod common;
 use std::sync::Arc;
 
 use emu::EmuDevice;
-use raizn::{Member, RaiznConfig, RaiznVolume};
+use raizn::{Member, RaiznVolume};
 use zns::{ZoneAction, ZoneState, ZonedDevice};
 
-use common::BS;
 /// Blocks written to zone 0 after its reset: the first data unit of the first stripe
 /// (8 blocks, member 0) and 3 blocks of the second (member 1).
 const WRITTEN: u64 = 11;
@@ -38,15 +37,7 @@ async fn write(v: &RaiznVolume, from: u64, to: u64) {
 
 async fn run() {
     let g = common::small_member_geometry();
-    let mut emus = common::emu_members(&g, 3, 747);
-    let cfg = RaiznConfig {
-        stripe_unit_bytes: 8 * BS as u64,
-        ..RaiznConfig::new([7; 16])
-    };
-    let v = match RaiznVolume::format(common::as_members(&emus), cfg, false).await {
-        Ok(v) => v,
-        Err(e) => panic!("format: {e}"),
-    };
+    let (mut emus, v) = common::small_array(747, 7).await;
     let l = v.layout();
     assert_eq!(
         (l.data_member(0, 0), l.data_member(0, 1), l.parity_member(0)),

@@ -53,6 +53,20 @@ pub async fn assert_blocks(v: &RaiznVolume, lbas: Range<u64>, salt: u64, what: &
     }
 }
 
+/// Three fresh `small_member_geometry` members (seeded) and a RAIZN array formatted on them
+/// with a stripe unit of 8 blocks, for the open and rebuild regression tests.
+pub async fn small_array(seed: u64, uuid: u8) -> (Vec<Arc<EmuDevice>>, RaiznVolume) {
+    let emus = emu_members(&small_member_geometry(), 3, seed);
+    let cfg = RaiznConfig {
+        stripe_unit_bytes: 8 * BS as u64,
+        ..RaiznConfig::new([uuid; 16])
+    };
+    match RaiznVolume::format(as_members(&emus), cfg, false).await {
+        Ok(v) => (emus, v),
+        Err(e) => panic!("format: {e}"),
+    }
+}
+
 /// Runs `f` to completion on a current-thread runtime whose clock is paused, so that the
 /// volume's timers fire at once and a run is repeatable.
 pub fn block_on_paused<F: Future>(f: F) -> F::Output {
