@@ -185,6 +185,21 @@ pub fn run_with_progress(specs: &[JobSpec], t: &Target, p: &Progress) -> Result<
     outcome
 }
 
+/// Runs zoned jobs on `dev`, any zoned device (a real drive through zlinux), on the caller's
+/// runtime: in real time when that runtime's clock is the wall clock, with no timing model.
+/// Only `t.seed` of the target is used (the random offsets); the device is what it is.
+pub async fn run_zoned_on(
+    specs: &[JobSpec],
+    t: &Target,
+    dev: &dyn ZonedDevice,
+    p: &Progress,
+) -> Result<Vec<JobResult>, String> {
+    workload::count_progress_into(Some(Arc::clone(&p.done)));
+    let results = run_zoned(specs, t, dev, p).await;
+    workload::count_progress_into(None);
+    results
+}
+
 pub(super) fn job_seed(t: &Target, i: usize) -> u64 {
     t.seed ^ (i as u64).wrapping_mul(0xA24B_AED4_963E_E407)
 }

@@ -1,8 +1,10 @@
 //! `zonestack bench JOBFILE`: runs an fio job file (the subset `bench::jobfile` parses) in
 //! virtual time on the timing model: on the emulated ZNS drive (zoned jobs), a conventional
 //! SSD on the same flash, or the host FTL on the ZNS drive (block jobs), or with `--device`
-//! on an existing device image; prints fio's text report or, with `--output-format=json`,
-//! fio's JSON shape.
+//! on an existing device image; or, with `--device` naming a zoned block device
+//! (`/dev/nvme0n2`), zoned jobs on that drive in real time with no timing model, so the same
+//! job file measures the emulator and a drive. Prints fio's text report or, with
+//! `--output-format=json`, fio's JSON shape.
 
 use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
@@ -41,9 +43,15 @@ pub struct BenchJobArgs {
     /// Run on this existing device image (`zonestack device create`) instead of a fresh
     /// in-memory device: its zones with --target zns, or with --target ftl the volume
     /// `zonestack ftl format` made on it. The image keeps its geometry; --profile gives the
-    /// timing. The jobs overwrite the image's data, as fio overwrites a device.
-    #[arg(long, value_name = "IMAGE")]
+    /// timing. The jobs overwrite the image's data, as fio overwrites a device. A zoned block
+    /// device (/dev/nvme0n2, /dev/nullb0) runs zoned jobs (--target zns) on the drive itself
+    /// in real time, with no timing model.
+    #[arg(long, value_name = "IMAGE|DEVICE")]
     pub device: Option<PathBuf>,
+    /// With --device on a drive: run even though zones hold data, which the jobs reset and
+    /// overwrite.
+    #[arg(long)]
+    pub force: bool,
     /// normal (fio's text report) or json (fio's JSON shape).
     #[arg(long, default_value = "normal")]
     pub output_format: String,
@@ -88,6 +96,14 @@ pub fn run(a: &BenchJobArgs, out: &mut impl Write) -> CliResult {
         .map_err(|e| CliError::Usage(format!("cannot read {}: {e}", a.jobfile.display())))?;
     let specs = bench::jobfile::parse(&text)
         .map_err(|e| CliError::Usage(format!("{}: {e}", a.jobfile.display())))?;
+    if let Some(path) = a
+        .device
+        .as_ref()
+        .filter(|p| crate::opened::is_block_device(p))
+    {
+        let results = crate::bench_drive::run(a, path, specs)?;
+        return print_results(&results, None, json, out);
+    }
     // A job file written for a real drive names it; say that it is not what runs.
     for s in &specs {
         if let Some(f) = &s.filename {
@@ -158,16 +174,26 @@ pub fn run(a: &BenchJobArgs, out: &mut impl Write) -> CliResult {
     if let Some(w) = dropped_writes_warning(outcome.volume.as_ref()) {
         eprintln!("{w}");
     }
+    print_results(&results, outcome.volume.as_ref(), json, out)
+}
+
+/// fio's text report or JSON shape of `results`, with the block volume's figures if any.
+fn print_results(
+    results: &[bench::fio::JobResult],
+    volume: Option<&serde_json::Value>,
+    json: bool,
+    out: &mut impl Write,
+) -> CliResult {
     if json {
-        let mut v = bench::fio::to_json(&results);
-        if let (Some(vol), Some(obj)) = (outcome.volume.as_ref(), v.as_object_mut()) {
+        let mut v = bench::fio::to_json(results);
+        if let (Some(vol), Some(obj)) = (volume, v.as_object_mut()) {
             obj.insert("volume".into(), vol.clone());
         }
         let s = serde_json::to_string_pretty(&v).map_err(|e| CliError::Other(e.to_string()))?;
         writeln!(out, "{s}")?;
     } else {
-        write!(out, "{}", bench::fio::to_text(&results))?;
-        if let Some(vol) = &outcome.volume {
+        write!(out, "{}", bench::fio::to_text(results))?;
+        if let Some(vol) = volume {
             write!(out, "{}", volume_text(vol))?;
         }
     }

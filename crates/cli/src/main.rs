@@ -1,6 +1,7 @@
 //! `zonestack`: the command-line tool of the zonestack storage stack.
 
 mod args;
+mod bench_drive;
 mod bench_emu;
 mod bench_ftl;
 mod bench_jobfile;

@@ -190,7 +190,7 @@ pub(super) fn groups_of(s: &JobSpec, g: &Geometry, seed: u64) -> Result<Vec<Grou
     Ok(out)
 }
 
-pub(super) async fn prefill(dev: &EmuDevice, groups: &[Group]) -> Result<(), String> {
+pub(super) async fn prefill(dev: &dyn ZonedDevice, groups: &[Group]) -> Result<(), String> {
     let fill: Vec<Job> = groups
         .iter()
         .flat_map(|grp| &grp.prefill)
@@ -228,7 +228,10 @@ pub(super) async fn prefill(dev: &EmuDevice, groups: &[Group]) -> Result<(), Str
 /// Resets the zones that the phase's writing jobs write and that already hold data (an
 /// image's, or an earlier phase's): the jobs write from the start of each zone, as fio
 /// resets the zones of a zoned device before writing them.
-pub(super) async fn empty_written_zones(dev: &EmuDevice, groups: &[Group]) -> Result<(), String> {
+pub(super) async fn empty_written_zones(
+    dev: &dyn ZonedDevice,
+    groups: &[Group],
+) -> Result<(), String> {
     let g = dev.geometry();
     let err = |e: zns::NvmeStatus| format!("emptying the zones to write: {e}");
     let zones = groups
@@ -253,7 +256,7 @@ pub(super) async fn empty_written_zones(dev: &EmuDevice, groups: &[Group]) -> Re
 
 /// Runs one stonewall phase: its groups concurrently.
 pub(super) async fn phase(
-    dev: &EmuDevice,
+    dev: &dyn ZonedDevice,
     groups: Vec<Group>,
     origin: Instant,
 ) -> Result<Vec<JobResult>, String> {
@@ -313,7 +316,7 @@ pub(super) fn refuse_shared_zones(running: &[Group], new: &[Group]) -> Result<()
 pub(super) async fn run_zoned(
     specs: &[JobSpec],
     t: &Target,
-    dev: &EmuDevice,
+    dev: &dyn ZonedDevice,
     p: &Progress,
 ) -> Result<Vec<JobResult>, String> {
     let g = dev.geometry();
