@@ -125,6 +125,11 @@ pub struct CheckArgs {
     /// Allow the check on a device holding data (any zone not Empty): the data is lost.
     #[arg(long)]
     pub destructive: bool,
+    /// Run every item on the device's own zone layout, not only on the layout it was written
+    /// for (a device whose zones cannot take the kit's layout, e.g. null_blk's MiB-sized
+    /// zones); a failure may then come from the item's assumptions rather than the device.
+    #[arg(long)]
+    pub any_layout: bool,
 }
 
 #[derive(Args, Debug)]

@@ -118,6 +118,8 @@ fn note_mismatch(notes: &Notes, dev: &Geometry, wanted: &Geometry) {
 struct DriveFactory {
     dev: Arc<LinuxZoned>,
     notes: Notes,
+    /// Every item runs on the device's own layout (--any-layout).
+    any_layout: bool,
 }
 
 #[async_trait]
@@ -125,7 +127,9 @@ impl DeviceFactory for DriveFactory {
     type Device = Arc<LinuxZoned>;
 
     async fn create(&self, geometry: &Geometry) -> Arc<LinuxZoned> {
-        note_mismatch(&self.notes, &self.dev.geometry(), geometry);
+        if !self.any_layout {
+            note_mismatch(&self.notes, &self.dev.geometry(), geometry);
+        }
         if let Err(s) = self.dev.zone_mgmt(ZoneAction::Reset, 0, true).await {
             self.notes
                 .setup_failed(format!("resetting every zone before the item failed: {s}"));
@@ -148,6 +152,9 @@ impl DeviceFactory for DriveFactory {
         ));
     }
     fn geometry_for(&self, wanted: &Geometry) -> Geometry {
+        if self.any_layout {
+            return self.dev.geometry();
+        }
         geometry_on(self.dev.geometry(), wanted)
     }
     fn take_unsupported(&self) -> Option<String> {
@@ -303,11 +310,13 @@ pub async fn run(a: &CheckArgs, out: &mut impl Write) -> CliResult {
                 a.path.display(),
                 layout_text(&g)
             )?;
+            let known = zlinux::known_kit_failures(d.traits());
             let f = DriveFactory {
                 dev: Arc::new(d),
                 notes: Notes::default(),
+                any_layout: a.any_layout,
             };
-            run_items(&f, &f.notes, zlinux::KNOWN_KIT_FAILURES, out).await?
+            run_items(&f, &f.notes, &known, out).await?
         }
         Opened::Image(img) => {
             let cfg = img.config();

@@ -1,7 +1,7 @@
 //! `zonestack` on real zoned block devices: one VM boot (scripts/vm) with two QEMU NVMe ZNS
 //! namespaces runs the real binary on them. `device check --destructive` on the namespace
-//! with the kit's layout fails only the items the block-layer backend is known to fail
-//! (zlinux::KNOWN_KIT_FAILURES); `ftl format` refuses a namespace holding data until
+//! with the kit's layout fails only the items the backend is known to fail on a namespace
+//! with passthrough (zlinux::known_kit_failures), and passes the items that copy; `ftl format` refuses a namespace holding data until
 //! --force; `zone reset` refuses too; a device held by a running `serve` is refused as busy;
 //! the volume mounts after format, and `serve --device` exports it to the kernel's own NBD
 //! client, where mkfs.ext4 makes a file system whose files read back after the server is
@@ -13,16 +13,31 @@
 mod vm_harness;
 
 /// /dev/nvme0n1 has the kit's layout (8 zones of 64 blocks, 48 writable, 4 KiB, max open 3,
-/// max active 4); /dev/nvme0n2 holds an FTL volume (24 zones of 1 MiB, no limits: an 18.5 MiB
+/// max active 4) and Copy limits (4 ranges, 16 blocks per range, 32 in all); /dev/nvme0n2 holds an FTL volume (24 zones of 1 MiB, no limits: an 18.5 MiB
 /// volume on 22 data zones, small enough that writing it three times needs garbage
-/// collection); /dev/nvme0n3-5 are the members of a RAIZN array (8 zones of 1 MiB each).
-const NAMESPACES: [&str; 5] = [
-    "zones=8,zone_size=256K,zone_capacity=192K,max_open=3,max_active=4",
+/// collection); /dev/nvme0n3-5 are the members of a RAIZN array (8 zones of 1 MiB each);
+/// /dev/nvme0n6 runs the fio job file (8 zones of 1 MiB); /dev/nvme0n7 has null_blk's
+/// layout below, for the kit on both.
+const NAMESPACES: [&str; 7] = [
+    "zones=8,zone_size=256K,zone_capacity=192K,max_open=3,max_active=4,mssrl=16,mcl=32,msrc=3",
     "zones=24,zone_size=1M",
     "zones=8,zone_size=1M",
     "zones=8,zone_size=1M",
     "zones=8,zone_size=1M",
+    "zones=8,zone_size=1M",
+    "zones=8,zone_size=2M,zone_capacity=1M,max_open=3,max_active=4",
 ];
+
+/// A null_blk zoned device as close to the kit's layout as null_blk's MiB-sized zones get:
+/// 8 zones of 2 MiB with 1 MiB writable, 4 KiB blocks, max open 3, max active 4.
+const NULLBLK: &str =
+    "size=16,blocksize=4096,zone_size=2,zone_capacity=1,zone_max_open=3,zone_max_active=4";
+
+/// The job file the bench steps run, at /drive.fio in the guest (its /tmp is a fresh tmpfs).
+const JOBFILE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../examples/fio/drive-functional.fio"
+);
 
 /// The host's mke2fs, run as mkfs.ext4 in the guest, and its configuration.
 const MKFS: &str = "/usr/sbin/mke2fs:/bin/mkfs.ext4";
@@ -97,6 +112,13 @@ step raizn-check $Z raizn check $M
 step raizn-reset-refused $Z zone reset --raizn $A --all
 step raizn-reset-forced $Z zone reset --raizn $A --all --force
 step zapraid-refused $Z zapraid format $M --force
+step nullblk-check $Z device check /dev/nullb0 --destructive
+step nullblk-any $Z device check /dev/nullb0 --destructive --any-layout
+step qemu-any $Z device check /dev/nvme0n7 --destructive --any-layout
+step bench $Z bench /drive.fio --device /dev/nvme0n6
+step bench-refused $Z bench /drive.fio --device /dev/nvme0n6
+step bench-forced $Z bench /drive.fio --device /dev/nvme0n6 --force --output-format json
+step bench-zones $Z zone report /dev/nvme0n6 --count 7
 "#;
 
 /// The output of step `name` (between the previous marker and its own) and its exit status.
@@ -124,6 +146,8 @@ fn zonestack_runs_on_qemu_zns_namespaces() {
     for ns in NAMESPACES {
         args.extend(["--ns", ns]);
     }
+    let job = format!("{JOBFILE}:/drive.fio");
+    args.extend(["--nullblk", NULLBLK, "--file", &job]);
     args.extend(["--file", &file, "--timeout", "400"]);
     // The kernel's NBD client and ext4 over the served volume: nbd-client is not in busybox,
     // so it comes from Debian's package (with the one library the host may lack); mkfs.ext4
@@ -149,10 +173,15 @@ fn zonestack_runs_on_qemu_zns_namespaces() {
     let items: Vec<&str> = check.lines().filter(|l| l.starts_with("item ")).collect();
     assert_eq!(items.len(), zns::conformance::ITEMS.len(), "{check}");
     assert!(items.iter().any(|l| l.contains(" pass: ")), "{check}");
+    let known = zlinux::known_kit_failures(zlinux::DeviceTraits {
+        append: true,
+        copy: true,
+        null_blk: false,
+    });
     for line in items.iter().filter(|l| l.contains(" FAIL: ")) {
         let n: u32 = line[5..7].trim().parse().expect("item number");
         assert!(
-            zlinux::KNOWN_KIT_FAILURES.iter().any(|(k, _)| *k == n),
+            known.iter().any(|(k, _)| *k == n),
             "unexpected failure: {line}"
         );
         assert!(line.contains("[known: "), "{line}");
@@ -218,6 +247,13 @@ fn zonestack_runs_on_qemu_zns_namespaces() {
         let line = format!("item {item} pass: ");
         assert!(check.contains(&line), "{line} in:\n{check}");
     }
+    // Simple Copy goes through passthrough too: item 39, which copies, passes on nvme0n1 (item
+    // 33 needs a zone forced offline, which a drive cannot do, and 4 and 24 another layout;
+    // conformance_in_vm.rs runs those).
+    for item in ["39"] {
+        let line = format!("item {item} pass: ");
+        assert!(check.contains(&line), "{line} in:\n{check}");
+    }
     for s in ["ftl-append", "ftl-append-mount"] {
         let (text, code) = step(out, s);
         assert_eq!(code, 0, "{s}: {text}");
@@ -249,6 +285,8 @@ fn zonestack_runs_on_qemu_zns_namespaces() {
     let (text, code) = step(out, "zapraid-refused");
     assert_eq!(code, 1, "{text}");
     assert!(text.contains("metadata"), "{text}");
+    check_null_blk(out);
+    check_bench(out);
     // The files written through the kernel's NBD client and ext4 read back after the server
     // was stopped (volume flushed and checkpointed) and started again on the drive.
     let (text, code) = step(out, "verify");
@@ -257,4 +295,74 @@ fn zonestack_runs_on_qemu_zns_namespaces() {
         text.contains("/mnt/big: OK") && text.contains("/mnt/small.txt: OK"),
         "{text}"
     );
+}
+
+/// `device check` on null_blk: one line per item; on its own layout no item applies (null_blk
+/// sizes zones in MiB, the kit's zones are 256 KiB). With --any-layout on null_blk and on a
+/// QEMU namespace of the same layout, the failures are printed for docs/TESTING.md.
+fn check_null_blk(out: &str) {
+    let (check, code) = step(out, "nullblk-check");
+    assert_eq!(code, 0, "{check}");
+    let none = format!(
+        "0 passed, 0 failed, {} not applicable",
+        zns::conformance::ITEMS.len()
+    );
+    assert!(check.contains(&none), "{check}");
+    let (nullb, _) = step(out, "nullblk-any");
+    let (qemu, _) = step(out, "qemu-any");
+    for text in [nullb, qemu] {
+        let items = text.lines().filter(|l| l.starts_with("item ")).count();
+        assert_eq!(items, zns::conformance::ITEMS.len(), "{text}");
+    }
+    // Where null_blk and QEMU disagree on the same layout (docs/TESTING.md): a reset zone's
+    // old data, a closed zone at its start made Empty, a finish that checks the active limit.
+    // Each is marked known on null_blk.
+    for item in ["12", "15", "18", "35"] {
+        let fail = format!("item {item} FAIL: ");
+        let line = nullb.lines().find(|l| l.starts_with(&fail));
+        assert!(
+            line.is_some_and(|l| l.contains("[known: null_blk")),
+            "{fail} on null_blk:\n{nullb}"
+        );
+        assert!(
+            qemu.contains(&format!("item {item} pass: ")),
+            "{item}:\n{qemu}"
+        );
+    }
+}
+
+/// `bench JOBFILE --device` on a drive: the three jobs run in real time and move what the
+/// job file says; a drive holding data is refused without --force.
+fn check_bench(out: &str) {
+    let (text, code) = step(out, "bench");
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("real time"), "{text}");
+    for job in ["seq-write:", "append:", "rand-read:"] {
+        assert!(text.contains(job), "{job} in {text}");
+    }
+    let (text, code) = step(out, "bench-refused");
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("--force"), "{text}");
+    let (text, code) = step(out, "bench-forced");
+    assert_eq!(code, 0, "{text}");
+    let json = &text[text.find('{').expect("json")..=text.rfind('}').expect("json")];
+    let v: serde_json::Value = serde_json::from_str(json).expect("bench json");
+    let bytes = |job: usize, dir: &str| v["jobs"][job][dir]["io_bytes"].as_u64();
+    assert_eq!(bytes(0, "write"), Some(4 << 20), "{v}");
+    assert_eq!(bytes(1, "write"), Some(2 << 20), "{v}");
+    assert_eq!(bytes(2, "read"), Some(1 << 20), "{v}");
+    // What the jobs left, as on an emulator image (docs/BENCHMARKS.md): the read job's
+    // zones 0-3 filled with the 256 KiB each its reads need, zones 4-5 appended to
+    // capacity, zone 6 untouched.
+    let (text, code) = step(out, "bench-zones");
+    assert_eq!(code, 0, "{text}");
+    let zones: Vec<&str> = text.lines().filter(|l| l.contains("start:")).collect();
+    let count = |cond: &str| zones.iter().filter(|l| l.contains(cond)).count();
+    assert_eq!(
+        (count("(oi)"), count("(fu)"), count("(em)")),
+        (4, 2, 1),
+        "{text}"
+    );
+    let filled = zones.iter().filter(|l| l.contains("wptr 0x000040")).count();
+    assert_eq!(filled, 4, "{text}");
 }

@@ -23,9 +23,14 @@ use zns::{
 };
 
 use crate::buf::AlignedBuf;
+use crate::copy;
 use crate::errno::{diagnose_read, diagnose_write, status_of, Op};
 use crate::ioctl::{self, Mgmt};
-use crate::nvme::{completion, Completion, NvmeCmd};
+use crate::known::DeviceTraits;
+use crate::nvme::{
+    completion, copy_descriptors, copy_limits, Completion, CopyLimits, NvmeCmd, CNS_CONTROLLER,
+    CNS_NAMESPACE, IDENTIFY_BYTES,
+};
 use crate::report::{self, ReportError, SECTOR_BYTES};
 use crate::ring::{Cmd, Done, Ring};
 use crate::sysfs::{self, SysfsError};
@@ -49,31 +54,30 @@ impl Capability {
     pub fn missing(self) -> &'static str {
         match self {
             Capability::ZoneAppend => "Zone Append needs NVMe passthrough (IORING_OP_URING_CMD on /dev/ngXnY), which this device does not offer; the block device interface offers no append to user space",
-            Capability::SimpleCopy => "Simple Copy needs NVMe passthrough (/dev/ngXnY), which this backend does not implement yet",
+            Capability::SimpleCopy => "Simple Copy needs NVMe passthrough (/dev/ngXnY) to a namespace whose controller supports the Copy command",
             Capability::Metadata => "per-block metadata needs NVMe passthrough (/dev/ngXnY), which this backend does not implement yet",
             Capability::ZoneOffline => "the Offline zone action has no block layer ioctl; it needs NVMe passthrough (/dev/ngXnY)",
         }
     }
 }
 
-/// NVMe passthrough on the namespace's generic character device: Zone Append.
+/// NVMe passthrough on the namespace's generic character device: Zone Append, and Simple
+/// Copy where the controller has it.
 struct Passthru {
     /// Declared before `_file`: the ring thread stops before the descriptor closes.
     ring: Ring,
     /// The character device the ring's commands go to, held open for it.
     _file: File,
     nsid: u32,
+    /// The namespace's Copy limits, or why it offers no Copy.
+    copy: Result<CopyLimits, String>,
 }
 
 impl Passthru {
-    /// Opens /dev/ngXnY for the NVMe namespace block device `rdev`; why not, when it cannot.
-    fn open(rdev: u64) -> Result<Passthru, String> {
-        let link = format!("/sys/dev/block/{}:{}", libc::major(rdev), libc::minor(rdev));
-        let target = std::fs::read_link(&link).map_err(|e| format!("{link}: {e}"))?;
-        let name = target
-            .file_name()
-            .and_then(|n| n.to_str())
-            .ok_or_else(|| format!("{link}: no device name"))?;
+    /// Opens /dev/ngXnY for the NVMe namespace block device named `name` by the kernel; why
+    /// not, when it cannot.
+    fn open(name: &Result<String, String>) -> Result<Passthru, String> {
+        let name = name.as_deref().map_err(|e| e.clone())?;
         let ng = crate::nvme::char_device_name(name)
             .ok_or_else(|| format!("{name} is not an NVMe namespace"))?;
         let path = PathBuf::from("/dev").join(ng);
@@ -89,14 +93,66 @@ impl Passthru {
             let e = std::io::Error::last_os_error();
             return Err(format!("{}: namespace id: {e}", path.display()));
         }
+        let nsid = nsid as u32;
+        let copy = identify_copy(file.as_raw_fd(), nsid)
+            .map_err(|why| format!("{}: {why}", path.display()));
         let ring = Ring::start_passthru(file.as_raw_fd(), QUEUE_DEPTH)
             .map_err(|e| format!("{}: io_uring with 128-byte entries: {e}", path.display()))?;
         Ok(Passthru {
             ring,
             _file: file,
-            nsid: nsid as u32,
+            nsid,
+            copy,
         })
     }
+}
+
+/// The kernel's name of the block device numbered `rdev`, from sysfs.
+fn kernel_name(rdev: u64) -> Result<String, String> {
+    let link = format!("/sys/dev/block/{}:{}", libc::major(rdev), libc::minor(rdev));
+    let target = std::fs::read_link(&link).map_err(|e| format!("{link}: {e}"))?;
+    target
+        .file_name()
+        .and_then(|n| n.to_str())
+        .map(str::to_string)
+        .ok_or_else(|| format!("{link}: no device name"))
+}
+
+/// The namespace's Copy limits from Identify Controller and Identify Namespace (admin
+/// commands, which need CAP_SYS_ADMIN), or why there are none.
+fn identify_copy(fd: RawFd, nsid: u32) -> Result<CopyLimits, String> {
+    let identify = |cns: u8, nsid: u32| -> Result<AlignedBuf, String> {
+        let mut buf =
+            AlignedBuf::zeroed(IDENTIFY_BYTES).ok_or_else(|| "out of memory".to_string())?;
+        match completion(ioctl::nvme_admin(
+            fd,
+            &NvmeCmd::identify(nsid, cns),
+            &mut buf,
+        )) {
+            Completion::Ok => Ok(buf),
+            Completion::Status(s) => Err(format!("Identify (CNS {cns}) failed: {s}")),
+            Completion::Errno(e) => Err(format!(
+                "Identify (CNS {cns}) failed: {}",
+                std::io::Error::from_raw_os_error(e)
+            )),
+        }
+    };
+    let ctrl = identify(CNS_CONTROLLER, 0)?;
+    let ns = identify(CNS_NAMESPACE, nsid)?;
+    copy_limits(ctrl.as_slice(), ns.as_slice())
+}
+
+/// `geo` with the Copy limits of `limits`, or why they do not fit a valid geometry.
+fn with_copy_limits(geo: Geometry, limits: &CopyLimits) -> Result<Geometry, String> {
+    let g = Geometry {
+        copy_max_ranges: limits.max_ranges,
+        copy_max_range_blocks: limits.max_range_blocks,
+        copy_max_blocks: limits.max_blocks,
+        ..geo
+    };
+    g.validate()
+        .map_err(|e| format!("the namespace's Copy limits are not usable: {e}"))?;
+    Ok(g)
 }
 
 /// Why a device could not be opened.
@@ -133,6 +189,9 @@ pub struct LinuxZoned {
     queued: Semaphore,
     /// NVMe passthrough, or why there is none.
     passthru: Result<Passthru, String>,
+    /// The kernel's name of the device (nvme0n2, nullb0), whatever path opened it; empty
+    /// when sysfs did not say.
+    name: String,
 }
 
 impl LinuxZoned {
@@ -175,14 +234,40 @@ impl LinuxZoned {
             path: path.to_path_buf(),
             source,
         })?;
+        let name = kernel_name(rdev);
+        let mut passthru = Passthru::open(&name);
+        // The geometry carries the drive's Copy limits only when copies can be sent; else the
+        // smallest valid ones (sysfs.rs) stay.
+        let geo = match &mut passthru {
+            Ok(pt) => match pt.copy.as_ref().map(|l| with_copy_limits(geo, l)) {
+                Ok(Ok(g)) => g,
+                Ok(Err(why)) => {
+                    pt.copy = Err(why);
+                    geo
+                }
+                Err(_) => geo,
+            },
+            Err(_) => geo,
+        };
         Ok(LinuxZoned {
             path: path.to_path_buf(),
             file: Arc::new(file),
             geo,
             ring,
             queued: Semaphore::new(QUEUE_DEPTH as usize),
-            passthru: Passthru::open(rdev),
+            passthru,
+            name: name.unwrap_or_default(),
         })
+    }
+
+    /// What the device offers that decides which conformance items fail on it
+    /// ([`crate::known_kit_failures`]).
+    pub fn traits(&self) -> DeviceTraits {
+        DeviceTraits {
+            append: self.supports(Capability::ZoneAppend).is_ok(),
+            copy: self.supports(Capability::SimpleCopy).is_ok(),
+            null_blk: self.name.starts_with("nullb"),
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -193,7 +278,13 @@ impl LinuxZoned {
     pub fn supports(&self, cap: Capability) -> Result<(), String> {
         match (cap, &self.passthru) {
             (Capability::ZoneAppend, Ok(_)) => Ok(()),
-            (Capability::ZoneAppend, Err(why)) => Err(format!("{} ({why})", cap.missing())),
+            (Capability::SimpleCopy, Ok(pt)) => match &pt.copy {
+                Ok(_) => Ok(()),
+                Err(why) => Err(format!("{} ({why})", cap.missing())),
+            },
+            (Capability::ZoneAppend | Capability::SimpleCopy, Err(why)) => {
+                Err(format!("{} ({why})", cap.missing()))
+            }
             _ => Err(cap.missing().to_string()),
         }
     }
@@ -245,6 +336,33 @@ impl LinuxZoned {
         let done = self.run_on(&pt.ring, Cmd::Passthru { cmd, buf }).await;
         match completion(done.result) {
             Completion::Ok => Ok(done.result64),
+            Completion::Status(s) => Err(s),
+            Completion::Errno(e) => Err(status_of(e, Op::Write)),
+        }
+    }
+
+    /// Simple Copy through passthrough, after the host-side checks (crate::copy) that keep a
+    /// failed copy from writing part of its ranges.
+    async fn copy_passthru(
+        &self,
+        pt: &Passthru,
+        sources: &[CopyRange],
+        dest: Lba,
+        fua: bool,
+    ) -> NvmeResult<()> {
+        let blocks = copy::check_sources(&self.geo, sources)?;
+        check_range(&self.geo, dest, blocks)?;
+        let zone = self.zone_at(dest).await?;
+        copy::check_dest(&self.geo, &zone, dest, blocks)?;
+        let ranges =
+            u8::try_from(sources.len()).map_err(|_| NvmeStatus::CommandSizeLimitExceeded)?;
+        let desc = copy_descriptors(sources).ok_or(NvmeStatus::CommandSizeLimitExceeded)?;
+        let len = u32::try_from(desc.len()).map_err(|_| NvmeStatus::InvalidField)?;
+        let buf = AlignedBuf::copy_of(&desc).ok_or(NvmeStatus::InternalError)?;
+        let cmd = NvmeCmd::copy(pt.nsid, dest, ranges, len, fua);
+        let done = self.run_on(&pt.ring, Cmd::Passthru { cmd, buf }).await;
+        match completion(done.result) {
+            Completion::Ok => Ok(()),
             Completion::Status(s) => Err(s),
             Completion::Errno(e) => Err(status_of(e, Op::Write)),
         }
@@ -484,8 +602,13 @@ impl ZonedDevice for LinuxZoned {
         Ok(())
     }
 
-    async fn copy(&self, _sources: &[CopyRange], _dest: Lba, _fua: bool) -> NvmeResult<()> {
-        Err(NvmeStatus::InvalidOpcode)
+    async fn copy(&self, sources: &[CopyRange], dest: Lba, fua: bool) -> NvmeResult<()> {
+        // Without passthrough or without the controller's Copy, the opcode is not there:
+        // `supports(Capability::SimpleCopy)` names what is missing.
+        match &self.passthru {
+            Ok(pt) if pt.copy.is_ok() => self.copy_passthru(pt, sources, dest, fua).await,
+            _ => Err(NvmeStatus::InvalidOpcode),
+        }
     }
 
     async fn zone_mgmt(&self, action: ZoneAction, zslba: Lba, select_all: bool) -> NvmeResult<()> {

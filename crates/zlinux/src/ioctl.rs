@@ -1,8 +1,10 @@
-//! The zoned block device ioctls of linux/blkzoned.h and linux/fs.h, as thin wrappers that
-//! return the errno on failure.
+//! The zoned block device ioctls of linux/blkzoned.h and linux/fs.h, and the NVMe admin
+//! passthrough ioctl of linux/nvme_ioctl.h, as thin wrappers that return the errno on failure.
 
 use std::os::fd::RawFd;
 
+use crate::buf::AlignedBuf;
+use crate::nvme::{NvmeCmd, NVME_IOCTL_ADMIN_CMD};
 use crate::report;
 
 /// `struct blk_zone_range`: a sector range for the zone management ioctls.
@@ -61,5 +63,26 @@ pub fn report_zones(fd: RawFd, sector: u64, max_zones: u32) -> Result<Vec<u8>, i
         Err(last_errno())
     } else {
         Ok(buf)
+    }
+}
+
+/// Runs an NVMe admin command synchronously on an NVMe character device, with `buf` as its
+/// data buffer. The result reads like a passthrough completion's (`nvme::completion`): 0, a
+/// positive NVMe status, or a negative errno.
+pub fn nvme_admin(fd: RawFd, cmd: &NvmeCmd, buf: &mut AlignedBuf) -> i32 {
+    let len = u32::try_from(buf.len()).unwrap_or(u32::MAX);
+    let mut bytes = cmd.encode(buf.as_mut_ptr() as u64);
+    // The ioctl's struct carries the buffer length the command was built with: never more
+    // than the buffer holds.
+    let data_len = cmd.data_len.min(len);
+    bytes[36..40].copy_from_slice(&data_len.to_ne_bytes());
+    // SAFETY: `bytes` starts with a `struct nvme_passthru_cmd` (72 bytes) whose data pointer
+    // and length describe `buf`, which lives across the call; the kernel writes the result
+    // field in place.
+    let rc = unsafe { libc::ioctl(fd, NVME_IOCTL_ADMIN_CMD as _, bytes.as_mut_ptr()) };
+    if rc < 0 {
+        -last_errno()
+    } else {
+        rc
     }
 }

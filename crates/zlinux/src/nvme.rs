@@ -3,22 +3,37 @@
 //! character device that belongs to a namespace's block device, and the completion status.
 //!
 //! Passthrough carries what the block layer cannot: Zone Append (the LBA the data landed at
-//! comes back in the completion) and the drive's own status code, not an errno.
+//! comes back in the completion), Simple Copy (NVMe Copy with source range descriptors of
+//! format 0, its limits from Identify), and the drive's own status code, not an errno.
 
-use zns::{Lba, NvmeStatus};
+use zns::{CopyRange, Lba, NvmeStatus};
 
 /// `_IOWR('N', 0x80, struct nvme_uring_cmd)`: an I/O command through io_uring.
 pub const NVME_URING_CMD_IO: u32 = 0xC048_4E80;
 /// `_IO('N', 0x40)`: the namespace id of the device the descriptor is open on.
 pub const NVME_IOCTL_ID: libc::c_ulong = 0x4E40;
+/// `_IOWR('N', 0x41, struct nvme_passthru_cmd)`: an admin command (Identify), synchronously.
+pub const NVME_IOCTL_ADMIN_CMD: libc::c_ulong = 0xC048_4E41;
 /// NVMe Zone Append (ZNS command set).
 pub const OPC_ZONE_APPEND: u8 = 0x7D;
+/// NVMe Copy (NVM command set; Simple Copy in ZNS terms).
+pub const OPC_COPY: u8 = 0x19;
+/// NVMe Identify (admin).
+pub const OPC_IDENTIFY: u8 = 0x06;
+/// Identify CNS values: the namespace's and the controller's data structures.
+pub const CNS_NAMESPACE: u8 = 0x00;
+pub const CNS_CONTROLLER: u8 = 0x01;
+/// Bytes of an Identify data structure.
+pub const IDENTIFY_BYTES: usize = 4096;
+/// Bytes of one source range descriptor of format 0.
+pub const COPY_RANGE_BYTES: usize = 32;
 /// Force Unit Access in CDW12.
 const FUA_BIT: u32 = 1 << 30;
 /// The status field of a passthrough completion: SCT (3 bits) and SC; DNR and More are above.
 const STATUS_MASK: i32 = 0x7FF;
 
-/// One NVMe I/O command (no metadata), as `struct nvme_uring_cmd` describes it.
+/// One NVMe command (no metadata), as `struct nvme_uring_cmd` and `struct nvme_passthru_cmd`
+/// describe it (their first 72 bytes are laid out alike).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NvmeCmd {
     pub opcode: u8,
@@ -43,6 +58,32 @@ impl NvmeCmd {
         }
     }
 
+    /// Copy of the ranges whose `ranges` descriptors (format 0) are the `data_len`-byte data
+    /// buffer, to `dest`, which must be the write pointer of its zone.
+    pub fn copy(nsid: u32, dest: Lba, ranges: u8, data_len: u32, fua: bool) -> NvmeCmd {
+        NvmeCmd {
+            opcode: OPC_COPY,
+            nsid,
+            data_len,
+            cdw10: dest as u32,
+            cdw11: (dest >> 32) as u32,
+            // NR (bits 7:0) is 0-based; descriptor format (bits 11:8) 0; no protection info.
+            cdw12: u32::from(ranges.saturating_sub(1)) | if fua { FUA_BIT } else { 0 },
+        }
+    }
+
+    /// Identify with `cns` into a 4096-byte buffer.
+    pub fn identify(nsid: u32, cns: u8) -> NvmeCmd {
+        NvmeCmd {
+            opcode: OPC_IDENTIFY,
+            nsid,
+            data_len: IDENTIFY_BYTES as u32,
+            cdw10: u32::from(cns),
+            cdw11: 0,
+            cdw12: 0,
+        }
+    }
+
     /// The 80 command bytes of the SQE128 (the 72-byte struct, zero padded) with the data
     /// buffer at `addr`.
     pub fn encode(&self, addr: u64) -> [u8; 80] {
@@ -56,6 +97,69 @@ impl NvmeCmd {
         b[48..52].copy_from_slice(&self.cdw12.to_ne_bytes());
         b
     }
+}
+
+/// The data buffer of a Copy: one 32-byte source range descriptor of format 0 per range
+/// (SLBA in bytes 8..16, the 0-based NLB in 16..18, little-endian; the rest zero), or None
+/// when a range cannot be encoded (no blocks, or more than 65536).
+pub fn copy_descriptors(ranges: &[CopyRange]) -> Option<Vec<u8>> {
+    let mut b = vec![0u8; ranges.len() * COPY_RANGE_BYTES];
+    for (r, d) in ranges.iter().zip(b.chunks_exact_mut(COPY_RANGE_BYTES)) {
+        let nlb = u16::try_from(r.blocks.checked_sub(1)?).ok()?;
+        d[8..16].copy_from_slice(&r.lba.to_le_bytes());
+        d[16..18].copy_from_slice(&nlb.to_le_bytes());
+    }
+    Some(b)
+}
+
+/// A namespace's Copy limits, from Identify Namespace: source ranges (MSRC + 1), blocks per
+/// range (MSSRL) and blocks per command (MCL).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CopyLimits {
+    pub max_ranges: u32,
+    pub max_range_blocks: u32,
+    pub max_blocks: u32,
+}
+
+/// ONCS bit 8 in Identify Controller: the Copy command is supported.
+const ONCS_COPY: u16 = 1 << 8;
+/// OCFS bit 0 in Identify Controller: source range descriptor format 0 is supported.
+const OCFS_FORMAT0: u16 = 1;
+
+fn le16(b: &[u8], at: usize) -> u16 {
+    b.get(at..at + 2)
+        .map_or(0, |s| u16::from_le_bytes([s[0], s[1]]))
+}
+
+fn le32(b: &[u8], at: usize) -> u32 {
+    b.get(at..at + 4)
+        .map_or(0, |s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+}
+
+/// The Copy limits from Identify Controller (`ctrl`) and Identify Namespace (`ns`), or why
+/// the namespace offers no usable Copy: one line for users.
+pub fn copy_limits(ctrl: &[u8], ns: &[u8]) -> Result<CopyLimits, String> {
+    if ctrl.len() < IDENTIFY_BYTES || ns.len() < IDENTIFY_BYTES {
+        return Err("the Identify data is short".into());
+    }
+    if le16(ctrl, 520) & ONCS_COPY == 0 {
+        return Err("the controller does not support the Copy command (ONCS bit 8)".into());
+    }
+    if le16(ctrl, 534) & OCFS_FORMAT0 == 0 {
+        return Err("the controller does not support copy descriptor format 0 (OCFS)".into());
+    }
+    let limits = CopyLimits {
+        max_ranges: u32::from(ns[80]) + 1,
+        max_range_blocks: u32::from(le16(ns, 74)),
+        max_blocks: le32(ns, 76),
+    };
+    if limits.max_range_blocks == 0 || limits.max_blocks == 0 {
+        return Err(format!(
+            "the namespace reports Copy limits of zero (MSSRL {}, MCL {})",
+            limits.max_range_blocks, limits.max_blocks
+        ));
+    }
+    Ok(limits)
 }
 
 /// What a passthrough completion's result means: 0 success, a positive NVMe status field
@@ -111,6 +215,69 @@ mod tests {
         );
         assert!(b[52..].iter().all(|x| *x == 0));
         assert!(b[8..24].iter().all(|x| *x == 0));
+    }
+
+    #[test]
+    fn copy_encodes_its_command_and_format_0_descriptors() {
+        let c = NvmeCmd::copy(1, 0x2_0000_0040, 3, 96, true);
+        let b = c.encode(0x1000);
+        assert_eq!(b[0], 0x19);
+        assert_eq!(u32::from_ne_bytes(b[36..40].try_into().unwrap()), 96);
+        assert_eq!(u32::from_ne_bytes(b[40..44].try_into().unwrap()), 0x40);
+        assert_eq!(u32::from_ne_bytes(b[44..48].try_into().unwrap()), 2);
+        // NR 0-based (2), format 0, FUA.
+        assert_eq!(
+            u32::from_ne_bytes(b[48..52].try_into().unwrap()),
+            2 | (1 << 30)
+        );
+        let r = |lba, blocks| CopyRange { lba, blocks };
+        let d = copy_descriptors(&[r(0x1_0000_0005, 1), r(7, 65536)]).unwrap();
+        assert_eq!(d.len(), 64);
+        assert!(d[..8].iter().all(|x| *x == 0));
+        assert_eq!(&d[8..16], &0x1_0000_0005u64.to_le_bytes());
+        assert_eq!(&d[16..18], &[0, 0]);
+        assert!(d[18..40].iter().all(|x| *x == 0));
+        assert_eq!(&d[40..48], &7u64.to_le_bytes());
+        assert_eq!(&d[48..50], &[0xFF, 0xFF]);
+        assert!(d[50..].iter().all(|x| *x == 0));
+        assert_eq!(copy_descriptors(&[r(0, 0)]), None);
+        assert_eq!(copy_descriptors(&[r(0, 65537)]), None);
+    }
+
+    /// Identify data of a controller with Copy and format 0, and a namespace with QEMU's
+    /// default limits (MSSRL 128, MCL 128, MSRC 127).
+    fn identify_pair() -> (Vec<u8>, Vec<u8>) {
+        let mut ctrl = vec![0u8; IDENTIFY_BYTES];
+        ctrl[520..522].copy_from_slice(&(ONCS_COPY | 0x3F).to_le_bytes());
+        ctrl[534..536].copy_from_slice(&1u16.to_le_bytes());
+        let mut ns = vec![0u8; IDENTIFY_BYTES];
+        ns[74..76].copy_from_slice(&128u16.to_le_bytes());
+        ns[76..80].copy_from_slice(&128u32.to_le_bytes());
+        ns[80] = 127;
+        (ctrl, ns)
+    }
+
+    #[test]
+    fn copy_limits_come_from_identify() {
+        let (ctrl, ns) = identify_pair();
+        assert_eq!(
+            copy_limits(&ctrl, &ns),
+            Ok(CopyLimits {
+                max_ranges: 128,
+                max_range_blocks: 128,
+                max_blocks: 128
+            })
+        );
+        let mut no_copy = ctrl.clone();
+        no_copy[521] = 0;
+        assert!(copy_limits(&no_copy, &ns).unwrap_err().contains("ONCS"));
+        let mut no_format = ctrl.clone();
+        no_format[534] = 0;
+        assert!(copy_limits(&no_format, &ns).unwrap_err().contains("OCFS"));
+        let mut zero = ns.clone();
+        zero[74..76].fill(0);
+        assert!(copy_limits(&ctrl, &zero).unwrap_err().contains("MSSRL 0"));
+        assert!(copy_limits(&ctrl, &ns[..100]).is_err());
     }
 
     #[test]
