@@ -351,8 +351,9 @@ async fn guest_simple_copy_through_passthrough() {
         csle
     );
     // Regression: QEMU copies range by range, so a copy whose second source crosses a zone
-    // boundary wrote its first range and moved the write pointer before failing. The host
-    // checks the sources first: the copy fails whole and changes nothing.
+    // boundary wrote its first range and moved the write pointer before failing (seen with
+    // the host check taken out: WP 270 -> 271, Internal Error, DW0 = 1, the failing range).
+    // The host checks the sources first: the copy fails whole and changes nothing.
     assert_eq!(
         dev.copy(&[r(0, 1), r(z1 - 2, 4)], z1 + 14, false).await,
         Err(NvmeStatus::ZoneBoundaryError)
