@@ -108,7 +108,11 @@ pub(crate) async fn format(
             .await
             .map_err(dev_err(i, "segment header write"))?;
     }
-    let state = (0, vec![false; l.n() as usize]);
+    let state = super::StartState {
+        gen: 0,
+        failed: vec![false; l.n() as usize],
+        recorded_gen: 0,
+    };
     let vol = ZapRaidVolume::assemble(l, members, opts.uuid, volume_blocks, index, 1, state);
     vol.sh
         .st
@@ -396,7 +400,11 @@ async fn open_attempt(
         h.volume_blocks,
         index,
         max_seq + 1,
-        (gen, failed_members),
+        super::StartState {
+            gen,
+            failed: failed_members,
+            recorded_gen: state.0,
+        },
     );
     if gen != state.0 {
         super::members::record_state(&vol.sh).await.map_err(|e| {
