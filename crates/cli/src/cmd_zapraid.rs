@@ -34,12 +34,14 @@ pub enum ModeArg {
 #[derive(Subcommand, Debug)]
 pub enum ZapraidCmd {
     /// Format an array over device images (refuses images holding data without --force).
+    #[command(alias = "create")]
     Format {
         /// Member device images, in array order: k data + m parity per stripe (at least 3;
         /// one geometry, at least 32 bytes of per-block metadata: `device create --oob 64`).
         #[arg(required = true, num_args = 3..)]
         members: Vec<PathBuf>,
-        /// Parity blocks per stripe m (k is the member count minus m); only 1 (XOR) is built.
+        /// Parity blocks per stripe m (k is the member count minus m): 1 is XOR (RAID-5),
+        /// 2 or more Reed-Solomon (up to m members may fail).
         #[arg(long, default_value_t = 1)]
         parity: u32,
         /// How stripes are grouped: grouped, zone-write or zone-append.

@@ -66,3 +66,30 @@ fn a_missing_member_is_recorded_failed_and_replaced() {
     let c = ok(&args(&["zapraid", "check"], &healed));
     assert!(c.starts_with("clean:"), "{c}");
 }
+
+/// Guards against a member missing at the open of an empty array being trusted again: the
+/// open said it failed but never wrote that down (the state was taken for recorded), so a
+/// later status with the member's original image given back reported every member healthy.
+#[test]
+fn a_member_missing_on_an_empty_array_stays_failed_when_given_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let m: Vec<String> = (0..4)
+        .map(|i| {
+            image(dir.path(), &format!("e{i}.img"))
+                .display()
+                .to_string()
+        })
+        .collect();
+    ok(&args(&["zapraid", "format", "--group", "16"], &m));
+    let mut gone = m.clone();
+    gone[1] = "missing".into();
+    let st = ok(&args(&["zapraid", "status"], &gone));
+    assert!(st.contains("degraded: member 1 (missing) failed"), "{st}");
+    for round in 0..2 {
+        let st = ok(&args(&["zapraid", "status"], &m));
+        assert!(
+            st.contains(&format!("degraded: member 1 ({}) failed", m[1])),
+            "round {round}: the stale member was taken back: {st}"
+        );
+    }
+}

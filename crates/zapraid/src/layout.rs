@@ -45,10 +45,8 @@ impl GroupMode {
 pub enum LayoutError {
     #[error("k = {0}: an array needs at least 2 data blocks per stripe")]
     TooFewData(u32),
-    #[error(
-        "m = {0}: only m = 1 (XOR parity) is supported; Reed-Solomon (m >= 2) is not built yet"
-    )]
-    ParityUnsupported(u32),
+    #[error("m = {0}: an array needs at least 1 parity block per stripe")]
+    NoParity(u32),
     #[error("k + m = {0} members given, at most {MAX_MEMBERS} are supported")]
     TooManyMembers(u32),
     #[error("{given} members given for k + m = {want}")]
@@ -170,8 +168,8 @@ impl Layout {
         if k < 2 {
             return Err(LayoutError::TooFewData(k));
         }
-        if m != 1 {
-            return Err(LayoutError::ParityUnsupported(m));
+        if m == 0 {
+            return Err(LayoutError::NoParity(m));
         }
         let n = k + m;
         if n > MAX_MEMBERS {
@@ -374,9 +372,10 @@ mod tests {
             Err(LayoutError::TooFewData(1))
         );
         assert_eq!(
-            Layout::new(3, 2, GroupMode::DEFAULT, &[g; 5]),
-            Err(LayoutError::ParityUnsupported(2))
+            Layout::new(3, 0, GroupMode::DEFAULT, &four[..3]),
+            Err(LayoutError::NoParity(0))
         );
+        assert!(Layout::new(3, 2, GroupMode::Grouped(4), &[g; 5]).is_ok());
         assert!(matches!(
             Layout::new(3, 1, GroupMode::Grouped(4), &four[..3]),
             Err(LayoutError::MemberCount { .. })

@@ -2,6 +2,7 @@
 //! with Zone Append inside stripe groups and a Zone Write barrier between groups
 //! (shared/papers/zapraid-apsys23.txt; docs/DESIGN.md, "ZapRAID"; docs/FORMAT.md).
 
+pub mod code;
 pub mod index;
 pub mod layout;
 pub mod meta;

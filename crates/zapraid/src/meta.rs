@@ -264,10 +264,10 @@ pub struct BlockRecord {
     pub seq: u64,
     /// The stripe's index in its segment.
     pub stripe: u32,
-    /// Parity records only: the XOR of the kind codes of the stripe's data blocks, so the
-    /// kind of a lost data block (data or trim) is rebuilt with its LBA and sequence number.
-    /// 0 in every other record.
-    pub kinds: u8,
+    /// Parity records only: the parity (`crate::code`) of the kind codes of the stripe's data
+    /// blocks, so the kind of a lost data block (data or trim) is rebuilt with its LBA and
+    /// sequence number. 0 in every other record.
+    pub kinds: u16,
 }
 
 impl BlockRecord {
@@ -297,39 +297,6 @@ impl BlockRecord {
         BlockRecord::new(RecordKind::State, failed, gen, stripe)
     }
 
-    /// The record of a stripe's lost data block, from the records of every other block of
-    /// the stripe (its parity included): LBA, sequence number and kind are XORed back.
-    /// `None` when the result is not a data, trim or padding record (the inputs are not one
-    /// whole stripe).
-    pub fn rebuild<'a>(
-        stripe: u32,
-        others: impl IntoIterator<Item = &'a BlockRecord>,
-    ) -> Option<BlockRecord> {
-        let (mut lba, mut seq, mut kind) = (0u64, 0u64, 0u8);
-        let mut parities = 0;
-        for r in others {
-            lba ^= r.lba;
-            seq ^= r.seq;
-            match r.kind {
-                RecordKind::Parity => {
-                    kind ^= r.kinds;
-                    parities += 1;
-                }
-                RecordKind::State | RecordKind::Hole => return None,
-                k => kind ^= k as u8,
-            }
-        }
-        let kind = match kind {
-            1 => RecordKind::Data,
-            3 => RecordKind::Trim,
-            _ => return None,
-        };
-        let r = BlockRecord::new(kind, lba, seq, stripe);
-        let padding_ok = r.is_padding() && seq == 0;
-        let seq_ok = seq != 0 && seq < SEQ_LIMIT && lba != NO_LBA;
-        (parities == 1 && (padding_ok || seq_ok)).then_some(r)
-    }
-
     pub fn is_padding(&self) -> bool {
         self.kind == RecordKind::Data && self.lba == NO_LBA
     }
@@ -339,7 +306,7 @@ impl BlockRecord {
         b[0..4].copy_from_slice(&RECORD_MAGIC);
         b[4] = VERSION as u8;
         b[5] = self.kind as u8;
-        b[6] = self.kinds;
+        b[6..8].copy_from_slice(&self.kinds.to_le_bytes());
         b[8..16].copy_from_slice(&self.lba.to_le_bytes());
         b[16..24].copy_from_slice(&self.seq.to_le_bytes());
         b[24..28].copy_from_slice(&self.stripe.to_le_bytes());
@@ -348,32 +315,12 @@ impl BlockRecord {
         b
     }
 
-    /// The parity record of a stripe: LBA and sequence fields XORed over its data records.
-    pub fn parity_of<'a>(
-        stripe: u32,
-        data: impl IntoIterator<Item = &'a BlockRecord>,
-    ) -> BlockRecord {
-        let (mut lba, mut seq, mut kinds) = (0u64, 0u64, 0u8);
-        for r in data {
-            lba ^= r.lba;
-            seq ^= r.seq;
-            kinds ^= r.kind as u8;
-        }
-        BlockRecord {
-            kind: RecordKind::Parity,
-            lba,
-            seq,
-            stripe,
-            kinds,
-        }
-    }
-
     /// Decodes a record from the first 32 bytes of a block's metadata; the rest of the
     /// metadata must be zero.
     pub fn decode(b: &[u8]) -> Result<BlockRecord, MetaError> {
         check_frame(b, &RECORD_MAGIC, 28)?;
         check_version(u16::from(b[4]))?;
-        if b[7] != 0 || b[32..].iter().any(|x| *x != 0) {
+        if b[32..].iter().any(|x| *x != 0) {
             return corrupt("reserved bytes are not zero");
         }
         let kind = match b[5] {
@@ -384,16 +331,18 @@ impl BlockRecord {
             5 => RecordKind::Hole,
             k => return corrupt(format!("record kind {k}")),
         };
-        // Data kinds are 1 and 3, so their XOR is one of 0..=3.
-        if (kind == RecordKind::Parity && b[6] > 3) || (kind != RecordKind::Parity && b[6] != 0) {
-            return corrupt(format!("kinds byte {} in a {kind:?} record", b[6]));
+        // A parity record's kinds are any u16 (Reed-Solomon parity of kind codes; with m = 1
+        // their XOR, 0..=3): whether they rebuild a kind is `code::rebuild_record`'s check.
+        let kinds = u16::from_le_bytes([b[6], b[7]]);
+        if kind != RecordKind::Parity && kinds != 0 {
+            return corrupt(format!("kinds {kinds} in a {kind:?} record"));
         }
         let r = BlockRecord {
             kind,
             lba: u64_at(b, 8),
             seq: u64_at(b, 16),
             stripe: u32_at(b, 24),
-            kinds: b[6],
+            kinds,
         };
         match kind {
             RecordKind::Parity => {}
@@ -574,25 +523,23 @@ mod tests {
     }
 
     #[test]
-    fn a_lost_data_record_is_the_xor_of_parity_and_the_others() {
-        let rs = [
-            BlockRecord::new(RecordKind::Data, 10, 100, 7),
-            BlockRecord::new(RecordKind::Data, 77, 101, 7),
-            BlockRecord::padding(7),
-        ];
-        let p = BlockRecord::parity_of(7, &rs);
+    fn a_parity_record_round_trips_with_any_kinds() {
+        let mut p = BlockRecord::new(RecordKind::Parity, 10 ^ 77, 100 ^ 101, 7);
+        for kinds in [0, 3, 0xbeef] {
+            p.kinds = kinds;
+            let mut b = [0u8; 64];
+            b[..32].copy_from_slice(&p.encode());
+            assert_eq!(BlockRecord::decode(&b), Ok(p));
+        }
+        // Kinds belong to parity records only.
+        let mut d = BlockRecord::new(RecordKind::Data, 10, 100, 7);
+        d.kinds = 1;
         let mut b = [0u8; 64];
-        b[..32].copy_from_slice(&p.encode());
-        assert_eq!(BlockRecord::decode(&b), Ok(p));
-        let lost = BlockRecord::parity_of(7, [&p, &rs[1], &rs[2]]);
-        assert_eq!((lost.lba, lost.seq), (rs[0].lba, rs[0].seq));
-        assert_eq!(BlockRecord::rebuild(7, [&p, &rs[1], &rs[2]]), Some(rs[0]));
-        assert_eq!(BlockRecord::rebuild(7, [&p, &rs[0], &rs[1]]), Some(rs[2]));
-        let t = BlockRecord::new(RecordKind::Trim, 40, 102, 7);
-        let p = BlockRecord::parity_of(7, [&rs[0], &t, &rs[2]]);
-        assert_eq!(BlockRecord::rebuild(7, [&p, &rs[0], &rs[2]]), Some(t));
-        // Without the parity the inputs are not a whole stripe.
-        assert_eq!(BlockRecord::rebuild(7, [&rs[0], &rs[2]]), None);
+        b[..32].copy_from_slice(&d.encode());
+        assert!(matches!(
+            BlockRecord::decode(&b),
+            Err(MetaError::Corrupt(_))
+        ));
     }
 
     #[test]
@@ -609,8 +556,5 @@ mod tests {
             BlockRecord::decode(&b),
             Err(MetaError::Corrupt(_))
         ));
-        let d = BlockRecord::new(RecordKind::Data, 10, 100, 4);
-        let p = BlockRecord::parity_of(4, [&d]);
-        assert_eq!(BlockRecord::rebuild(4, [&p, &h]), None);
     }
 }

@@ -52,13 +52,15 @@ fn record() -> impl Strategy<Value = BlockRecord> {
             stripe,
             kinds: 0,
         }),
-        (any::<u64>(), any::<u64>(), any::<u32>()).prop_map(|(lba, seq, stripe)| BlockRecord {
-            kind: RecordKind::Parity,
-            lba,
-            seq,
-            stripe,
-            kinds: 0,
-        }),
+        (any::<u64>(), any::<u64>(), any::<u32>(), any::<u16>()).prop_map(
+            |(lba, seq, stripe, kinds)| BlockRecord {
+                kind: RecordKind::Parity,
+                lba,
+                seq,
+                stripe,
+                kinds,
+            }
+        ),
         (0u64..NO_LBA, 1u64..(1 << 63), any::<u32>()).prop_map(|(lba, seq, stripe)| BlockRecord {
             kind: RecordKind::Trim,
             lba,

@@ -111,3 +111,37 @@ fn more_missing_members_than_parity_are_refused() {
         assert!(vol.failed_members().is_empty());
     });
 }
+
+/// Guards against a member missing at the open of an empty array being trusted again: the
+/// open recorded it failed, but the array held no data, so a later open with the member's
+/// original (stale) device given back reported every member healthy. It must stay failed
+/// until it is replaced, also after more restarts.
+#[test]
+fn a_member_missing_on_an_empty_array_stays_failed() {
+    runtime().block_on(async {
+        let emus = emu_members(4, ZONES, 5);
+        let devs = as_zoned(&emus);
+        let vol = ZapRaidVolume::format(devs.clone(), &opts(GroupMode::Grouped(8)))
+            .await
+            .expect("format");
+        vol.close().await.expect("close");
+
+        let vol = ZapRaidVolume::open_with_missing(with_gone(&devs, &[GONE]))
+            .await
+            .expect("open with a member missing");
+        assert_eq!(vol.failed_members(), vec![GONE]);
+        vol.close().await.expect("close");
+
+        for round in 0..3 {
+            let vol = ZapRaidVolume::open(devs.clone())
+                .await
+                .expect("open with the stale member given back");
+            assert_eq!(
+                vol.failed_members(),
+                vec![GONE],
+                "round {round}: the stale member was taken back"
+            );
+            vol.close().await.expect("close");
+        }
+    });
+}

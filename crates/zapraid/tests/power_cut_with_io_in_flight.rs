@@ -132,6 +132,8 @@ struct Coverage {
     cuts_during_recovery: u64,
     /// Recoveries onto a replacement that an earlier cut interrupted.
     recoveries_after_a_cut_one: u64,
+    /// Cuts (m = 2) with two members dead or failed: stripes short of two blocks.
+    cuts_with_two_members_dead_or_failed: u64,
     schedules: u64,
 }
 
@@ -156,6 +158,7 @@ impl Coverage {
         self.recoveries_finished += c.recoveries_finished;
         self.cuts_during_recovery += c.cuts_during_recovery;
         self.recoveries_after_a_cut_one += c.recoveries_after_a_cut_one;
+        self.cuts_with_two_members_dead_or_failed += c.cuts_with_two_members_dead_or_failed;
         self.schedules += c.schedules;
     }
 }
@@ -243,8 +246,10 @@ async fn run_op(
 /// What a schedule injects besides power cuts with I/O in flight.
 #[derive(Clone, Copy, Debug)]
 struct Faults {
-    /// Chance per round, from round 2 on, that a member dies before the round (one death per
-    /// schedule at most: with m = 1 a second failure fails the volume).
+    /// Parity blocks per stripe: the array has `3 + m` members, and up to `m` die.
+    m: u32,
+    /// Chance per round, from round 2 on, that a member dies before the round (`m` deaths
+    /// per schedule at most: one more would fail the volume).
     death_before_round: f64,
     /// Chance per cut that a member dies at the instant of the cut, before the reopen.
     death_at_cut: f64,
@@ -255,14 +260,23 @@ struct Faults {
 
 impl Faults {
     const USUAL: Faults = Faults {
+        m: 1,
         death_before_round: 0.1,
         death_at_cut: 0.0,
         recovery: 0.0,
     };
     const RECOVERING: Faults = Faults {
+        m: 1,
         death_before_round: 0.25,
         death_at_cut: 0.15,
         recovery: 0.6,
+    };
+    /// Reed-Solomon, two members dying (before rounds and at cuts), recoveries of one.
+    const TWO_PARITY: Faults = Faults {
+        m: 2,
+        death_before_round: 0.3,
+        death_at_cut: 0.15,
+        recovery: 0.3,
     };
 }
 
@@ -291,7 +305,8 @@ async fn schedule(seed: u64, rounds: usize, zones: u32, faults: Faults) -> (Cove
     // Virtual time since the schedule began (the paused clock starts at an arbitrary instant).
     let t0 = tokio::time::Instant::now();
     let mut rng = SimRng::new(seed);
-    let emus = emu_members(5, zones, seed);
+    let n = 3 + faults.m as usize;
+    let emus = emu_members(n + 1, zones, seed);
     let faulty: Vec<Arc<Faulty>> = emus
         .iter()
         .enumerate()
@@ -301,13 +316,13 @@ async fn schedule(seed: u64, rounds: usize, zones: u32, faults: Faults) -> (Cove
         // Commands wait up to 2 ms before they reach the member, so a cut finds some on the way.
         f.set_in_flight_delay(Duration::from_millis(2));
     }
-    let mut members: Vec<Arc<dyn ZonedDevice>> = faulty[..4]
+    let mut members: Vec<Arc<dyn ZonedDevice>> = faulty[..n]
         .iter()
         .map(|f| f.clone() as Arc<dyn ZonedDevice>)
         .collect();
-    // The member position the spare (device 4) took, once a recovery began.
+    // The member position the spare (device n) took, once a recovery began.
     let mut spare_at: Option<usize> = None;
-    let dev_of = |i: usize, spare_at: Option<usize>| if spare_at == Some(i) { 4 } else { i };
+    let dev_of = |i: usize, spare_at: Option<usize>| if spare_at == Some(i) { n } else { i };
     let mode = match rng.below(3) {
         0 => GroupMode::ZoneWriteOnly,
         1 => GroupMode::ZoneAppendOnly,
@@ -315,7 +330,7 @@ async fn schedule(seed: u64, rounds: usize, zones: u32, faults: Faults) -> (Cove
     };
     let opts = FormatOptions {
         mode,
-        ..FormatOptions::new(3, 1)
+        ..FormatOptions::new(3, faults.m)
     };
     let mut vol = ZapRaidVolume::format(members.clone(), &opts)
         .await
@@ -326,16 +341,20 @@ async fn schedule(seed: u64, rounds: usize, zones: u32, faults: Faults) -> (Cove
     // Member deaths and recoveries draw from their own generator, so schedules without them
     // run as before.
     let mut frng = SimRng::new(seed ^ 0x5eed_fa11);
-    let mut dead: Option<usize> = None;
-    let mut died = false;
+    let mut dead: Vec<usize> = Vec::new();
+    let mut deaths = 0u32;
     let trace = std::env::var("ZAPRAID_CUT_TRACE").is_ok();
     for round in 0..rounds {
         let what = format!("seed {seed} round {round} ({mode:?})");
-        if !died && round >= 2 && frng.chance(faults.death_before_round) {
-            let i = frng.below(4) as usize;
+        // The spare is not killed (m = 2): the schedule's one spare stays usable.
+        let death = deaths < faults.m && round >= 2 && frng.chance(faults.death_before_round);
+        let victim = death.then(|| frng.below(n as u64) as usize);
+        if let Some(i) = victim.filter(|i| spare_at != Some(*i)) {
             dies(&faulty[dev_of(i, spare_at)]);
-            dead = Some(i);
-            died = true;
+            if !dead.contains(&i) {
+                dead.push(i);
+            }
+            deaths += 1;
             cov.member_deaths += 1;
             events.push(format!("member {i} dies"));
             if trace {
@@ -350,11 +369,9 @@ async fn schedule(seed: u64, rounds: usize, zones: u32, faults: Faults) -> (Cove
                 cov.recoveries_started += 1;
                 cov.recoveries_after_a_cut_one += u64::from(spare_at.is_some());
                 spare_at = Some(i);
-                members[i] = faulty[4].clone();
-                if dead == Some(i) {
-                    // The dead device leaves the array for good.
-                    dead = None;
-                }
+                members[i] = faulty[n].clone();
+                // The dead device leaves the array for good.
+                dead.retain(|d| *d != i);
                 events.push(format!("recovery of member {i} onto the spare"));
                 if trace {
                     println!("{what}: recovery of member {i} onto the spare");
@@ -387,7 +404,7 @@ async fn schedule(seed: u64, rounds: usize, zones: u32, faults: Faults) -> (Cove
             .collect();
         if let Some(i) = recovery {
             let (vol, what, recovered) = (&vol, &what, &recovered);
-            let spare = faulty[4].clone() as Arc<dyn ZonedDevice>;
+            let spare = faulty[n].clone() as Arc<dyn ZonedDevice>;
             futs.push(
                 async move {
                     vol.replace_member(i, spare, false)
@@ -402,12 +419,11 @@ async fn schedule(seed: u64, rounds: usize, zones: u32, faults: Faults) -> (Cove
             join_all(futs).await;
             cov.ops_completed += ops.len() as u64;
             events.push(format!("completed at {:?}", t0.elapsed()));
-            if recovery.is_some() {
+            if let Some(i) = recovery {
                 cov.recoveries_finished += 1;
-                assert_eq!(
-                    vol.failed_members(),
-                    Vec::<usize>::new(),
-                    "{what}: recovered"
+                assert!(
+                    !vol.failed_members().contains(&i),
+                    "{what}: member {i} recovered"
                 );
             }
             if rng.chance(0.3) {
@@ -461,8 +477,15 @@ async fn schedule(seed: u64, rounds: usize, zones: u32, faults: Faults) -> (Cove
         }
         cov.cuts += 1;
         cov.cuts_with_commands_in_flight += u64::from(in_flight > 0);
-        cov.cuts_with_a_member_dead_or_failed +=
-            u64::from(dead.is_some() || !vol.failed_members().is_empty());
+        let down = {
+            let mut f = vol.failed_members();
+            f.extend(dead.iter().copied());
+            f.sort_unstable();
+            f.dedup();
+            f.len()
+        };
+        cov.cuts_with_a_member_dead_or_failed += u64::from(down > 0);
+        cov.cuts_with_two_members_dead_or_failed += u64::from(down > 1);
         if !finished {
             for (k, op) in ops.iter().enumerate() {
                 if done.borrow()[k] {
@@ -483,21 +506,24 @@ async fn schedule(seed: u64, rounds: usize, zones: u32, faults: Faults) -> (Cove
             f.restore_power();
         }
         let was_failed = vol.failed_members();
-        // The dead member comes back holding what it held (stale), or stays away.
-        if let Some(i) = dead {
+        // A dead member comes back holding what it held (stale), or stays away.
+        for i in std::mem::take(&mut dead) {
             if frng.chance(0.5) {
                 faulty[dev_of(i, spare_at)].clear_errors();
-                dead = None;
             } else {
                 cov.opens_with_the_member_still_dead += 1;
+                dead.push(i);
             }
         }
         // A member dies with the power cut: the stripes the cut tore lose a second block.
-        if !died && frng.chance(faults.death_at_cut) {
-            let i = frng.below(4) as usize;
+        let death = deaths < faults.m && frng.chance(faults.death_at_cut);
+        let victim = death.then(|| frng.below(n as u64) as usize);
+        if let Some(i) = victim.filter(|i| spare_at != Some(*i)) {
             dies(&faulty[dev_of(i, spare_at)]);
-            dead = Some(i);
-            died = true;
+            if !dead.contains(&i) {
+                dead.push(i);
+            }
+            deaths += 1;
             cov.member_deaths += 1;
             cov.member_deaths_at_cut += 1;
             events.push(format!("member {i} dies at the cut"));
@@ -514,13 +540,19 @@ async fn schedule(seed: u64, rounds: usize, zones: u32, faults: Faults) -> (Cove
         if trace {
             println!("{what}: reopened, failed members {failed:?} (dead: {dead:?})");
         }
-        if let Some(i) = dead {
-            assert_eq!(failed, vec![i], "{what}: member {i} is dead at open");
+        for i in &dead {
+            assert!(
+                failed.contains(i),
+                "{what}: member {i} is dead at open: {failed:?}"
+            );
         }
         if !was_failed.is_empty() && failed == was_failed {
             cov.reopens_keeping_a_member_failed += 1;
         }
-        assert!(failed.len() <= 1, "{what}: failed members {failed:?}");
+        assert!(
+            failed.len() <= faults.m as usize,
+            "{what}: failed members {failed:?}"
+        );
         vol.verify()
             .unwrap_or_else(|e| panic!("{what}: index after the cut: {e}"));
         // The batch is gone, so nothing else borrows the model while the check runs.
@@ -559,6 +591,7 @@ fn seeds(range: std::ops::Range<u64>) -> Vec<u64> {
 const WRITE_SCHEDULES: u64 = 400;
 const GC_SCHEDULES: u64 = 400;
 const RECOVERY_SCHEDULES: u64 = 300;
+const TWO_PARITY_SCHEDULES: u64 = 60;
 const _: () = assert!(WRITE_SCHEDULES + GC_SCHEDULES + RECOVERY_SCHEDULES >= 1000);
 
 fn run(seeds: &[u64], rounds: usize, zones: u32, faults: Faults) -> Coverage {
@@ -632,6 +665,32 @@ fn power_cuts_during_recovery_and_member_deaths_at_cuts() {
     assert!(total.recoveries_after_a_cut_one >= 100, "{total:?}");
     assert!(total.segments_collected >= 300, "{total:?}");
     assert!(total.cuts_during_collection >= 100, "{total:?}");
+}
+
+/// Seeds 3000 .. 3060, 3 + 2 members (Reed-Solomon) of 6 zones: two members die (before
+/// rounds and at the instant of cuts), so opens and reads rebuild blocks of stripes short of
+/// two, power cuts tear stripes with two members down, and recoveries of one of them onto a
+/// spare run alongside client I/O (and are cut).
+#[test]
+fn power_cuts_with_two_parity_blocks_and_two_members_down() {
+    let seeds = seeds(3000..3000 + TWO_PARITY_SCHEDULES);
+    let total = run(&seeds, 10, 6, Faults::TWO_PARITY);
+    if seeds.len() < 2 {
+        return;
+    }
+    assert_eq!(total.schedules, TWO_PARITY_SCHEDULES);
+    assert!(total.cuts >= 180, "{total:?}");
+    assert!(total.ops_in_flight_at_cut >= 300, "{total:?}");
+    assert!(total.member_deaths >= 70, "{total:?}");
+    assert!(
+        total.cuts_with_two_members_dead_or_failed >= 20,
+        "{total:?}"
+    );
+    assert!(total.member_deaths_at_cut >= 10, "{total:?}");
+    assert!(total.recoveries_started >= 30, "{total:?}");
+    assert!(total.recoveries_finished >= 20, "{total:?}");
+    assert!(total.cuts_during_recovery >= 10, "{total:?}");
+    assert!(total.segments_collected >= 40, "{total:?}");
 }
 
 /// Guards against a recovery that wrote a padding block on the replacement for a stripe

@@ -293,6 +293,18 @@ pub struct ZapRaidVolume {
     sh: Arc<Shared>,
 }
 
+/// The array state a volume starts with.
+pub(crate) struct StartState {
+    /// The array-state generation and the failed members.
+    pub(crate) gen: u64,
+    pub(crate) failed: Vec<bool>,
+    /// The newest generation already durable on the members: `record_state` writes any
+    /// newer one. Below `gen` when open found a member absent that the recorded state did
+    /// not name; taking `gen` for recorded would leave the failure in memory only, and an
+    /// array with nothing more written would take the stale member back at the next open.
+    pub(crate) recorded_gen: u64,
+}
+
 impl ZapRaidVolume {
     fn assemble(
         layout: Layout,
@@ -301,13 +313,12 @@ impl ZapRaidVolume {
         volume_blocks: u64,
         index: Index,
         next_seq: u64,
-        state: (u64, Vec<bool>),
+        state: StartState,
     ) -> ZapRaidVolume {
         let failed = signal::Signal::new(None);
-        let (state_gen, failed_members) = state;
         let mut st = write::State::new(index, next_seq);
-        st.state_gen = state_gen;
-        st.failed_members = failed_members;
+        st.state_gen = state.gen;
+        st.failed_members = state.failed;
         let bits = members::failed_bits(&st);
         ZapRaidVolume {
             sh: Arc::new(Shared {
@@ -322,7 +333,7 @@ impl ZapRaidVolume {
                 gc_lock: tokio::sync::Mutex::new(()),
                 io_gate: tokio::sync::RwLock::new(()),
                 gc_policy: Mutex::new(GcPolicy::Greedy),
-                state_lock: tokio::sync::Mutex::new(state_gen),
+                state_lock: tokio::sync::Mutex::new(state.recorded_gen),
                 member_events: signal::Signal::new(bits),
                 write_gate: tokio::sync::RwLock::new(()),
                 recovery: Mutex::new(None),

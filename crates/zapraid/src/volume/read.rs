@@ -13,7 +13,6 @@ use zns::{BlockError, BlockResult, Lba};
 use super::Shared;
 use crate::index::Mapping;
 use crate::layout::Pba;
-use zns::parity::xor_into;
 
 /// Times a block read looks its address up again when a member failure re-addressed it
 /// meanwhile (each retry needs another failure, so `n` bounds them).
@@ -87,9 +86,10 @@ pub(crate) async fn read_at(
     degraded(sh, pba, epoch, out).await
 }
 
-/// The addresses of the other `n - 1` blocks of the stripe of `pba`, or None when a member
-/// failure re-addressed blocks since `epoch`.
-fn peers_of(sh: &Shared, pba: Pba, epoch: u64) -> BlockResult<Option<Vec<Pba>>> {
+/// The addresses of the other blocks of the stripe of `pba` on members not failed (at
+/// least the `k` the code needs), or None when a member failure re-addressed blocks since
+/// `epoch`.
+fn peers_of(sh: &Shared, pba: Pba, epoch: u64) -> BlockResult<Option<(u32, Vec<Pba>)>> {
     let l = sh.layout;
     let st = sh.st.lock();
     if st.remap_epoch != epoch {
@@ -102,6 +102,7 @@ fn peers_of(sh: &Shared, pba: Pba, epoch: u64) -> BlockResult<Option<Vec<Pba>>> 
         .ok_or_else(|| BlockError::DataLost(format!("no stripe id for {pba:?}")))?;
     let stripe = l.group_range(l.group_of(pba.offset)).0 + id;
     let mut peers = Vec::new();
+    let mut failed = Vec::new();
     for member in (0..l.n() as u8).filter(|m| *m != pba.member) {
         if st
             .failed_members
@@ -109,10 +110,8 @@ fn peers_of(sh: &Shared, pba: Pba, epoch: u64) -> BlockResult<Option<Vec<Pba>>> 
             .copied()
             .unwrap_or(false)
         {
-            return Err(BlockError::DataLost(format!(
-                "{pba:?} on member {}: member {member} has failed too",
-                pba.member
-            )));
+            failed.push(member.to_string());
+            continue;
         }
         let offset = st
             .index
@@ -129,13 +128,22 @@ fn peers_of(sh: &Shared, pba: Pba, epoch: u64) -> BlockResult<Option<Vec<Pba>>> 
             offset,
         });
     }
-    Ok(Some(peers))
+    if peers.len() < l.k as usize {
+        return Err(BlockError::DataLost(format!(
+            "{pba:?} on member {}: member(s) {} have failed too, more than {} parity block(s) cover",
+            pba.member,
+            failed.join(", "),
+            l.m
+        )));
+    }
+    Ok(Some((stripe, peers)))
 }
 
-/// Rebuilds the block at `pba` from the other `n - 1` blocks of its stripe.
+/// Rebuilds the block at `pba` from the other blocks of its stripe (every other one with
+/// `m = 1`; any `k` of them with Reed-Solomon).
 async fn degraded(sh: &Shared, pba: Pba, epoch: u64, out: &mut [u8]) -> BlockResult<bool> {
     let l = sh.layout;
-    let Some(peers) = peers_of(sh, pba, epoch)? else {
+    let Some((stripe, peers)) = peers_of(sh, pba, epoch)? else {
         return Ok(false);
     };
     let bs = l.block_size();
@@ -153,12 +161,38 @@ async fn degraded(sh: &Shared, pba: Pba, epoch: u64, out: &mut [u8]) -> BlockRes
                     pba.member
                 ))
             })?;
-        Ok::<_, BlockError>(b)
+        Ok::<_, BlockError>((u32::from(p.member), b))
     });
-    out.fill(0);
+    let mut have = Vec::with_capacity(peers.len());
+    let mut first_err = None;
     for r in join_all(reads).await {
-        xor_into(out, &r?);
+        match r {
+            Ok(b) => have.push(b),
+            Err(e) => first_err = first_err.or(Some(e)),
+        }
     }
+    // With m = 1 every other block is needed; Reed-Solomon needs any k.
+    let need = if l.m == 1 {
+        l.n() as usize - 1
+    } else {
+        l.k as usize
+    };
+    if have.len() < need {
+        return Err(first_err.unwrap_or_else(|| {
+            BlockError::DataLost(format!("{pba:?}: too few blocks of its stripe left"))
+        }));
+    }
+    let refs: Vec<(u32, &[u8])> = have.iter().map(|(m, b)| (*m, &b[..])).collect();
+    let block = crate::code::rebuild_block(&l, stripe, &refs, u32::from(pba.member))
+        .map_err(|e| BlockError::DataLost(format!("{pba:?}: {e}")))?;
+    if block.len() != out.len() {
+        return Err(BlockError::Failed(format!(
+            "{pba:?}: rebuilt {} bytes for a block of {}",
+            block.len(),
+            out.len()
+        )));
+    }
+    out.copy_from_slice(&block);
     // A failure during the peer reads may have re-addressed them: rebuild again if so.
     Ok(sh.st.lock().remap_epoch == epoch)
 }

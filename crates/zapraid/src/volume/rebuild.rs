@@ -25,9 +25,7 @@ use zns::{ReportFilter, ZoneAction, ZoneState, ZonedDevice};
 use super::write::{self, SegWriter};
 use super::{gc, members, Shared, ZapRaidError};
 use crate::index::SegmentState;
-use crate::layout::Role;
 use crate::meta::{BlockRecord, FooterBlock, RecordKind, SegmentHeader};
-use zns::parity::xor_into;
 
 /// How far a recovery onto a replacement has come.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -509,8 +507,8 @@ async fn rebuild_segment(
     Ok(records)
 }
 
-/// One block read from another member: data and record.
-type Peer = (Vec<u8>, BlockRecord);
+/// One block read from another member: its member, data and record.
+type Peer = (u32, Vec<u8>, BlockRecord);
 
 /// Stripes a batch of the recovery's pipeline rebuilds at least (whole groups, so `G = 1`
 /// arrays do not pay a command per stripe): 1 MiB per member with 4 KiB blocks.
@@ -557,16 +555,23 @@ async fn rebuild_batch(
     let l = sh.layout;
     let (last_start, last_len) = l.group_range(l.group_of(end.saturating_sub(1).max(start)));
     let group_end = last_start + last_len;
-    let reads = (0..l.n() as usize).filter(|j| *j != member).map(|j| {
-        let written = sh.st.lock().index.written(z, j as u8);
-        read_peer(sh, j, z, start, written.min(group_end))
+    // Other failed members (m >= 2) hold nothing to read.
+    let peers: Vec<usize> = (0..l.n() as usize)
+        .filter(|j| *j != member && !members::is_failed(sh, *j))
+        .collect();
+    let reads = peers.iter().map(|j| {
+        let written = sh.st.lock().index.written(z, *j as u8);
+        read_peer(sh, *j, z, start, written.min(group_end))
     });
     let mut by_stripe: Vec<Vec<Peer>> = vec![Vec::new(); (end - start) as usize];
-    for blocks in futures::future::try_join_all(reads).await? {
+    for (j, blocks) in peers
+        .iter()
+        .zip(futures::future::try_join_all(reads).await?)
+    {
         for (rec, data) in blocks {
             if rec.stripe >= start && rec.stripe < end {
                 if let Some(v) = by_stripe.get_mut((rec.stripe - start) as usize) {
-                    v.push((data, rec));
+                    v.push((*j as u32, data, rec));
                 }
             }
         }
@@ -662,12 +667,12 @@ async fn read_peer(
     Ok(out)
 }
 
-/// The replacement's block of stripe `s` from the other members' blocks of it: the XOR of
-/// all of them with its record rebuilt, a copy of a state block, or a hole when the stripe
-/// is not whole on the others (power loss tore it; its live blocks were rewritten at open).
-/// Not padding: a padding block would count as the stripe's block at the next open, which
-/// would then take the stripe for one missing a single block and rebuild that block from
-/// records that do not add up.
+/// The replacement's block of stripe `s` from the other members' blocks of it: rebuilt by
+/// the stripe code with its record, a copy of a state block, or a hole when the stripe is not
+/// whole on the other members not failed (power loss tore it; its live blocks were rewritten
+/// at open). Not padding: a padding block would count as the stripe's block at the next
+/// open, which would then take the stripe for one missing a single block and rebuild that
+/// block from records that do not add up.
 fn rebuild_block(
     sh: &Shared,
     member: usize,
@@ -677,23 +682,28 @@ fn rebuild_block(
 ) -> Result<(Vec<u8>, BlockRecord), ZapRaidError> {
     let l = sh.layout;
     let bs = l.block_size();
-    if let Some((d, r)) = peers.iter().find(|(_, r)| r.kind == RecordKind::State) {
+    if let Some((_, d, r)) = peers.iter().find(|(_, _, r)| r.kind == RecordKind::State) {
         return Ok((d.clone(), *r));
     }
-    if peers.len() + 1 != l.n() as usize {
+    if peers.len() != whole_on_others(sh, member) {
         return Ok((vec![0u8; bs], BlockRecord::hole(s)));
     }
-    let mut data = vec![0u8; bs];
-    for (d, _) in peers {
-        xor_into(&mut data, d);
-    }
-    let rec = match l.role(s, member as u32) {
-        Role::Parity(_) => BlockRecord::parity_of(s, peers.iter().map(|(_, r)| r)),
-        Role::Data(_) => BlockRecord::rebuild(s, peers.iter().map(|(_, r)| r)).ok_or_else(|| {
-            ZapRaidError::Corrupt(format!(
-                "segment {z} stripe {s}: the other members' records do not rebuild member {member}'s"
-            ))
-        })?,
-    };
+    let records: Vec<(u32, BlockRecord)> = peers.iter().map(|(j, _, r)| (*j, *r)).collect();
+    let rec = crate::code::rebuild_record(&l, s, &records, member as u32).ok_or_else(|| {
+        ZapRaidError::Corrupt(format!(
+            "segment {z} stripe {s}: the other members' records do not rebuild member {member}'s"
+        ))
+    })?;
+    let blocks: Vec<(u32, &[u8])> = peers.iter().map(|(j, d, _)| (*j, &d[..])).collect();
+    let data = crate::code::rebuild_block(&l, s, &blocks, member as u32)
+        .map_err(|e| ZapRaidError::Corrupt(format!("segment {z} stripe {s}: {e}")))?;
     Ok((data, rec))
+}
+
+/// How many blocks a stripe whole on the members other than `member` has there: one per
+/// member not failed.
+pub(super) fn whole_on_others(sh: &Shared, member: usize) -> usize {
+    (0..sh.layout.n() as usize)
+        .filter(|j| *j != member && !members::is_failed(sh, *j))
+        .count()
 }

@@ -108,7 +108,11 @@ pub(crate) async fn format(
             .await
             .map_err(dev_err(i, "segment header write"))?;
     }
-    let state = (0, vec![false; l.n() as usize]);
+    let state = super::StartState {
+        gen: 0,
+        failed: vec![false; l.n() as usize],
+        recorded_gen: 0,
+    };
     let vol = ZapRaidVolume::assemble(l, members, opts.uuid, volume_blocks, index, 1, state);
     vol.sh
         .st
@@ -368,7 +372,7 @@ async fn open_attempt(
                 trims.push((pba, peers));
             }
         }
-        for (rec, _) in &settled.phantoms {
+        for (rec, _, _) in &settled.phantoms {
             max_seq = max_seq.max(rec.seq);
         }
         torn.extend(settled.torn);
@@ -396,7 +400,11 @@ async fn open_attempt(
         h.volume_blocks,
         index,
         max_seq + 1,
-        (gen, failed_members),
+        super::StartState {
+            gen,
+            failed: failed_members,
+            recorded_gen: state.0,
+        },
     );
     if gen != state.0 {
         super::members::record_state(&vol.sh).await.map_err(|e| {
@@ -561,8 +569,8 @@ struct Settled {
     rebuilt: Vec<(BlockRecord, Pba, Vec<Pba>)>,
     /// Records of blocks power loss took from a live member while the rest of their stripe
     /// landed: rebuilt from parity but with no address, so they are rewritten after the open,
-    /// with the blocks that rebuild their data.
-    phantoms: Vec<(BlockRecord, Vec<Pba>)>,
+    /// with their member and the blocks that rebuild their data.
+    phantoms: Vec<(BlockRecord, u32, Vec<Pba>)>,
     /// Data and trim blocks of stripes missing a block (no parity left to protect them).
     torn: Vec<(BlockRecord, Pba)>,
 }
@@ -602,41 +610,46 @@ fn settle_stripes(
                 offset: *offset,
             })
             .collect();
-        let x = match missing.as_slice() {
-            [] => continue,
-            [x] => *x,
-            _ => {
-                out.torn.extend(torn_of(blocks, &peers));
-                continue;
-            }
-        };
-        let rec = match l.role(stripe, x) {
-            crate::layout::Role::Parity(_) => BlockRecord::parity_of(stripe, std::iter::empty()),
-            crate::layout::Role::Data(_) => {
-                BlockRecord::rebuild(stripe, blocks.iter().map(|b| &b.2)).ok_or_else(|| {
-                    ZapRaidError::Corrupt(format!(
-                        "segment {z} stripe {stripe}: the records of its blocks do not rebuild member {x}'s"
-                    ))
-                })?
-            }
-        };
-        let holds = matches!(rec.kind, RecordKind::Data | RecordKind::Trim) && !rec.is_padding();
-        if failed >> x & 1 == 0 {
-            // Power loss took this block from a live member: the stripe is unprotected.
+        if missing.len() > l.m as usize {
             out.torn.extend(torn_of(blocks, &peers));
-            if holds {
-                out.phantoms.push((rec, peers));
-            }
             continue;
         }
-        let pba = Pba {
-            segment: z,
-            member: x as u8,
-            offset: stripe,
-        };
-        apply(index, l, pba, &rec, volume_blocks, &mut no_trims)?;
-        if holds {
-            out.rebuilt.push((rec, pba, peers));
+        let have: Vec<(u32, BlockRecord)> =
+            blocks.iter().map(|(i, _, r)| (*i as u32, *r)).collect();
+        let mut rebuilt = Vec::with_capacity(missing.len());
+        for x in &missing {
+            let rec = crate::code::rebuild_record(l, stripe, &have, *x).ok_or_else(|| {
+                ZapRaidError::Corrupt(format!(
+                    "segment {z} stripe {stripe}: the records of its blocks do not rebuild member {x}'s"
+                ))
+            })?;
+            rebuilt.push((*x, rec));
+        }
+        // Power loss took a block from a live member: the stripe is unprotected. Its missing
+        // blocks are rewritten after the open, those of failed members too (m >= 2): left at
+        // offset = stripe, a read would need the live member's lost block to rebuild one.
+        let torn = missing.iter().any(|x| failed >> x & 1 == 0);
+        if torn {
+            out.torn.extend(torn_of(blocks, &peers));
+        }
+        for (x, rec) in rebuilt {
+            let holds =
+                matches!(rec.kind, RecordKind::Data | RecordKind::Trim) && !rec.is_padding();
+            if torn {
+                if holds {
+                    out.phantoms.push((rec, x, peers.clone()));
+                }
+                continue;
+            }
+            let pba = Pba {
+                segment: z,
+                member: x as u8,
+                offset: stripe,
+            };
+            apply(index, l, pba, &rec, volume_blocks, &mut no_trims)?;
+            if holds {
+                out.rebuilt.push((rec, pba, peers.clone()));
+            }
         }
     }
     Ok(out)
@@ -661,10 +674,10 @@ async fn read_phantoms(
     members: &[Arc<dyn ZonedDevice>],
     l: &Layout,
     index: &Index,
-    phantoms: Vec<(BlockRecord, Vec<Pba>)>,
+    phantoms: Vec<(BlockRecord, u32, Vec<Pba>)>,
 ) -> Result<Vec<(BlockRecord, Vec<u8>)>, ZapRaidError> {
     let mut out = Vec::new();
-    for (rec, peers) in phantoms {
+    for (rec, member, peers) in phantoms {
         if rec.kind == RecordKind::Data {
             let seq = match index
                 .lookup(rec.lba)
@@ -678,18 +691,7 @@ async fn read_phantoms(
                 continue;
             }
         }
-        let mut data = vec![0u8; l.block_size()];
-        for p in &peers {
-            let member = usize::from(p.member);
-            let dev = members
-                .get(member)
-                .ok_or_else(|| ZapRaidError::Corrupt(format!("no member {member}")))?;
-            let mut b = vec![0u8; l.block_size()];
-            dev.read(l.data_lba(p.segment, p.offset), &mut b, None)
-                .await
-                .map_err(dev_err(member, "read of a torn stripe's block"))?;
-            zns::parity::xor_into(&mut data, &b);
-        }
+        let data = rebuild_data(members, l, rec.stripe, &peers, member).await?;
         if rec.kind == RecordKind::Trim {
             TrimRecord::decode(&data).map_err(|e| {
                 ZapRaidError::Corrupt(format!("rebuilt trim record of seq {}: {e}", rec.seq))
@@ -698,6 +700,35 @@ async fn read_phantoms(
         out.push((rec, data));
     }
     Ok(out)
+}
+
+/// Member `want`'s block of `stripe` from the blocks at `peers` (read from their members);
+/// when `peers` is `want`'s own block, that block as read.
+async fn rebuild_data(
+    members: &[Arc<dyn ZonedDevice>],
+    l: &Layout,
+    stripe: u32,
+    peers: &[Pba],
+    want: u32,
+) -> Result<Vec<u8>, ZapRaidError> {
+    let mut have = Vec::with_capacity(peers.len());
+    for p in peers {
+        let member = usize::from(p.member);
+        let dev = members
+            .get(member)
+            .ok_or_else(|| ZapRaidError::Corrupt(format!("no member {member}")))?;
+        let mut b = vec![0u8; l.block_size()];
+        dev.read(l.data_lba(p.segment, p.offset), &mut b, None)
+            .await
+            .map_err(dev_err(member, format!("read of stripe {stripe}'s block")))?;
+        have.push((u32::from(p.member), b));
+    }
+    if let Some(i) = have.iter().position(|(m, _)| *m == want) {
+        return Ok(have.swap_remove(i).1);
+    }
+    let refs: Vec<(u32, &[u8])> = have.iter().map(|(m, b)| (*m, &b[..])).collect();
+    crate::code::rebuild_block(l, stripe, &refs, want)
+        .map_err(|e| ZapRaidError::Corrupt(format!("stripe {stripe} of member {want}: {e}")))
 }
 
 /// Applies the trim records found (their ranges are in their blocks): read where they lie,
@@ -709,19 +740,9 @@ async fn load_trims(
     trims: Vec<(Pba, Vec<Pba>)>,
 ) -> Result<(), ZapRaidError> {
     for (pba, peers) in trims {
-        let mut b = vec![0u8; l.block_size()];
+        // A rebuilt record lies on a failed member at offset = stripe.
         let sources = if peers.is_empty() { vec![pba] } else { peers };
-        for p in sources {
-            let member = usize::from(p.member);
-            let dev = members
-                .get(member)
-                .ok_or_else(|| ZapRaidError::Corrupt(format!("no member {member}")))?;
-            let mut x = vec![0u8; l.block_size()];
-            dev.read(l.data_lba(p.segment, p.offset), &mut x, None)
-                .await
-                .map_err(dev_err(member, "trim record read"))?;
-            zns::parity::xor_into(&mut b, &x);
-        }
+        let b = rebuild_data(members, l, pba.offset, &sources, u32::from(pba.member)).await?;
         let t = TrimRecord::decode(&b)
             .map_err(|e| ZapRaidError::Corrupt(format!("trim record at {pba:?}: {e}")))?;
         index

@@ -19,7 +19,6 @@ use zns::{ReportFilter, ZoneDescriptor, ZoneState, ZonedDevice};
 
 use super::{members, recover, Shared, ZapRaidError};
 use crate::index::SegmentState;
-use crate::layout::Role;
 use crate::meta::{BlockRecord, RecordKind, SegmentHeader};
 
 /// The segments whose zones on `dev` (described by `zones`) a recovery of `member` may keep,
@@ -98,7 +97,7 @@ async fn others(
     member: usize,
     z: u32,
     stripes: u32,
-) -> Result<Vec<Vec<BlockRecord>>, ZapRaidError> {
+) -> Result<Vec<Vec<(u32, BlockRecord)>>, ZapRaidError> {
     let l = sh.layout;
     let mut by_stripe = vec![Vec::new(); stripes as usize];
     for j in (0..l.n() as usize).filter(|j| *j != member && !members::is_failed(sh, *j)) {
@@ -118,7 +117,7 @@ async fn others(
         let recs = recover::load_member(peer.as_ref(), &l, j, z, &d).await?;
         for r in recs.into_iter().filter(|r| r.kind != RecordKind::Hole) {
             if let Some(v) = by_stripe.get_mut(r.stripe as usize) {
-                v.push(r);
+                v.push((j as u32, r));
             }
         }
     }
@@ -127,16 +126,17 @@ async fn others(
 
 /// The record a rebuild writes for `member`'s block of stripe `s` from the other members'
 /// records of it (as `rebuild::rebuild_block` decides), `None` when they do not rebuild one.
-fn expected(sh: &Shared, member: usize, s: u32, peers: &[BlockRecord]) -> Option<BlockRecord> {
-    let l = sh.layout;
-    if let Some(r) = peers.iter().find(|r| r.kind == RecordKind::State) {
+fn expected(
+    sh: &Shared,
+    member: usize,
+    s: u32,
+    peers: &[(u32, BlockRecord)],
+) -> Option<BlockRecord> {
+    if let Some((_, r)) = peers.iter().find(|(_, r)| r.kind == RecordKind::State) {
         return Some(*r);
     }
-    if peers.len() + 1 != l.n() as usize {
+    if peers.len() != super::rebuild::whole_on_others(sh, member) {
         return Some(BlockRecord::hole(s));
     }
-    match l.role(s, member as u32) {
-        Role::Parity(_) => Some(BlockRecord::parity_of(s, peers.iter())),
-        Role::Data(_) => BlockRecord::rebuild(s, peers.iter()),
-    }
+    crate::code::rebuild_record(&sh.layout, s, peers, member as u32)
 }

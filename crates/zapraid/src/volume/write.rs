@@ -20,7 +20,6 @@ use super::{members, Shared};
 use crate::index::{Index, TrimPlace};
 use crate::layout::{Pba, Role, HEADER_BLOCKS};
 use crate::meta::{BlockRecord, FooterBlock, RecordKind, SegmentHeader, TrimRecord};
-use zns::parity::xor_of;
 
 /// What a stripe's waiters learn: `None` while in flight.
 pub type StripeResult = Option<Result<(), BlockError>>;
@@ -288,27 +287,39 @@ async fn drive(
     replicated: bool,
 ) -> BlockResult<()> {
     let l = sh.layout;
-    let bs = l.block_size();
     let first = slots
         .first()
         .ok_or_else(|| BlockError::Failed(format!("stripe {stripe} has no blocks")))?;
-    let (parity, prec) = if replicated {
-        (first.data.clone(), first.rec)
+    let coded = |e: crate::code::CodeError| BlockError::Failed(format!("stripe {stripe}: {e}"));
+    let (parity, precs) = if replicated {
+        (vec![first.data.clone()], vec![first.rec])
     } else {
+        let data: Vec<&[u8]> = slots.iter().map(|s| &s.data[..]).collect();
+        let recs: Vec<BlockRecord> = slots.iter().map(|s| s.rec).collect();
         (
-            xor_of(bs, slots.iter().map(|s| &s.data[..])),
-            BlockRecord::parity_of(stripe, slots.iter().map(|s| &s.rec)),
+            crate::code::encode(l.k as usize, l.m as usize, &data).map_err(coded)?,
+            crate::code::parity_records(&l, stripe, &recs).map_err(coded)?,
         )
     };
-    let puts = (0..l.n()).map(|member| {
-        let (data, rec) = match l.role(stripe, member) {
-            Role::Data(d) if !replicated => slots
-                .get(d as usize)
-                .map_or((&parity[..], prec), |s| (&s.data[..], s.rec)),
-            _ => (&parity[..], prec),
+    let mut blocks = Vec::with_capacity(l.n() as usize);
+    for member in 0..l.n() {
+        let (d, j) = match l.role(stripe, member) {
+            _ if replicated => (None, 0),
+            Role::Data(d) => (Some(d as usize), 0),
+            Role::Parity(j) => (None, j as usize),
         };
-        put(sh, seg, member as usize, stripe, data, rec)
-    });
+        let block = match d {
+            Some(d) => slots.get(d).map(|s| (&s.data[..], s.rec)),
+            None => parity.get(j).zip(precs.get(j)).map(|(b, r)| (&b[..], *r)),
+        };
+        blocks.push(block.ok_or_else(|| {
+            BlockError::Failed(format!("stripe {stripe} has no block for member {member}"))
+        })?);
+    }
+    let puts = blocks
+        .iter()
+        .enumerate()
+        .map(|(member, (data, rec))| put(sh, seg, member, stripe, data, *rec));
     let mut landed = Vec::with_capacity(l.n() as usize);
     for r in join_all(puts).await {
         landed.push(r?);
