@@ -40,6 +40,13 @@ impl FaultPlan {
         }
         Ok(())
     }
+
+    /// Whether the plan can change any command's fate. A plan that cannot draws nothing
+    /// from its seed and never reads its command count, so the device may admit commands
+    /// without consulting it (and without its lock).
+    pub fn injects(&self) -> bool {
+        self.fail_nth.is_some() || self.fail_probability > 0.0 || !self.extra_latency.is_zero()
+    }
 }
 
 /// The running state of a plan.
@@ -76,6 +83,11 @@ impl FaultState {
 
     pub fn device_failed(&self) -> bool {
         self.failed
+    }
+
+    /// Whether `admit` can return anything but `Proceed`.
+    pub fn injects(&self) -> bool {
+        self.failed || self.plan.injects()
     }
 
     /// Decides the fate of the next command. Draws from the seed in command order, so a run

@@ -9,6 +9,7 @@ pub mod device;
 pub mod failpoint;
 pub mod fault;
 pub mod image;
+pub mod inflight;
 pub mod stats;
 pub mod store;
 pub mod timed;

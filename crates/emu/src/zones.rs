@@ -15,6 +15,9 @@
 //! the old data. A power cut keeps a prefix of the writes, never touches a valid block, and
 //! leaves invalid blocks above the write pointer as they are (unspecified to the host).
 
+use std::sync::Arc;
+
+use crate::inflight::Uncopied;
 use zns::{
     zone_attr, Geometry, Lba, NvmeResult, NvmeStatus, ReportFilter, SimRng, ValidBitmap,
     ZoneAction, ZoneDescriptor, ZoneReport, ZoneState,
@@ -48,6 +51,10 @@ pub struct ZoneTable {
     /// not yet finished). Never persisted; on one thread a writer begins and finishes
     /// without anything in between, so only concurrent writers ever see one set.
     busy: Vec<bool>,
+    /// Blocks claimed by writers whose bytes are still being copied (`inflight`): the write
+    /// pointer is already past them. Shared with the device, whose writers clear their claims
+    /// without the lock this table lives under.
+    uncopied: Arc<Uncopied>,
     /// The valid-block bitmap of each TL-opened zone (Some exactly when `TLO` is set).
     tl: Vec<Option<ValidBitmap>>,
 }
@@ -75,6 +82,7 @@ impl ZoneTable {
             nr_active: 0,
             open_seq: 0,
             busy: vec![false; geo.zone_count as usize],
+            uncopied: Arc::new(Uncopied::new(geo.zone_count)),
             tl: vec![None; geo.zone_count as usize],
         }
     }
@@ -106,6 +114,7 @@ impl ZoneTable {
         let mut t = ZoneTable {
             geo,
             busy: vec![false; zones.len()],
+            uncopied: Arc::new(Uncopied::new(zones.len() as u32)),
             tl,
             zones,
             nr_open: 0,
@@ -356,16 +365,60 @@ impl ZoneTable {
     /// Whether an open slot is held only by zones with a write in flight on another thread:
     /// a command refused Too Many Open Zones now would succeed once they finish.
     pub fn open_room_waits_for_busy(&self) -> bool {
-        self.busy.iter().enumerate().any(|(z, &b)| {
-            b && self
-                .zones
-                .get(z)
-                .is_some_and(|zone| zone.state == ZoneState::ImplicitlyOpened)
+        (0..self.geo.zone_count).any(|z| {
+            self.is_busy(z)
+                && self
+                    .zones
+                    .get(z as usize)
+                    .is_some_and(|zone| zone.state == ZoneState::ImplicitlyOpened)
         })
     }
 
+    /// Whether zone `z` has a write in flight outside the device lock: begun and not
+    /// finished, or claimed and not yet copied.
     pub fn is_busy(&self, z: u32) -> bool {
-        self.busy.get(z as usize).copied().unwrap_or(false)
+        self.busy.get(z as usize).copied().unwrap_or(false) || self.uncopied.get(z) > 0
+    }
+
+    /// The claims of writes in flight, for the writers to clear (see `inflight`).
+    pub fn uncopied(&self) -> Arc<Uncopied> {
+        Arc::clone(&self.uncopied)
+    }
+
+    /// Completes a write begun with `begin_write` at once, before its bytes are stored, when
+    /// that changes nothing but the write pointer and data end (an open zone, not TL-opened,
+    /// not filled by the write, no durable point to move): the blocks are claimed until the
+    /// writer clears them. Returns false, changing nothing, for any other write, which the
+    /// caller finishes with `finish_write` after storing its bytes.
+    pub fn claim_write(&mut self, z: u32, blocks: u64, durable: bool) -> bool {
+        let Some(zone) = self.zones.get(z as usize) else {
+            return false;
+        };
+        let fills = zone.wp + blocks >= self.cap_end(z);
+        if durable || fills || self.tl_map(z).is_some() || !zone.state.is_open() {
+            return false;
+        }
+        let plugged = self.finish_write(z, blocks, false);
+        assert_eq!(plugged, 0, "a claimed write plugged blocks");
+        self.uncopied.claim(z, blocks);
+        true
+    }
+
+    /// Gives back the claim of a write whose bytes could not be stored: the write pointer
+    /// and data end return to where the write began; the zone stays open.
+    pub fn undo_claim(&mut self, z: u32, blocks: u64) {
+        assert_eq!(
+            self.uncopied.get(z),
+            blocks,
+            "zone {z}: giving back a claim it does not hold"
+        );
+        let start = self.start(z);
+        let zone = &mut self.zones[z as usize];
+        assert!(zone.wp >= start + blocks, "claim below the zone start");
+        zone.wp -= blocks;
+        zone.data_end = zone.wp;
+        zone.durable_wp = zone.durable_wp.min(zone.wp);
+        self.uncopied.clear(z);
     }
 
     fn zone_index(&self, lba: Lba) -> NvmeResult<u32> {
@@ -427,10 +480,11 @@ impl ZoneTable {
         Ok(first)
     }
 
-    /// Flush: every zone's written data becomes durable.
+    /// Flush: every zone's written data becomes durable, except blocks claimed by a write
+    /// still copying them (that write completes after the flush).
     pub fn flush(&mut self) {
-        for zone in &mut self.zones {
-            zone.durable_wp = zone.wp;
+        for (z, zone) in self.zones.iter_mut().enumerate() {
+            zone.durable_wp = zone.wp - self.uncopied.get(z as u32);
         }
     }
 
@@ -551,6 +605,8 @@ impl ZoneTable {
     /// (zones in ascending order, one draw each where the two differ), then the restart rule.
     /// Returns, per truncated zone, (zone, new WP, old WP).
     pub fn power_cut(&mut self, rng: &mut SimRng) -> Vec<(u32, Lba, Lba)> {
+        // The device cuts power holding every zone's lock, so no write is half copied.
+        assert!(!self.uncopied.any(), "power cut with a write in flight");
         let mut cut = Vec::new();
         for z in 0..self.geo.zone_count {
             let tl = self.tl_map(z).is_some();
@@ -709,5 +765,55 @@ mod tests {
             cuts.insert(zone.wp);
         }
         assert!(cuts.len() >= 4, "cut points seen: {cuts:?}");
+    }
+
+    #[test]
+    fn a_claimed_write_moves_the_pointer_but_a_flush_keeps_it_out_of_the_durable_prefix() {
+        // A write copying its bytes outside the device lock has already moved the write
+        // pointer; a Flush meanwhile must not make those blocks durable (the image would then
+        // record a pointer over bytes it does not hold yet).
+        let g = geo();
+        let mut t = ZoneTable::new(g);
+        let z = t.begin_write(0, 4).expect("write");
+        assert!(t.claim_write(z, 4, false));
+        assert_eq!((t.zone(0).wp, t.zone(0).data_end), (4, 4));
+        assert!(t.is_busy(0), "a claimed zone is busy");
+        t.flush();
+        assert_eq!(t.zone(0).durable_wp, 0);
+        t.uncopied().clear(0);
+        assert!(!t.is_busy(0));
+        t.flush();
+        assert_eq!(t.zone(0).durable_wp, 4);
+    }
+
+    #[test]
+    fn a_given_back_claim_leaves_the_zone_as_before_the_write() {
+        let g = geo();
+        let mut t = ZoneTable::new(g);
+        let z = t.begin_write(0, 2).expect("write");
+        t.finish_write(z, 2, false);
+        let z = t.begin_write(2, 3).expect("write");
+        assert!(t.claim_write(z, 3, false));
+        t.undo_claim(z, 3);
+        let zone = *t.zone(0);
+        assert_eq!((zone.wp, zone.data_end, zone.durable_wp), (2, 2, 0));
+        assert_eq!(zone.state, ZoneState::ImplicitlyOpened);
+        assert!(!t.is_busy(0));
+    }
+
+    #[test]
+    fn only_writes_that_move_nothing_but_the_pointer_are_claimed() {
+        let g = geo();
+        let mut t = ZoneTable::new(g);
+        let z = t.begin_write(0, 1).expect("write");
+        // Durable (FUA or no volatile cache): the durable point moves, after the copy.
+        assert!(!t.claim_write(z, 1, true));
+        // Filling the zone makes it Full, which is persisted as such.
+        assert!(!t.claim_write(z, g.zone_capacity, false));
+        assert_eq!(t.zone(0).wp, 0, "a refused claim changes nothing");
+        // A TL-opened zone plugs valid blocks as its pointer moves.
+        let mut tl = tl_table();
+        let z = tl.begin_write(0, 2).expect("invalid run");
+        assert!(!tl.claim_write(z, 2, false));
     }
 }

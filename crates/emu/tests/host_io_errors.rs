@@ -74,6 +74,42 @@ fn a_full_host_file_system_fails_the_write_without_moving_the_write_pointer() {
 }
 
 #[test]
+fn a_failed_copy_of_a_claimed_write_gives_the_blocks_back() {
+    // With the volatile cache on, a write to an open zone moves the write pointer before its
+    // bytes are copied (a claim). A copy that fails must put the pointer and the counters
+    // back, or the zone would claim blocks the image never received.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("claimed.img");
+    block_on(async {
+        let dev = EmuDevice::create_file(&path, config(true), false).expect("create");
+        let bs = dev.geometry().block_size as usize;
+        dev.write(0, &blocks(bs, 0, 2, 1), None, false)
+            .await
+            .expect("first write");
+        let written = dev.stats().blocks_written;
+        failpoint::fail_nth_host_write(1, ENOSPC);
+        let r = dev.write(2, &blocks(bs, 2, 3, 1), None, false).await;
+        failpoint::disarm();
+        assert_eq!(r, Err(NvmeStatus::WriteFault));
+        assert_eq!(
+            zone(&dev, 0).await.wp,
+            2,
+            "the failed write kept its blocks"
+        );
+        assert_eq!(dev.stats().blocks_written, written);
+        dev.write(2, &blocks(bs, 2, 3, 2), None, false)
+            .await
+            .expect("write after the host has room");
+        let mut buf = vec![0u8; 5 * bs];
+        dev.read(0, &mut buf, None).await.expect("read");
+        let mut want = blocks(bs, 0, 2, 1);
+        want.extend(blocks(bs, 2, 3, 2));
+        assert_eq!(buf, want);
+        dev.shutdown().expect("clean shutdown");
+    });
+}
+
+#[test]
 fn a_failed_zone_table_write_fails_the_device_and_shutdown_writes_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("eio.img");

@@ -172,6 +172,24 @@ async fn read_header<R: AsyncRead + Unpin>(
     Ok(true)
 }
 
+/// Reads exactly `n` bytes into a new buffer. The bytes go straight into the buffer's spare
+/// capacity: zero-filling it first (`vec![0; n]` then `read_exact`) cost a memset of every
+/// write payload as large as the copy itself. A client that ends early is an
+/// `UnexpectedEof`, as with `read_exact`.
+async fn read_exactly<R: AsyncRead + Unpin>(r: &mut R, n: u32) -> io::Result<Vec<u8>> {
+    let n = n as usize;
+    let mut data = Vec::with_capacity(n);
+    // `take` bounds each read to what is left, so no read can grow the buffer.
+    let mut rest = r.take(n as u64);
+    while data.len() < n {
+        if rest.read_buf(&mut data).await? == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+    }
+    debug_assert_eq!(data.len(), n);
+    Ok(data)
+}
+
 /// Skips `n` payload bytes of a refused write.
 async fn drain<R: AsyncRead + Unpin>(r: &mut R, n: u32) -> io::Result<()> {
     let copied = tokio::io::copy(&mut r.take(u64::from(n)), &mut tokio::io::sink()).await?;
@@ -199,9 +217,7 @@ async fn read_payload<R: AsyncRead + Unpin>(
         Payload::None => Ok(Vec::new()),
         Payload::Data(n) => {
             held.add(budget.bytes(n).await.map_err(closed)?);
-            let mut data = vec![0u8; n as usize];
-            r.read_exact(&mut data).await?;
-            Ok(data)
+            Ok(read_exactly(r, n).await?)
         }
         Payload::Drain(n) => {
             drain(r, n).await?;
@@ -503,5 +519,32 @@ where
             w.shutdown().await?;
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_payload_is_read_exactly_and_what_follows_stays_unread() {
+        let bytes: Vec<u8> = (0..300u32).map(|i| i as u8).collect();
+        // A reader that hands out at most 7 bytes per read, as a socket may.
+        let (mut tx, rx) = tokio::io::duplex(7);
+        let sent = bytes.clone();
+        let writer = tokio::spawn(async move { tx.write_all(&sent).await });
+        let mut r = rx;
+        let data = read_exactly(&mut r, 200).await.expect("payload");
+        assert_eq!(data, bytes[..200]);
+        let rest = read_exactly(&mut r, 100).await.expect("what follows");
+        assert_eq!(rest, bytes[200..]);
+        writer.await.expect("writer").expect("write");
+    }
+
+    #[tokio::test]
+    async fn a_client_that_ends_mid_payload_is_an_unexpected_eof() {
+        let mut r: &[u8] = &[1, 2, 3];
+        let e = read_exactly(&mut r, 4).await.expect_err("short");
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
     }
 }

@@ -336,9 +336,11 @@ impl EmuDevice {
         self.core.lock().copy(sources, total, dest, fua)
     }
 
-    /// A Zone Write or Write Zeroes: begun under the core lock (validated, zone opened and
-    /// marked busy), its bytes copied into the store without it, then finished under it. The
-    /// zone's lock, held throughout, keeps other writers and state changes of this zone out.
+    /// A Zone Write or Write Zeroes: begun under the core lock (validated, zone opened, and
+    /// either claimed or marked busy), its bytes copied into the store without it. A claimed
+    /// write is then done (its claim cleared without the lock); a busy one is finished under
+    /// the core lock. The zone's lock, held throughout, keeps other writers and state changes
+    /// of this zone out.
     fn write_outside_core(
         &self,
         lba: Lba,
@@ -347,14 +349,11 @@ impl EmuDevice {
         fua: bool,
     ) -> NvmeResult<()> {
         let _zone = self.lock_zone_of(lba);
-        let z = loop {
+        let (z, claimed) = loop {
             let mut c = self.core.lock();
             c.drain_appends();
-            match c.zones.begin_write(lba, blocks) {
-                Ok(z) => {
-                    c.zones.set_busy(z, true);
-                    break z;
-                }
+            match c.begin_zoned_write(lba, blocks, fua) {
+                Ok(begun) => break begun,
                 // The only zones the device could close for a slot have writes in flight on
                 // other threads: once one finishes, this write gets its slot, as if it had
                 // arrived after it (a copy takes microseconds; nothing here waits on I/O).
@@ -374,6 +373,15 @@ impl EmuDevice {
             }
         };
         let stored = store_payload(&*self.store, &self.geo, lba, blocks, payload, zeros);
+        if claimed {
+            if let Err((op, e)) = stored {
+                let mut c = self.core.lock();
+                c.undo_claim(z, blocks);
+                return Err(c.host_fault(op, e));
+            }
+            self.uncopied.clear(z);
+            return Ok(());
+        }
         let mut c = self.core.lock();
         c.zones.set_busy(z, false);
         match stored {

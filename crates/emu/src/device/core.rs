@@ -28,7 +28,10 @@
 //! Ownership: only this file and `append.rs` (the append queue) change `Core`'s fields; the
 //! lifecycle (`lifecycle.rs`) and the commands go through its methods. There is one lock, the
 //! device's `Mutex<Core>`; nothing else is locked while it is held except the timing model's
-//! own lock, which is taken after it and never the other way round.
+//! own lock, which is taken after it and never the other way round. Two things the core
+//! shares are atomics, not behind it: the admission counters and gate (`admission.rs`; the
+//! core shuts the gate whenever a command could be refused or faulted) and the claims of
+//! writes copying outside it (`crate::inflight`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -38,6 +41,7 @@ use zns::{
     ZoneAction, ZoneReport, ZoneState,
 };
 
+use super::admission::Admission;
 use super::append::AppendQueue;
 use crate::fault::{FaultPlan, FaultState, Verdict};
 use crate::image::{OpenAtShutdown, ZoneEntry};
@@ -62,7 +66,10 @@ pub(super) struct Core {
     pub(super) store: Arc<dyn Store>,
     pub(super) rng: SimRng,
     pub(super) faults: FaultState,
+    /// Every counter but commands and errors by type, which live in `admission`.
     pub(super) stats: Stats,
+    /// The lock-free admission counters and gate, shared with the device handle.
+    pub(super) admission: Arc<Admission>,
     pub(super) appends: AppendQueue,
     /// The entry of each zone last written to the backend.
     persisted: Vec<ZoneEntry>,
@@ -193,6 +200,7 @@ impl Core {
         zones: ZoneTable,
         image: Option<PathBuf>,
         read_only: bool,
+        admission: Arc<Admission>,
     ) -> Core {
         let g = cfg.geometry;
         // A zone that is open now was restored from a clean shutdown's entry, which says so.
@@ -205,6 +213,7 @@ impl Core {
             rng: SimRng::new(cfg.seed),
             faults: FaultState::new(FaultPlan::default()),
             stats: Stats::new(g.zone_count),
+            admission,
             appends: AppendQueue::default(),
             persisted,
             zero: Vec::new(),
@@ -224,36 +233,42 @@ impl Core {
         if failed {
             self.faults.fail_device();
         }
+        self.refresh_gate();
     }
 
     pub(super) fn fail_device(&mut self) {
         self.faults.fail_device();
+        self.refresh_gate();
+    }
+
+    /// Shuts the lock-free admission path while a command could be refused or faulted at
+    /// admission; called after every change to what `admit` decides on.
+    pub(super) fn refresh_gate(&self) {
+        let slow = self.closed || self.host_failed || self.read_only || self.faults.injects();
+        self.admission.set_slow(slow);
     }
 
     /// Admission of a command: counters, then a closed device or an injected fault. Returns
-    /// the extra delay to apply, if any.
+    /// the extra delay to apply, if any. The device takes this path only while the gate is
+    /// shut (see `admission`).
     pub(super) fn admit(&mut self, op: Op) -> NvmeResult<Option<std::time::Duration>> {
-        self.stats.command(op);
+        self.admission.count_command(op);
         if self.closed || self.host_failed {
-            self.stats.error(op);
+            self.admission.count_error(op);
             return Err(NvmeStatus::NamespaceNotReady);
         }
         if self.read_only && op.mutates() {
-            self.stats.error(op);
+            self.admission.count_error(op);
             return Err(NvmeStatus::NamespaceWriteProtected);
         }
         match self.faults.admit() {
             Verdict::Proceed => Ok(None),
             Verdict::Delay(d) => Ok(Some(d)),
             Verdict::Fail(s) => {
-                self.stats.error(op);
+                self.admission.count_error(op);
                 Err(s)
             }
         }
-    }
-
-    pub(super) fn record_error(&mut self, op: Op) {
-        self.stats.error(op);
     }
 
     /// Handles a host I/O error: logs it, keeps the first, fails the device when the image
@@ -272,6 +287,7 @@ impl Core {
         tracing::error!(image = %image, operation = op.name(), error = %e, "{text}");
         if op.fails_device() && !self.host_failed {
             self.host_failed = true;
+            self.refresh_gate();
             tracing::error!(image = %image, "the device has failed: it writes nothing more to its image");
         }
         self.host_error.get_or_insert(text);
@@ -388,6 +404,7 @@ impl Core {
         }
         if self.read_only || self.host_failed {
             self.closed = true;
+            self.refresh_gate();
             return self.refuse_if_failed();
         }
         self.drain_appends();
@@ -402,12 +419,14 @@ impl Core {
         r.map_err(|e| self.host_fault(HostOp::Superblock, e))
             .map_err(|s| self.lifecycle_err(s))?;
         self.closed = true;
+        self.refresh_gate();
         Ok(())
     }
 
     /// Process kill: nothing more is written; commands fail from now on.
     pub(super) fn kill(&mut self) {
         self.closed = true;
+        self.refresh_gate();
     }
 
     /// Device-side fault: moves `zone` to Read Only or Offline and persists it.
@@ -499,6 +518,43 @@ impl Core {
             self.sync()?;
         }
         Ok(())
+    }
+
+    /// Begins a Zone Write or Write Zeroes whose bytes the caller copies without the core
+    /// lock: validated, zone opened, then either claimed (completed at once, its blocks
+    /// claimed until the caller clears them, see `inflight`: returns true) or marked busy
+    /// for `complete_write` after the copy (returns false). Only a write that changes
+    /// nothing but the write pointer is claimed, so its zone entry in the image, which
+    /// records durable data only, is persisted now exactly as it would be after the copy.
+    pub(super) fn begin_zoned_write(
+        &mut self,
+        lba: Lba,
+        blocks: u64,
+        fua: bool,
+    ) -> NvmeResult<(u32, bool)> {
+        let z = self.zones.begin_write(lba, blocks)?;
+        let durable = fua || !self.cfg.volatile_cache;
+        if !self.zones.claim_write(z, blocks, durable) {
+            self.zones.set_busy(z, true);
+            return Ok((z, false));
+        }
+        self.stats.blocks_written += blocks;
+        self.stats.zone_writes[z as usize] += 1;
+        if let Err(s) = self.persist(z) {
+            // The device has failed (a zone table write); the claim goes back so nothing
+            // waits on it, and the command fails as a failed completion did before.
+            self.undo_claim(z, blocks);
+            return Err(s);
+        }
+        Ok((z, true))
+    }
+
+    /// Gives back a claimed write whose copy failed: the zone and the counters return to
+    /// where they were before the write began (the zone stays open).
+    pub(super) fn undo_claim(&mut self, z: u32, blocks: u64) {
+        self.zones.undo_claim(z, blocks);
+        self.stats.blocks_written -= blocks;
+        self.stats.zone_writes[z as usize] -= 1;
     }
 
     /// A zoned write at `lba` (Zone Write, Write Zeroes, Copy destination): validates it

@@ -18,9 +18,11 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use zns::{Geometry, Lba, ZoneState};
 
+use super::admission::Admission;
 use super::core::Core;
 use super::EmuDevice;
 use crate::image::{ImageError, Superblock, ZoneEntry};
+use crate::inflight::CachePadded;
 use crate::store::{FileStore, MemStore, Store};
 use crate::zones::{Zone, ZoneTable};
 use crate::{EmuConfig, EmuError};
@@ -149,8 +151,10 @@ impl EmuDevice {
         read_only: bool,
     ) -> EmuDevice {
         let zone_locks = (0..cfg.geometry.zone_count)
-            .map(|_| Mutex::new(()))
+            .map(|_| CachePadded(Mutex::new(())))
             .collect();
+        let admission = Arc::new(Admission::new(read_only));
+        let uncopied = zones.uncopied();
         EmuDevice {
             geo: cfg.geometry,
             cfg,
@@ -160,7 +164,10 @@ impl EmuDevice {
                 zones,
                 path.clone(),
                 read_only,
+                Arc::clone(&admission),
             )),
+            admission,
+            uncopied,
             zone_locks,
             store,
             path,

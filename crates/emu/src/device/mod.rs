@@ -4,18 +4,24 @@
 //! Locks. The state (zones, counters, faults, append queue) is behind one lock, the core,
 //! held only for the short synchronous steps of a command, so every command is atomic with
 //! respect to the others. The bytes of a Zone Write or Write Zeroes are copied into the shared
-//! store outside it, between `begin_write` and `finish_write` (the zone is marked busy
-//! meanwhile), and reads copy out of the store outside it too: writers and readers of
-//! different zones run in parallel on different threads. Every command that writes a zone or
-//! changes its state holds that zone's lock first (lifecycle commands and Select All hold all
-//! of them), so no two writers of one zone overlap; the order is zone locks ascending, then
-//! the core. Single-threaded, nothing changes: a write begins and finishes without a poll in
-//! between.
+//! store outside it, and reads copy out of the store outside it too: writers and readers of
+//! different zones run in parallel on different threads. A write to an open zone that moves
+//! nothing but the write pointer takes the core lock once: the pointer moves before the copy
+//! and the blocks stay claimed until the copy is done (`inflight`); other writes are marked
+//! busy before the copy and finished under the core lock after it. Admission takes no lock
+//! while nothing can be refused or injected (`admission`: per-thread counters and a gate).
+//! Every command that writes a zone or changes its state holds that zone's lock first
+//! (lifecycle commands and Select All hold all of them), so no two writers of one zone
+//! overlap; the order is zone locks ascending, then the core, then the timing model's lock.
+//! The zone locks, the claims and the admission counters each sit on their own cache lines,
+//! so threads working on different zones share no written line but the core lock's.
+//! Single-threaded, nothing changes: a write begins and finishes without a poll in between.
 //!
 //! One concept per file: `lifecycle` (create, open, restart, power loss, shutdown, kill),
 //! `core` (the state behind the lock and the synchronous steps of every command), `append`
-//! (the Zone Append queue, whose order the device chooses), `commands` (the `ZonedDevice`
-//! implementation), and this file (the device handle, its accessors, and command admission).
+//! (the Zone Append queue, whose order the device chooses), `admission` (the lock-free
+//! admission path and command counters), `commands` (the `ZonedDevice` implementation),
+//! and this file (the device handle, its accessors, and command admission).
 //!
 //! Fault model: see `zones` (durability and power loss), `fault` (injected errors) and
 //! `lifecycle` (process kill).
@@ -24,6 +30,7 @@
 //! writes submitted in write-pointer order succeed at any queue depth. Zone Appends are the
 //! exception the ZNS model exists for (see `append`).
 
+mod admission;
 mod append;
 mod commands;
 mod core;
@@ -55,8 +62,13 @@ pub struct EmuDevice {
     /// The image file, for a file-backed device.
     path: Option<std::path::PathBuf>,
     core: Mutex<Core>,
-    /// One per zone; see "Locks" above.
-    zone_locks: Box<[Mutex<()>]>,
+    /// Admission counters and gate, also held by the core (which shuts the gate).
+    admission: std::sync::Arc<admission::Admission>,
+    /// The claims of writes copying outside the core lock (`inflight`), shared with the
+    /// core's zone table.
+    uncopied: std::sync::Arc<crate::inflight::Uncopied>,
+    /// One per zone, each on its own cache line; see "Locks" above.
+    zone_locks: Box<[crate::inflight::CachePadded<Mutex<()>>]>,
     /// The store the core also holds, for the copies made outside the core lock.
     store: std::sync::Arc<dyn crate::store::Store>,
     /// The performance model, when enabled: decides when each command completes.
@@ -175,7 +187,9 @@ impl EmuDevice {
 
     /// A snapshot of the counters.
     pub fn stats(&self) -> Stats {
-        self.core.lock().stats.clone()
+        let mut s = self.core.lock().stats.clone();
+        self.admission.add_to(&mut s);
+        s
     }
 
     /// Bytes of host memory (memory backend) or image size (file backend) in use.
@@ -195,8 +209,12 @@ impl EmuDevice {
         self.core.lock().fail_device();
     }
 
-    /// Admission: fault injection and counters. Returns the delay to apply, if any.
+    /// Admission: fault injection and counters. Returns the delay to apply, if any. Without
+    /// the core lock while nothing can be refused or injected (see `admission`).
     fn admit(&self, op: Op) -> NvmeResult<Option<std::time::Duration>> {
+        if self.admission.try_fast(op) {
+            return Ok(None);
+        }
         self.core.lock().admit(op)
     }
 
@@ -245,7 +263,7 @@ impl EmuDevice {
 
     fn record(&self, op: Op, r: &NvmeResult<impl Sized>) {
         if r.is_err() {
-            self.core.lock().record_error(op);
+            self.admission.count_error(op);
         }
     }
 }
