@@ -94,6 +94,9 @@ impl RaiznVolume {
     ) -> NvmeResult<()> {
         let (bs, oob) = (self.block_size(), self.oob());
         let n = (data.len() / bs) as u64;
+        if data.len() != n as usize * bs || meta.len() != n as usize * oob {
+            return Err(NvmeStatus::InternalError);
+        }
         let (device_wp, epoch, generation) = match self.reloc.lock().get(zone, m) {
             Some(e) => (e.device_wp, e.epoch, e.generation),
             None => (0, 0, 0),
