@@ -2,11 +2,12 @@
 //! RAIZN (ASPLOS '23). docs/DESIGN.md ("RAIZN") describes the design, docs/FORMAT.md the
 //! metadata records.
 //!
-//! The sans-IO core (`layout`, `meta`, `zones`, and `zns::parity`) is plain synchronous code; the
+//! The sans-IO core (`layout`, `meta`, `zones`, `reloc`, and `zns::parity`) is plain synchronous code; the
 //! `volume` module does the member I/O.
 
 pub mod layout;
 pub mod meta;
+pub mod reloc;
 
 pub use layout::{ArrayLayout, LayoutError, Placement};
 pub use meta::{MetaError, RecordHeader, RecordType, Superblock};
@@ -15,4 +16,5 @@ pub mod zones;
 
 pub use volume::{
     Member, MetaStats, RaiznConfig, RaiznError, RaiznVolume, RebuildProgress, RebuildReport,
+    RelocStats,
 };

@@ -512,6 +512,95 @@ impl RebuiltZones {
     }
 }
 
+/// What a relocation record (type 5) says about a range of one member zone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RelocKind {
+    /// The bulk blocks are the range's contents (a stripe unit, or part of one, that could
+    /// not be written in place because the member zone's write pointer is past it).
+    Blocks = 0,
+    /// The range holds nothing valid, in place or relocated by records of a lower epoch: a
+    /// torn stripe left stale blocks there (no bulk).
+    Stale = 1,
+}
+
+/// The inline payload of a relocation record (docs/FORMAT.md, "Relocated stripe unit").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RelocInline {
+    /// The member whose zone the range is in (the member whose log holds the record).
+    pub member: u32,
+    pub kind: RelocKind,
+    /// First block of the range, an offset in the member's physical zone.
+    pub first: u64,
+    /// End of the range (exclusive).
+    pub end: u64,
+    /// Epoch of the range's (zone, member): +1 for every stale range recovery declares.
+    pub epoch: u64,
+}
+
+/// Bytes of a relocation record's inline payload.
+pub const RELOC_INLINE_BYTES: usize = 32;
+
+impl RelocInline {
+    pub fn encode(&self) -> [u8; RELOC_INLINE_BYTES] {
+        let mut p = [0u8; RELOC_INLINE_BYTES];
+        p[0..4].copy_from_slice(&self.member.to_le_bytes());
+        p[4..8].copy_from_slice(&(self.kind as u32).to_le_bytes());
+        p[8..16].copy_from_slice(&self.first.to_le_bytes());
+        p[16..24].copy_from_slice(&self.end.to_le_bytes());
+        p[24..32].copy_from_slice(&self.epoch.to_le_bytes());
+        p
+    }
+
+    /// Decodes a payload of a record with `bulk_blocks` bulk blocks, against an array of
+    /// `members` members whose member zones hold `zone_capacity` blocks.
+    pub fn decode(
+        p: &[u8],
+        bulk_blocks: u32,
+        members: u32,
+        zone_capacity: u64,
+    ) -> Result<RelocInline, MetaError> {
+        if p.len() != RELOC_INLINE_BYTES {
+            return corrupt(format!("relocation payload of {} bytes", p.len()));
+        }
+        let kind = match u32_at(p, 4) {
+            0 => RelocKind::Blocks,
+            1 => RelocKind::Stale,
+            k => return corrupt(format!("relocation kind {k}")),
+        };
+        let r = RelocInline {
+            member: u32_at(p, 0),
+            kind,
+            first: u64_at(p, 8),
+            end: u64_at(p, 16),
+            epoch: u64_at(p, 24),
+        };
+        if r.member >= members {
+            return corrupt(format!("relocation on member {} of {members}", r.member));
+        }
+        if r.first >= r.end || r.end > zone_capacity {
+            return corrupt(format!(
+                "relocated range {}..{} of a {zone_capacity}-block zone",
+                r.first, r.end
+            ));
+        }
+        if r.epoch >= COUNTER_LIMIT {
+            return corrupt(format!("relocation epoch {}", r.epoch));
+        }
+        let bulk = u64::from(bulk_blocks);
+        let expected = match kind {
+            RelocKind::Blocks => r.end - r.first,
+            RelocKind::Stale => 0,
+        };
+        if bulk != expected {
+            return corrupt(format!(
+                "{kind:?} relocation of {} blocks with {bulk} bulk blocks",
+                r.end - r.first
+            ));
+        }
+        Ok(r)
+    }
+}
+
 /// CRC-32C of a record's bulk data followed by its metadata.
 pub fn bulk_crc(data: &[u8], meta: &[u8]) -> u32 {
     crc32c::crc32c_append(crc32c::crc32c(data), meta)

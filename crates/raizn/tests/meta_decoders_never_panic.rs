@@ -45,6 +45,24 @@ proptest! {
         let _ = meta::decode_generations(&bytes, 100);
         let _ = meta::decode_zone_log(&bytes, 100);
         let _ = meta::RebuiltZones::decode(&bytes, 5, 100);
+        let bulk = bytes.first().copied().map_or(0, u32::from);
+        let _ = meta::RelocInline::decode(&bytes, bulk, 5, 48);
+    }
+
+    #[test]
+    fn relocation_payload_round_trips(member in 0u32..5, stale in any::<bool>(),
+                                      first in 0u64..47, len in 1u64..48,
+                                      epoch in 0u64..(1 << 63)) {
+        let end = (first + len).min(48);
+        let kind = if stale { meta::RelocKind::Stale } else { meta::RelocKind::Blocks };
+        let r = meta::RelocInline { member, kind, first, end, epoch };
+        let bulk = if stale { 0 } else { (end - first) as u32 };
+        prop_assert_eq!(meta::RelocInline::decode(&r.encode(), bulk, 5, 48), Ok(r));
+        // A member outside the array, a range past the zone, or bulk that does not match
+        // the kind is corruption.
+        prop_assert!(meta::RelocInline::decode(&r.encode(), bulk, member, 48).is_err());
+        prop_assert!(meta::RelocInline::decode(&r.encode(), bulk, 5, end - 1).is_err());
+        prop_assert!(meta::RelocInline::decode(&r.encode(), bulk + 1, 5, 48).is_err());
     }
 
     #[test]

@@ -219,29 +219,60 @@ impl RaiznVolume {
     /// Sends every member its run of `zone`, in MDTS-sized commands in order, members
     /// concurrently; the member that counts as failed for the zone is skipped.
     async fn send_runs(&self, zone: u32, runs: Vec<MemberRun>) -> NvmeResult<()> {
-        let failed = self.failed_in(zone);
-        let mdts = u64::from(self.layout.member_geometry().mdts_blocks);
+        let zstart = self.layout.member_zone_start(zone);
+        let cap = self.layout.member_geometry().zone_capacity;
         let (bs, oob) = (self.block_size(), self.oob());
-        let sends = runs.into_iter().enumerate().filter_map(|(m, run)| {
-            let start = run.start?;
-            if failed == Some(m) {
-                return None;
+        let mut first: Vec<(usize, u64, &[u8], &[u8])> = Vec::new();
+        let mut last: Vec<(usize, u64, &[u8], &[u8])> = Vec::new();
+        for (m, run) in runs.iter().enumerate() {
+            let Some(start) = run.start else { continue };
+            let off = start - zstart;
+            // A member zone filled in place is sealed: open counts every block of a zone
+            // whose member zones are all Full. So in a zone with relocated blocks, the
+            // block that fills a member zone goes last, after every relocation record of
+            // the write is flushed.
+            let fills = off + run.blocks == cap && self.fills_in_place(m, zone, cap);
+            if fills && run.blocks > 1 {
+                let k = run.blocks as usize - 1;
+                first.push((m, off, &run.data[..k * bs], &run.meta[..k * oob]));
+                last.push((m, off + k as u64, &run.data[k * bs..], &run.meta[k * oob..]));
+            } else if fills {
+                last.push((m, off, &run.data[..], &run.meta[..]));
+            } else {
+                first.push((m, off, &run.data[..], &run.meta[..]));
             }
-            let dev = self.members.get(m)?.clone();
-            Some(async move {
-                let mut done = 0u64;
-                while done < run.blocks {
-                    let n = mdts.min(run.blocks - done);
-                    let (a, b) = (done as usize, (done + n) as usize);
-                    let meta = (oob > 0).then(|| &run.meta[a * oob..b * oob]);
-                    dev.write(start + done, &run.data[a * bs..b * bs], meta, false)
-                        .await
-                        .map_err(|e| (m, e))?;
-                    done += n;
-                }
-                Ok::<(), (usize, NvmeStatus)>(())
-            })
-        });
+        }
+        self.send_member_runs(zone, first).await?;
+        if !last.is_empty() {
+            self.flush_members().await?;
+            self.send_member_runs(zone, last).await?;
+        }
+        Ok(())
+    }
+
+    /// Whether member `m`'s zone of `zone` has relocation state and would be filled by an
+    /// in-place write (it is not Full already).
+    fn fills_in_place(&self, m: usize, zone: u32, cap: u64) -> bool {
+        let r = self.reloc.lock();
+        let any = (0..self.layout.members()).any(|j| r.get(zone, j).is_some());
+        any && r.get(zone, m).is_none_or(|e| e.device_wp < cap)
+    }
+
+    /// Sends runs `(member, offset, data, meta)` of `zone`, members concurrently; the member
+    /// that counts as failed for the zone is skipped.
+    async fn send_member_runs(
+        &self,
+        zone: u32,
+        runs: Vec<(usize, u64, &[u8], &[u8])>,
+    ) -> NvmeResult<()> {
+        let failed = self.failed_in(zone);
+        let sends = runs.into_iter().filter(|(m, ..)| failed != Some(*m)).map(
+            |(m, off, data, meta)| async move {
+                self.write_member_run(m, zone, off, data, meta, true)
+                    .await
+                    .map_err(|e| (m, e))
+            },
+        );
         let results = join_all(sends).await;
         for r in results {
             if let Err((m, status)) = r {
@@ -312,9 +343,21 @@ impl RaiznVolume {
             let (pd, pm) = unit_parity(buf, l.data_units(), su as usize * bs, su as usize * oob);
             let mut runs: Vec<MemberRun> = (0..l.members()).map(|_| MemberRun::default()).collect();
             runs[l.parity_member(s)].push(l.member_zone_start(zone) + s * su, su, &pd, &pm)?;
-            self.send_runs(zone, runs).await?;
+            self.send_runs_sealed(zone, runs).await?;
         }
         self.members_mgmt(ZoneAction::Finish, zone).await
+    }
+
+    /// `send_runs` for the writes a Finish seals: Finish makes a member zone's own blocks
+    /// durable, not a relocation record in its log, so a record written here is flushed
+    /// before the Finish completes (else a power cut after the Finish could lose it).
+    async fn send_runs_sealed(&self, zone: u32, runs: Vec<MemberRun>) -> NvmeResult<()> {
+        let before = self.reloc_stats.lock().records;
+        self.send_runs(zone, runs).await?;
+        if self.reloc_stats.lock().records != before {
+            self.flush_members().await?;
+        }
+        Ok(())
     }
 
     /// Member `m`'s descriptor of the physical zone of logical zone `zone`.
@@ -368,7 +411,8 @@ impl RaiznVolume {
             let pm = l.parity_member(s);
             let have = descs.get(pm).copied().flatten();
             if let Some(d) = have.filter(|d| d.state != ZoneState::Full) {
-                let from = (d.wp - d.start).max(s * su);
+                let held = self.member_valid_wp(pm, zone, d.wp - d.start);
+                let from = held.max(s * su);
                 if from < (s + 1) * su {
                     self.load_buffer(zone, &mut zio, s, z.wp).await?;
                     let (bs, oob) = (self.block_size(), self.oob());
@@ -384,7 +428,7 @@ impl RaiznVolume {
                         &pd[skip * bs..],
                         &pmeta[skip * oob..],
                     )?;
-                    self.send_runs(zone, runs).await?;
+                    self.send_runs_sealed(zone, runs).await?;
                 }
             }
         }
@@ -501,10 +545,8 @@ impl RaiznVolume {
                 // member a rebuild fills would stop the rebuild).
                 return self.reconstruct(zone, cur, k, d, m, zone_full).await;
             }
-            let direct = match self.members.get(p.member) {
-                Some(dev) => dev.read(p.lba, d, (oob > 0).then_some(&mut *m)).await,
-                None => Err(NvmeStatus::InternalError),
-            };
+            let off = p.lba - l.member_zone_start(zone);
+            let direct = self.read_member(p.member, zone, off, d, m).await;
             match direct {
                 Ok(()) => Ok(()),
                 Err(status) => {
@@ -546,17 +588,17 @@ impl RaiznVolume {
             return self.reconstruct_from_pp(zone, cur, k, data, meta).await;
         }
         let target = l.place(zone, cur);
-        let (bs, oob) = (self.block_size(), self.oob());
+        let bs = self.block_size();
         data.fill(0);
         meta.fill(0);
         let mut d = vec![0u8; data.len()];
         let mut m = vec![0u8; meta.len()];
-        for (j, dev) in self.members.iter().enumerate() {
+        let off = target.lba - l.member_zone_start(zone);
+        for j in 0..self.members.len() {
             if j == target.member {
                 continue;
             }
-            let mo = (oob > 0).then_some(&mut m[..]);
-            if let Err(status) = dev.read(target.lba, &mut d, mo).await {
+            if let Err(status) = self.read_member(j, zone, off, &mut d, &mut m).await {
                 // A second member failing here makes the array failed; no data is made up.
                 self.note_member_error(j, status)?;
                 return Err(status);

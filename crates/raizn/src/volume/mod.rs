@@ -9,7 +9,8 @@
 //!
 //! Lock order: a logical zone's `ZoneIo` async lock, then a member's partial-parity log
 //! lock, then the general log lock, then a member's swap lock, then the `State` lock. The
-//! state lock is never held across an await.
+//! state lock is never held across an await. The `reloc` and statistics locks are leaves:
+//! never held across an await or while another lock is taken.
 
 mod general;
 mod health;
@@ -18,8 +19,10 @@ mod mount;
 mod pplog;
 mod rebuild;
 mod rebuild_log;
+mod reloc;
 
 pub use pplog::PpStats;
+pub use reloc::RelocStats;
 
 pub use rebuild::{RebuildProgress, RebuildReport};
 
@@ -142,6 +145,10 @@ pub struct RaiznVolume {
     pp: Vec<tokio::sync::Mutex<pplog::PpLog>>,
     pp_stats: Mutex<PpStats>,
     meta_stats: Mutex<MetaStats>,
+    /// Relocated stripe units and stale ranges of torn stripes (docs/DESIGN.md,
+    /// "Relocation"); a leaf lock.
+    reloc: Mutex<crate::reloc::Relocations>,
+    reloc_stats: Mutex<RelocStats>,
 }
 
 /// Counters of the metadata zones' garbage collection, for tests and status.
@@ -295,6 +302,9 @@ impl RaiznVolume {
                     // the zone back reset, never with stale data on the others.
                     logged = Some(self.log_zone(entry(ZoneLogAction::Reset, 0)).await?);
                     self.members_mgmt(action, zone).await?;
+                    // The new generation holds nothing relocated; the old records in the
+                    // logs are of the old generation, which open ignores.
+                    self.reloc.lock().drop_zone(zone);
                 }
                 ZoneAction::Offline => self.members_mgmt(action, zone).await?,
                 ZoneAction::Open | ZoneAction::Close => {}

@@ -246,6 +246,8 @@ impl RaiznVolume {
                 .collect(),
             pp_stats: Mutex::new(PpStats::default()),
             meta_stats: Mutex::new(super::MetaStats::default()),
+            reloc: Mutex::new(crate::reloc::Relocations::default()),
+            reloc_stats: Mutex::new(super::RelocStats::default()),
         };
         let log_err = |(member, status)| RaiznError::Member {
             member,
@@ -360,10 +362,23 @@ impl RaiznVolume {
         let cap = self.geo.zone_capacity;
         let live: Vec<ZoneDescriptor> = descs.iter().flatten().copied().collect();
         let lost = descs.len() - live.len();
-        let mut wps: Vec<u64> = descs
+        let member_cap = l.member_geometry().zone_capacity;
+        let generation = self.generation(zone).unwrap_or(0);
+        // What each member zone holds on the device, and what of it is valid: a torn stripe
+        // found at an earlier open left stale blocks that only relocated ones stand in for.
+        let device_wps: Vec<u64> = descs
             .iter()
-            .map(|d| d.map(|d| d.wp - d.start).unwrap_or(0))
+            .map(|d| match d {
+                Some(d) if d.state == ZoneState::Full => member_cap,
+                Some(d) => d.wp - d.start,
+                None => 0,
+            })
             .collect();
+        let mut wps: Vec<u64> = Vec::with_capacity(descs.len());
+        for (m, w) in device_wps.iter().enumerate() {
+            self.set_device_wp(m, zone, generation, *w);
+            wps.push(self.member_valid_wp(m, zone, *w));
+        }
         let mut cap_wp = cap;
         // Blocks the failed member may be counted for (rebuilt from parity or a record).
         let mut failed_blocks = 0;
@@ -405,6 +420,9 @@ impl RaiznVolume {
         if let Some(wp) = finish {
             // A logged finish some members did not reach: Closed at the write pointer it
             // logged (durable before it was logged) until `complete_finish` finishes it.
+            // No stale range: the finish was logged after a flush of every member with
+            // the zone's lock held, so its member zones hold exactly their share, the
+            // partial stripe's parity (or a prefix of it) and what Finish sealed.
             let wp = wp.min(readable);
             self.repair_parity(zone, wp, &wps).await?;
             return Ok(lz(ZoneState::Closed, wp));
@@ -423,8 +441,30 @@ impl RaiznVolume {
                 .map_err(self.recovery_err("resetting a zone with a torn first stripe"))?;
             return Ok(lz(ZoneState::Empty, 0));
         }
+        self.declare_torn(zone, prefix, descs, &device_wps);
         self.repair_parity(zone, prefix, &wps).await?;
         Ok(lz(ZoneState::Closed, prefix))
+    }
+
+    /// A torn stripe: every surviving member zone that holds blocks past its share of the
+    /// logical write pointer `wp` gets them declared stale, so later writes there are
+    /// relocated and a later open never counts them as data (docs/DESIGN.md, "Relocation").
+    fn declare_torn(
+        &self,
+        zone: u32,
+        wp: u64,
+        descs: &[Option<ZoneDescriptor>],
+        device_wps: &[u64],
+    ) {
+        let generation = self.generation(zone).unwrap_or(0);
+        for (m, d) in descs.iter().enumerate() {
+            if d.is_none() {
+                continue;
+            }
+            let share = self.layout.member_blocks_at(m, wp);
+            let device_wp = device_wps.get(m).copied().unwrap_or(0);
+            self.declare_stale(m, zone, generation, device_wp, share);
+        }
     }
 
     /// What recovery may count of failed member `f`'s zone: a unit of a stripe whose parity
@@ -487,7 +527,6 @@ impl RaiznVolume {
         let (su, sdb) = (l.su_blocks(), l.stripe_data_blocks());
         let g = l.member_geometry();
         let (bs, oob) = (g.block_size as usize, g.oob_size as usize);
-        let zstart = l.member_zone_start(zone);
         let mut wps = wps.to_vec();
         let failed = self.state.lock().health.failed;
         for s in 0..prefix / sdb {
@@ -506,29 +545,22 @@ impl RaiznVolume {
             let mut pmeta = vec![0u8; su as usize * oob];
             for k in 0..l.data_units() {
                 let m = l.data_member(s, k);
-                let dev = self.members.get(m).ok_or(RaiznError::Member {
-                    member: m,
-                    what: "repairing parity",
-                    status: NvmeStatus::InternalError,
-                })?;
                 let mut d = vec![0u8; su as usize * bs];
                 let mut md = vec![0u8; su as usize * oob];
-                dev.read(zstart + s * su, &mut d, (oob > 0).then_some(&mut md[..]))
+                self.read_member(m, zone, s * su, &mut d, &mut md)
                     .await
                     .map_err(member_err(m, "reading data to repair parity"))?;
                 xor_into(&mut pd, &d);
                 xor_into(&mut pmeta, &md);
             }
             let skip = (from - s * su) as usize;
-            let dev = self.members.get(pm).ok_or(RaiznError::Member {
-                member: pm,
-                what: "repairing parity",
-                status: NvmeStatus::InternalError,
-            })?;
-            dev.write(
-                zstart + from,
+            // Kept in memory where relocated: the open's log rewrite persists it.
+            self.write_member_run(
+                pm,
+                zone,
+                from,
                 &pd[skip * bs..],
-                (oob > 0).then_some(&pmeta[skip * oob..]),
+                &pmeta[skip * oob..],
                 false,
             )
             .await

@@ -19,6 +19,7 @@ use std::collections::HashMap;
 
 use zns::{Lba, NvmeResult, NvmeStatus, ReportFilter, ZoneAction, ZoneState};
 
+use super::reloc::RelocRecord;
 use super::RaiznVolume;
 use crate::layout::{PARTIAL_PARITY_ZONE, SWAP_ZONE};
 use crate::meta::{self, RecordHeader, RecordType, FLAG_CHECKPOINT};
@@ -145,7 +146,7 @@ impl RaiznVolume {
         rec: &PpRecord,
         flags: u16,
     ) -> NvmeResult<()> {
-        let (bs, oob) = (self.block_size(), self.oob());
+        let bs = self.block_size();
         let sdb = self.layout.stripe_data_blocks();
         let start = self.geo.zone_start(rec.zone) + rec.stripe * sdb;
         let h = RecordHeader {
@@ -159,11 +160,29 @@ impl RaiznVolume {
             bulk_crc: meta::bulk_crc(&rec.data, &rec.meta),
             flags,
         };
-        let head = meta::encode_record(&h, &[], bs).map_err(|_| NvmeStatus::InternalError)?;
+        self.write_raw(member, zone, off, &h, &[], &rec.data, &rec.meta)
+            .await
+    }
+
+    /// Writes a record (header `h` with `inline`, then the bulk `data` with its `meta`) at
+    /// offset `off` of metadata zone `zone` of `member`.
+    #[allow(clippy::too_many_arguments)]
+    async fn write_raw(
+        &self,
+        member: usize,
+        zone: u32,
+        off: u64,
+        h: &RecordHeader,
+        inline: &[u8],
+        bulk: &[u8],
+        bulk_meta: &[u8],
+    ) -> NvmeResult<()> {
+        let (bs, oob) = (self.block_size(), self.oob());
+        let head = meta::encode_record(h, inline, bs).map_err(|_| NvmeStatus::InternalError)?;
         let mut data = head;
-        data.extend_from_slice(&rec.data);
+        data.extend_from_slice(bulk);
         let mut md = vec![0u8; oob];
-        md.extend_from_slice(&rec.meta);
+        md.extend_from_slice(bulk_meta);
         let dev = self.members.get(member).ok_or(NvmeStatus::InternalError)?;
         let mdts = u64::from(self.layout.member_geometry().mdts_blocks);
         let lba = self.log_zone_start(zone) + off;
@@ -176,6 +195,117 @@ impl RaiznVolume {
             dev.write(lba + done, &data[a * bs..b * bs], m, false)
                 .await?;
             done += n;
+        }
+        Ok(())
+    }
+
+    /// The header of a relocation record of logical zone `zone`.
+    fn reloc_header(&self, r: &RelocRecord, flags: u16) -> RecordHeader {
+        let start = self.geo.zone_start(r.zone);
+        RecordHeader {
+            kind: RecordType::Relocated,
+            inline_len: meta::RELOC_INLINE_BYTES as u32,
+            start_lba: start,
+            end_lba: start + self.geo.zone_capacity,
+            generation: r.generation,
+            sequence: r.seq,
+            bulk_blocks: (r.data.len() / self.block_size()) as u32,
+            bulk_crc: match r.data.is_empty() {
+                true => 0,
+                false => meta::bulk_crc(&r.data, &r.meta),
+            },
+            flags,
+        }
+    }
+
+    /// The records that restore `member`'s relocation state of every zone (sequence
+    /// numbers unset), for a rewrite of its log.
+    fn reloc_records_of(&self, member: usize) -> Vec<RelocRecord> {
+        let run = self.reloc_run_max();
+        let r = self.reloc.lock();
+        let mut out = Vec::new();
+        for zone in r.zones_of(member) {
+            let Some(e) = r.get(zone, member) else {
+                continue;
+            };
+            for (inline, data, meta) in e.records(member as u32, run) {
+                out.push(RelocRecord {
+                    zone,
+                    generation: e.generation,
+                    seq: 0,
+                    inline,
+                    data,
+                    meta,
+                });
+            }
+        }
+        out
+    }
+
+    /// Appends a relocation record of `member`'s zone of `zone` to the member's log (collected
+    /// first when full). A log full of live records refuses the write (Zone Invalid Write):
+    /// relocated data cannot be dropped the way partial parity can.
+    pub(super) async fn append_reloc_record(
+        &self,
+        member: usize,
+        zone: u32,
+        generation: u64,
+        inline: meta::RelocInline,
+        data: &[u8],
+        bulk_meta: &[u8],
+    ) -> NvmeResult<()> {
+        let log_lock = self.pp.get(member).ok_or(NvmeStatus::InternalError)?;
+        let mut log = log_lock.lock().await;
+        let blocks = 1 + (data.len() / self.block_size()) as u64;
+        let cap = self.layout.member_geometry().zone_capacity;
+        if log.wp + blocks > cap {
+            // An error here is the caller's to note, as any error of this member's write.
+            self.collect_log(member, &mut log).await?;
+        }
+        if log.wp + blocks > cap {
+            tracing::warn!(member, zone, "relocation log full of live records");
+            return Err(NvmeStatus::ZoneInvalidWrite);
+        }
+        let rec = RelocRecord {
+            zone,
+            generation,
+            seq: log.seq + 1,
+            inline,
+            data: data.to_vec(),
+            meta: bulk_meta.to_vec(),
+        };
+        let h = self.reloc_header(&rec, 0);
+        let off = log.wp;
+        let written = self
+            .write_raw(
+                member,
+                PARTIAL_PARITY_ZONE,
+                off,
+                &h,
+                &inline.encode(),
+                data,
+                bulk_meta,
+            )
+            .await;
+        if let Err(e) = written {
+            // The log's tail is unknown now; the next open collects it.
+            log.wp = cap;
+            return Err(e);
+        }
+        log.seq = rec.seq;
+        log.wp = off + blocks;
+        // Into the state before the log lock is released: a collection rewrites the log
+        // from the state, and must find this record there.
+        if let Some(e) = self.reloc.lock().get_mut(zone, member) {
+            if e.generation == generation {
+                e.apply_blocks(
+                    inline.first,
+                    inline.epoch,
+                    data,
+                    bulk_meta,
+                    self.block_size(),
+                );
+            }
         }
         Ok(())
     }
@@ -232,13 +362,27 @@ impl RaiznVolume {
         let _counted = super::CollectionInFlight::new(&self.meta_stats);
         let _swap = swap.lock().await;
         records.sort_by_key(|r| (r.zone, r.stripe));
+        let mut relocs = self.reloc_records_of(member);
+        for r in relocs.iter_mut() {
+            log.seq += 1;
+            r.seq = log.seq;
+        }
         for r in records.iter_mut() {
             log.seq += 1;
             r.seq = log.seq;
         }
         let bs = self.block_size();
         let cap = self.layout.member_geometry().zone_capacity;
-        let mut used = 0u64;
+        // Relocated blocks are data: they must all fit; partial parity takes what is left.
+        let mut used: u64 = relocs.iter().map(|r| 1 + (r.data.len() / bs) as u64).sum();
+        if used > cap {
+            tracing::error!(
+                member,
+                blocks = used,
+                "relocated blocks do not fit the log zone"
+            );
+            return Err(NvmeStatus::ZoneInvalidWrite);
+        }
         let before = records.len();
         records.retain(|r| {
             used += 1 + (r.data.len() / bs) as u64;
@@ -254,6 +398,12 @@ impl RaiznVolume {
                 .await?;
             let mut off = 0u64;
             log.index.clear();
+            for r in &relocs {
+                let h = self.reloc_header(r, FLAG_CHECKPOINT);
+                self.write_raw(member, zone, off, &h, &r.inline.encode(), &r.data, &r.meta)
+                    .await?;
+                off += 1 + (r.data.len() / bs) as u64;
+            }
             for r in &records {
                 self.write_record(member, zone, off, r, FLAG_CHECKPOINT)
                     .await?;
@@ -290,7 +440,11 @@ impl RaiznVolume {
 
     /// Every valid record of metadata zone `zone` of `member`, in log order; a torn record
     /// ends the log. Records of other types are corruption here.
-    pub(super) async fn scan_log(&self, member: usize, zone: u32) -> NvmeResult<Vec<PpRecord>> {
+    pub(super) async fn scan_log(
+        &self,
+        member: usize,
+        zone: u32,
+    ) -> NvmeResult<(Vec<PpRecord>, Vec<RelocRecord>)> {
         let dev = self.members.get(member).ok_or(NvmeStatus::InternalError)?;
         let start = self.log_zone_start(zone);
         let report = dev.report_zones(start, ReportFilter::All, true, 1).await?;
@@ -311,33 +465,54 @@ impl RaiznVolume {
             dev.read(start + done, &mut data[a * bs..b * bs], m).await?;
             done += n;
         }
-        Ok(self.parse_log(&data, &md, wp))
+        Ok(self.parse_log(member, &data, &md, wp))
     }
 
-    /// Parses a log image of `wp` blocks; stops at the first record that is not whole.
-    fn parse_log(&self, data: &[u8], md: &[u8], wp: u64) -> Vec<PpRecord> {
+    /// Parses `member`'s log image of `wp` blocks: its partial-parity and relocation
+    /// records; stops at the first record that is not whole.
+    fn parse_log(
+        &self,
+        member: usize,
+        data: &[u8],
+        md: &[u8],
+        wp: u64,
+    ) -> (Vec<PpRecord>, Vec<RelocRecord>) {
         let (bs, oob) = (self.block_size(), self.oob());
         let sdb = self.layout.stripe_data_blocks();
         let mut out = Vec::new();
+        let mut relocs = Vec::new();
         let mut at = 0u64;
         while at < wp {
             let a = at as usize;
-            let Ok((h, _)) = meta::decode_record(&data[a * bs..(a + 1) * bs]) else {
+            let Ok((h, inline)) = meta::decode_record(&data[a * bs..(a + 1) * bs]) else {
                 break;
             };
             let bulk = u64::from(h.bulk_blocks);
-            if h.kind != RecordType::PartialParity || at + 1 + bulk > wp {
+            let ours = matches!(h.kind, RecordType::PartialParity | RecordType::Relocated);
+            if !ours || at + 1 + bulk > wp {
                 break;
             }
             let (b0, b1) = (a + 1, a + 1 + bulk as usize);
             let (bd, bm) = (&data[b0 * bs..b1 * bs], &md[b0 * oob..b1 * oob]);
-            if meta::bulk_crc(bd, bm) != h.bulk_crc {
+            let crc = match bulk {
+                0 => 0,
+                _ => meta::bulk_crc(bd, bm),
+            };
+            if crc != h.bulk_crc {
                 break;
             }
             let Some(zone) = self.geo.zone_of(h.start_lba) else {
                 break;
             };
             let within = h.start_lba - self.geo.zone_start(zone);
+            if h.kind == RecordType::Relocated {
+                let Some(r) = self.parse_reloc(member, zone, &h, inline, bd, bm) else {
+                    break;
+                };
+                relocs.push(r);
+                at += 1 + bulk;
+                continue;
+            }
             let end = h.end_lba - h.start_lba;
             let su = self.layout.su_blocks();
             if !within.is_multiple_of(sdb) || end == 0 || end >= sdb || bulk != su.min(end) {
@@ -354,7 +529,38 @@ impl RaiznVolume {
             });
             at += 1 + bulk;
         }
-        out
+        (out, relocs)
+    }
+
+    /// A relocation record of `member`'s log, when its fields hold: the LBA range is its
+    /// logical zone, the member is the log's, the range fits the member zone.
+    fn parse_reloc(
+        &self,
+        member: usize,
+        zone: u32,
+        h: &RecordHeader,
+        inline: &[u8],
+        bulk: &[u8],
+        bulk_meta: &[u8],
+    ) -> Option<RelocRecord> {
+        let start = self.geo.zone_start(zone);
+        if h.start_lba != start || h.end_lba != start + self.geo.zone_capacity {
+            return None;
+        }
+        let members = self.layout.members() as u32;
+        let cap = self.layout.member_geometry().zone_capacity;
+        let inline = meta::RelocInline::decode(inline, h.bulk_blocks, members, cap).ok()?;
+        if inline.member as usize != member {
+            return None;
+        }
+        Some(RelocRecord {
+            zone,
+            generation: h.generation,
+            seq: h.sequence,
+            inline,
+            data: bulk.to_vec(),
+            meta: bulk_meta.to_vec(),
+        })
     }
 
     /// Rebuilds `k` blocks at offset `cur` of `zone` (within one data unit of an incomplete
@@ -388,7 +594,6 @@ impl RaiznVolume {
         let (a, b) = (x0 as usize, (x0 + k) as usize);
         data.copy_from_slice(&pd[a * bs..b * bs]);
         meta.copy_from_slice(&pmeta[a * oob..b * oob]);
-        let zstart = l.member_zone_start(zone);
         for other in (0..l.data_units()).filter(|u| *u != unit) {
             // Blocks x of unit `other` are in the parity when other * su + x < end.
             let covered = e.end.saturating_sub(other * su + x0).min(k);
@@ -396,16 +601,11 @@ impl RaiznVolume {
                 continue;
             }
             let m = l.data_member(s, other);
-            let dev = self.members.get(m).ok_or(NvmeStatus::InternalError)?;
             let c = covered as usize;
             let mut d = vec![0u8; c * bs];
             let mut md = vec![0u8; c * oob];
-            dev.read(
-                zstart + s * su + x0,
-                &mut d,
-                (oob > 0).then_some(&mut md[..]),
-            )
-            .await?;
+            self.read_member(m, zone, s * su + x0, &mut d, &mut md)
+                .await?;
             xor_into(&mut data[..c * bs], &d);
             xor_into(&mut meta[..c * oob], &md);
         }
@@ -426,8 +626,11 @@ impl RaiznVolume {
             let mut newest: HashMap<(u32, u64), Vec<PpRecord>> = HashMap::new();
             let mut max_seq = 0;
             if failed != Some(m) {
+                let mut relocs = Vec::new();
                 for zone in [PARTIAL_PARITY_ZONE, SWAP_ZONE] {
-                    for r in self.scan_log(m, zone).await.map_err(|e| (m, e))? {
+                    let (pp, rel) = self.scan_log(m, zone).await.map_err(|e| (m, e))?;
+                    relocs.extend(rel);
+                    for r in pp {
                         max_seq = max_seq.max(r.seq);
                         if self.generation(r.zone) != Some(r.generation) {
                             // A record of an earlier generation of its zone: the zone was
@@ -437,6 +640,8 @@ impl RaiznVolume {
                         newest.entry((r.zone, r.stripe)).or_default().push(r);
                     }
                 }
+                max_seq = relocs.iter().fold(max_seq, |a, r| a.max(r.seq));
+                self.load_relocations(m, relocs);
             }
             for records in newest.values_mut() {
                 records.sort_by_key(|r| std::cmp::Reverse(r.seq));
@@ -456,6 +661,12 @@ impl RaiznVolume {
     pub(super) async fn finish_logs(&self, loaded: Loaded) -> Result<(), (usize, NvmeStatus)> {
         let n = self.layout.members();
         let failed = self.state.lock().health.failed;
+        // Zones recovery left empty (reset, or a new generation at mount) hold nothing
+        // relocated; the rest keep theirs, which the rewrite below persists.
+        let generations = self.state.lock().generations.clone();
+        self.reloc
+            .lock()
+            .retain_current(|z| generations.get(z as usize).copied());
         let mut keep: Vec<Vec<PpRecord>> = vec![Vec::new(); n];
         for zone in 0..self.geo.zone_count {
             if let Some((pm, rec)) = self.open_record(zone, failed, &loaded).await {

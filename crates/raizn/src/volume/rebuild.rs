@@ -138,6 +138,9 @@ impl RaiznVolume {
         if let Some(log) = self.pp.get(index) {
             *log.lock().await = super::pplog::PpLog::default();
         }
+        // Nor does it hold the old member's stale ranges: the rebuild writes every block in
+        // place.
+        self.reloc.lock().drop_member(index);
         slot.set(new_member);
         self.start_rebuild(index, target, &trusted);
         let r = self.rebuild_all(index, zones_max).await;
