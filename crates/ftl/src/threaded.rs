@@ -2,19 +2,22 @@
 //! invalid blocks ("holes") of a full data zone the device re-opened with `tl_open`, and the
 //! device keeps (plugs) the valid blocks in between. Sans-IO: which zone to re-open (hybrid
 //! recycling, the cost model of section 3.3.2), the valid bitmap sent, where writes in such a
-//! zone may land; the shell (`io/tl.rs`, `gc/tl.rs`) does the I/O.
+//! zone may land; the shell (`gc/tl.rs`, and hooks in io.rs and plan.rs) does the I/O.
 //!
 //! Fault model: power may be cut at any instant. The device protects only the blocks the
 //! bitmap marks valid (docs/ZNSPLUS.md item 53), so the bitmap must mark every block the
 //! newest durable checkpoint may map, and recovery must scan the zone's holes. Both come from
-//! one rule: a zone is re-opened only after a checkpoint that records it as open (scan from
-//! its first hole) has become durable, and the bitmap marks every block mapped when that
-//! checkpoint's snapshot was taken (and the header). Blocks invalidated before the snapshot
-//! have their newer version in the checkpoint (which flushed the device), so they are truly
-//! invalid: the paper's pre-invalid blocks are turned invalid by that checkpoint. A crash
-//! before the checkpoint is durable leaves the zone untouched; after it, recovery scans the
-//! zone from its first hole to the device's write pointer, where holes hold new blocks (their
-//! tags newer than the checkpoint) and valid blocks their old tags.
+//! one rule: the device re-opens the zone, then a checkpoint records it as open (scanned from
+//! its first hole), and its holes are written only once that checkpoint is durable; the
+//! bitmap marks the header and every block mapped when the zone was chosen, a superset of
+//! what that checkpoint maps. Blocks invalidated before it have their newer version in it
+//! (it flushed the device): the paper's pre-invalid blocks are turned invalid by that
+//! checkpoint. A crash before it is durable leaves a zone with no new data that the older
+//! checkpoint records full (not scanned); after it, recovery scans the zone from its first
+//! hole to the device's write pointer, below which every hole was written since the re-open
+//! (holes above it may hold what a cut left of lost writes: never scanned, which is why a
+//! threaded zone is never finished while the volume runs, and a mount finishes one only
+//! after its checkpoint records it full).
 
 use zns::ValidBitmap;
 
