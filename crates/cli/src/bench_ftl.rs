@@ -134,6 +134,7 @@ pub async fn run(a: &BenchFtlArgs, out: &mut impl Write) -> CliResult {
     let fmt = FormatOptions {
         op_permille,
         volume_blocks: Some(volume_blocks),
+        threaded_logging: false,
     };
     ftl::format(dev.as_ref(), fmt, a.seed, false)
         .await

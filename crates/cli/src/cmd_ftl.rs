@@ -29,6 +29,11 @@ pub enum FtlCmd {
         /// Format even when the device holds data (it is lost).
         #[arg(long)]
         force: bool,
+        /// Threaded logging (ZNS+): the hot stream writes into the holes of full zones the
+        /// device re-opens with tl_open. Needs a device made with --zns-plus and per-block
+        /// metadata of at least 16 bytes; recorded in the volume.
+        #[arg(long)]
+        threaded_logging: bool,
     },
     /// Mount the volume (recovering after a crash), report what recovery did, unmount cleanly.
     Mount {
@@ -180,7 +185,12 @@ where
 
 pub async fn run(cmd: &FtlCmd, out: &mut impl Write) -> CliResult {
     match cmd {
-        FtlCmd::Format { path, op, force } => {
+        FtlCmd::Format {
+            path,
+            op,
+            force,
+            threaded_logging,
+        } => {
             if !(1.0..=90.0).contains(op) {
                 return Err(CliError::Usage(format!(
                     "--op {op} is outside 1..=90 percent"
@@ -189,9 +199,13 @@ pub async fn run(cmd: &FtlCmd, out: &mut impl Write) -> CliResult {
             let id = new_volume_id();
             let force = *force;
             let op_permille = (op * 10.0).round() as u32;
+            let fmt = FormatOptions {
+                threaded_logging: *threaded_logging,
+                ..FormatOptions::with_op(op_permille)
+            };
             let text = with_device(path, |dev| async move {
                 let layout =
-                    ftl::format(dev.as_ref(), FormatOptions::with_op(op_permille), id, force)
+                    ftl::format(dev.as_ref(), fmt, id, force)
                         .await
                         .map_err(|e| match e {
                             ftl::FtlError::NotEmpty => CliError::Other(format!(
@@ -201,7 +215,7 @@ pub async fn run(cmd: &FtlCmd, out: &mut impl Write) -> CliResult {
                             e => other(e),
                         })?;
                 Ok(format!(
-                    "formatted {}: {} blocks of {} bytes ({}), {} data zones, {} checkpoint zones",
+                    "formatted {}: {} blocks of {} bytes ({}), {} data zones, {} checkpoint zones{}",
                     path.display(),
                     layout.volume_blocks,
                     layout.geometry.block_size,
@@ -209,7 +223,12 @@ pub async fn run(cmd: &FtlCmd, out: &mut impl Write) -> CliResult {
                         layout.volume_blocks * u64::from(layout.geometry.block_size)
                     ),
                     layout.data_zones,
-                    2 * layout.slot_zones
+                    2 * layout.slot_zones,
+                    if fmt.threaded_logging {
+                        ", threaded logging"
+                    } else {
+                        ""
+                    }
                 ))
             })
             .await?;

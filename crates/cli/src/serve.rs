@@ -193,6 +193,7 @@ async fn device_for(
             let fmt = FormatOptions {
                 op_permille,
                 volume_blocks: Some(bytes / 4096),
+                threaded_logging: false,
             };
             ftl::format(dev.as_ref(), fmt, crate::cmd_ftl::new_volume_id(), false)
                 .await

@@ -39,7 +39,13 @@ pub struct CkptHeader {
     pub zone_blocks: u64,
     pub body_bytes: u64,
     pub body_crc: u32,
+    /// Volume flags (`FLAG_*`), fixed at format.
+    pub flags: u32,
 }
+
+/// Flag: the volume was formatted with threaded logging (threaded.rs; needs a ZNS+ device
+/// and per-block metadata).
+pub const FLAG_THREADED_LOGGING: u32 = 1;
 
 /// A zone as a checkpoint records it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,6 +112,7 @@ pub fn encode_header(h: &CkptHeader) -> Vec<u8> {
     let mut b = vec![0u8; CKPT_HEADER_BYTES as usize];
     b[..8].copy_from_slice(MAGIC);
     b[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    b[12..16].copy_from_slice(&h.flags.to_le_bytes());
     b[16..24].copy_from_slice(&h.number.to_le_bytes());
     b[24..32].copy_from_slice(&h.volume_id.to_le_bytes());
     b[32..40].copy_from_slice(&h.seq.to_le_bytes());
@@ -138,8 +145,11 @@ pub fn decode_header(b: &[u8]) -> Result<CkptHeader, CkptError> {
     if v != VERSION {
         return Err(CkptError::Version(v));
     }
-    if u32_at(b, 12) != 0 || u32_at(b, 68) != 0 {
-        return corrupt("reserved header bytes 12..16 or 68..72 are not zero".into());
+    if u32_at(b, 12) & !FLAG_THREADED_LOGGING != 0 || u32_at(b, 68) != 0 {
+        return corrupt(format!(
+            "unknown flags {:#x} at bytes 12..16, or reserved bytes 68..72 are not zero",
+            u32_at(b, 12)
+        ));
     }
     let h = CkptHeader {
         number: u64_at(b, 16),
@@ -154,6 +164,7 @@ pub fn decode_header(b: &[u8]) -> Result<CkptHeader, CkptError> {
         zone_blocks: u64_at(b, 72),
         body_bytes: u64_at(b, 80),
         body_crc: u32_at(b, 88),
+        flags: u32_at(b, 12),
     };
     validate_header(&h)?;
     Ok(h)
@@ -258,12 +269,14 @@ pub fn check_layout(h: &CkptHeader, layout: &Layout) -> Result<(), CkptError> {
 /// Snapshots the mapping into an encoded checkpoint.
 pub fn snapshot(m: &Mapping, number: u64, volume_id: u64) -> Vec<u8> {
     let l = &m.layout;
-    let zones = m.zones.iter().map(|z| {
-        let (use_, scan_from) = match z.use_ {
-            ZoneUse::Free => (ZONE_FREE, 0),
-            ZoneUse::Open(_) => (ZONE_OPEN, z.prefix.end()),
-            ZoneUse::Full if z.inflight > 0 => (ZONE_OPEN, z.prefix.end()),
-            ZoneUse::Full => (ZONE_FULL, l.zone_blocks),
+    let zones = m.zones.iter().enumerate().map(|(i, z)| {
+        let (use_, scan_from) = match (z.use_, m.tl_scan_from(i as u32)) {
+            // A zone threaded logging is about to re-open is scanned from its first hole.
+            (ZoneUse::Full, Some(first_hole)) => (ZONE_OPEN, first_hole),
+            (ZoneUse::Free, _) => (ZONE_FREE, 0),
+            (ZoneUse::Open(_), _) => (ZONE_OPEN, z.prefix.end()),
+            (ZoneUse::Full, _) if z.inflight > 0 => (ZONE_OPEN, z.prefix.end()),
+            (ZoneUse::Full, _) => (ZONE_FULL, l.zone_blocks),
         };
         CkptZone {
             use_,
@@ -285,6 +298,11 @@ pub fn snapshot(m: &Mapping, number: u64, volume_id: u64) -> Vec<u8> {
         zone_blocks: l.zone_blocks,
         body_bytes: 0,
         body_crc: 0,
+        flags: if m.threaded.enabled {
+            FLAG_THREADED_LOGGING
+        } else {
+            0
+        },
     };
     encode_parts(header, &m.l2p, &m.seq, zones)
 }
@@ -574,6 +592,7 @@ mod tests {
             zone_blocks: 192,
             body_bytes: 12_320,
             body_crc: 77,
+            flags: FLAG_THREADED_LOGGING,
         };
         let b = encode_header(&h);
         assert_eq!(decode_header(&b), Ok(h));

@@ -12,6 +12,8 @@
 //! order). Collection writes only through the `StreamWriter`, one slot at a time, and holds
 //! no slot while it flushes or waits for readers.
 
+mod tl;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -165,6 +167,17 @@ impl Maintenance {
             let need_gc = self.policy.gc_wanted(free);
             let need_ckpt = filled >= self.shared.opts().checkpoint_every_zones;
             let mut progressed = false;
+            // Threaded logging gives the hot stream room without a free zone (gc/tl.rs).
+            let floor = self.policy.floor(Stream::Hot, true);
+            if self.shared.map(|m| m.tl_wanted(free, floor)) {
+                match self.threaded_turn().await {
+                    Ok(prepared) => progressed |= prepared,
+                    Err(e) => {
+                        self.shared.fail(&e);
+                        return;
+                    }
+                }
+            }
             if need_gc {
                 match self.collect_round().await {
                     Ok(true) => progressed = true,

@@ -215,6 +215,11 @@ impl StreamWriter {
         }
     }
 
+    /// Slots (open zones) of every stream.
+    pub(crate) fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+
     /// Slots (open zones) `stream` writes through: the GC stream's lanes.
     pub(crate) fn lanes(&self, stream: Stream) -> usize {
         self.slots.iter().filter(|s| s.stream == stream).count()
@@ -262,7 +267,10 @@ impl StreamWriter {
             match plan.next {
                 Acquire::Use(z) => return Ok((guard, z)),
                 Acquire::Open { zone, generation } => {
-                    self.write_header(zone, generation).await?;
+                    // A zone re-opened for threaded logging keeps its header (threaded.rs).
+                    if !self.shared.map(|m| m.tl_writing(zone)) {
+                        self.write_header(zone, generation).await?;
+                    }
                     *guard = Some((zone, generation));
                     return Ok((guard, zone));
                 }
@@ -337,6 +345,16 @@ impl StreamWriter {
     /// a resource only until the next mount finishes it, and a Read Only or Offline zone (the
     /// usual cause) holds none.
     async fn finish_on_device(&self, z: u32) {
+        // Finish would leave the holes a threaded zone did not reach under its write pointer,
+        // holding whatever a power cut left there; it stays open until collected or the
+        // next mount (threaded.rs).
+        if self.shared.map(|m| m.tl_writing(z)) {
+            tracing::warn!(
+                zone = z,
+                "a threaded zone was sealed; it stays open on the device"
+            );
+            return;
+        }
         let at = self.shared.layout().data_zone_start(z);
         if let Err(e) = self
             .shared
@@ -495,9 +513,13 @@ impl StreamWriter {
     /// signal follows. So every end signals, and wakes maintenance when its work is due.
     pub(crate) fn write_ended(&self) {
         let every = self.shared.opts().checkpoint_every_zones;
-        let wake = self
-            .shared
-            .map(|m| m.filled_since_ckpt >= every || self.policy.gc_wanted(m.free_zones()));
+        let floor = self.policy.floor(Stream::Hot, true);
+        let wake = self.shared.map(|m| {
+            m.filled_since_ckpt >= every
+                || self.policy.gc_wanted(m.free_zones())
+                // Threaded logging looks for a zone a little before collection is due.
+                || m.tl_wanted(m.free_zones(), floor)
+        });
         if wake {
             self.shared.wake_maintenance();
         }

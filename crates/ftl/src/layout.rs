@@ -41,6 +41,9 @@ pub struct FormatOptions {
     /// Export exactly this many blocks instead of all the over-provisioning allows (it must
     /// not be more).
     pub volume_blocks: Option<u64>,
+    /// Threaded logging (ZNS+ `tl_open`, docs/DESIGN.md "ZNS+"): needs a device with the ZNS+
+    /// commands and per-block metadata of at least 16 bytes; recorded in the checkpoints.
+    pub threaded_logging: bool,
 }
 
 impl FormatOptions {
@@ -48,6 +51,7 @@ impl FormatOptions {
         FormatOptions {
             op_permille,
             volume_blocks: None,
+            threaded_logging: false,
         }
     }
 }
@@ -79,6 +83,9 @@ pub struct MountOptions {
     /// blocks this way (docs/DESIGN.md, "ZNS+"); None relocates as on any device. Ignored on
     /// a device without them, which relocates as `use_copy` says.
     pub compaction: Option<crate::compaction::Placement>,
+    /// On a volume formatted with threaded logging: how a full zone is chosen for it
+    /// (threaded.rs). Ignored on other volumes.
+    pub threaded: crate::threaded::TlPolicy,
 }
 
 impl Default for MountOptions {
@@ -93,6 +100,7 @@ impl Default for MountOptions {
             checkpoint_every_zones: 0,
             use_copy: true,
             compaction: Some(crate::compaction::Placement::CopybackAware),
+            threaded: crate::threaded::TlPolicy::Hybrid,
         }
     }
 }

@@ -17,6 +17,7 @@ pub mod recovery;
 mod retry;
 pub mod separation;
 mod shared;
+pub mod threaded;
 mod volume;
 
 pub use layout::{FormatOptions, Layout, MountOptions, VictimPolicy, WriteMode};

@@ -27,7 +27,7 @@ use crate::separation::LifespanStats;
 /// L2P value of a logical block with no data (reads as zeros).
 pub const UNMAPPED: u32 = u32::MAX;
 /// P2L value of a physical block that holds nothing valid.
-const P_INVALID: u32 = u32::MAX;
+pub(crate) const P_INVALID: u32 = u32::MAX;
 /// P2L value of a physical block holding a live trim record.
 pub(crate) const P_TRIM: u32 = u32::MAX - 1;
 
@@ -176,6 +176,8 @@ pub struct Mapping {
     pub durability: Durability,
     /// Pacing of user writes while garbage collection owes free zones (plan.rs).
     pub(crate) throttle: Throttle,
+    /// Threaded logging on ZNS+ devices (threaded.rs).
+    pub threaded: crate::threaded::Threaded,
 }
 
 impl Mapping {
@@ -198,6 +200,7 @@ impl Mapping {
             lifespans: LifespanStats::new(layout.volume_blocks),
             durability: Durability::new(layout.data_zones),
             throttle: Throttle::default(),
+            threaded: Default::default(),
             layout,
         }
     }
@@ -341,8 +344,20 @@ impl Mapping {
     /// Zero when the zone is full.
     pub fn reserve(&mut self, z: u32, want: u64) -> Reservation {
         let cap = self.layout.zone_blocks;
+        let open = matches!(self.zones[z as usize].use_, ZoneUse::Open(_));
+        if open {
+            // A zone re-opened for threaded logging hands out only its holes.
+            if let Some((offset, blocks)) = self.tl_reserve(z, want) {
+                self.zones[z as usize].inflight += u32::from(blocks > 0);
+                return Reservation {
+                    zone: z,
+                    offset,
+                    blocks,
+                };
+            }
+        }
         let zone = &mut self.zones[z as usize];
-        if !matches!(zone.use_, ZoneUse::Open(_)) {
+        if !open {
             // Sealed (or filled) between the caller's check and now.
             return Reservation {
                 zone: z,
@@ -480,6 +495,8 @@ impl Mapping {
                     && !(z.retired && z.valid == 0)
                     && !z.lost
         });
+        // A zone threaded logging holds is not collected (threaded.rs).
+        let candidates = candidates.filter(|(i, _)| !self.tl_holds(*i as u32));
         match policy {
             VictimPolicy::Greedy => candidates
                 .min_by_key(|(_, z)| z.valid)
@@ -591,6 +608,7 @@ impl Mapping {
         zone.prefix = Prefix::new(0);
         // Its blocks are gone, so are the tags a summary would have named.
         self.summary_tags[z as usize].clear();
+        self.tl_forget(z);
         self.durability.zone_reset(z);
         self.free.push_back(z);
         self.counters.gc_zones += 1;
@@ -642,6 +660,8 @@ impl Mapping {
                     && zone.inflight == 0
                     && zone.valid + 1 < zone.reserved.min(cap)
                     && may_seal(z)
+                    // A threaded zone is never finished while written (threaded.rs).
+                    && !self.tl_writing(z)
             })
             .collect();
         for &z in &idle {

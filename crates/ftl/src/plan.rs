@@ -297,6 +297,10 @@ impl Mapping {
         let free = self.free_zones();
         let wake_gc = policy.gc_wanted(free);
         let plan = |next| AcquirePlan { next, wake_gc };
+        // A zone threaded logging made ready takes no free zone (threaded.rs).
+        if let Some((zone, generation)) = self.tl_take(stream) {
+            return plan(Acquire::Open { zone, generation });
+        }
         let reclaimable = self.reclaimable(policy.victim_policy);
         if free > policy.floor(stream, reclaimable) {
             if let Some((zone, generation)) = self.open_zone(stream) {

@@ -35,6 +35,11 @@ pub struct Recovered {
     pub checkpoint_number: u64,
     /// Data zones left partly written (open at the crash); the mount finishes them.
     pub partial_zones: Vec<u32>,
+    /// Those of them the device had re-opened for threaded logging (attribute TLO): the mount
+    /// finishes them only after its checkpoint, which records them full. Finished earlier,
+    /// a cut before that checkpoint would make the next recovery scan them to their end,
+    /// through holes holding what the cut left of writes it lost.
+    pub threaded_zones: Vec<u32>,
     /// Data zones the device retired (Read Only or Offline).
     pub retired_zones: u32,
     /// Written data zones without a header of this volume (a header write that failed).
@@ -52,6 +57,7 @@ struct ZonePlan {
 pub async fn recover(dev: &dyn ZonedDevice, layout: &Layout) -> Result<Recovered, FtlError> {
     let (slot, ck) = checkpoint::read_latest(dev, layout).await?;
     let mut m = Mapping::new(*layout);
+    m.threaded.enabled = ck.header.flags & checkpoint::FLAG_THREADED_LOGGING != 0;
     let ckpt_seq = ck.header.seq;
     m.l2p = ck.l2p;
     m.seq = ck.seq;
@@ -70,6 +76,7 @@ pub async fn recover(dev: &dyn ZonedDevice, layout: &Layout) -> Result<Recovered
     let bs = dev.geometry().block_size as usize;
     let mut plans = Vec::with_capacity(layout.data_zones as usize);
     let mut partial_zones = Vec::new();
+    let mut threaded_zones = Vec::new();
     let (mut retired_zones, mut headerless_zones) = (0u32, 0u32);
     let mut block = vec![0u8; bs];
     for z in 0..layout.data_zones {
@@ -161,6 +168,8 @@ pub async fn recover(dev: &dyn ZonedDevice, layout: &Layout) -> Result<Recovered
         zone.prefix = Prefix::new(cap);
         if read_only {
             m.retire(z, false);
+        } else if d.attributes & zns::zone_attr::TLO != 0 {
+            threaded_zones.push(z);
         } else if d.state != ZoneState::Full {
             partial_zones.push(z);
         }
@@ -194,6 +203,7 @@ pub async fn recover(dev: &dyn ZonedDevice, layout: &Layout) -> Result<Recovered
         checkpoint_slot: slot,
         checkpoint_number: ck.header.number,
         partial_zones,
+        threaded_zones,
         retired_zones,
         headerless_zones,
         scanned_zones,

@@ -66,6 +66,9 @@ pub struct FtlStats {
     pub separating: bool,
     /// Checkpoint interval in filled zones this mount uses.
     pub checkpoint_every_zones: u32,
+    /// Whether the volume uses threaded logging, and what it did since mount.
+    pub threaded_logging: bool,
+    pub threaded: crate::threaded::TlCounters,
 }
 
 impl FtlStats {
@@ -98,6 +101,8 @@ impl FtlStats {
             hot_zones: opts.hot_zones,
             separating: m.separating(),
             checkpoint_every_zones: opts.checkpoint_every_zones,
+            threaded_logging: m.threaded.enabled,
+            threaded: m.threaded.counters,
         }
     }
 
@@ -141,8 +146,12 @@ pub async fn format(
             return Err(FtlError::NotEmpty);
         }
     }
+    if fmt.threaded_logging {
+        crate::threaded::check_device(dev, &layout, crate::layout::WriteMode::ZoneWrite)?;
+    }
     dev.zone_mgmt(ZoneAction::Reset, 0, true).await?;
-    let m = Mapping::new(layout);
+    let mut m = Mapping::new(layout);
+    m.threaded.enabled = fmt.threaded_logging;
     checkpoint::write_slot(dev, &layout, 0, &checkpoint::snapshot(&m, 1, volume_id)).await?;
     Ok(layout)
 }
@@ -194,7 +203,7 @@ impl FtlVolume {
             checkpoint_number: rec.checkpoint_number,
             scanned_zones: rec.scanned_zones,
             scanned_blocks: rec.scanned_blocks,
-            finished_partial_zones: rec.partial_zones.len() as u32,
+            finished_partial_zones: (rec.partial_zones.len() + rec.threaded_zones.len()) as u32,
             retired_zones: rec.retired_zones,
             headerless_zones: rec.headerless_zones,
             lost_ranges: rec.mapping.lost_ranges(),
@@ -225,8 +234,16 @@ impl FtlVolume {
             // In-band summaries follow their blocks, which needs the host to place them.
             opts.write_mode = crate::layout::WriteMode::ZoneWrite;
         }
-        let vol = Arc::new(FtlVolume::assemble(dev, layout, opts, rec));
+        if rec.mapping.threaded.enabled {
+            crate::threaded::check_device(dev.as_ref(), &layout, opts.write_mode)?;
+        }
+        let threaded_zones = rec.threaded_zones.clone();
+        let vol = Arc::new(FtlVolume::assemble(dev.clone(), layout, opts, rec));
         vol.maint.checkpoint().await?;
+        for z in &threaded_zones {
+            dev.zone_mgmt(ZoneAction::Finish, layout.data_zone_start(*z), false)
+                .await?;
+        }
         vol.maint.start();
         Ok((vol, report))
     }

@@ -104,6 +104,7 @@ fn a_volume_can_export_an_exact_size_that_survives_remount() {
         let fmt = ftl::FormatOptions {
             op_permille: 580,
             volume_blocks: Some(500),
+            threaded_logging: false,
         };
         ftl::format(dev.as_ref(), fmt, 9, false)
             .await
@@ -125,6 +126,7 @@ fn a_volume_can_export_an_exact_size_that_survives_remount() {
         let too_big = ftl::FormatOptions {
             op_permille: 580,
             volume_blocks: Some(10_000),
+            threaded_logging: false,
         };
         assert!(ftl::format(dev.as_ref(), too_big, 9, true).await.is_err());
     });

@@ -5,8 +5,11 @@
 //! flushed or FUA write reads back, nothing reads back older than its last flushed version,
 //! unflushed blocks read as their old or new contents, and the mapping's invariants hold.
 //! The same schedules run on a ZNS+ device, where collection relocates with zone_compaction.
+//! With threaded logging on (a ZNS+ device), the hot stream also writes into the holes of zones
+//! the device re-opened with tl_open, and power is cut while it does.
 //! A failing schedule prints its seed; rerun it with `FTL_CRASH_SEED=<seed>` (add
-//! `FTL_CRASH_OOB=0` for the in-band summary runs, `FTL_CRASH_ZNS_PLUS=1` for the ZNS+ ones).
+//! `FTL_CRASH_OOB=0` for the in-band summary runs, `FTL_CRASH_ZNS_PLUS=1` for the ZNS+ ones,
+//! `FTL_CRASH_THREADED=1` for the threaded-logging ones).
 
 mod common;
 
@@ -16,6 +19,7 @@ use std::time::Duration;
 use common::{block, geometry, version_of, VersionModel};
 use emu::{EmuDevice, FaultPlan};
 use ftl::compaction::Placement;
+use ftl::threaded::TlPolicy;
 use ftl::{FormatOptions, FtlVolume, MountOptions};
 use futures::future::join_all;
 use zns::{BlockDevice, SimRng};
@@ -39,6 +43,8 @@ fn account(vol: &FtlVolume, cov: &mut Coverage) {
     let s = vol.stats();
     cov.gc_zones += s.counters.gc_zones;
     cov.trims += s.counters.trims;
+    cov.tl_opens += s.threaded.opens;
+    cov.tl_hole_blocks += s.threaded.hole_blocks;
 }
 
 /// What a schedule exercised, so the test can prove its coverage.
@@ -50,6 +56,11 @@ struct Coverage {
     trims: u64,
     /// Blocks the device moved by ZNS+ zone_compaction.
     blocks_compacted: u64,
+    /// Zones re-opened for threaded logging, and blocks written into their holes.
+    tl_opens: u64,
+    tl_hole_blocks: u64,
+    /// Power cuts while a threaded zone had holes being written.
+    tl_cuts: u64,
 }
 
 /// What a schedule runs on: per-block metadata bytes, and whether the device has the ZNS+
@@ -59,12 +70,15 @@ struct Coverage {
 struct Kind {
     oob: u32,
     zns_plus: bool,
+    /// Format with threaded logging (needs `zns_plus`).
+    threaded: bool,
 }
 
 impl Kind {
     const PLAIN: Kind = Kind {
         oob: 16,
         zns_plus: false,
+        threaded: false,
     };
 
     /// Mount options for this kind: `common::random_options`, and on a ZNS+ device either
@@ -72,6 +86,15 @@ impl Kind {
     /// others keep their streams).
     fn options(self, rng: &mut SimRng) -> MountOptions {
         let mut o = common::random_options(rng);
+        if self.threaded {
+            // Threaded logging refuses Zone Append (a write must cover exactly one hole).
+            o.write_mode = ftl::WriteMode::ZoneWrite;
+            o.threaded = if rng.chance(0.5) {
+                TlPolicy::Always
+            } else {
+                TlPolicy::Hybrid
+            };
+        }
         if self.zns_plus {
             o.compaction = Some(if rng.chance(0.5) {
                 Placement::CopybackAware
@@ -106,7 +129,11 @@ async fn schedule(seed: u64, ops: usize, kind: Kind) -> Coverage {
     })
     .expect("fault plan");
     let mut opts = kind.options(&mut rng);
-    ftl::format(dev.as_ref(), FormatOptions::with_op(580), seed, false)
+    let fmt = FormatOptions {
+        threaded_logging: kind.threaded,
+        ..FormatOptions::with_op(580)
+    };
+    ftl::format(dev.as_ref(), fmt, seed, false)
         .await
         .expect("format");
     let mut vol = remount(&dev, opts, seed, &mut cov).await;
@@ -175,6 +202,7 @@ async fn schedule(seed: u64, ops: usize, kind: Kind) -> Coverage {
                 for _ in 0..rng.below(6) {
                     tokio::time::sleep(Duration::from_micros(rng.range_inclusive(1, 60))).await;
                 }
+                cov.tl_cuts += u64::from(tl_opened_now(&dev).await);
                 dev.power_loss(rng.next_u64()).expect("power loss");
                 vol.crash().await;
                 account(&vol, &mut cov);
@@ -220,6 +248,18 @@ async fn schedule(seed: u64, ops: usize, kind: Kind) -> Coverage {
     cov
 }
 
+/// Whether the device has a TL-opened zone (attribute TLO) right now.
+async fn tl_opened_now(dev: &EmuDevice) -> bool {
+    use zns::ZonedDevice;
+    let r = dev
+        .report_zones(0, zns::ReportFilter::All, false, usize::MAX)
+        .await
+        .expect("report zones");
+    r.zones
+        .iter()
+        .any(|z| z.attributes & zns::zone_attr::TLO != 0)
+}
+
 fn run(seed: u64, ops: usize, kind: Kind) -> Coverage {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -240,7 +280,16 @@ fn one_thousand_seeded_crash_schedules() {
             .and_then(|s| s.parse().ok())
             .unwrap_or(16);
         let zns_plus = std::env::var("FTL_CRASH_ZNS_PLUS").is_ok_and(|v| v == "1");
-        run(seed, 300, Kind { oob, zns_plus });
+        let threaded = std::env::var("FTL_CRASH_THREADED").is_ok_and(|v| v == "1");
+        run(
+            seed,
+            300,
+            Kind {
+                oob,
+                zns_plus: zns_plus || threaded,
+                threaded,
+            },
+        );
         return;
     }
     let mut total = Coverage::default();
@@ -334,5 +383,70 @@ fn three_hundred_crash_schedules_on_a_zns_plus_device() {
         total.blocks_compacted >= 30_000,
         "only {} blocks compacted",
         total.blocks_compacted
+    );
+}
+
+/// The schedules on a ZNS+ device formatted with threaded logging: hybrid recycling re-opens
+/// full zones with tl_open (after a checkpoint that records them) and the hot stream writes
+/// into their holes while collection compacts others; power is cut while holes are being
+/// written, and every remount must find every durable write.
+#[test]
+fn three_hundred_crash_schedules_with_threaded_logging() {
+    let mut total = Coverage::default();
+    for seed in 13_000..13_300u64 {
+        let c = run(
+            seed,
+            300,
+            Kind {
+                zns_plus: true,
+                threaded: true,
+                ..Kind::PLAIN
+            },
+        );
+        total.crashes += c.crashes;
+        total.gc_zones += c.gc_zones;
+        total.tl_opens += c.tl_opens;
+        total.tl_hole_blocks += c.tl_hole_blocks;
+        total.tl_cuts += c.tl_cuts;
+    }
+    println!(
+        "{} power cuts ({} with a TL-opened zone), {} zones collected, {} zones TL-opened, {} blocks into holes",
+        total.crashes, total.tl_cuts, total.gc_zones, total.tl_opens, total.tl_hole_blocks
+    );
+    assert!(total.crashes >= 1_500, "only {} power cuts", total.crashes);
+    assert!(
+        total.tl_opens >= 150,
+        "only {} zones TL-opened",
+        total.tl_opens
+    );
+    assert!(
+        total.tl_hole_blocks >= 3_000,
+        "only {} blocks written into holes",
+        total.tl_hole_blocks
+    );
+    assert!(
+        total.tl_cuts >= 300,
+        "only {} power cuts with a TL-opened zone",
+        total.tl_cuts
+    );
+}
+
+// Regression: a zone chosen for threaded logging was recorded in a checkpoint before the
+// device re-opened it, so after a cut recovery scanned the whole zone, which the device
+// still reported Full, holes included. One hole still held a trim record an earlier cut had
+// lost (the device keeps a lost write's bytes in a TL-opened zone's holes), and recovery
+// applied it: LBA 234 lost its flushed data. Now the device re-opens the zone first, scans
+// stop at its write pointer, and a TL-opened zone is finished only when a checkpoint records
+// it full.
+#[test]
+fn a_write_lost_in_a_hole_is_never_recovered() {
+    run(
+        13_054,
+        300,
+        Kind {
+            zns_plus: true,
+            threaded: true,
+            ..Kind::PLAIN
+        },
     );
 }

@@ -124,6 +124,7 @@ fn valid_checkpoint(l: &Layout, seed: u64) -> Checkpoint {
             zone_blocks: l.zone_blocks,
             body_bytes: 0,
             body_crc: 0,
+            flags: (r.below(2) as u32) * checkpoint::FLAG_THREADED_LOGGING,
         },
         l2p,
         seq,
@@ -391,6 +392,7 @@ fn checkpoints_of_real_layouts_decode() {
             zone_blocks: l.zone_blocks,
             body_bytes: 12 * l.volume_blocks + 32 * u64::from(l.data_zones),
             body_crc: 0,
+            flags: 0,
         };
         assert_eq!(
             checkpoint::decode_header(&checkpoint::encode_header(&h)),

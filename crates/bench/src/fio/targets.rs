@@ -303,6 +303,7 @@ pub(super) async fn ftl_volume(t: &Target, op_percent: f64) -> Result<Arc<FtlVol
     let fmt = FormatOptions {
         op_permille,
         volume_blocks: Some(logical),
+        threaded_logging: false,
     };
     ftl::format(&dev, fmt, t.seed, false)
         .await

@@ -1,0 +1,578 @@
+//! Threaded logging on ZNS+ devices (paper section 3.3): the hot user stream writes into the
+//! invalid blocks ("holes") of a full data zone the device re-opened with `tl_open`, and the
+//! device keeps (plugs) the valid blocks in between. Sans-IO: which zone to re-open (hybrid
+//! recycling, the cost model of section 3.3.2), the valid bitmap sent, where writes in such a
+//! zone may land; the shell (`gc/tl.rs`, and hooks in io.rs and plan.rs) does the I/O.
+//!
+//! Fault model: power may be cut at any instant. The device protects only the blocks the
+//! bitmap marks valid (docs/ZNSPLUS.md item 53), so the bitmap must mark every block the
+//! newest durable checkpoint may map, and recovery must scan the zone's holes. Both come from
+//! one rule: the device re-opens the zone, then a checkpoint records it as open (scanned from
+//! its first hole), and its holes are written only once that checkpoint is durable; the
+//! bitmap marks the header and every block mapped when the zone was chosen, a superset of
+//! what that checkpoint maps. Blocks invalidated before it have their newer version in it
+//! (it flushed the device): the paper's pre-invalid blocks are turned invalid by that
+//! checkpoint. A crash before it is durable leaves a zone with no new data that the older
+//! checkpoint records full (not scanned); after it, recovery scans the zone from its first
+//! hole to the device's write pointer, below which every hole was written since the re-open
+//! (holes above it may hold what a cut left of lost writes: never scanned, which is why a
+//! threaded zone is never finished while the volume runs, and a mount finishes one only
+//! after its checkpoint records it full).
+
+use zns::ValidBitmap;
+
+use crate::map::{Mapping, Stream, ZoneUse, P_INVALID};
+use crate::prefix::Prefix;
+
+/// Refuses threaded logging where it cannot work, with the reason: a device without the
+/// ZNS+ commands, summary mode (in-band summaries sit at fixed offsets among the blocks, so
+/// writes into holes would land between them), or Zone Append (the device would choose
+/// where appends land, but a write into a threaded zone must cover exactly one hole).
+pub fn check_device(
+    dev: &dyn zns::ZonedDevice,
+    layout: &crate::layout::Layout,
+    mode: crate::layout::WriteMode,
+) -> Result<(), crate::FtlError> {
+    let refuse = |why: &str| {
+        Err(crate::FtlError::Layout(crate::layout::LayoutError(
+            format!("threaded logging {why}"),
+        )))
+    };
+    if dev.identify_mapping().is_none() {
+        return refuse("needs a device with the ZNS+ commands (tl_open); create it with --zns-plus or format without threaded logging");
+    }
+    if layout.summary_mode() {
+        return refuse(&format!(
+            "needs at least 16 bytes of per-block metadata; the device has {}",
+            layout.geometry.oob_size
+        ));
+    }
+    if mode == crate::layout::WriteMode::ZoneAppend {
+        return refuse("needs Zone Write mode; mount without Zone Append");
+    }
+    Ok(())
+}
+
+/// Where the one zone threaded logging works on stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// Chosen: the device is asked to `tl_open` it, then a checkpoint that records it is
+    /// written. Not a victim.
+    Pending,
+    /// That checkpoint is durable: the next hot-stream zone opened is this one.
+    Ready,
+    /// A hot slot took it: writes go into its holes.
+    Writing,
+}
+
+/// The zone threaded logging works on.
+#[derive(Clone, Debug)]
+pub struct TlZone {
+    pub zone: u32,
+    pub stage: Stage,
+    /// The bitmap sent to the device: valid blocks are never written.
+    pub valid: ValidBitmap,
+}
+
+/// Threaded-logging counters, since mount.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TlCounters {
+    /// Zones re-opened for threaded logging.
+    pub opens: u64,
+    /// Blocks the device kept in those zones (plugged): valid at `tl_open`.
+    pub plugged_blocks: u64,
+    /// Blocks handed to writes in holes.
+    pub hole_blocks: u64,
+    /// Times hybrid recycling chose compaction instead.
+    pub compaction_chosen: u64,
+}
+
+/// The threaded-logging state of a volume.
+#[derive(Clone, Debug, Default)]
+pub struct Threaded {
+    /// The volume was formatted with threaded logging (checkpoint flag).
+    pub enabled: bool,
+    pub zone: Option<TlZone>,
+    pub counters: TlCounters,
+}
+
+/// The constants of the cost model (paper section 3.3.2), in units of one block's on-demand
+/// copy inside the device.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CostModel {
+    /// Plugging cost per block relative to an on-demand copy (the paper's 90%).
+    pub plug: f64,
+    /// Mapping/metadata writes per copied block (the paper's alpha, 20%).
+    pub alpha: f64,
+    /// Share of cold blocks still valid at the next threaded logging (beta).
+    pub beta: f64,
+}
+
+impl Default for CostModel {
+    fn default() -> Self {
+        CostModel {
+            plug: 0.9,
+            alpha: 0.2,
+            beta: 0.5,
+        }
+    }
+}
+
+/// How threaded logging picks its zones (`MountOptions::threaded`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TlPolicy {
+    /// Hybrid recycling: threaded logging or compaction, whichever the cost model says
+    /// costs less (the paper's ZNS+).
+    #[default]
+    Hybrid,
+    /// Threaded logging whenever a zone has enough holes; compaction only otherwise.
+    Always,
+}
+
+/// What hybrid recycling chose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recycle {
+    /// Re-open zone `zone` for threaded logging.
+    ThreadedLog { zone: u32 },
+    /// Collect (segment compaction) as usual.
+    Compact,
+}
+
+/// One candidate's figures for the cost model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Candidate {
+    pub zone: u32,
+    /// Blocks the device must keep (threaded logging) or copy (compaction).
+    pub valid: u64,
+    /// Blocks the recycling makes writable again.
+    pub freed: u64,
+}
+
+impl CostModel {
+    /// C_TL per block made writable: plugging the valid blocks, plus the checkpoint this
+    /// volume writes before every `tl_open` (the paper's pre-invalid blocks are turned invalid
+    /// by it, so they add no plugging).
+    pub fn threaded_cost(&self, c: &Candidate, checkpoint_blocks: u64) -> f64 {
+        (self.plug * c.valid as f64 + checkpoint_blocks as f64) / c.freed.max(1) as f64
+    }
+
+    /// C_SC per block freed: copying the valid blocks and alpha of them in metadata, less the
+    /// plugging saved later by moving `cold` blocks out now (B_cold).
+    pub fn compaction_cost(&self, c: &Candidate, cold: u64) -> f64 {
+        let cost = (1.0 + self.alpha) * c.valid as f64 - self.plug * self.beta * cold as f64;
+        cost.max(0.0) / c.freed.max(1) as f64
+    }
+
+    /// Hybrid recycling: threaded logging into `tl` or compaction of `sc`, whichever costs
+    /// less per block it makes writable. Compared per block (the paper compares the two
+    /// costs directly) because the two candidates free different amounts.
+    pub fn choose(
+        &self,
+        tl: Option<Candidate>,
+        sc: Option<(Candidate, u64)>,
+        checkpoint_blocks: u64,
+    ) -> Recycle {
+        match (tl, sc) {
+            (None, _) => Recycle::Compact,
+            (Some(t), None) => Recycle::ThreadedLog { zone: t.zone },
+            (Some(t), Some((s, cold))) => {
+                if self.threaded_cost(&t, checkpoint_blocks) < self.compaction_cost(&s, cold) {
+                    Recycle::ThreadedLog { zone: t.zone }
+                } else {
+                    Recycle::Compact
+                }
+            }
+        }
+    }
+}
+
+/// A zone re-opened for threaded logging must make at least this share (per mille) of its
+/// blocks writable: holes smaller than that cost a `tl_open`, a checkpoint and many small
+/// writes for little room.
+pub const TL_HOLES_MIN_PERMILLE: u64 = 250;
+
+/// Threaded logging looks for a zone to re-open while at most this many zones above the
+/// user streams' floor are free: early enough that the hot stream takes it before free
+/// zones run short, so collection (which runs at the floor) is needed less often.
+pub const TL_LEAD_ZONES: u32 = 2;
+
+impl Mapping {
+    /// The valid bitmap of data zone `z` as threaded logging would send it now: the header,
+    /// mapped data blocks and live trim records.
+    pub fn tl_bitmap(&self, z: u32) -> ValidBitmap {
+        let cap = self.layout.zone_blocks;
+        let mut bm = ValidBitmap::empty(cap);
+        bm.set(0, true);
+        for off in 1..cap {
+            let pba = self.pba(z, off) as usize;
+            if self.p2l.get(pba).is_some_and(|&l| l != P_INVALID) {
+                bm.set(off, true);
+            }
+        }
+        bm
+    }
+
+    /// Whether zone `z` is held by threaded logging (never a collection victim then).
+    pub fn tl_holds(&self, z: u32) -> bool {
+        self.threaded.zone.as_ref().is_some_and(|t| {
+            t.zone == z
+                && (t.stage != Stage::Writing
+                    || matches!(self.zones[z as usize].use_, ZoneUse::Open(_)))
+        })
+    }
+
+    /// Where a recovery scan of zone `z` must start if the checkpoint being taken is to cover
+    /// a re-open that follows it: its first hole while it is pending or ready.
+    pub fn tl_scan_from(&self, z: u32) -> Option<u64> {
+        let t = self.threaded.zone.as_ref().filter(|t| t.zone == z)?;
+        (t.stage != Stage::Writing).then(|| t.valid.next_invalid(0))
+    }
+
+    /// The candidate threaded logging would re-open: the full zone with the fewest valid
+    /// blocks that is not being collected, retired, lost or read-only, with enough holes.
+    fn tl_candidate(&self) -> Option<Candidate> {
+        let cap = self.layout.zone_blocks;
+        self.zones
+            .iter()
+            .enumerate()
+            .filter(|(_, z)| {
+                z.use_ == ZoneUse::Full
+                    && z.inflight == 0
+                    && !z.collecting
+                    && !z.retired
+                    && !z.lost
+                    && z.summaries == 0
+            })
+            .map(|(i, z)| Candidate {
+                zone: i as u32,
+                valid: z.valid + 1,
+                freed: cap.saturating_sub(z.valid + 1),
+            })
+            .filter(|c| c.freed * 1000 >= cap * TL_HOLES_MIN_PERMILLE)
+            .min_by_key(|c| c.valid)
+    }
+
+    /// Whether the threaded zone (if any) still gives the hot stream room: pending, ready,
+    /// or being written with holes left.
+    fn tl_live(&self) -> bool {
+        self.threaded.zone.as_ref().is_some_and(|t| match t.stage {
+            Stage::Pending | Stage::Ready => true,
+            Stage::Writing => {
+                let z = self.zone(t.zone);
+                matches!(z.use_, ZoneUse::Open(_)) && z.reserved < self.layout.zone_blocks
+            }
+        })
+    }
+
+    /// Whether the maintenance task should run hybrid recycling (`plan_threaded`) with
+    /// `free` free zones, the user streams waiting at `floor`.
+    pub fn tl_wanted(&self, free: u32, floor: u32) -> bool {
+        self.threaded.enabled && !self.tl_live() && free <= floor + TL_LEAD_ZONES
+    }
+
+    /// Hybrid recycling: re-open a full zone for threaded logging (returned, marked
+    /// `Pending` with its bitmap fixed: the caller writes a checkpoint, then `tl_ready`), or
+    /// leave the reclaiming to compaction of `victim` (the zone collection would take next),
+    /// whichever `model` says costs less per block made writable.
+    pub fn plan_threaded(
+        &mut self,
+        policy: TlPolicy,
+        model: &CostModel,
+        victim: Option<u32>,
+        checkpoint_blocks: u64,
+    ) -> Option<u32> {
+        if !self.threaded.enabled || self.tl_live() {
+            return None;
+        }
+        self.threaded.zone = None;
+        let cap = self.layout.zone_blocks;
+        let victim = victim.filter(|_| policy == TlPolicy::Hybrid);
+        let sc = victim.map(|v| {
+            let z = self.zone(v);
+            let c = Candidate {
+                zone: v,
+                valid: z.valid,
+                freed: cap.saturating_sub(z.valid + 1 + z.summaries),
+            };
+            (c, 0)
+        });
+        match model.choose(self.tl_candidate(), sc, checkpoint_blocks) {
+            Recycle::Compact => {
+                self.threaded.counters.compaction_chosen += 1;
+                None
+            }
+            Recycle::ThreadedLog { zone } => {
+                let valid = self.tl_bitmap(zone);
+                self.threaded.zone = Some(TlZone {
+                    zone,
+                    stage: Stage::Pending,
+                    valid,
+                });
+                Some(zone)
+            }
+        }
+    }
+
+    /// The checkpoint recording pending zone `z` is durable: the hot stream may take it.
+    pub fn tl_ready(&mut self, z: u32) {
+        if let Some(t) = self.threaded.zone.as_mut().filter(|t| t.zone == z) {
+            assert_eq!(t.stage, Stage::Pending, "a threaded zone made ready twice");
+            t.stage = Stage::Ready;
+        }
+    }
+
+    /// Hands the ready threaded zone to a slot of `stream` (the hot stream only): it becomes
+    /// open for the stream with its write pointer on its first hole (the device re-opened it
+    /// already; the caller writes no header). Returns the zone and its (unchanged)
+    /// generation.
+    pub fn tl_take(&mut self, stream: Stream) -> Option<(u32, u64)> {
+        if stream != Stream::Hot {
+            return None;
+        }
+        let t = self.threaded.zone.as_mut()?;
+        if t.stage != Stage::Ready {
+            return None;
+        }
+        t.stage = Stage::Writing;
+        let z = t.zone;
+        let first = t.valid.next_invalid(0);
+        let plugged = t.valid.count_valid(0, t.valid.blocks());
+        self.threaded.counters.opens += 1;
+        self.threaded.counters.plugged_blocks += plugged;
+        self.counters.stream_zones[stream.index()] += 1;
+        let zone = &mut self.zones[z as usize];
+        assert_eq!(zone.use_, ZoneUse::Full, "a threaded zone that is not full");
+        zone.use_ = ZoneUse::Open(stream);
+        zone.reserved = first;
+        zone.prefix = Prefix::new(first);
+        Some((z, zone.generation))
+    }
+
+    /// The bitmap to send with `tl_open` for pending zone `z`.
+    pub fn tl_valid_bytes(&self, z: u32) -> Option<Vec<u8>> {
+        let t = self.threaded.zone.as_ref().filter(|t| t.zone == z)?;
+        (t.stage == Stage::Pending).then(|| t.valid.as_bytes().to_vec())
+    }
+
+    /// Whether zone `z` is the threaded zone a slot took: re-opened on the device, so it
+    /// gets no header, and is never finished while the volume runs (the holes it did not
+    /// reach may hold what a power cut left of earlier writes, and a Finish would put them
+    /// below the write pointer, where a recovery scan reads).
+    pub fn tl_writing(&self, z: u32) -> bool {
+        self.threaded
+            .zone
+            .as_ref()
+            .is_some_and(|t| t.zone == z && t.stage == Stage::Writing)
+    }
+
+    /// The device refused to re-open pending zone `z`: it stays a full zone.
+    pub fn tl_cancel(&mut self, z: u32) {
+        if self.threaded.zone.as_ref().is_some_and(|t| t.zone == z) {
+            self.threaded.zone = None;
+        }
+    }
+
+    /// Reserves up to `want` blocks at the host write pointer of threaded zone `z`: the
+    /// hole there, capped at its end (a write never spans a valid block). The valid run
+    /// after it is skipped at once (the device plugs it when the write ends) and counts as
+    /// completed, since it holds data the checkpoint covers. None when `z` is not being
+    /// written by threaded logging.
+    pub(crate) fn tl_reserve(&mut self, z: u32, want: u64) -> Option<(u64, u64)> {
+        let t = self
+            .threaded
+            .zone
+            .as_ref()
+            .filter(|t| t.zone == z && t.stage == Stage::Writing)?;
+        let cap = self.layout.zone_blocks;
+        let zone = &self.zones[z as usize];
+        let at = zone.reserved;
+        let mut end = at;
+        while end < cap && end - at < want && !t.valid.is_valid(end) {
+            end += 1;
+        }
+        let next = t.valid.next_invalid(end);
+        self.threaded.counters.hole_blocks += end - at;
+        let zone = &mut self.zones[z as usize];
+        zone.reserved = next;
+        if next > end {
+            zone.prefix.complete(end, next - end);
+        }
+        Some((at, end - at))
+    }
+
+    /// Zone `z` was reset: it no longer holds a threaded zone's data.
+    pub(crate) fn tl_forget(&mut self, z: u32) {
+        if self.threaded.zone.as_ref().is_some_and(|t| t.zone == z) {
+            self.threaded.zone = None;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cand(zone: u32, valid: u64, freed: u64) -> Candidate {
+        Candidate { zone, valid, freed }
+    }
+
+    #[test]
+    fn plugging_wins_over_copying_the_same_zone_unless_the_checkpoint_costs_more() {
+        let m = CostModel::default();
+        let same = cand(7, 600, 400);
+        // 0.9 x 600 + 100 = 640 < 1.2 x 600 = 720.
+        assert_eq!(
+            m.choose(Some(same), Some((same, 0)), 100),
+            Recycle::ThreadedLog { zone: 7 }
+        );
+        // 0.9 x 600 + 200 = 740 > 720: a large checkpoint makes compaction cheaper.
+        assert_eq!(m.choose(Some(same), Some((same, 0)), 200), Recycle::Compact);
+    }
+
+    #[test]
+    fn a_much_emptier_victim_wins_and_cold_blocks_favour_compaction() {
+        let m = CostModel::default();
+        let tl = cand(1, 500, 500);
+        let empty = cand(2, 100, 900);
+        assert_eq!(m.choose(Some(tl), Some((empty, 0)), 10), Recycle::Compact);
+        let even = cand(2, 480, 520);
+        assert_eq!(
+            m.choose(Some(tl), Some((even, 0)), 10),
+            Recycle::ThreadedLog { zone: 1 }
+        );
+        // Moving 400 cold blocks now saves their plugging later.
+        assert_eq!(m.choose(Some(tl), Some((even, 400)), 10), Recycle::Compact);
+    }
+
+    #[test]
+    fn without_a_candidate_it_compacts_and_without_a_victim_it_threads() {
+        let m = CostModel::default();
+        assert_eq!(
+            m.choose(None, Some((cand(2, 1, 9), 0)), 0),
+            Recycle::Compact
+        );
+        assert_eq!(
+            m.choose(Some(cand(3, 5, 5)), None, 0),
+            Recycle::ThreadedLog { zone: 3 }
+        );
+    }
+
+    fn mapping(zones: u32, cap: u64) -> Mapping {
+        let g = crate::layout::tests::geo(zones, cap);
+        let l = crate::layout::Layout::new(g, 1000, crate::layout::RESERVE_ZONES_DEFAULT)
+            .expect("layout");
+        let mut m = Mapping::new(l);
+        m.threaded.enabled = true;
+        m
+    }
+
+    /// Fills hot zones with LBAs `0..n` in order, one block per write.
+    fn fill(m: &mut Mapping, lbas: impl Iterator<Item = u64>) {
+        let mut open: Option<u32> = None;
+        for lba in lbas {
+            let z = match open.filter(|&z| m.zone(z).reserved < m.layout.zone_blocks) {
+                Some(z) => z,
+                None => {
+                    let (z, _) = m.open_zone(Stream::Hot).expect("a free zone");
+                    m.header_written(z);
+                    open = Some(z);
+                    z
+                }
+            };
+            let r = m.reserve(z, 1);
+            let seq = m.take_seq();
+            m.complete_write(z, r.offset, lba, 1, seq);
+        }
+    }
+
+    #[test]
+    fn a_threaded_zone_hands_out_only_its_holes_and_fills() {
+        let mut m = mapping(12, 16);
+        // Zone 0 holds LBAs 0..15 at offsets 1..16; rewriting the odd ones and 8..12 leaves
+        // holes at offsets 2, 4, 6, 8 and 9..13.
+        fill(&mut m, 0..15);
+        let z0 = m.pba(0, 0);
+        assert_eq!(m.zone_of(z0), 0);
+        fill(&mut m, [1, 3, 5, 7, 8, 9, 10, 11].into_iter());
+        assert_eq!(m.zone(0).use_, ZoneUse::Full);
+        assert_eq!(m.zone(0).valid, 7);
+        let zone = m.plan_threaded(TlPolicy::Hybrid, &CostModel::default(), None, 0);
+        assert_eq!(zone, Some(0), "the emptiest full zone is chosen");
+        // Pending: not a victim, and a checkpoint scans it from its first hole.
+        assert!(m.tl_holds(0));
+        assert_ne!(m.pick_victim(crate::layout::VictimPolicy::Greedy), Some(0));
+        assert_eq!(m.tl_scan_from(0), Some(2));
+        assert_eq!(
+            m.tl_take(Stream::Hot),
+            None,
+            "not ready before its checkpoint"
+        );
+        let bm = m.tl_valid_bytes(0).expect("bitmap");
+        // Header, 0, 2, 4, 6 (offsets 1, 3, 5, 7) and 12, 13, 14 (offsets 13..16) valid.
+        assert_eq!(bm, vec![0b1010_1011, 0b1110_0000]);
+        m.tl_ready(0);
+        assert_eq!(m.tl_take(Stream::Cold), None, "only the hot stream threads");
+        assert!(!m.tl_writing(0));
+        assert_eq!(m.tl_take(Stream::Hot), Some((0, 1)));
+        assert!(
+            m.tl_writing(0),
+            "no header, and never finished while written"
+        );
+        assert_eq!(
+            m.tl_scan_from(0),
+            None,
+            "scanned from its prefix once written"
+        );
+        assert!(
+            m.layout.volume_blocks >= 23,
+            "{} blocks",
+            m.layout.volume_blocks
+        );
+        let mut got = Vec::new();
+        let mut lba = 15;
+        loop {
+            let r = m.reserve(0, 8);
+            if r.blocks == 0 {
+                break;
+            }
+            got.push((r.offset, r.blocks));
+            let seq = m.take_seq();
+            m.complete_write(0, r.offset, lba, r.blocks, seq);
+            lba += r.blocks;
+        }
+        assert_eq!(got, vec![(2, 1), (4, 1), (6, 1), (8, 5)]);
+        assert_eq!(
+            m.zone(0).use_,
+            ZoneUse::Full,
+            "the last hole fills the zone"
+        );
+        assert_eq!(m.zone(0).prefix.end(), 16);
+        assert_eq!(m.threaded.counters.hole_blocks, 8);
+        m.verify().expect("mapping consistent");
+    }
+
+    #[test]
+    fn nothing_is_threaded_when_disabled_or_when_no_zone_has_room() {
+        let mut m = mapping(12, 16);
+        fill(&mut m, 0..15);
+        m.threaded.enabled = false;
+        fill(&mut m, 0..8);
+        assert_eq!(
+            m.plan_threaded(TlPolicy::Hybrid, &CostModel::default(), None, 0),
+            None
+        );
+        m.threaded.enabled = true;
+        // Zone 0 has 8 holes of 16: enough; a full zone with 2 holes is not.
+        let mut n = mapping(12, 16);
+        fill(&mut n, 0..15);
+        fill(&mut n, [0, 1].into_iter());
+        assert_eq!(
+            n.plan_threaded(TlPolicy::Hybrid, &CostModel::default(), None, 0),
+            None
+        );
+        assert_eq!(
+            m.plan_threaded(TlPolicy::Hybrid, &CostModel::default(), None, 0),
+            Some(0)
+        );
+    }
+}
