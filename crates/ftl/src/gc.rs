@@ -18,6 +18,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use zns::{NvmeStatus, ZoneAction};
 
+use crate::activity::Gauge;
 use crate::checkpoint;
 use crate::io::StreamWriter;
 use crate::map::Stream;
@@ -135,7 +136,9 @@ impl Maintenance {
     /// Flushes the device, and records which writes that made durable.
     async fn flush_device(&self) -> Result<(), FtlError> {
         let at = self.shared.map(|m| m.durability.flush_submitted());
+        let flushing = self.shared.activity().enter(Gauge::Flushes);
         retry(|| self.shared.dev().flush()).await?;
+        drop(flushing);
         self.shared.map(|m| m.durability.flushed(at));
         Ok(())
     }
@@ -210,6 +213,7 @@ impl Maintenance {
             self.reset_collected(Vec::new(), false).await?;
             return Ok(true);
         };
+        let _collecting = self.shared.activity().enter(Gauge::Rounds);
         let began = tokio::time::Instant::now();
         // With per-block metadata each lane's last copy is written with FUA, so the copies
         // are durable without a flush of every open zone. In summary mode the copies' tags
@@ -302,9 +306,12 @@ impl Maintenance {
             return Ok(());
         }
         self.wait_for_readers(&now).await?;
+        let resetting = self.shared.activity().enter(Gauge::Resets);
         let resets = futures::future::join_all(now.iter().map(|&v| self.reset_victim(v)));
+        let resets = resets.await;
+        drop(resetting);
         let mut first_error = None;
-        for r in resets.await {
+        for r in resets {
             if let Err(e) = r {
                 first_error.get_or_insert(e);
             }

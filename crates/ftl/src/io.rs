@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 use zns::{Lba, NvmeStatus, ZoneAction};
 
+use crate::activity::Gauge;
 use crate::layout::WriteMode;
 use crate::map::{Reservation, Stream, ZoneUse};
 use crate::plan::{Acquire, AfterFailure, SpacePolicy, WriteKind};
@@ -281,6 +282,7 @@ impl StreamWriter {
                     drop(guard);
                     // A failure that came after the check above woke nobody yet.
                     self.shared.check_failed()?;
+                    let _waiting = self.shared.activity().enter(Gauge::SpaceWaits);
                     waiting.await;
                 }
             }
@@ -518,6 +520,7 @@ impl StreamWriter {
                 crate::plan::Admit::Wait => {
                     self.shared.wake_maintenance();
                     self.shared.check_failed()?;
+                    let _waiting = self.shared.activity().enter(Gauge::SpaceWaits);
                     waiting.await;
                 }
             }
@@ -532,6 +535,7 @@ impl StreamWriter {
         fua: bool,
     ) -> Result<(), FtlError> {
         self.shared.check_failed()?;
+        let _writing = self.shared.activity().enter(Gauge::UserWrites);
         let bs = u64::from(self.shared.layout().geometry.block_size);
         self.admit(data.len() as u64 / bs).await?;
         let hot_cold = self.shared.opts().hot_cold;

@@ -66,6 +66,8 @@ pub struct FtlStats {
     pub separating: bool,
     /// Checkpoint interval in filled zones this mount uses.
     pub checkpoint_every_zones: u32,
+    /// Where the volume's tasks spent their time since mount (zero for a volume not mounted).
+    pub activity: crate::activity::ActivityStats,
 }
 
 impl FtlStats {
@@ -98,6 +100,7 @@ impl FtlStats {
             hot_zones: opts.hot_zones,
             separating: m.separating(),
             checkpoint_every_zones: opts.checkpoint_every_zones,
+            activity: Default::default(),
         }
     }
 
@@ -276,7 +279,14 @@ impl FtlVolume {
     pub fn stats(&self) -> FtlStats {
         let opts = *self.shared.opts();
         let checkpoints = self.maint.checkpoints();
-        self.shared.map(|m| FtlStats::of(m, &opts, checkpoints))
+        let mut stats = self.shared.map(|m| FtlStats::of(m, &opts, checkpoints));
+        stats.activity = self.activity();
+        stats
+    }
+
+    /// Where the volume's tasks spent their time since mount (cheap: no scan of the mapping).
+    pub fn activity(&self) -> crate::activity::ActivityStats {
+        self.shared.activity().stats()
     }
 
     /// Checks the mapping's internal invariants.
