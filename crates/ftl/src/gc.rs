@@ -339,12 +339,21 @@ impl Maintenance {
         let mut list = list.to_vec();
         let mut failures_left = DEST_FAILURES_MAX;
         let mut i = 0;
+        let depth = self.writer.copy_pipeline_depth();
         while i < list.len() {
-            match self
-                .writer
-                .relocate(&list[i..], stream, lane, durable)
-                .await
-            {
+            let moved = match depth {
+                Some(d) => {
+                    self.writer
+                        .relocate_pipelined(&list[i..], stream, lane, durable, d)
+                        .await
+                }
+                None => {
+                    self.writer
+                        .relocate(&list[i..], stream, lane, durable)
+                        .await
+                }
+            };
+            match moved {
                 Ok(n) => i += n,
                 Err(e) => {
                     if self.victims_offline(round).await {

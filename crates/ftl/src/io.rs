@@ -15,6 +15,7 @@
 //! Locks: a slot lock, then the map lock (shared.rs has the volume's whole lock order). A task
 //! holds one slot at a time.
 
+mod pipeline;
 mod relocate;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -214,6 +215,27 @@ impl StreamWriter {
             Stream::Gc => hot + 1,
             Stream::GcCold => self.slots.len() - 1,
         }
+    }
+
+    /// The slot of lane `lane` of GC stream `stream`.
+    fn lane_slot(&self, stream: Stream, lane: usize) -> Result<&Slot, FtlError> {
+        self.slots
+            .iter()
+            .filter(|s| s.stream == stream)
+            .nth(lane)
+            .ok_or_else(|| {
+                FtlError::Corrupt(format!("stream {} has no lane {lane}", stream.name()))
+            })
+    }
+
+    /// Whether garbage-collection copies go through `relocate_pipelined` (plain Simple Copy
+    /// with per-block metadata, more than one per lane allowed), and how deep.
+    pub(crate) fn copy_pipeline_depth(&self) -> Option<usize> {
+        let opts = self.shared.opts();
+        let plus = opts.compaction.is_some() && self.shared.dev().identify_mapping().is_some();
+        let depth = opts.copies_per_lane as usize;
+        (depth > 1 && opts.use_copy && !plus && !self.shared.layout().summary_mode())
+            .then_some(depth)
     }
 
     /// Slots (open zones) `stream` writes through: the GC stream's lanes.

@@ -79,7 +79,16 @@ pub struct MountOptions {
     /// blocks this way (docs/DESIGN.md, "ZNS+"); None relocates as on any device. Ignored on
     /// a device without them, which relocates as `use_copy` says.
     pub compaction: Option<crate::compaction::Placement>,
+    /// Simple Copy commands each garbage-collection lane keeps in flight to its zone, submitted
+    /// in write-pointer order (io/pipeline.rs); 1 copies one at a time. More than 1 needs a
+    /// device that executes a queue's commands in the order it receives them, as the emulated
+    /// device does. Applies to plain Simple Copy with per-block metadata.
+    pub copies_per_lane: u32,
 }
+
+/// Copies in flight per garbage-collection lane by default: a Copy waits for its sources'
+/// reads behind the programs queued on the dies, so one at a time left the flash idle.
+pub const COPIES_PER_LANE_DEFAULT: u32 = 4;
 
 impl Default for MountOptions {
     fn default() -> Self {
@@ -93,6 +102,7 @@ impl Default for MountOptions {
             checkpoint_every_zones: 0,
             use_copy: true,
             compaction: Some(crate::compaction::Placement::CopybackAware),
+            copies_per_lane: COPIES_PER_LANE_DEFAULT,
         }
     }
 }
