@@ -88,7 +88,7 @@ pub struct MountOptions {
 
 /// Copies in flight per garbage-collection lane by default: a Copy waits for its sources'
 /// reads behind the programs queued on the dies, so one at a time left the flash idle.
-pub const COPIES_PER_LANE_DEFAULT: u32 = 4;
+pub const COPIES_PER_LANE_DEFAULT: u32 = 8;
 
 impl Default for MountOptions {
     fn default() -> Self {
