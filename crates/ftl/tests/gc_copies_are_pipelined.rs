@@ -90,7 +90,10 @@ fn one_lane_keeps_several_copies_in_flight() {
     let rt = emu::timing::SimRuntime::new().expect("runtime");
     let (four, zones_four) = rt.block_on(run(4));
     println!("copies in flight while copying: 1 per lane {one:.2}, 4 per lane {four:.2}");
-    assert!(zones_one >= 20 && zones_four >= 20, "{zones_one} / {zones_four} zones collected");
+    assert!(
+        zones_one >= 20 && zones_four >= 20,
+        "{zones_one} / {zones_four} zones collected"
+    );
     assert!(
         four > one + 0.5,
         "four per lane had {four:.2} copies in flight, one per lane {one:.2}"

@@ -5,9 +5,12 @@
 //! moved about 512 KiB per such wait (docs/BENCHMARKS.md).
 //!
 //! Ordering: each command is polled once as soon as it is created, so commands reach the
-//! device in write-pointer order. That is enough on a device that executes commands in the
-//! order it receives them (the emulated device does: a command takes effect at its first
-//! poll); a device that reorders them needs `MountOptions::copies_per_lane` 1.
+//! device in write-pointer order on a device that executes them in the order it receives them
+//! (the emulated device does: a command takes effect at its first poll). A command that still
+//! overtakes the one ahead of it (a device that delays some commands before it runs them, as
+//! the emulator's latency faults do) is refused with Zone Invalid Write without writing
+//! anything; it is submitted again once every copy ahead of it has completed. A device that
+//! reorders often is better run with `MountOptions::copies_per_lane` 1.
 //!
 //! Fault model: as for every data-zone write (io.rs). A copy that fails seals the zone; the
 //! copies behind it in the pipeline are still awaited (those that landed move their blocks,
@@ -37,7 +40,11 @@ struct InFlight<'a> {
     r: Reservation,
     /// Index in `srcs` of its first source.
     first: usize,
+    ranges: Vec<CopyRange>,
+    dest: zns::Lba,
     fua: bool,
+    /// Whether copies to the zone were in flight ahead of it when it was submitted.
+    behind: bool,
     _copying: Entered<'a>,
 }
 
@@ -103,21 +110,26 @@ impl StreamWriter {
                 let ranges = self.copy_ranges(&srcs[issued..issued + n]);
                 let dest = zone_start + r.offset;
                 let copying = self.shared.activity().enter(Gauge::Copies);
+                let sent = ranges.clone();
                 let mut fut: CopyFuture<'_> =
                     Box::pin(
-                        async move { retry(|| self.shared.dev().copy(&ranges, dest, fua)).await },
+                        async move { retry(|| self.shared.dev().copy(&sent, dest, fua)).await },
                     );
                 // Submit it now, behind the copies before it.
                 let done = match futures::poll!(fut.as_mut()) {
                     Poll::Ready(res) => Some(res),
                     Poll::Pending => None,
                 };
+                let behind = !pipe.is_empty();
                 pipe.push_back(InFlight {
                     fut,
                     done,
                     r,
                     first: issued,
+                    ranges,
+                    dest,
                     fua,
+                    behind,
                     _copying: copying,
                 });
                 issued += n;
@@ -130,6 +142,16 @@ impl StreamWriter {
                 None => c.fut.as_mut().await,
             };
             drop(c.fut);
+            let res = match res {
+                // It overtook a copy ahead of it on the way to the device (a device that
+                // delays commands before it runs them), so it found the write pointer short of
+                // its destination and was refused, writing nothing. Every copy ahead of it has
+                // completed now: it goes again, at the head of the pipeline.
+                Err(NvmeStatus::ZoneInvalidWrite) if c.behind && first_error.is_none() => {
+                    retry(|| self.shared.dev().copy(&c.ranges, c.dest, c.fua)).await
+                }
+                other => other,
+            };
             match res {
                 Ok(()) => {
                     let n = c.r.blocks as usize;
