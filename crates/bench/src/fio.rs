@@ -40,10 +40,12 @@ use crate::workload::{self, Job, Limits, Pattern, Ramp, Report};
 
 mod block;
 mod image;
+mod phases;
 mod report;
 mod targets;
 mod zoned;
 
+pub use phases::{phases_text, Probe, Sample};
 pub use report::{ftl_stats_json, latency_cdfs, throughput_series, to_json, to_text};
 pub use targets::{scaled_array, spare_blocks, zone_array, ConvSizing, ConvVolume};
 
@@ -162,22 +164,39 @@ pub fn run_with_progress(specs: &[JobSpec], t: &Target, p: &Progress) -> Result<
         (_, Some(path)) => rt.block_on(image::run(specs, t, path, p)).map(plain),
         (Volume::Conv { op_percent }, None) => rt.block_on(async {
             let dev = conv_device(t, op_percent).await?;
-            let results = run_block(specs, t, &dev, p).await?;
+            let dies = dev.sizing().array.dies();
+            let probe = || Sample {
+                at: Instant::now(),
+                flash: Some((dev.timing_counters(), dies)),
+                ftl: None,
+            };
+            let (results, phases) = run_block(specs, t, &dev, p, &probe).await?;
+            let mut volume = dev.stats_json();
+            volume["phases"] = Value::Array(phases);
             Ok(Outcome {
                 results,
-                volume: Some(dev.stats_json()),
+                volume: Some(volume),
             })
         }),
         (Volume::Ftl { op_percent }, None) => rt.block_on(async {
-            let vol = ftl_volume(t, op_percent).await?;
-            let results = run_block(specs, t, vol.as_ref(), p).await;
+            let (vol, dev) = ftl_volume(t, op_percent).await?;
+            let dies = dev.timing().map_or(0, |(p, _)| p.dies());
+            let probe = || Sample {
+                at: Instant::now(),
+                flash: dev.timing_counters().map(|c| (c, dies)),
+                ftl: Some(vol.activity()),
+            };
+            let ran = run_block(specs, t, vol.as_ref(), p, &probe).await;
             let stats = vol.stats();
             vol.unmount()
                 .await
                 .map_err(|e| format!("unmounting the volume: {e}"))?;
+            let (results, phases) = ran?;
+            let mut volume = ftl_stats_json(&stats);
+            volume["phases"] = Value::Array(phases);
             Ok(Outcome {
-                results: results?,
-                volume: Some(ftl_stats_json(&stats)),
+                results,
+                volume: Some(volume),
             })
         }),
     };

@@ -224,6 +224,9 @@ fn volume_text(v: &serde_json::Value) -> String {
             f("checkpoint_bytes_per_user_gib") / f64::from(1u32 << 20),
         );
     }
+    if let Some(phases) = v.get("phases").and_then(serde_json::Value::as_array) {
+        s += &bench::fio::phases_text(phases);
+    }
     if let Some(lost) = v.get("host_slots_lost").and_then(serde_json::Value::as_u64) {
         s += &format!("  host writes dropped by the drive model (host_slots_lost): {lost}\n");
         if lost > 0 {

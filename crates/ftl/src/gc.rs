@@ -20,6 +20,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use zns::{NvmeStatus, ZoneAction};
 
+use crate::activity::Gauge;
 use crate::checkpoint;
 use crate::io::StreamWriter;
 use crate::map::Stream;
@@ -137,7 +138,9 @@ impl Maintenance {
     /// Flushes the device, and records which writes that made durable.
     async fn flush_device(&self) -> Result<(), FtlError> {
         let at = self.shared.map(|m| m.durability.flush_submitted());
+        let flushing = self.shared.activity().enter(Gauge::Flushes);
         retry(|| self.shared.dev().flush()).await?;
+        drop(flushing);
         self.shared.map(|m| m.durability.flushed(at));
         Ok(())
     }
@@ -223,6 +226,7 @@ impl Maintenance {
             self.reset_collected(Vec::new(), false).await?;
             return Ok(true);
         };
+        let _collecting = self.shared.activity().enter(Gauge::Rounds);
         let began = tokio::time::Instant::now();
         // With per-block metadata each lane's last copy is written with FUA, so the copies
         // are durable without a flush of every open zone. In summary mode the copies' tags
@@ -315,9 +319,12 @@ impl Maintenance {
             return Ok(());
         }
         self.wait_for_readers(&now).await?;
+        let resetting = self.shared.activity().enter(Gauge::Resets);
         let resets = futures::future::join_all(now.iter().map(|&v| self.reset_victim(v)));
+        let resets = resets.await;
+        drop(resetting);
         let mut first_error = None;
-        for r in resets.await {
+        for r in resets {
             if let Err(e) = r {
                 first_error.get_or_insert(e);
             }
@@ -345,12 +352,21 @@ impl Maintenance {
         let mut list = list.to_vec();
         let mut failures_left = DEST_FAILURES_MAX;
         let mut i = 0;
+        let depth = self.writer.copy_pipeline_depth();
         while i < list.len() {
-            match self
-                .writer
-                .relocate(&list[i..], stream, lane, durable)
-                .await
-            {
+            let moved = match depth {
+                Some(d) => {
+                    self.writer
+                        .relocate_pipelined(&list[i..], stream, lane, durable, d)
+                        .await
+                }
+                None => {
+                    self.writer
+                        .relocate(&list[i..], stream, lane, durable)
+                        .await
+                }
+            };
+            match moved {
                 Ok(n) => i += n,
                 Err(e) => {
                     if self.victims_offline(round).await {

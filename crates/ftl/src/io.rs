@@ -15,6 +15,7 @@
 //! Locks: a slot lock, then the map lock (shared.rs has the volume's whole lock order). A task
 //! holds one slot at a time.
 
+mod pipeline;
 mod relocate;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -22,6 +23,7 @@ use std::sync::Arc;
 
 use zns::{Lba, NvmeStatus, ZoneAction};
 
+use crate::activity::Gauge;
 use crate::layout::WriteMode;
 use crate::map::{Reservation, Stream, ZoneUse};
 use crate::plan::{Acquire, AfterFailure, SpacePolicy, WriteKind};
@@ -220,6 +222,27 @@ impl StreamWriter {
         self.slots.len()
     }
 
+    /// The slot of lane `lane` of GC stream `stream`.
+    fn lane_slot(&self, stream: Stream, lane: usize) -> Result<&Slot, FtlError> {
+        self.slots
+            .iter()
+            .filter(|s| s.stream == stream)
+            .nth(lane)
+            .ok_or_else(|| {
+                FtlError::Corrupt(format!("stream {} has no lane {lane}", stream.name()))
+            })
+    }
+
+    /// Whether garbage-collection copies go through `relocate_pipelined` (plain Simple Copy
+    /// with per-block metadata, more than one per lane allowed), and how deep.
+    pub(crate) fn copy_pipeline_depth(&self) -> Option<usize> {
+        let opts = self.shared.opts();
+        let plus = opts.compaction.is_some() && self.shared.dev().identify_mapping().is_some();
+        let depth = opts.copies_per_lane as usize;
+        (depth > 1 && opts.use_copy && !plus && !self.shared.layout().summary_mode())
+            .then_some(depth)
+    }
+
     /// Slots (open zones) `stream` writes through: the GC stream's lanes.
     pub(crate) fn lanes(&self, stream: Stream) -> usize {
         self.slots.iter().filter(|s| s.stream == stream).count()
@@ -289,6 +312,7 @@ impl StreamWriter {
                     drop(guard);
                     // A failure that came after the check above woke nobody yet.
                     self.shared.check_failed()?;
+                    let _waiting = self.shared.activity().enter(Gauge::SpaceWaits);
                     waiting.await;
                 }
             }
@@ -540,6 +564,7 @@ impl StreamWriter {
                 crate::plan::Admit::Wait => {
                     self.shared.wake_maintenance();
                     self.shared.check_failed()?;
+                    let _waiting = self.shared.activity().enter(Gauge::SpaceWaits);
                     waiting.await;
                 }
             }
@@ -554,6 +579,7 @@ impl StreamWriter {
         fua: bool,
     ) -> Result<(), FtlError> {
         self.shared.check_failed()?;
+        let _writing = self.shared.activity().enter(Gauge::UserWrites);
         let bs = u64::from(self.shared.layout().geometry.block_size);
         self.admit(data.len() as u64 / bs).await?;
         let hot_cold = self.shared.opts().hot_cold;

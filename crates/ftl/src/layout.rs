@@ -86,7 +86,16 @@ pub struct MountOptions {
     /// On a volume formatted with threaded logging: how a full zone is chosen for it
     /// (threaded.rs). Ignored on other volumes.
     pub threaded: crate::threaded::TlPolicy,
+    /// Simple Copy commands each garbage-collection lane keeps in flight to its zone, submitted
+    /// in write-pointer order (io/pipeline.rs); 1 copies one at a time. More than 1 needs a
+    /// device that executes a queue's commands in the order it receives them, as the emulated
+    /// device does. Applies to plain Simple Copy with per-block metadata.
+    pub copies_per_lane: u32,
 }
+
+/// Copies in flight per garbage-collection lane by default: a Copy waits for its sources'
+/// reads behind the programs queued on the dies, so one at a time left the flash idle.
+pub const COPIES_PER_LANE_DEFAULT: u32 = 8;
 
 impl Default for MountOptions {
     fn default() -> Self {
@@ -101,6 +110,7 @@ impl Default for MountOptions {
             use_copy: true,
             compaction: Some(crate::compaction::Placement::CopybackAware),
             threaded: crate::threaded::TlPolicy::Hybrid,
+            copies_per_lane: COPIES_PER_LANE_DEFAULT,
         }
     }
 }

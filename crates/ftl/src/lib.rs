@@ -2,6 +2,7 @@
 //! device (`ZonedDevice`), with per-block mapping, garbage collection, trim, checkpoints and
 //! mount-time recovery. docs/DESIGN.md explains the design; docs/FORMAT.md the on-disk bytes.
 
+pub mod activity;
 pub mod checkpoint;
 pub mod compaction;
 pub mod durability;

@@ -35,6 +35,7 @@ use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
 use zns::ZonedDevice;
 
+use crate::activity::Activity;
 use crate::layout::{Layout, MountOptions};
 use crate::map::Mapping;
 use crate::FtlError;
@@ -53,6 +54,8 @@ pub(crate) struct Shared {
     maint_wake: Notify,
     /// The cause of the volume's failure; once set every later command returns it.
     failure: Mutex<Option<String>>,
+    /// Where the tasks spend their time (figures only; a leaf lock).
+    activity: Activity,
 }
 
 impl Shared {
@@ -72,7 +75,13 @@ impl Shared {
             space: Notify::new(),
             maint_wake: Notify::new(),
             failure: Mutex::new(None),
+            activity: Activity::new(),
         }
+    }
+
+    /// The volume's activity gauges.
+    pub(crate) fn activity(&self) -> &Activity {
+        &self.activity
     }
 
     pub(crate) fn dev(&self) -> &dyn ZonedDevice {

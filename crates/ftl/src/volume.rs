@@ -69,6 +69,8 @@ pub struct FtlStats {
     /// Whether the volume uses threaded logging, and what it did since mount.
     pub threaded_logging: bool,
     pub threaded: crate::threaded::TlCounters,
+    /// Where the volume's tasks spent their time since mount (zero for a volume not mounted).
+    pub activity: crate::activity::ActivityStats,
 }
 
 impl FtlStats {
@@ -103,6 +105,7 @@ impl FtlStats {
             checkpoint_every_zones: opts.checkpoint_every_zones,
             threaded_logging: m.threaded.enabled,
             threaded: m.threaded.counters,
+            activity: Default::default(),
         }
     }
 
@@ -293,7 +296,14 @@ impl FtlVolume {
     pub fn stats(&self) -> FtlStats {
         let opts = *self.shared.opts();
         let checkpoints = self.maint.checkpoints();
-        self.shared.map(|m| FtlStats::of(m, &opts, checkpoints))
+        let mut stats = self.shared.map(|m| FtlStats::of(m, &opts, checkpoints));
+        stats.activity = self.activity();
+        stats
+    }
+
+    /// Where the volume's tasks spent their time since mount (cheap: no scan of the mapping).
+    pub fn activity(&self) -> crate::activity::ActivityStats {
+        self.shared.activity().stats()
     }
 
     /// Checks the mapping's internal invariants.

@@ -154,12 +154,15 @@ pub(super) async fn block_phase(
         .collect())
 }
 
+/// Runs the block jobs of `specs` phase by phase; returns their results and each phase's
+/// figures from `probe` (`phases::phase_json`).
 pub(super) async fn run_block(
     specs: &[JobSpec],
     t: &Target,
     dev: &dyn BlockDevice,
     p: &Progress,
-) -> Result<Vec<JobResult>, String> {
+    probe: Probe<'_>,
+) -> Result<(Vec<JobResult>, Vec<Value>), String> {
     let mut phases: Vec<Vec<BlockGroup>> = Vec::new();
     for (i, s) in specs.iter().enumerate() {
         let groups = block_groups_of(s, dev, job_seed(t, i))?;
@@ -179,9 +182,13 @@ pub(super) async fn run_block(
         .flat_map(|g| g.jobs.iter().map(|j| j.bytes));
     p.total.store(planned(jobs.chain(fills)), Ordering::Relaxed);
     let mut results = Vec::new();
+    let mut figures = Vec::new();
     let origin = Instant::now();
     for ph in phases {
+        let name = ph.first().map(|g| g.name.clone()).unwrap_or_default();
+        let before = probe();
         results.extend(block_phase(dev, ph, origin).await?);
+        figures.push(phases::phase_json(&name, &before, &probe()));
     }
-    Ok(results)
+    Ok((results, figures))
 }

@@ -79,7 +79,9 @@ async fn run_on_volume(
     let (vol, _) = FtlVolume::mount(zoned, MountOptions::default())
         .await
         .map_err(|e| format!("mounting the volume on {}: {e}", path.display()))?;
-    let results = run_block(specs, t, vol.as_ref(), p).await;
+    let results = run_block(specs, t, vol.as_ref(), p, &super::phases::no_probe)
+        .await
+        .map(|(r, _)| r);
     let unmounted = vol
         .unmount()
         .await

@@ -166,6 +166,11 @@ impl ConvVolume {
             .map_err(|e| format!("writing the conventional drive's ballast: {e}"))
     }
 
+    /// The drive model's timing counters (flash operations, die time booked).
+    pub fn timing_counters(&self) -> emu::timing::TimingCounters {
+        self.ssd.timing_counters()
+    }
+
     /// The drive's figures for the report.
     pub fn stats_json(&self) -> Value {
         let gc = self.ssd.gc_counters();
@@ -257,7 +262,10 @@ pub(super) async fn conv_device(t: &Target, op_percent: f64) -> Result<ConvVolum
 /// is a whole zone, and the two checkpoint zones and two reserve zones are paid from the
 /// spare, so zones just larger than one checkpoint cost the least spare and give garbage
 /// collection the most zones to choose among.
-pub(super) async fn ftl_volume(t: &Target, op_percent: f64) -> Result<Arc<FtlVolume>, String> {
+pub(super) async fn ftl_volume(
+    t: &Target,
+    op_percent: f64,
+) -> Result<(Arc<FtlVolume>, Arc<EmuDevice>), String> {
     let mut g = emu::profile(&t.profile)
         .ok_or_else(|| format!("unknown device profile '{}'", t.profile))?;
     let logical = logical_blocks(t, u64::from(g.block_size))?;
@@ -308,10 +316,14 @@ pub(super) async fn ftl_volume(t: &Target, op_percent: f64) -> Result<Arc<FtlVol
     ftl::format(&dev, fmt, t.seed, false)
         .await
         .map_err(|e| format!("formatting the volume: {e}"))?;
-    let (vol, _) = FtlVolume::mount(Arc::new(dev), MountOptions::default())
-        .await
-        .map_err(|e| format!("mounting the volume: {e}"))?;
-    Ok(vol)
+    let dev = Arc::new(dev);
+    let (vol, _) = FtlVolume::mount(
+        Arc::clone(&dev) as Arc<dyn ZonedDevice>,
+        MountOptions::default(),
+    )
+    .await
+    .map_err(|e| format!("mounting the volume: {e}"))?;
+    Ok((vol, dev))
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 use zns::{ChunkMapping, CopyRange};
 
 use super::StreamWriter;
+use crate::activity::Gauge;
 use crate::compaction::{self, Placement};
 use crate::map::Stream;
 use crate::plan::WriteKind;
@@ -110,6 +111,7 @@ impl StreamWriter {
         let dest = self.shared.layout().data_zone_start(z) + r.offset;
         // Destination block k holds srcs[order[k]].
         let mut order: Vec<usize> = (0..n).collect();
+        let copying = self.shared.activity().enter(Gauge::Copies);
         let result = if let Some((m, placement)) = plus {
             let (o, extents) = self.compaction_extents(&m, placement, &srcs[..n], dest);
             order = o;
@@ -120,6 +122,7 @@ impl StreamWriter {
         } else {
             self.read_write_copy(&srcs[..n], dest, fua).await
         };
+        drop(copying);
         if let Err(e) = result {
             *guard = None;
             self.write_failed(z, WriteKind::Copy).await;
