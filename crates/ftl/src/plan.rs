@@ -521,7 +521,7 @@ impl Mapping {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::layout::RESERVE_ZONES_DEFAULT;
 
@@ -554,8 +554,8 @@ mod tests {
     }
 
     /// Writes `lbas` into zones of the hot stream one block at a time, opening zones as they
-    /// fill, with ever newer sequence numbers.
-    fn write_lbas(m: &mut Mapping, lbas: impl Iterator<Item = u64>) {
+    /// fill, with ever newer sequence numbers (also for the unit tests of threaded.rs).
+    pub(crate) fn write_lbas(m: &mut Mapping, lbas: impl Iterator<Item = u64>) {
         let mut open: Option<u32> = None;
         for lba in lbas {
             let z = match open.filter(|&z| m.zone(z).reserved < m.layout.zone_blocks) {

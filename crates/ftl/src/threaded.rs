@@ -411,6 +411,7 @@ impl Mapping {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::tests::write_lbas;
 
     fn cand(zone: u32, valid: u64, freed: u64) -> Candidate {
         Candidate { zone, valid, freed }
@@ -466,34 +467,15 @@ mod tests {
         m
     }
 
-    /// Fills hot zones with LBAs `0..n` in order, one block per write.
-    fn fill(m: &mut Mapping, lbas: impl Iterator<Item = u64>) {
-        let mut open: Option<u32> = None;
-        for lba in lbas {
-            let z = match open.filter(|&z| m.zone(z).reserved < m.layout.zone_blocks) {
-                Some(z) => z,
-                None => {
-                    let (z, _) = m.open_zone(Stream::Hot).expect("a free zone");
-                    m.header_written(z);
-                    open = Some(z);
-                    z
-                }
-            };
-            let r = m.reserve(z, 1);
-            let seq = m.take_seq();
-            m.complete_write(z, r.offset, lba, 1, seq);
-        }
-    }
-
     #[test]
     fn a_threaded_zone_hands_out_only_its_holes_and_fills() {
         let mut m = mapping(12, 16);
         // Zone 0 holds LBAs 0..15 at offsets 1..16; rewriting the odd ones and 8..12 leaves
         // holes at offsets 2, 4, 6, 8 and 9..13.
-        fill(&mut m, 0..15);
+        write_lbas(&mut m, 0..15);
         let z0 = m.pba(0, 0);
         assert_eq!(m.zone_of(z0), 0);
-        fill(&mut m, [1, 3, 5, 7, 8, 9, 10, 11].into_iter());
+        write_lbas(&mut m, [1, 3, 5, 7, 8, 9, 10, 11].into_iter());
         assert_eq!(m.zone(0).use_, ZoneUse::Full);
         assert_eq!(m.zone(0).valid, 7);
         let zone = m.plan_threaded(TlPolicy::Hybrid, &CostModel::default(), None, 0);
@@ -554,9 +536,9 @@ mod tests {
     #[test]
     fn nothing_is_threaded_when_disabled_or_when_no_zone_has_room() {
         let mut m = mapping(12, 16);
-        fill(&mut m, 0..15);
+        write_lbas(&mut m, 0..15);
         m.threaded.enabled = false;
-        fill(&mut m, 0..8);
+        write_lbas(&mut m, 0..8);
         assert_eq!(
             m.plan_threaded(TlPolicy::Hybrid, &CostModel::default(), None, 0),
             None
@@ -564,8 +546,8 @@ mod tests {
         m.threaded.enabled = true;
         // Zone 0 has 8 holes of 16: enough; a full zone with 2 holes is not.
         let mut n = mapping(12, 16);
-        fill(&mut n, 0..15);
-        fill(&mut n, [0, 1].into_iter());
+        write_lbas(&mut n, 0..15);
+        write_lbas(&mut n, [0, 1].into_iter());
         assert_eq!(
             n.plan_threaded(TlPolicy::Hybrid, &CostModel::default(), None, 0),
             None
