@@ -21,17 +21,19 @@ fn args<'a>(head: &[&'a str], m: &'a [String]) -> Vec<&'a str> {
     a
 }
 
+/// Four member images in `dir`, formatted as one array; their paths.
+fn formatted(dir: &Path) -> Vec<String> {
+    let m: Vec<String> = (0..4)
+        .map(|i| image(dir, &format!("z{i}.img")).display().to_string())
+        .collect();
+    ok(&args(&["zapraid", "format", "--group", "16"], &m));
+    m
+}
+
 #[test]
 fn a_missing_member_is_recorded_failed_and_replaced() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let m: Vec<String> = (0..4)
-        .map(|i| {
-            image(dir.path(), &format!("z{i}.img"))
-                .display()
-                .to_string()
-        })
-        .collect();
-    ok(&args(&["zapraid", "format", "--group", "16"], &m));
+    let m = formatted(dir.path());
     // Format needs every image.
     let mut gone = m.clone();
     gone[1] = "missing".into();
@@ -73,14 +75,7 @@ fn a_missing_member_is_recorded_failed_and_replaced() {
 #[test]
 fn a_member_missing_on_an_empty_array_stays_failed_when_given_back() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let m: Vec<String> = (0..4)
-        .map(|i| {
-            image(dir.path(), &format!("e{i}.img"))
-                .display()
-                .to_string()
-        })
-        .collect();
-    ok(&args(&["zapraid", "format", "--group", "16"], &m));
+    let m = formatted(dir.path());
     let mut gone = m.clone();
     gone[1] = "missing".into();
     let st = ok(&args(&["zapraid", "status"], &gone));

@@ -5,39 +5,12 @@
 
 mod common;
 
-use std::sync::Arc;
-
-use common::{as_zoned, block, check, emu_members, opts, runtime};
+use common::{as_zoned, check, emu_members, opts, runtime, with_gone, write_some};
 use zapraid::{GroupMode, ZapRaidError, ZapRaidVolume};
-use zns::{BlockDevice, SimRng, ZonedDevice};
 
 const ZONES: u32 = 12;
 const SPAN: u64 = 200;
 const GONE: usize = 1;
-
-fn with_gone(devs: &[Arc<dyn ZonedDevice>], gone: &[usize]) -> Vec<Option<Arc<dyn ZonedDevice>>> {
-    devs.iter()
-        .enumerate()
-        .map(|(i, d)| (!gone.contains(&i)).then(|| d.clone()))
-        .collect()
-}
-
-async fn write_some(vol: &ZapRaidVolume, model: &mut [u64], version: &mut u64, seed: u64) {
-    let bs = vol.block_size() as usize;
-    let mut rng = SimRng::new(seed);
-    for _ in 0..60 {
-        let lba = rng.below(SPAN - 8);
-        let len = rng.range_inclusive(1, 8);
-        let mut data = Vec::new();
-        for l in lba..lba + len {
-            *version += 1;
-            model[l as usize] = *version;
-            data.extend(block(bs, l, *version));
-        }
-        vol.write(lba, &data, false).await.expect("write");
-    }
-    vol.flush().await.expect("flush");
-}
 
 #[test]
 fn a_missing_member_opens_degraded_and_is_replaced() {
@@ -49,7 +22,7 @@ fn a_missing_member_opens_degraded_and_is_replaced() {
             .expect("format");
         let mut model = vec![0u64; SPAN as usize];
         let mut version = 0;
-        write_some(&vol, &mut model, &mut version, 1).await;
+        write_some(&vol, &mut model, &mut version, 1, 60).await;
         vol.close().await.expect("close");
 
         let vol = ZapRaidVolume::open_with_missing(with_gone(&devs, &[GONE]))
@@ -57,7 +30,7 @@ fn a_missing_member_opens_degraded_and_is_replaced() {
             .expect("open with a member missing");
         assert_eq!(vol.failed_members(), vec![GONE]);
         check(&vol, &model, "degraded, member missing").await;
-        write_some(&vol, &mut model, &mut version, 2).await;
+        write_some(&vol, &mut model, &mut version, 2, 60).await;
         check(&vol, &model, "degraded writes").await;
         vol.close().await.expect("close");
 

@@ -6,11 +6,9 @@
 
 mod common;
 
-use std::sync::Arc;
-
-use common::{as_zoned, block, check, emu_members, runtime};
+use common::{as_zoned, check, emu_members, runtime, with_gone, write_some};
 use zapraid::{FormatOptions, GroupMode, ZapRaidVolume};
-use zns::{BlockDevice, SimRng, ZonedDevice};
+use zns::BlockDevice;
 
 const ZONES: u32 = 10;
 const SPAN: u64 = 300;
@@ -20,31 +18,6 @@ fn opts(mode: GroupMode) -> FormatOptions {
         mode,
         ..FormatOptions::new(3, 2)
     }
-}
-
-/// Overwrites random ranges below `SPAN` in `rounds` rounds, then flushes.
-async fn write_some(vol: &ZapRaidVolume, model: &mut [u64], version: &mut u64, seed: u64) {
-    let bs = vol.block_size() as usize;
-    let mut rng = SimRng::new(seed);
-    for _ in 0..80 {
-        let lba = rng.below(SPAN - 8);
-        let len = rng.range_inclusive(1, 8);
-        let mut data = Vec::new();
-        for l in lba..lba + len {
-            *version += 1;
-            model[l as usize] = *version;
-            data.extend(block(bs, l, *version));
-        }
-        vol.write(lba, &data, false).await.expect("write");
-    }
-    vol.flush().await.expect("flush");
-}
-
-fn with_gone(devs: &[Arc<dyn ZonedDevice>], gone: &[usize]) -> Vec<Option<Arc<dyn ZonedDevice>>> {
-    devs.iter()
-        .enumerate()
-        .map(|(i, d)| (!gone.contains(&i)).then(|| d.clone()))
-        .collect()
 }
 
 #[test]
@@ -58,7 +31,7 @@ fn every_pair_of_failed_members_reads_back() {
                 .expect("format");
             let mut model = vec![0u64; SPAN as usize];
             let mut version = 0;
-            write_some(&vol, &mut model, &mut version, 1).await;
+            write_some(&vol, &mut model, &mut version, 1, 80).await;
             vol.close().await.expect("close");
             for a in 0..5 {
                 for b in a + 1..5 {
@@ -90,15 +63,15 @@ fn two_members_missing_are_recovered_onto_replacements() {
             .expect("format");
         let mut model = vec![0u64; SPAN as usize];
         let mut version = 0;
-        write_some(&vol, &mut model, &mut version, 2).await;
+        write_some(&vol, &mut model, &mut version, 2, 80).await;
         // One failure at run time, writes go on with one member down, then a second.
         vol.fail_member_durably(1).await.expect("fail 1");
-        write_some(&vol, &mut model, &mut version, 3).await;
+        write_some(&vol, &mut model, &mut version, 3, 80).await;
         vol.fail_member_durably(3).await.expect("fail 3");
         check(&vol, &model, "members 1 and 3 failed").await;
         // Degraded writes over two failed members, enough to make collection run.
         for seed in 4..12 {
-            write_some(&vol, &mut model, &mut version, seed).await;
+            write_some(&vol, &mut model, &mut version, seed, 80).await;
         }
         check(&vol, &model, "degraded writes with two failed").await;
         assert!(vol.stats().segments_collected > 0, "{:?}", vol.stats());
@@ -118,7 +91,7 @@ fn two_members_missing_are_recovered_onto_replacements() {
             .expect("replace member 1");
         assert_eq!(vol.failed_members(), vec![3]);
         check(&vol, &model, "member 1 recovered").await;
-        write_some(&vol, &mut model, &mut version, 20).await;
+        write_some(&vol, &mut model, &mut version, 20, 80).await;
         vol.replace_member(3, emus[6].clone(), false)
             .await
             .expect("replace member 3");

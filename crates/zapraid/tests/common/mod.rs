@@ -72,6 +72,43 @@ pub fn opts(mode: zapraid::GroupMode) -> zapraid::FormatOptions {
     }
 }
 
+/// The members of `devs` with those at the indexes in `gone` left out (given as missing).
+pub fn with_gone(
+    devs: &[Arc<dyn ZonedDevice>],
+    gone: &[usize],
+) -> Vec<Option<Arc<dyn ZonedDevice>>> {
+    devs.iter()
+        .enumerate()
+        .map(|(i, d)| (!gone.contains(&i)).then(|| d.clone()))
+        .collect()
+}
+
+/// Overwrites `writes` random ranges of 1-8 blocks below the model's length with ever newer
+/// versions (recorded in `model`), then flushes.
+pub async fn write_some(
+    vol: &zapraid::ZapRaidVolume,
+    model: &mut [u64],
+    version: &mut u64,
+    seed: u64,
+    writes: usize,
+) {
+    let bs = vol.block_size() as usize;
+    let span = model.len() as u64;
+    let mut rng = zns::SimRng::new(seed);
+    for _ in 0..writes {
+        let lba = rng.below(span - 8);
+        let len = rng.range_inclusive(1, 8);
+        let mut data = Vec::new();
+        for l in lba..lba + len {
+            *version += 1;
+            model[l as usize] = *version;
+            data.extend(block(bs, l, *version));
+        }
+        vol.write(lba, &data, false).await.expect("write");
+    }
+    vol.flush().await.expect("flush");
+}
+
 /// Reads every block and checks it holds its version in `model` (0: zeros).
 pub async fn check(vol: &zapraid::ZapRaidVolume, model: &[u64], what: &str) {
     let bs = vol.block_size() as usize;
