@@ -64,21 +64,12 @@ pub fn check_dest(geo: &Geometry, zone: &ZoneDescriptor, dest: Lba, blocks: u64)
 mod tests {
     use super::*;
 
+    /// The kit's geometry without metadata and with cross-zone reads, as a drive reports it.
     fn geo() -> Geometry {
         Geometry {
-            block_size: 4096,
             oob_size: 0,
-            zone_count: 8,
-            zone_size: 64,
-            zone_capacity: 48,
-            max_open: 3,
-            max_active: 4,
-            zasl_blocks: 16,
-            mdts_blocks: 32,
-            copy_max_ranges: 4,
-            copy_max_range_blocks: 16,
-            copy_max_blocks: 32,
             cross_zone_reads: true,
+            ..zns::conformance::kit_geometry()
         }
     }
 
