@@ -269,6 +269,23 @@ fn run(seed: u64, ops: usize, kind: Kind) -> Coverage {
     rt.block_on(schedule(seed, ops, kind))
 }
 
+/// Runs the schedules of `seeds` (300 operations each) on `kind`; what they exercised, summed.
+fn run_many(seeds: std::ops::Range<u64>, kind: Kind) -> Coverage {
+    let mut total = Coverage::default();
+    for seed in seeds {
+        let c = run(seed, 300, kind);
+        total.crashes += c.crashes;
+        total.gc_zones += c.gc_zones;
+        total.scanned_blocks += c.scanned_blocks;
+        total.trims += c.trims;
+        total.blocks_compacted += c.blocks_compacted;
+        total.tl_opens += c.tl_opens;
+        total.tl_hole_blocks += c.tl_hole_blocks;
+        total.tl_cuts += c.tl_cuts;
+    }
+    total
+}
+
 #[test]
 fn one_thousand_seeded_crash_schedules() {
     if let Some(seed) = std::env::var("FTL_CRASH_SEED")
@@ -292,14 +309,7 @@ fn one_thousand_seeded_crash_schedules() {
         );
         return;
     }
-    let mut total = Coverage::default();
-    for seed in 0..1000u64 {
-        let c = run(seed, 300, Kind::PLAIN);
-        total.crashes += c.crashes;
-        total.gc_zones += c.gc_zones;
-        total.scanned_blocks += c.scanned_blocks;
-        total.trims += c.trims;
-    }
+    let total = run_many(0..1000, Kind::PLAIN);
     println!(
         "{} power cuts, {} zones collected, {} blocks scanned in recovery, {} trims",
         total.crashes, total.gc_zones, total.scanned_blocks, total.trims
@@ -323,21 +333,13 @@ fn one_thousand_seeded_crash_schedules() {
 /// tags in in-band summary blocks (written when a group fills, on flush and with FUA).
 #[test]
 fn three_hundred_crash_schedules_with_in_band_summaries() {
-    let mut total = Coverage::default();
-    for seed in 5_000..5_300u64 {
-        let c = run(
-            seed,
-            300,
-            Kind {
-                oob: 0,
-                ..Kind::PLAIN
-            },
-        );
-        total.crashes += c.crashes;
-        total.gc_zones += c.gc_zones;
-        total.scanned_blocks += c.scanned_blocks;
-        total.trims += c.trims;
-    }
+    let total = run_many(
+        5_000..5_300,
+        Kind {
+            oob: 0,
+            ..Kind::PLAIN
+        },
+    );
     assert!(total.crashes >= 1_500, "only {} power cuts", total.crashes);
     assert!(
         total.gc_zones >= 3_000,
@@ -355,20 +357,13 @@ fn three_hundred_crash_schedules_with_in_band_summaries() {
 /// source order or copyback-aware, and power is cut while compactions are in flight.
 #[test]
 fn three_hundred_crash_schedules_on_a_zns_plus_device() {
-    let mut total = Coverage::default();
-    for seed in 9_000..9_300u64 {
-        let c = run(
-            seed,
-            300,
-            Kind {
-                zns_plus: true,
-                ..Kind::PLAIN
-            },
-        );
-        total.crashes += c.crashes;
-        total.gc_zones += c.gc_zones;
-        total.blocks_compacted += c.blocks_compacted;
-    }
+    let total = run_many(
+        9_000..9_300,
+        Kind {
+            zns_plus: true,
+            ..Kind::PLAIN
+        },
+    );
     println!(
         "{} power cuts, {} zones collected, {} blocks compacted",
         total.crashes, total.gc_zones, total.blocks_compacted
@@ -392,23 +387,14 @@ fn three_hundred_crash_schedules_on_a_zns_plus_device() {
 /// written, and every remount must find every durable write.
 #[test]
 fn three_hundred_crash_schedules_with_threaded_logging() {
-    let mut total = Coverage::default();
-    for seed in 13_000..13_300u64 {
-        let c = run(
-            seed,
-            300,
-            Kind {
-                zns_plus: true,
-                threaded: true,
-                ..Kind::PLAIN
-            },
-        );
-        total.crashes += c.crashes;
-        total.gc_zones += c.gc_zones;
-        total.tl_opens += c.tl_opens;
-        total.tl_hole_blocks += c.tl_hole_blocks;
-        total.tl_cuts += c.tl_cuts;
-    }
+    let total = run_many(
+        13_000..13_300,
+        Kind {
+            zns_plus: true,
+            threaded: true,
+            ..Kind::PLAIN
+        },
+    );
     println!(
         "{} power cuts ({} with a TL-opened zone), {} zones collected, {} zones TL-opened, {} blocks into holes",
         total.crashes, total.tl_cuts, total.gc_zones, total.tl_opens, total.tl_hole_blocks
