@@ -69,6 +69,10 @@ pub struct BenchFtlArgs {
     /// Foreground GC watermark (free zones).
     #[arg(long, default_value_t = 2)]
     pub fg: u32,
+    /// Garbage-collection lanes at most (0: as many as the spare affords). Each open lane
+    /// keeps spare out of the log, so placement and victim choice are measured with 1.
+    #[arg(long, default_value_t = 1)]
+    pub gc_lanes: u32,
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
@@ -154,6 +158,7 @@ pub async fn run(a: &BenchFtlArgs, out: &mut impl Write) -> CliResult {
         hot_zones: 1,
         gc_background_free_zones: a.bg,
         gc_foreground_free_zones: a.fg,
+        gc_lanes_max: a.gc_lanes,
         ..MountOptions::default()
     };
     let (vol, _) = FtlVolume::mount(dev.clone(), opts).await.map_err(other)?;
@@ -189,6 +194,14 @@ pub async fn run(a: &BenchFtlArgs, out: &mut impl Write) -> CliResult {
     let user = after.user_blocks - before.user_blocks;
     let gc = after.gc_blocks - before.gc_blocks;
     let wa = (user + gc) as f64 / user as f64;
+    let streams: serde_json::Map<String, serde_json::Value> = ftl::map::Stream::ALL
+        .iter()
+        .map(|s| {
+            let i = s.index();
+            let blocks = after.stream_blocks[i] - before.stream_blocks[i];
+            (s.name().to_string(), json!(blocks))
+        })
+        .collect();
     let v = json!({
         "workload": format!("{:?}", a.workload).to_lowercase(),
         "policy": format!("{:?}", a.policy).to_lowercase(),
@@ -199,6 +212,8 @@ pub async fn run(a: &BenchFtlArgs, out: &mut impl Write) -> CliResult {
         "measured_writes": writes,
         "write_amplification": wa,
         "zones_collected": after.gc_zones - before.gc_zones,
+        "gc_lanes_max": a.gc_lanes,
+        "stream_blocks": streams,
         "writes_per_sec": writes as f64 / secs,
     });
     if a.json {

@@ -584,8 +584,8 @@ impl StreamWriter {
         self.admit(data.len() as u64 / bs).await?;
         let hot_cold = self.shared.opts().hot_cold;
         let (seq, stream) = self.shared.map(|m| {
-            m.note_update(lba);
             let stream = m.classify(lba, hot_cold);
+            m.note_update(lba);
             (m.take_seq(), stream)
         });
         self.put(

@@ -91,6 +91,11 @@ pub struct MountOptions {
     /// device that executes a queue's commands in the order it receives them, as the emulated
     /// device does. Applies to plain Simple Copy with per-block metadata.
     pub copies_per_lane: u32,
+    /// Garbage-collection lanes (zones of the GC stream copied into at once) at most; 0 (the
+    /// default) takes as many as the spare affords (`plan::gc_lanes`). Each open lane's
+    /// unwritten tail is spare the collector cannot use, so a measurement of placement and
+    /// victim choice alone (`zonestack bench ftl`) runs with 1.
+    pub gc_lanes_max: u32,
 }
 
 /// Copies in flight per garbage-collection lane by default: a Copy waits for its sources'
@@ -111,6 +116,7 @@ impl Default for MountOptions {
             compaction: Some(crate::compaction::Placement::CopybackAware),
             threaded: crate::threaded::TlPolicy::Hybrid,
             copies_per_lane: COPIES_PER_LANE_DEFAULT,
+            gc_lanes_max: 0,
         }
     }
 }

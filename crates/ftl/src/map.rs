@@ -22,7 +22,7 @@ use crate::layout::{Layout, VictimPolicy};
 use crate::plan::Throttle;
 use crate::prefix::Prefix;
 use crate::records::Tag;
-use crate::separation::LifespanStats;
+use crate::separation::{IntervalHistory, LifespanStats};
 
 /// L2P value of a logical block with no data (reads as zeros).
 pub const UNMAPPED: u32 = u32::MAX;
@@ -172,6 +172,8 @@ pub struct Mapping {
     pub counters: Counters,
     /// Update intervals of user writes: whether hot/cold separation pays (separation.rs).
     pub(crate) lifespans: LifespanStats,
+    /// Per LBA, whether its previous update interval was short (separation.rs).
+    pub(crate) history: IntervalHistory,
     /// Which completed writes are durable, so a collection flushes only when it must.
     pub durability: Durability,
     /// Pacing of user writes while garbage collection owes free zones (plan.rs).
@@ -198,6 +200,7 @@ impl Mapping {
             summary_tags: vec![Vec::new(); layout.data_zones as usize],
             counters: Counters::default(),
             lifespans: LifespanStats::new(layout.volume_blocks),
+            history: IntervalHistory::new(layout.volume_blocks),
             durability: Durability::new(layout.data_zones),
             throttle: Throttle::default(),
             threaded: Default::default(),
@@ -228,28 +231,47 @@ impl Mapping {
         s
     }
 
-    /// Which stream a user write to `lba` belongs in: hot if the block was written recently.
+    /// Whether `lba` was last written within the last volume's worth of writes: an 80/20
+    /// workload's hot blocks come back every quarter volume, its cold ones every four volumes.
+    fn written_recently(&self, lba: u64) -> bool {
+        let last = self.seq[lba as usize];
+        last != 0 && self.next_seq - last < self.layout.volume_blocks
+    }
+
+    /// Which stream a user write to `lba` belongs in: hot if the block was written recently
+    /// and its interval before that was short too (`IntervalHistory`). Call before
+    /// `note_update`, which records the interval this write ends.
     pub fn classify(&self, lba: u64, hot_cold: bool) -> Stream {
         if !hot_cold || !self.lifespans.separate() {
             return Stream::Hot;
         }
-        let last = self.seq[lba as usize];
-        // Rewritten within the last volume's worth of writes: an 80/20 workload's hot blocks
-        // come back every quarter volume, its cold ones every four volumes.
-        if last != 0 && self.next_seq - last < self.layout.volume_blocks {
+        if self.written_recently(lba) && self.history.was_short(lba) {
             Stream::Hot
         } else {
             Stream::Cold
         }
     }
 
+    /// Which GC stream a copy of `lba` goes to: by its age, the hot GC stream if it was
+    /// written within the last volume's worth of writes (one GC stream when not separating).
+    pub fn classify_copy(&self, lba: u64, hot_cold: bool) -> Stream {
+        if hot_cold && self.lifespans.separate() && !self.written_recently(lba) {
+            Stream::GcCold
+        } else {
+            Stream::Gc
+        }
+    }
+
     /// A user write of `lba` is being submitted: records its update interval, which decides
-    /// whether separation pays (separation.rs). Call before `take_seq`.
+    /// whether separation pays (separation.rs), and whether it was short (the next write's
+    /// class). Call after `classify` and before `take_seq`.
     pub fn note_update(&mut self, lba: u64) {
         let last = self.seq[lba as usize];
         if last != 0 {
             self.lifespans.observe(self.next_seq - last);
         }
+        let short = self.written_recently(lba);
+        self.history.record(lba, short);
     }
 
     /// Unwritten blocks of the zones open now.

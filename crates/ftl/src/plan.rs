@@ -168,7 +168,8 @@ pub const GC_LANES_MAX: u32 = 4;
 
 /// The GC stream's zones (lanes) a volume of `layout` mounted with `opts` (hot zones already
 /// chosen) keeps: one, and more while the open zones stay within the spare's open-zone budget
-/// (`OPEN_ZONES_PER_COLLECTABLE_ZONE`) and the device's open and active limits.
+/// (`OPEN_ZONES_PER_COLLECTABLE_ZONE`) and the device's open and active limits, and at most
+/// `opts.gc_lanes_max` when that is not 0.
 pub fn gc_lanes(layout: &Layout, opts: &MountOptions) -> u32 {
     let zb = layout.zone_blocks.max(1);
     let collectable_zones = layout.spare().map_or(0, |s| s.collectable / zb);
@@ -185,7 +186,11 @@ pub fn gc_lanes(layout: &Layout, opts: &MountOptions) -> u32 {
         .saturating_sub(open)
         .min(device.saturating_sub(open))
         .min(u64::from(GC_LANES_MAX - 1));
-    1 + extra as u32
+    let cap = match opts.gc_lanes_max {
+        0 => GC_LANES_MAX,
+        n => n,
+    };
+    1 + (extra as u32).min(cap - 1)
 }
 
 /// A garbage-collection round: victims collected together, so that one device flush makes all
@@ -423,8 +428,8 @@ impl Mapping {
             // Copies are split by temperature, so blocks rewritten soon do not share zones
             // with blocks that stay.
             for (p, lba) in &data {
-                match self.classify(*lba, hot_cold) {
-                    Stream::Hot => hot.push(*p),
+                match self.classify_copy(*lba, hot_cold) {
+                    Stream::Gc => hot.push(*p),
                     _ => cold.push(*p),
                 }
             }
@@ -628,6 +633,14 @@ pub(crate) mod tests {
         let opts = MountOptions::default();
         let large = layout(400, 1024, 280);
         assert_eq!(gc_lanes(&large, &tune_mount(&large, opts)), GC_LANES_MAX);
+        // A cap below what the spare affords is honoured; one above changes nothing.
+        for (cap, lanes) in [(1, 1), (2, 2), (GC_LANES_MAX + 3, GC_LANES_MAX)] {
+            let capped = MountOptions {
+                gc_lanes_max: cap,
+                ..opts
+            };
+            assert_eq!(gc_lanes(&large, &tune_mount(&large, capped)), lanes);
+        }
         let small = layout(274, 1024, 70);
         assert_eq!(gc_lanes(&small, &tune_mount(&small, opts)), 1);
         // Two free zones the users must leave, no GC zone open: a small round can spread
