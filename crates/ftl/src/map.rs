@@ -3,8 +3,8 @@
 //! The async volume does the I/O; every decision about where data goes and what is valid is
 //! made here and tested directly.
 //!
-//! Memory: 4 bytes (L2P) + 8 bytes (sequence) per logical block, 4 bytes (P2L) per physical
-//! block, about 16 bytes per 4 KiB block (0.4%), plus 120 bytes per zone (and, in summary
+//! Memory: 4 bytes (L2P) + 8 bytes (sequence) + 1 bit (interval history) per logical block,
+//! 4 bytes (P2L) per physical block, about 16 bytes per 4 KiB block (0.4%), plus 120 bytes per zone (and, in summary
 //! mode, the tags awaiting a summary: at most one summary block's worth per open zone).
 //!
 //! The decisions built on this state (which zone a stream writes next, what a failed write
