@@ -4,8 +4,9 @@
 //! made here and tested directly.
 //!
 //! Memory: 4 bytes (L2P) + 8 bytes (sequence) + 1 bit (interval history) per logical block,
-//! 4 bytes (P2L) per physical block, about 16 bytes per 4 KiB block (0.4%), plus 120 bytes per zone (and, in summary
-//! mode, the tags awaiting a summary: at most one summary block's worth per open zone).
+//! 4 bytes (P2L) per physical block, about 16 bytes per 4 KiB block (0.4%), plus 120 bytes
+//! per zone (and, in summary mode, the tags awaiting a summary: at most one summary block's
+//! worth per open zone).
 //!
 //! The decisions built on this state (which zone a stream writes next, what a failed write
 //! or a flush does) are in plan.rs.
