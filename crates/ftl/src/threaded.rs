@@ -85,6 +85,8 @@ pub struct TlCounters {
     pub hole_blocks: u64,
     /// Times hybrid recycling chose compaction instead.
     pub compaction_chosen: u64,
+    /// Turns that chose two zones or more (sharing one checkpoint).
+    pub multi_zone_turns: u64,
 }
 
 /// The threaded-logging state of a volume.
@@ -327,6 +329,9 @@ impl Mapping {
         if n == 0 {
             self.threaded.counters.compaction_chosen += 1;
             return Vec::new();
+        }
+        if n > 1 {
+            self.threaded.counters.multi_zone_turns += 1;
         }
         let mut chosen = Vec::with_capacity(n);
         for c in &cands[..n] {
@@ -601,6 +606,7 @@ mod tests {
         );
         let got = m.plan_threaded(TlPolicy::Hybrid, &model, victim, 6, 3);
         assert_eq!(got.len(), 3, "{got:?}");
+        assert_eq!(m.threaded.counters.multi_zone_turns, 1);
         for &z in &got {
             assert!(m.tl_holds(z) && m.tl_scan_from(z).is_some());
             m.tl_ready(z);
