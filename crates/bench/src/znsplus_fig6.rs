@@ -66,6 +66,10 @@ pub struct Compaction {
     pub time_ms: f64,
     /// Share of the copied blocks moved by copyback (0 for a host copy).
     pub copyback_ratio: f64,
+    /// The paper's phases (Fig. 6), in ms: reading to the host (ZNS) or 0 (IZC), writing
+    /// back (ZNS) or the in-storage copy (IZC, the "IZC phase"), and the Flush standing in
+    /// for the checkpoint's wait. They sum to `time_ms`.
+    pub phases_ms: [f64; 3],
 }
 
 /// The device: the femu-mlc array behind four 32 MiB zones.
@@ -141,8 +145,32 @@ async fn fill_victim(dev: &EmuDevice, g: &Geometry) -> Result<(), NvmeStatus> {
     dev.flush().await
 }
 
+/// Instants (from the start) at which a compaction's phases ended.
+struct PhaseEnds {
+    t0: tokio::time::Instant,
+    ends: Vec<f64>,
+}
+
+impl PhaseEnds {
+    fn new() -> PhaseEnds {
+        PhaseEnds {
+            t0: tokio::time::Instant::now(),
+            ends: Vec::new(),
+        }
+    }
+
+    fn end(&mut self) {
+        self.ends.push(self.t0.elapsed().as_secs_f64() * 1e3);
+    }
+}
+
 /// ZNS: read the valid runs to the host, write them at the destination's WP, flush.
-async fn host_copy(dev: &EmuDevice, g: &Geometry, valid: &[bool]) -> Result<(), NvmeStatus> {
+async fn host_copy(
+    dev: &EmuDevice,
+    g: &Geometry,
+    valid: &[bool],
+    phases: &mut PhaseEnds,
+) -> Result<(), NvmeStatus> {
     let bs = u64::from(g.block_size);
     let src = g.zone_start(VICTIM_ZONE);
     let runs = valid_runs(valid, READ_RUN_MAX_BLOCKS);
@@ -157,12 +185,16 @@ async fn host_copy(dev: &EmuDevice, g: &Geometry, valid: &[bool]) -> Result<(), 
     for r in reads {
         data.extend_from_slice(&r?);
     }
+    phases.end();
     let dst = g.zone_start(DEST_ZONE);
     for (i, piece) in data.chunks((WRITE_BLOCKS * bs) as usize).enumerate() {
         dev.write(dst + i as u64 * WRITE_BLOCKS, piece, None, false)
             .await?;
     }
-    dev.flush().await
+    phases.end();
+    dev.flush().await?;
+    phases.end();
+    Ok(())
 }
 
 /// Copyback-aware destination allocation (paper Fig. 5): extents in destination order.
@@ -287,13 +319,21 @@ fn batches(m: &ChunkMapping, extents: &[CompactionExtent]) -> Vec<Vec<Compaction
 
 /// IZC: every compaction command in flight together (submitted in order, so each finds its
 /// destinations at the write pointers), then Flush.
-async fn izc(dev: &EmuDevice, extents: &[CompactionExtent]) -> Result<(), NvmeStatus> {
+async fn izc(
+    dev: &EmuDevice,
+    extents: &[CompactionExtent],
+    phases: &mut PhaseEnds,
+) -> Result<(), NvmeStatus> {
     let m = dev.identify_mapping().ok_or(NvmeStatus::InvalidOpcode)?;
     let cmds = batches(&m, extents);
+    phases.end();
     for r in join_all(cmds.iter().map(|c| dev.zone_compaction(c))).await {
         r?;
     }
-    dev.flush().await
+    phases.end();
+    dev.flush().await?;
+    phases.end();
+    Ok(())
 }
 
 /// One compaction of a victim with `fraction` of its blocks valid, by `method`.
@@ -309,14 +349,18 @@ pub fn measure(method: Method, fraction: f64, seed: u64) -> Result<Compaction, S
         let err = |e: NvmeStatus| format!("znsplus-fig6 {method:?}: {e}");
         fill_victim(&dev, &g).await.map_err(err)?;
         let before = dev.timing_counters().ok_or("timing is off")?;
-        let t0 = tokio::time::Instant::now();
+        let mut ph = PhaseEnds::new();
         match method {
-            Method::HostCopy => host_copy(&dev, &g, &valid).await,
-            Method::IzcCopybackAware => izc(&dev, &copyback_aware_extents(&g, &m, &valid)).await,
-            Method::IzcSourceOrder => izc(&dev, &source_order_extents(&g, &valid)).await,
+            Method::HostCopy => host_copy(&dev, &g, &valid, &mut ph).await,
+            Method::IzcCopybackAware => {
+                izc(&dev, &copyback_aware_extents(&g, &m, &valid), &mut ph).await
+            }
+            Method::IzcSourceOrder => izc(&dev, &source_order_extents(&g, &valid), &mut ph).await,
         }
         .map_err(err)?;
-        let time_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let time_ms = ph.t0.elapsed().as_secs_f64() * 1e3;
+        let at = |i: usize| ph.ends.get(i).copied().unwrap_or(time_ms);
+        let phases_ms = [at(0), at(1) - at(0), at(2) - at(1)];
         let after = dev.timing_counters().ok_or("timing is off")?;
         // Each copyback moves one whole chunk; the ratio is of blocks, since the model
         // counts a read-and-program copy per piece (a single block of a partly valid chunk
@@ -332,6 +376,7 @@ pub fn measure(method: Method, fraction: f64, seed: u64) -> Result<Compaction, S
             valid_blocks,
             time_ms,
             copyback_ratio,
+            phases_ms,
         })
     })
 }
@@ -344,9 +389,11 @@ pub fn rows(o: &Options) -> Result<Vec<Row>, String> {
         let f = f64::from(pct) / 100.0;
         let zns = measure(Method::HostCopy, f, o.seed)?;
         let aware = measure(Method::IzcCopybackAware, f, o.seed)?;
+        let [zr, zw, zf] = zns.phases_ms;
+        let [_, iz, izf] = aware.phases_ms;
         rows.push(Row::new(
             format!(
-                "znsplus-fig6 IZC / ZNS compaction time, {pct}% valid ({:.1} / {:.1} ms; paper: mean of 5 workloads, 0.483-0.718)",
+                "znsplus-fig6 IZC / ZNS compaction time, {pct}% valid ({:.1} / {:.1} ms; ZNS read {zr:.1} + write {zw:.1} + flush {zf:.1}, IZC {iz:.1} + flush {izf:.1}; paper: mean of 5 workloads, 0.483-0.718)",
                 aware.time_ms, zns.time_ms
             ),
             PAPER_IZC_OVER_ZNS,

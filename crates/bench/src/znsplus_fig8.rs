@@ -16,7 +16,9 @@
 //! - ZNS: collection reads the live blocks to the host and writes them back;
 //! - IZC, source order: `zone_compaction` with destinations packed in source order;
 //! - IZC, copyback-aware: `zone_compaction` placed as the paper's Fig. 5;
-//! - ZNS+: copyback-aware IZC on a volume formatted with threaded logging (hybrid recycling).
+//! - ZNS+: copyback-aware IZC on a volume formatted with threaded logging (hybrid recycling),
+//!   the device plugging PPA-ordered in idle chip time (PP, the paper's default);
+//! - ZNS+ (LP): the same with LBA-ordered plugging, for the paper's Fig. 9 comparison.
 //!
 //! There is no file system: no node or metadata blocks (the FTL's own checkpoints and zone
 //! headers play their part), and no reads, stats or deletes beside the writes; the paper's
@@ -24,7 +26,7 @@
 
 use std::sync::Arc;
 
-use emu::timing::timing_profile;
+use emu::timing::{timing_profile, PlugOrder};
 use emu::{ClockMode, EmuConfig, EmuDevice, SimRuntime};
 use ftl::compaction::Placement;
 use ftl::{FormatOptions, FtlVolume, MountOptions};
@@ -72,16 +74,20 @@ pub enum Setup {
     Zns,
     IzcSourceOrder,
     IzcCopybackAware,
-    /// IZC copyback-aware with threaded logging and hybrid recycling (the paper's ZNS+).
+    /// IZC copyback-aware with threaded logging and hybrid recycling (the paper's ZNS+),
+    /// PPA-ordered plugging in idle chip time.
     ZnsPlus,
+    /// ZNS+ with LBA-ordered plugging.
+    ZnsPlusLp,
 }
 
 impl Setup {
-    pub const ALL: [Setup; 4] = [
+    pub const ALL: [Setup; 5] = [
         Setup::Zns,
         Setup::IzcSourceOrder,
         Setup::IzcCopybackAware,
         Setup::ZnsPlus,
+        Setup::ZnsPlusLp,
     ];
 
     pub fn name(self) -> &'static str {
@@ -90,19 +96,31 @@ impl Setup {
             Setup::IzcSourceOrder => "IZC source order",
             Setup::IzcCopybackAware => "IZC copyback-aware",
             Setup::ZnsPlus => "ZNS+",
+            Setup::ZnsPlusLp => "ZNS+ (LP)",
         }
     }
 
     /// The volume is formatted with threaded logging.
     fn threaded(self) -> bool {
-        self == Setup::ZnsPlus
+        matches!(self, Setup::ZnsPlus | Setup::ZnsPlusLp)
+    }
+
+    /// How the device plugs TL-opened zones (only threaded logging opens any).
+    fn plug_order(self) -> PlugOrder {
+        if self == Setup::ZnsPlusLp {
+            PlugOrder::Lba
+        } else {
+            PlugOrder::Ppa
+        }
     }
 
     fn options(self) -> MountOptions {
         let (use_copy, compaction) = match self {
             Setup::Zns => (false, None),
             Setup::IzcSourceOrder => (false, Some(Placement::SourceOrder)),
-            Setup::IzcCopybackAware | Setup::ZnsPlus => (false, Some(Placement::CopybackAware)),
+            Setup::IzcCopybackAware | Setup::ZnsPlus | Setup::ZnsPlusLp => {
+                (false, Some(Placement::CopybackAware))
+            }
         };
         MountOptions {
             use_copy,
@@ -127,6 +145,11 @@ pub struct Point {
     pub chip_utilisation: f64,
     /// Blocks the device plugged (threaded logging) per user block, in the measured phase.
     pub plugged_per_user: f64,
+    /// Share of the plugged blocks copied ahead in idle chip time (PP; paper Table 5 "BP"
+    /// gives it among all copied blocks).
+    pub plugged_idle_share: f64,
+    /// Partial units programmed padded (by Flush or FUA) per 1,000 user blocks.
+    pub padded_per_kblock: f64,
 }
 
 /// The device: femu-mlc timing over `zones` zones of `zone_blocks` 4 KiB blocks.
@@ -208,6 +231,7 @@ pub fn measure(
     let rt = SimRuntime::new().map_err(|e| format!("cannot start a runtime: {e}"))?;
     rt.block_on(async {
         let dev = device(shape.zones, shape.zone_blocks, seed)?;
+        dev.set_plug_order(setup.plug_order());
         let err = |e: ftl::FtlError| format!("znsplus-fig8 {}: {e}", setup.name());
         let fmt = FormatOptions {
             threaded_logging: setup.threaded(),
@@ -247,6 +271,8 @@ pub fn measure(
         let copybacks = t1.flash.copybacks - t0.flash.copybacks;
         let dies = timing_profile(PROFILE).map_or(1, |p| p.dies());
         let busy = (t1.flash.die_busy_ns - t0.flash.die_busy_ns) as f64;
+        let plugged_bytes = t1.plugged_bytes - t0.plugged_bytes;
+        let idle_bytes = t1.plugged_idle_bytes - t0.plugged_idle_bytes;
         Ok(Point {
             setup,
             utilisation_pct,
@@ -260,6 +286,13 @@ pub fn measure(
             },
             chip_utilisation: busy / (f64::from(dies) * secs.max(1e-9) * 1e9),
             plugged_per_user: plugged as f64 / user.max(1) as f64,
+            padded_per_kblock: (t1.padded_programs - t0.padded_programs) as f64 * 1000.0
+                / user.max(1) as f64,
+            plugged_idle_share: if plugged_bytes == 0 {
+                0.0
+            } else {
+                idle_bytes as f64 / plugged_bytes as f64
+            },
         })
     })
 }
@@ -328,17 +361,33 @@ pub fn rows_of(points: &[Point]) -> Vec<Row> {
             cab.mib_per_sec / zns.mib_per_sec.max(1e-9),
         ));
         if let Some(plus) = at(Setup::ZnsPlus) {
+            let lp = at(Setup::ZnsPlusLp).map_or(String::new(), |lp| {
+                format!(
+                    "; LP {:.1} MiB/s, chip utilisation {:.0}%",
+                    lp.mib_per_sec,
+                    lp.chip_utilisation * 100.0
+                )
+            });
             rows.push(Row::new(
                 format!(
-                    "znsplus-fig8 ZNS+ / ZNS throughput, {u}% utilisation ({:.1} / {:.1} MiB/s; WAF {:.2}, plugged {:.2} per user block; chip utilisation {:.0}%)",
+                    "znsplus-fig8 ZNS+ / ZNS throughput, {u}% utilisation ({:.1} / {:.1} MiB/s; WAF {:.2}, plugged {:.2} per user block, {:.0}% of it ahead in idle chip time; chip utilisation {:.0}%{lp})",
                     plus.mib_per_sec,
                     zns.mib_per_sec,
                     plus.waf,
                     plus.plugged_per_user,
+                    plus.plugged_idle_share * 100.0,
                     plus.chip_utilisation * 100.0
                 ),
                 paper_plus,
                 plus.mib_per_sec / zns.mib_per_sec.max(1e-9),
+            ));
+            rows.push(Row::new(
+                format!(
+                    "znsplus-fig8 ZNS+ / IZC throughput, {u}% utilisation ({:.1} / {:.1} MiB/s; padded programs per 1,000 user blocks {:.1} / {:.1})",
+                    plus.mib_per_sec, cab.mib_per_sec, plus.padded_per_kblock, cab.padded_per_kblock
+                ),
+                paper_plus / paper,
+                plus.mib_per_sec / cab.mib_per_sec.max(1e-9),
             ));
         }
         rows.push(Row::new(

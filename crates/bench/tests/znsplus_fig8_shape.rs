@@ -2,7 +2,8 @@
 //! collection by zone_compaction gives more throughput than by host read + write at a high
 //! utilisation, the copyback-aware placement makes most compacted blocks copybacks, and the
 //! write amplification stays about the same (the same blocks move, only the path differs);
-//! with threaded logging on as well (ZNS+) throughput rises again and the device writes less.
+//! with threaded logging on as well (ZNS+) throughput rises again, and PPA-ordered plugging
+//! copies part of the plugged chunks in idle chip time where LBA-ordered plugging copies none.
 
 use bench::znsplus_fig8::{measure, Setup, Shape};
 
@@ -32,11 +33,20 @@ fn izc_outruns_the_host_copy_and_copyback_aware_placement_uses_copyback() {
     let waf = cab.waf / zns.waf;
     assert!((0.8..1.25).contains(&waf), "WAF ratio {waf}");
     // Threaded logging writes into holes the device plugs around, instead of copying
-    // every victim: more throughput than IZC, and less flash written per user block.
+    // every victim: more throughput than IZC. It writes a little more flash than IZC (each
+    // turn fixes its zones' bitmaps when it chooses them, so a zone taken later plugs
+    // blocks invalidated while it waited); before turns shared their checkpoint it wrote
+    // less but ran barely faster.
     assert!(plus.plugged_per_user > 0.1, "no threaded logging: {plus:?}");
     assert!(
-        plus.mib_per_sec > cab.mib_per_sec * 1.05,
+        plus.mib_per_sec > cab.mib_per_sec * 1.1,
         "ZNS+ {plus:?} vs IZC {cab:?}"
     );
-    assert!(plus.waf < cab.waf, "ZNS+ {plus:?} vs IZC {cab:?}");
+    assert!(plus.waf < cab.waf * 1.1, "ZNS+ {plus:?} vs IZC {cab:?}");
+    // PPA-ordered plugging copies some chunks ahead in idle chip time; LBA-ordered none.
+    let lp = m(Setup::ZnsPlusLp);
+    println!("{lp:?}");
+    assert!(plus.plugged_idle_share > 0.05, "{plus:?}");
+    assert_eq!(lp.plugged_idle_share, 0.0, "{lp:?}");
+    assert!(lp.plugged_per_user > 0.1, "{lp:?}");
 }

@@ -77,6 +77,10 @@ impl Timing {
         m.submit(now_ns, &cmd);
     }
 
+    pub fn set_plug_order(&self, order: crate::timing::PlugOrder) {
+        self.model.lock().set_plug_order(order);
+    }
+
     pub fn counters(&self) -> TimingCounters {
         self.model.lock().counters()
     }

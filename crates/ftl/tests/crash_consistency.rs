@@ -45,6 +45,7 @@ fn account(vol: &FtlVolume, cov: &mut Coverage) {
     cov.trims += s.counters.trims;
     cov.tl_opens += s.threaded.opens;
     cov.tl_hole_blocks += s.threaded.hole_blocks;
+    cov.tl_multi_zone_turns += s.threaded.multi_zone_turns;
 }
 
 /// What a schedule exercised, so the test can prove its coverage.
@@ -59,6 +60,8 @@ struct Coverage {
     /// Zones re-opened for threaded logging, and blocks written into their holes.
     tl_opens: u64,
     tl_hole_blocks: u64,
+    /// Turns of hybrid recycling that re-opened several zones behind one checkpoint.
+    tl_multi_zone_turns: u64,
     /// Power cuts while a threaded zone had holes being written.
     tl_cuts: u64,
 }
@@ -281,6 +284,7 @@ fn run_many(seeds: std::ops::Range<u64>, kind: Kind) -> Coverage {
         total.blocks_compacted += c.blocks_compacted;
         total.tl_opens += c.tl_opens;
         total.tl_hole_blocks += c.tl_hole_blocks;
+        total.tl_multi_zone_turns += c.tl_multi_zone_turns;
         total.tl_cuts += c.tl_cuts;
     }
     total
@@ -396,8 +400,13 @@ fn three_hundred_crash_schedules_with_threaded_logging() {
         },
     );
     println!(
-        "{} power cuts ({} with a TL-opened zone), {} zones collected, {} zones TL-opened, {} blocks into holes",
-        total.crashes, total.tl_cuts, total.gc_zones, total.tl_opens, total.tl_hole_blocks
+        "{} power cuts ({} with a TL-opened zone), {} zones collected, {} zones TL-opened ({} turns of several zones), {} blocks into holes",
+        total.crashes,
+        total.tl_cuts,
+        total.gc_zones,
+        total.tl_opens,
+        total.tl_multi_zone_turns,
+        total.tl_hole_blocks
     );
     assert!(total.crashes >= 1_500, "only {} power cuts", total.crashes);
     assert!(
@@ -414,6 +423,11 @@ fn three_hundred_crash_schedules_with_threaded_logging() {
         total.tl_cuts >= 300,
         "only {} power cuts with a TL-opened zone",
         total.tl_cuts
+    );
+    assert!(
+        total.tl_multi_zone_turns >= 300,
+        "only {} turns re-opened several zones behind one checkpoint",
+        total.tl_multi_zone_turns
     );
 }
 

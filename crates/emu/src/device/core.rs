@@ -90,9 +90,10 @@ pub(super) struct Core {
 }
 
 /// Device-internal ZNS+ work the timing model books.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) enum PlugEvent {
-    TlOpen(u32),
+    /// A TL_open of the zone, with its valid bitmap.
+    TlOpen(u32, Vec<u8>),
     Plug(Lba, u64),
 }
 
@@ -696,7 +697,7 @@ impl Core {
         self.stats.tl_opens += 1;
         self.stats.blocks_plugged += plugged;
         if let Some(log) = self.plug_log.as_mut() {
-            log.push(PlugEvent::TlOpen(z));
+            log.push(PlugEvent::TlOpen(z, valid.to_vec()));
             if plugged > 0 {
                 log.push(PlugEvent::Plug(zslba, plugged));
             }

@@ -105,12 +105,23 @@ impl EmuDevice {
             Some(log) => std::mem::take(log),
             None => return,
         };
-        for e in events {
-            let cmd = match e {
-                core::PlugEvent::TlOpen(zone) => crate::timing::TimedCmd::TlOpen { zone },
+        for e in &events {
+            let cmd = match *e {
+                core::PlugEvent::TlOpen(zone, ref valid) => {
+                    crate::timing::TimedCmd::TlOpen { zone, valid }
+                }
                 core::PlugEvent::Plug(lba, blocks) => crate::timing::TimedCmd::Plug { lba, blocks },
             };
             t.book(cmd);
+        }
+    }
+
+    /// Chooses how the timing model plugs TL-opened zones from the next TL_open on:
+    /// PPA-ordered in idle chip time (the default) or LBA-ordered. No effect without timing,
+    /// and never on data.
+    pub fn set_plug_order(&self, order: crate::timing::PlugOrder) {
+        if let Some(t) = &self.timing {
+            t.set_plug_order(order);
         }
     }
 

@@ -109,6 +109,11 @@ impl FlashArray {
         end
     }
 
+    /// When a copyback on `die` ready at `ready_ns` would start, without booking it.
+    pub fn copyback_start(&self, die: usize, ready_ns: u64) -> u64 {
+        self.dies[die].array.first_fit(ready_ns, self.p.copyback_ns)
+    }
+
     /// The latest end of every program and copyback issued so far.
     pub fn last_program_end_ns(&self) -> u64 {
         self.last_program_end_ns

@@ -42,16 +42,7 @@ impl Resource {
         while self.booked.front().is_some_and(|b| b.end_ns <= now_ns) {
             self.booked.pop_front();
         }
-        let first = self.booked.partition_point(|b| b.end_ns <= ready_ns);
-        let mut start = ready_ns;
-        let mut at = self.booked.len();
-        for (i, b) in self.booked.iter().enumerate().skip(first) {
-            if start + dur_ns <= b.start_ns {
-                at = i;
-                break;
-            }
-            start = start.max(b.end_ns);
-        }
+        let (start, at) = self.fit(ready_ns, dur_ns);
         let grant = Busy {
             start_ns: start,
             end_ns: start + dur_ns,
@@ -63,6 +54,26 @@ impl Resource {
             }
         }
         (grant.start_ns, grant.end_ns)
+    }
+
+    /// Where an operation of `dur_ns` ready at `ready_ns` would start (the earliest gap that
+    /// fits it), without booking it: for work that runs only in time the resource is idle.
+    pub fn first_fit(&self, ready_ns: u64, dur_ns: u64) -> u64 {
+        self.fit(ready_ns, dur_ns).0
+    }
+
+    /// The start of the earliest gap at or after `ready_ns` that fits `dur_ns`, and the index
+    /// of the booking it goes before.
+    fn fit(&self, ready_ns: u64, dur_ns: u64) -> (u64, usize) {
+        let first = self.booked.partition_point(|b| b.end_ns <= ready_ns);
+        let mut start = ready_ns;
+        for (i, b) in self.booked.iter().enumerate().skip(first) {
+            if start + dur_ns <= b.start_ns {
+                return (start, i);
+            }
+            start = start.max(b.end_ns);
+        }
+        (start, self.booked.len())
     }
 
     /// When the resource finishes everything promised so far.

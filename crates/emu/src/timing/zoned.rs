@@ -22,6 +22,7 @@ use zns::{CopyRange, Geometry, Lba};
 
 use crate::timing::buffer::WriteBuffer;
 use crate::timing::flash::{FlashArray, FlashCounters};
+use crate::timing::plugging::{AheadPlugs, PlugOrder};
 use crate::timing::profile::TimingProfile;
 use crate::timing::resource::{transfer_ns, Resource};
 
@@ -57,13 +58,16 @@ pub enum TimedCmd<'a> {
     Finish {
         zones: &'a [u32],
     },
-    /// ZNS+ TL_open of `zone`: a LogFBG is allocated (pre-erased blocks on the zone's dies),
-    /// the zone's new data starts at its first block, and the old data stays on flash.
+    /// ZNS+ TL_open of `zone` with its valid bitmap: a LogFBG is allocated (pre-erased blocks
+    /// on the zone's dies), the zone's new data starts at its first block, and the old data
+    /// stays on flash. Under PPA-ordered plugging the bitmap says what may be copied ahead.
     TlOpen {
         zone: u32,
+        valid: &'a [u8],
     },
     /// ZNS+ plugging of `blocks` valid blocks at `lba` of a TL-opened zone into its LogFBG,
-    /// LBA-ordered (at the WP, right after the command that passed them).
+    /// which the write pointer just passed (what PPA-ordered plugging already copied ahead
+    /// costs nothing more).
     Plug {
         lba: Lba,
         blocks: u64,
@@ -89,6 +93,9 @@ pub struct TimingCounters {
     pub copied_units_read_program: u64,
     /// Bytes of valid blocks plugged into LogFBGs.
     pub plugged_bytes: u64,
+    /// Of those, bytes PPA-ordered plugging copied ahead of the write pointer in idle die
+    /// time (the paper's background plugging, Table 5 "BP").
+    pub plugged_idle_bytes: u64,
     /// Model time of the last submission, for utilisation figures.
     pub now_ns: u64,
 }
@@ -140,6 +147,8 @@ struct ZoneTiming {
     old_data_bytes: u64,
     /// The zone's append sequencer.
     sequencer: Resource,
+    /// PPA-ordered plugging's state while the zone is TL-opened under `PlugOrder::Ppa`.
+    ahead: Option<Box<AheadPlugs>>,
 }
 
 /// The timing model of one zoned namespace on one flash array.
@@ -157,6 +166,10 @@ pub struct ZonedTiming {
     padded_programs: u64,
     copied_units_read_program: u64,
     plugged_bytes: u64,
+    plugged_idle_bytes: u64,
+    plug_order: PlugOrder,
+    /// Zones that may have units to plug ahead (PP), in TL_open order.
+    ahead_zones: Vec<u32>,
 }
 
 impl ZonedTiming {
@@ -194,11 +207,23 @@ impl ZonedTiming {
             padded_programs: 0,
             copied_units_read_program: 0,
             plugged_bytes: 0,
+            plugged_idle_bytes: 0,
+            plug_order: PlugOrder::default(),
+            ahead_zones: Vec::new(),
         })
     }
 
     pub fn profile(&self) -> &TimingProfile {
         &self.p
+    }
+
+    /// Chooses how TL-opened zones are plugged from the next TL_open on (PP by default).
+    pub fn set_plug_order(&mut self, order: PlugOrder) {
+        self.plug_order = order;
+    }
+
+    pub fn plug_order(&self) -> PlugOrder {
+        self.plug_order
     }
 
     /// The latest submission instant seen.
@@ -210,6 +235,9 @@ impl ZonedTiming {
     /// `now_ns`). Submissions must come in non-decreasing time order.
     pub fn submit(&mut self, now_ns: u64, cmd: &TimedCmd<'_>) -> u64 {
         assert!(now_ns >= self.now_ns, "submissions out of time order");
+        if now_ns > self.now_ns && !self.ahead_zones.is_empty() {
+            self.plug_in_idle_time(self.now_ns, now_ns);
+        }
         self.now_ns = now_ns;
         self.commands += 1;
         let done = match *cmd {
@@ -225,7 +253,7 @@ impl ZonedTiming {
             TimedCmd::Copy { sources, dest, fua } => self.copy(sources, dest, fua),
             TimedCmd::Reset { zones } => self.reset(zones),
             TimedCmd::Finish { zones } => self.finish(zones),
-            TimedCmd::TlOpen { zone } => self.tl_open(zone),
+            TimedCmd::TlOpen { zone, valid } => self.tl_open(zone, valid),
             TimedCmd::Plug { lba, blocks } => self.plug(lba, blocks),
             TimedCmd::Admin | TimedCmd::Rejected => self.front(self.p.ctrl_admin_ns),
         };
@@ -244,6 +272,7 @@ impl ZonedTiming {
             buffer_overcommits: self.buffer.overcommits,
             copied_units_read_program: self.copied_units_read_program,
             plugged_bytes: self.plugged_bytes,
+            plugged_idle_bytes: self.plugged_idle_bytes,
             now_ns: self.now_ns,
         }
     }
@@ -262,6 +291,7 @@ impl ZonedTiming {
     /// write pointer in blocks from the zone start) is on flash.
     pub fn resync(&mut self, zone_wp_blocks: impl Iterator<Item = u64>) {
         self.buffer.clear();
+        self.ahead_zones.clear();
         let bs = u64::from(self.geo.block_size);
         for (z, wp) in self.zones.iter_mut().zip(zone_wp_blocks) {
             let data = wp * bs;
@@ -458,7 +488,8 @@ impl ZonedTiming {
         let per_zone = u64::from(self.p.dies_per_zone());
         for &zone in zones {
             let z = &self.zones[zone as usize];
-            let units = z.booked_bytes.max(z.padded_bytes).div_ceil(ub);
+            let ahead = z.ahead.as_ref().map_or(0, |a| a.done_end());
+            let units = z.booked_bytes.max(z.padded_bytes).div_ceil(ub).max(ahead);
             let unbooked = z.data_bytes - z.booked_bytes;
             self.buffer.drop_bytes(unbooked);
             for i in 0..per_zone.min(units) {
@@ -487,6 +518,8 @@ impl ZonedTiming {
                 done = done.max(self.book_unit(zone, booked / ub, data - booked, c));
                 self.zones[zone as usize].booked_bytes = data;
             }
+            // A finished zone is Full: nothing more is plugged ahead into it.
+            self.zones[zone as usize].ahead = None;
         }
         done
     }
@@ -536,16 +569,99 @@ impl ZonedTiming {
     /// TL_open: the zone's LogFBG starts empty (its blocks come pre-erased from the free
     /// pool, so no erase is booked); the old block group keeps the old data for plugging and
     /// for reads at or above the write pointer.
-    fn tl_open(&mut self, zone: u32) -> u64 {
+    fn tl_open(&mut self, zone: u32, valid: &[u8]) -> u64 {
         let c = self.front(self.p.ctrl_admin_ns);
+        let unit_blocks = self.p.unit_bytes() / u64::from(self.geo.block_size);
+        let slots = u64::from(self.p.dies_per_zone());
+        let ahead = (self.plug_order == PlugOrder::Ppa).then(|| {
+            Box::new(AheadPlugs::new(
+                valid,
+                unit_blocks,
+                self.geo.zone_capacity,
+                slots,
+            ))
+        });
         if let Some(z) = self.zones.get_mut(zone as usize) {
             *z = ZoneTiming {
                 old_data_bytes: z.data_bytes.max(z.old_data_bytes),
                 sequencer: std::mem::take(&mut z.sequencer),
+                ahead,
                 ..ZoneTiming::default()
             };
+            if z.ahead.is_some() && !self.ahead_zones.contains(&zone) {
+                self.ahead_zones.push(zone);
+            }
         }
         c
+    }
+
+    /// PPA-ordered plugging in the idle die time of `[from_ns, to_ns)`, which is past: every
+    /// TL-opened zone under PP copies, on each of its dies, the next fully valid units ahead
+    /// of its write pointer by copyback, in page order, into gaps of that die's calendar
+    /// that start before `to_ns` and after the die's previous unit of the zone is programmed.
+    fn plug_in_idle_time(&mut self, from_ns: u64, to_ns: u64) {
+        // A zone whose data reached its capacity has nothing left to plug ahead.
+        let cap = self.cap_bytes();
+        for &z in &self.ahead_zones {
+            if let Some(t) = self.zones.get_mut(z as usize) {
+                if t.data_bytes >= cap {
+                    t.ahead = None;
+                }
+            }
+        }
+        let zones = &self.zones;
+        self.ahead_zones
+            .retain(|&z| zones.get(z as usize).is_some_and(|t| t.ahead.is_some()));
+        let slots = u64::from(self.p.dies_per_zone());
+        for i in 0..self.ahead_zones.len() {
+            let zone = self.ahead_zones[i];
+            for slot in 0..slots {
+                while self.plug_one_ahead(zone, slot, from_ns, to_ns) {}
+            }
+        }
+    }
+
+    /// Copies the next unit of `zone` on die slot `slot` ahead of the write pointer if its
+    /// die has an idle gap for it in `[from_ns, to_ns)`; returns whether it did.
+    fn plug_one_ahead(&mut self, zone: u32, slot: u64, from_ns: u64, to_ns: u64) -> bool {
+        let ub = self.p.unit_bytes();
+        let slots = u64::from(self.p.dies_per_zone());
+        let Some(z) = self.zones.get(zone as usize) else {
+            return false;
+        };
+        let Some(a) = z.ahead.as_deref() else {
+            return false;
+        };
+        let Some(unit) = a.candidate(slot, slots, z.booked_bytes / ub) else {
+            return false;
+        };
+        if unit * ub < z.data_bytes {
+            return false;
+        }
+        // The die's previous unit of this zone: copied ahead, or booked (its program in
+        // `inflight` until it has ended).
+        let prev_end = match unit.checked_sub(slots) {
+            Some(p) if a.is_done(p) => a.slot_end_ns(slot),
+            Some(p) => {
+                let i = z.inflight.partition_point(|&(u, _)| u < p);
+                z.inflight
+                    .get(i)
+                    .filter(|&&(u, _)| u == p)
+                    .map_or(0, |&(_, end)| end)
+            }
+            None => 0,
+        };
+        let die = self.die_of(zone, unit);
+        let ready = from_ns.max(prev_end);
+        if self.flash.copyback_start(die, ready) >= to_ns {
+            return false;
+        }
+        let end = self.flash.copyback(die, from_ns, ready);
+        self.plugged_idle_bytes += ub;
+        if let Some(a) = self.zones[zone as usize].ahead.as_deref_mut() {
+            a.mark_done(unit, slot, end);
+        }
+        true
     }
 
     /// LBA-ordered plugging of valid blocks at the zone's WP: a whole unit at a unit boundary
@@ -563,8 +679,14 @@ impl ZonedTiming {
             let unit = off / ub;
             let len = ((unit + 1) * ub).min(end_off) - off;
             let die = self.die_of(zone, unit);
-            let booked_here = self.zones[zone as usize].booked_bytes == off;
-            if off % ub == 0 && len == ub && booked_here {
+            let z = &mut self.zones[zone as usize];
+            let booked_here = z.booked_bytes == off;
+            let whole = off % ub == 0 && len == ub && booked_here;
+            if whole && z.ahead.as_ref().is_some_and(|a| a.is_done(unit)) {
+                // PPA-ordered plugging copied it already, in idle die time.
+                z.data_bytes = off + len;
+                z.booked_bytes = off + len;
+            } else if whole {
                 let end = self.flash.copyback(die, now, now);
                 let z = &mut self.zones[zone as usize];
                 z.inflight.push_back((unit, end));
