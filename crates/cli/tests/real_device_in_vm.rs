@@ -6,7 +6,8 @@
 //! the volume mounts after format, and `serve --device` exports it to the kernel's own NBD
 //! client, where mkfs.ext4 makes a file system whose files read back after the server is
 //! stopped and started again; Zone Append goes through NVMe passthrough; a RAIZN array runs
-//! over three namespaces.
+//! over three namespaces; fio itself (zonemode=zbd) and `zonestack bench --device` agree on
+//! what one job file does to a namespace.
 
 // The VM-running helpers are zlinux's own test harness, shared rather than copied.
 #[path = "../../zlinux/tests/common/mod.rs"]
@@ -119,6 +120,39 @@ step bench $Z bench /drive.fio --device /dev/nvme0n6
 step bench-refused $Z bench /drive.fio --device /dev/nvme0n6
 step bench-forced $Z bench /drive.fio --device /dev/nvme0n6 --force --output-format json
 step bench-zones $Z zone report /dev/nvme0n6 --count 7
+cat >/agree.fio <<'JOB'
+[global]
+ioengine=io_uring
+direct=1
+zonemode=zbd
+bs=64k
+iodepth=4
+max_open_zones=1
+
+[seq-write]
+rw=write
+size=4m
+
+[partial-write]
+stonewall
+rw=write
+offset=4m
+size=2m
+io_size=1536k
+
+[rand-read]
+stonewall
+rw=randread
+size=4m
+JOB
+if [ -x /bin/fio ]; then
+  step fio-reset $Z zone reset /dev/nvme0n6 --all --force
+  step fio fio --output-format=json --filename=/dev/nvme0n6 /agree.fio
+  step fio-zones $Z zone report /dev/nvme0n6 --count 8
+fi
+step agree-reset $Z zone reset /dev/nvme0n6 --all --force
+step agree-bench $Z bench /agree.fio --device /dev/nvme0n6 --output-format json
+step agree-zones $Z zone report /dev/nvme0n6 --count 8
 "#;
 
 /// The output of step `name` (between the previous marker and its own) and its exit status.
@@ -149,6 +183,12 @@ fn zonestack_runs_on_qemu_zns_namespaces() {
     let job = format!("{JOBFILE}:/drive.fio");
     args.extend(["--nullblk", NULLBLK, "--file", &job]);
     args.extend(["--file", &file, "--timeout", "400"]);
+    // fio itself, with the shared libraries it links, when the host has it (./scripts/test
+    // installs it): the same job file runs under fio and under `zonestack bench`.
+    let fio = host_fio().map(|p| format!("{}:/bin/fio", p.display()));
+    if let Some(f) = &fio {
+        args.extend(["--file", f]);
+    }
     // The kernel's NBD client and ext4 over the served volume: nbd-client is not in busybox,
     // so it comes from Debian's package (with the one library the host may lack); mkfs.ext4
     // is the host's.
@@ -284,6 +324,7 @@ fn zonestack_runs_on_qemu_zns_namespaces() {
     assert!(text.contains("metadata"), "{text}");
     check_null_blk(out);
     check_bench(out);
+    check_fio_agrees(out, fio.is_some());
     // The files written through the kernel's NBD client and ext4 read back after the server
     // was stopped (volume flushed and checkpointed) and started again on the drive.
     let (text, code) = step(out, "verify");
@@ -362,4 +403,90 @@ fn check_bench(out: &str) {
     );
     let filled = zones.iter().filter(|l| l.contains("wptr 0x000040")).count();
     assert_eq!(filled, 4, "{text}");
+}
+
+/// The host's fio, found on PATH, or None.
+fn host_fio() -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join("fio"))
+        .find(|p| p.is_file())
+}
+
+/// The JSON document in a step's output (fio and `zonestack bench` print notes before it).
+fn json_of(text: &str) -> serde_json::Value {
+    let (Some(a), Some(b)) = (text.find('{'), text.rfind('}')) else {
+        panic!("no JSON in:\n{text}");
+    };
+    serde_json::from_str(&text[a..=b]).unwrap_or_else(|e| panic!("{e}:\n{text}"))
+}
+
+/// (name, error, bytes read, bytes written) of each job of a fio-format JSON report.
+fn job_outcomes(v: &serde_json::Value) -> Vec<(String, u64, u64, u64)> {
+    let jobs = v["jobs"].as_array().expect("jobs");
+    jobs.iter()
+        .map(|j| {
+            let name = j["jobname"].as_str().expect("jobname").to_string();
+            let bytes = |dir: &str| j[dir]["io_bytes"].as_u64().expect("io_bytes");
+            // fio reports each job's error (0 when none); zonestack fails the run instead.
+            let error = j["error"].as_u64().unwrap_or(0);
+            (name, error, bytes("read"), bytes("write"))
+        })
+        .collect()
+}
+
+/// The zone lines of a `zone report` step: start, write pointer and condition of each zone.
+fn zone_lines(out: &str, name: &str) -> Vec<String> {
+    let (text, code) = step(out, name);
+    assert_eq!(code, 0, "{name}: {text}");
+    text.lines()
+        .filter(|l| l.contains("start:"))
+        .map(|l| l.trim().to_string())
+        .collect()
+}
+
+/// fio inside the VM (zonemode=zbd, O_DIRECT, io_uring) and `zonestack bench --device` run
+/// the same job file on the same freshly reset namespace: both exit 0, no job fails, each
+/// job moves the same bytes, and the zones end the same (the jobs are deterministic: whole
+/// zones written in order, then 1.5 zones with one zone open at a time, then reads).
+fn check_fio_agrees(out: &str, fio_in_guest: bool) {
+    let (text, code) = step(out, "agree-bench");
+    assert_eq!(code, 0, "{text}");
+    let ours = job_outcomes(&json_of(text));
+    let expected = [
+        ("seq-write", 0, 0, 4 << 20),
+        ("partial-write", 0, 0, 1536 << 10),
+        ("rand-read", 0, 4 << 20, 0),
+    ];
+    let expected: Vec<(String, u64, u64, u64)> = expected
+        .iter()
+        .map(|(n, e, r, w)| (n.to_string(), *e, *r, *w))
+        .collect();
+    assert_eq!(ours, expected, "{text}");
+    let zones = zone_lines(out, "agree-zones");
+    let count = |cond: &str| zones.iter().filter(|l| l.contains(cond)).count();
+    assert_eq!(
+        (count("(fu)"), count("(oi)"), count("(em)")),
+        (5, 1, 2),
+        "{zones:#?}"
+    );
+    assert!(
+        zones
+            .iter()
+            .any(|l| l.contains("start: 0x000000500") && l.contains("wptr 0x000080")),
+        "zone 5 half written: {zones:#?}"
+    );
+    if !fio_in_guest {
+        eprintln!("SKIPPED the fio comparison: fio is not installed on the host (./scripts/test installs it)");
+        return;
+    }
+    assert_eq!(step(out, "fio-reset").1, 0);
+    let (text, code) = step(out, "fio");
+    assert_eq!(code, 0, "fio: {text}");
+    assert_eq!(job_outcomes(&json_of(text)), expected, "fio: {text}");
+    assert_eq!(
+        zone_lines(out, "fio-zones"),
+        zones,
+        "zones after fio and after bench"
+    );
 }
