@@ -21,6 +21,7 @@ pub mod device;
 pub mod errno;
 pub mod known;
 pub mod nvme;
+mod passthru;
 pub mod report;
 pub mod ring;
 pub mod sysfs;
