@@ -70,6 +70,19 @@ fn kernel_name(rdev: u64) -> Result<String, String> {
         .ok_or_else(|| format!("{link}: no device name"))
 }
 
+/// `geo` with `oob_size` bytes of metadata per block, and its transfer and append limits cut
+/// to `max_bytes` of metadata per command where the controller needs that.
+fn with_metadata(geo: Geometry, oob_size: u32, max_bytes: Option<u32>) -> Geometry {
+    let cap = max_bytes.map_or(u32::MAX, |m| (m / oob_size.max(1)).max(1));
+    let mdts_blocks = geo.mdts_blocks.min(cap);
+    Geometry {
+        oob_size,
+        mdts_blocks,
+        zasl_blocks: geo.zasl_blocks.min(mdts_blocks),
+        ..geo
+    }
+}
+
 /// `geo` with the Copy limits of `limits`, or why they do not fit a valid geometry.
 fn with_copy_limits(geo: Geometry, limits: &CopyLimits) -> Result<Geometry, String> {
     let g = Geometry {
@@ -181,7 +194,7 @@ impl LinuxZoned {
         let geo = match &mut passthru {
             Ok(pt) => match pt.metadata {
                 Ok(oob_size) => {
-                    let g = Geometry { oob_size, ..geo };
+                    let g = with_metadata(geo, oob_size, pt.metadata_max_bytes);
                     match g.validate() {
                         Ok(()) => g,
                         Err(e) => {
@@ -268,15 +281,50 @@ impl LinuxZoned {
         buf.map(Some).ok_or(NvmeStatus::InternalError)
     }
 
-    /// Read with metadata through passthrough: the drive's own status on failure.
+    /// Read with metadata through passthrough: the drive's own status on failure. A read
+    /// across zones goes as one command per zone, as the block layer splits reads of the
+    /// block device (so `cross_zone_reads` means the same on both paths; a drive without
+    /// RAZB fails an unsplit one with Zone Boundary Error).
     async fn read_meta(
         &self,
         pt: &Passthru,
         lba: Lba,
         buf: &mut [u8],
-        meta: Option<&mut [u8]>,
+        mut meta: Option<&mut [u8]>,
     ) -> NvmeResult<()> {
         let blocks = self.check_io(lba, buf.len())?;
+        let oob = self.geo.oob_size as usize;
+        if meta
+            .as_ref()
+            .is_some_and(|m| m.len() != blocks as usize * oob)
+        {
+            return Err(NvmeStatus::InvalidField);
+        }
+        let bs = self.geo.block_size as usize;
+        let mut done = 0u64;
+        while done < blocks {
+            let at = lba + done;
+            let zone_end = (at / self.geo.zone_size + 1) * self.geo.zone_size;
+            let n = (blocks - done).min(zone_end - at);
+            let (d0, d1) = (done as usize * bs, (done + n) as usize * bs);
+            let (m0, m1) = (done as usize * oob, (done + n) as usize * oob);
+            let part = meta.as_deref_mut().and_then(|m| m.get_mut(m0..m1));
+            let out = buf.get_mut(d0..d1).ok_or(NvmeStatus::InternalError)?;
+            self.read_meta_one(pt, at, n, out, part).await?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// One passthrough Read of `blocks` blocks inside one zone into `buf` and `meta`.
+    async fn read_meta_one(
+        &self,
+        pt: &Passthru,
+        lba: Lba,
+        blocks: u64,
+        buf: &mut [u8],
+        meta: Option<&mut [u8]>,
+    ) -> NvmeResult<()> {
         let mbuf = self.meta_buf(blocks, meta.as_deref())?;
         let mlen = mbuf.as_ref().map_or(0, AlignedBuf::len);
         let data = AlignedBuf::zeroed(buf.len()).ok_or(NvmeStatus::InternalError)?;
@@ -367,6 +415,11 @@ impl LinuxZoned {
         }
         // NLB is a 16-bit field; anything longer cannot be encoded, let alone sent.
         let blocks = u16::try_from(data.len() / bs - 1).map_err(|_| NvmeStatus::InvalidField)?;
+        // With metadata the append limit may be the host's own, below the drive's (see
+        // `with_metadata`), so the host enforces it; without, the drive checks its own.
+        if self.geo.oob_size > 0 && u32::from(blocks) >= self.geo.zasl_blocks {
+            return Err(NvmeStatus::InvalidField);
+        }
         let mbuf = self.meta_buf(u64::from(blocks) + 1, meta)?;
         let mlen = mbuf.as_ref().map_or(0, AlignedBuf::len);
         let mlen = u32::try_from(mlen).map_err(|_| NvmeStatus::InvalidField)?;
