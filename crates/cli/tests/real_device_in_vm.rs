@@ -71,11 +71,13 @@ step stats $Z ftl stats /dev/nvme0n2
 step report $Z zone report /dev/nvme0n2 --count 3
 ip link set lo up
 serve() {
-  # The log of an earlier run must not satisfy the wait below before this one starts.
+  # The log of an earlier run must not satisfy the wait below before this one starts; until
+  # the shell creates the new one, grep must not print that it is missing (-s), which would
+  # land in the next step's output.
   rm -f /tmp/serve.log
   $Z serve --device ${1:-/dev/nvme0n2} --listen tcp:127.0.0.1:10809 --log-level info >/tmp/serve.log 2>&1 &
   pid=$!
-  t=0; while ! grep -q serving /tmp/serve.log && [ $t -lt 300 ]; do sleep 0.1; t=$((t + 1)); done
+  t=0; while ! grep -qs serving /tmp/serve.log && [ $t -lt 300 ]; do sleep 0.1; t=$((t + 1)); done
 }
 serve
 step busy $Z zone report /dev/nvme0n2
