@@ -30,9 +30,19 @@ pub enum Opened {
     Drive(LinuxZoned),
 }
 
-/// Whether `path` names a block device (then it is opened as a drive, not as an image).
+/// Whether `path` names a block device, or an NVMe namespace's generic character device
+/// (/dev/ngXnY, which zlinux opens with its block device): then it is opened as a drive, not
+/// as an image.
 pub fn is_block_device(path: &Path) -> bool {
-    std::fs::metadata(path).is_ok_and(|m| m.file_type().is_block_device())
+    let generic = |p: &Path| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| zlinux::nvme::block_device_name(n).is_some())
+    };
+    std::fs::metadata(path).is_ok_and(|m| {
+        let t = m.file_type();
+        t.is_block_device() || (t.is_char_device() && generic(path))
+    })
 }
 
 /// Opens a drive, with the one-line reason when it cannot be (busy, not zoned, no access).

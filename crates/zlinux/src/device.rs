@@ -27,10 +27,8 @@ use crate::copy;
 use crate::errno::{diagnose_read, diagnose_write, status_of, Op};
 use crate::ioctl::{self, Mgmt};
 use crate::known::DeviceTraits;
-use crate::nvme::{
-    completion, copy_descriptors, copy_limits, Completion, CopyLimits, NvmeCmd, CNS_CONTROLLER,
-    CNS_NAMESPACE, IDENTIFY_BYTES,
-};
+use crate::nvme::{completion, copy_descriptors, Completion, CopyLimits, NvmeCmd};
+use crate::passthru::Passthru;
 use crate::report::{self, ReportError, SECTOR_BYTES};
 use crate::ring::{Cmd, Done, Ring};
 use crate::sysfs::{self, SysfsError};
@@ -55,55 +53,9 @@ impl Capability {
         match self {
             Capability::ZoneAppend => "Zone Append needs NVMe passthrough (IORING_OP_URING_CMD on /dev/ngXnY), which this device does not offer; the block device interface offers no append to user space",
             Capability::SimpleCopy => "Simple Copy needs NVMe passthrough (/dev/ngXnY) to a namespace whose controller supports the Copy command",
-            Capability::Metadata => "per-block metadata needs NVMe passthrough (/dev/ngXnY), which this backend does not implement yet",
+            Capability::Metadata => "per-block metadata needs NVMe passthrough (/dev/ngXnY) to a namespace formatted with metadata in a separate buffer",
             Capability::ZoneOffline => "the Offline zone action has no block layer ioctl; it needs NVMe passthrough (/dev/ngXnY)",
         }
-    }
-}
-
-/// NVMe passthrough on the namespace's generic character device: Zone Append, and Simple
-/// Copy where the controller has it.
-struct Passthru {
-    /// Declared before `_file`: the ring thread stops before the descriptor closes.
-    ring: Ring,
-    /// The character device the ring's commands go to, held open for it.
-    _file: File,
-    nsid: u32,
-    /// The namespace's Copy limits, or why it offers no Copy.
-    copy: Result<CopyLimits, String>,
-}
-
-impl Passthru {
-    /// Opens /dev/ngXnY for the NVMe namespace block device named `name` by the kernel; why
-    /// not, when it cannot.
-    fn open(name: &Result<String, String>) -> Result<Passthru, String> {
-        let name = name.as_deref().map_err(|e| e.clone())?;
-        let ng = crate::nvme::char_device_name(name)
-            .ok_or_else(|| format!("{name} is not an NVMe namespace"))?;
-        let path = PathBuf::from("/dev").join(ng);
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags(libc::O_CLOEXEC)
-            .open(&path)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        // SAFETY: NVME_IOCTL_ID takes no argument and returns the namespace id or -1.
-        let nsid = unsafe { libc::ioctl(file.as_raw_fd(), crate::nvme::NVME_IOCTL_ID) };
-        if nsid <= 0 {
-            let e = std::io::Error::last_os_error();
-            return Err(format!("{}: namespace id: {e}", path.display()));
-        }
-        let nsid = nsid as u32;
-        let copy = identify_copy(file.as_raw_fd(), nsid)
-            .map_err(|why| format!("{}: {why}", path.display()));
-        let ring = Ring::start_passthru(file.as_raw_fd(), QUEUE_DEPTH)
-            .map_err(|e| format!("{}: io_uring with 128-byte entries: {e}", path.display()))?;
-        Ok(Passthru {
-            ring,
-            _file: file,
-            nsid,
-            copy,
-        })
     }
 }
 
@@ -118,28 +70,17 @@ fn kernel_name(rdev: u64) -> Result<String, String> {
         .ok_or_else(|| format!("{link}: no device name"))
 }
 
-/// The namespace's Copy limits from Identify Controller and Identify Namespace (admin
-/// commands, which need CAP_SYS_ADMIN), or why there are none.
-fn identify_copy(fd: RawFd, nsid: u32) -> Result<CopyLimits, String> {
-    let identify = |cns: u8, nsid: u32| -> Result<AlignedBuf, String> {
-        let mut buf =
-            AlignedBuf::zeroed(IDENTIFY_BYTES).ok_or_else(|| "out of memory".to_string())?;
-        match completion(ioctl::nvme_admin(
-            fd,
-            &NvmeCmd::identify(nsid, cns),
-            &mut buf,
-        )) {
-            Completion::Ok => Ok(buf),
-            Completion::Status(s) => Err(format!("Identify (CNS {cns}) failed: {s}")),
-            Completion::Errno(e) => Err(format!(
-                "Identify (CNS {cns}) failed: {}",
-                std::io::Error::from_raw_os_error(e)
-            )),
-        }
-    };
-    let ctrl = identify(CNS_CONTROLLER, 0)?;
-    let ns = identify(CNS_NAMESPACE, nsid)?;
-    copy_limits(ctrl.as_slice(), ns.as_slice())
+/// `geo` with `oob_size` bytes of metadata per block, and its transfer and append limits cut
+/// to `max_bytes` of metadata per command where the controller needs that.
+fn with_metadata(geo: Geometry, oob_size: u32, max_bytes: Option<u32>) -> Geometry {
+    let cap = max_bytes.map_or(u32::MAX, |m| (m / oob_size.max(1)).max(1));
+    let mdts_blocks = geo.mdts_blocks.min(cap);
+    Geometry {
+        oob_size,
+        mdts_blocks,
+        zasl_blocks: geo.zasl_blocks.min(mdts_blocks),
+        ..geo
+    }
 }
 
 /// `geo` with the Copy limits of `limits`, or why they do not fit a valid geometry.
@@ -202,15 +143,13 @@ impl LinuxZoned {
             path: path.to_path_buf(),
             source,
         };
-        let meta = std::fs::metadata(path).map_err(io)?;
-        if !meta.file_type().is_block_device() {
-            return Err(OpenError::NotBlockDevice(path.to_path_buf()));
-        }
+        let block = block_device_of(path)?;
+        let meta = std::fs::metadata(&block).map_err(io)?;
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .custom_flags(libc::O_DIRECT | libc::O_EXCL | libc::O_CLOEXEC)
-            .open(path)
+            .open(&block)
             .map_err(|e| match e.raw_os_error() {
                 Some(libc::EBUSY) => OpenError::Busy(path.to_path_buf()),
                 _ => io(e),
@@ -235,7 +174,7 @@ impl LinuxZoned {
             source,
         })?;
         let name = kernel_name(rdev);
-        let mut passthru = Passthru::open(&name);
+        let mut passthru = Passthru::open(&name, geo.block_size, QUEUE_DEPTH);
         // The geometry carries the drive's Copy limits only when copies can be sent; else the
         // smallest valid ones (sysfs.rs) stay.
         let geo = match &mut passthru {
@@ -244,6 +183,25 @@ impl LinuxZoned {
                 Ok(Err(why)) => {
                     pt.copy = Err(why);
                     geo
+                }
+                Err(_) => geo,
+            },
+            Err(_) => geo,
+        };
+        // Per-block metadata is offered only where every read and write can carry it: through
+        // passthrough, on a namespace formatted with metadata in a separate buffer. Elsewhere
+        // the geometry says 0 bytes and `supports(Capability::Metadata)` says why.
+        let geo = match &mut passthru {
+            Ok(pt) => match pt.metadata {
+                Ok(oob_size) => {
+                    let g = with_metadata(geo, oob_size, pt.metadata_max_bytes);
+                    match g.validate() {
+                        Ok(()) => g,
+                        Err(e) => {
+                            pt.metadata = Err(format!("the metadata size is not usable: {e}"));
+                            geo
+                        }
+                    }
                 }
                 Err(_) => geo,
             },
@@ -267,6 +225,7 @@ impl LinuxZoned {
             append: self.supports(Capability::ZoneAppend).is_ok(),
             copy: self.supports(Capability::SimpleCopy).is_ok(),
             null_blk: self.name.starts_with("nullb"),
+            metadata: self.supports(Capability::Metadata).is_ok(),
         }
     }
 
@@ -276,17 +235,147 @@ impl LinuxZoned {
 
     /// Whether the device offers `cap`: `Err` with the one-line reason when it does not.
     pub fn supports(&self, cap: Capability) -> Result<(), String> {
-        match (cap, &self.passthru) {
-            (Capability::ZoneAppend, Ok(_)) => Ok(()),
-            (Capability::SimpleCopy, Ok(pt)) => match &pt.copy {
-                Ok(_) => Ok(()),
-                Err(why) => Err(format!("{} ({why})", cap.missing())),
-            },
-            (Capability::ZoneAppend | Capability::SimpleCopy, Err(why)) => {
-                Err(format!("{} ({why})", cap.missing()))
-            }
-            _ => Err(cap.missing().to_string()),
+        let why = match (cap, &self.passthru) {
+            (Capability::ZoneAppend, Ok(_)) => return Ok(()),
+            (Capability::SimpleCopy, Ok(pt)) => pt.copy.as_ref().err(),
+            (Capability::Metadata, Ok(pt)) => pt.metadata.as_ref().err(),
+            (Capability::ZoneOffline, _) => return Err(cap.missing().to_string()),
+            (_, Err(why)) => Some(why),
+        };
+        match why {
+            None => Ok(()),
+            Some(why) => Err(format!("{} ({why})", cap.missing())),
         }
+    }
+
+    /// The passthrough that carries every read and write when the namespace has per-block
+    /// metadata (the block layer would drop it), or None on a device without metadata.
+    fn meta_path(&self) -> Option<&Passthru> {
+        match &self.passthru {
+            Ok(pt) if self.geo.oob_size > 0 => Some(pt),
+            _ => None,
+        }
+    }
+
+    /// The separate metadata buffer of a command of `blocks` blocks: the caller's bytes, or
+    /// zeros (a write without metadata stores zero metadata, and a read without a buffer
+    /// still needs one for the drive to fill); None on a device without metadata. A length
+    /// other than the metadata size per block is Invalid Field, as on a drive.
+    fn meta_buf(&self, blocks: u64, meta: Option<&[u8]>) -> NvmeResult<Option<AlignedBuf>> {
+        let oob = self.geo.oob_size as usize;
+        if oob == 0 {
+            return match meta {
+                Some(m) if !m.is_empty() => Err(NvmeStatus::InvalidField),
+                _ => Ok(None),
+            };
+        }
+        let len = usize::try_from(blocks)
+            .ok()
+            .and_then(|b| b.checked_mul(oob))
+            .ok_or(NvmeStatus::InvalidField)?;
+        let buf = match meta {
+            Some(m) if m.len() != len => return Err(NvmeStatus::InvalidField),
+            Some(m) => AlignedBuf::copy_of(m),
+            None => AlignedBuf::zeroed(len),
+        };
+        buf.map(Some).ok_or(NvmeStatus::InternalError)
+    }
+
+    /// Read with metadata through passthrough: the drive's own status on failure. A read
+    /// across zones goes as one command per zone, as the block layer splits reads of the
+    /// block device (so `cross_zone_reads` means the same on both paths; a drive without
+    /// RAZB fails an unsplit one with Zone Boundary Error).
+    async fn read_meta(
+        &self,
+        pt: &Passthru,
+        lba: Lba,
+        buf: &mut [u8],
+        mut meta: Option<&mut [u8]>,
+    ) -> NvmeResult<()> {
+        let blocks = self.check_io(lba, buf.len())?;
+        let oob = self.geo.oob_size as usize;
+        if meta
+            .as_ref()
+            .is_some_and(|m| m.len() != blocks as usize * oob)
+        {
+            return Err(NvmeStatus::InvalidField);
+        }
+        let bs = self.geo.block_size as usize;
+        let mut done = 0u64;
+        while done < blocks {
+            let at = lba + done;
+            let zone_end = (at / self.geo.zone_size + 1) * self.geo.zone_size;
+            let n = (blocks - done).min(zone_end - at);
+            let (d0, d1) = (done as usize * bs, (done + n) as usize * bs);
+            let (m0, m1) = (done as usize * oob, (done + n) as usize * oob);
+            let part = meta.as_deref_mut().and_then(|m| m.get_mut(m0..m1));
+            let out = buf.get_mut(d0..d1).ok_or(NvmeStatus::InternalError)?;
+            self.read_meta_one(pt, at, n, out, part).await?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// One passthrough Read of `blocks` blocks inside one zone into `buf` and `meta`.
+    async fn read_meta_one(
+        &self,
+        pt: &Passthru,
+        lba: Lba,
+        blocks: u64,
+        buf: &mut [u8],
+        meta: Option<&mut [u8]>,
+    ) -> NvmeResult<()> {
+        let mbuf = self.meta_buf(blocks, meta.as_deref())?;
+        let mlen = mbuf.as_ref().map_or(0, AlignedBuf::len);
+        let data = AlignedBuf::zeroed(buf.len()).ok_or(NvmeStatus::InternalError)?;
+        let cmd = NvmeCmd::read_write(
+            pt.nsid,
+            false,
+            lba,
+            u32::try_from(blocks).map_err(|_| NvmeStatus::InvalidField)?,
+            u32::try_from(buf.len()).map_err(|_| NvmeStatus::InvalidField)?,
+            u32::try_from(mlen).map_err(|_| NvmeStatus::InvalidField)?,
+            false,
+        );
+        let done = pt.run(&self.queued, cmd, data, mbuf).await;
+        passthru_result(done.result, Op::Read)?;
+        let (Some(d), Some(m)) = (done.buf, done.meta) else {
+            return Err(NvmeStatus::InternalError);
+        };
+        buf.copy_from_slice(d.as_slice());
+        if let Some(out) = meta {
+            out.copy_from_slice(m.as_slice());
+        }
+        Ok(())
+    }
+
+    /// Write with metadata through passthrough, after the same host-side checks as a write
+    /// through the block device.
+    async fn write_meta(
+        &self,
+        pt: &Passthru,
+        lba: Lba,
+        data: AlignedBuf,
+        meta: Option<&[u8]>,
+        fua: bool,
+    ) -> NvmeResult<()> {
+        let blocks = self.check_io(lba, data.len())?;
+        if lba / self.geo.zone_size != (lba + blocks - 1) / self.geo.zone_size {
+            return Err(NvmeStatus::ZoneBoundaryError);
+        }
+        let mbuf = self.meta_buf(blocks, meta)?;
+        let mlen = mbuf.as_ref().map_or(0, AlignedBuf::len);
+        let cmd = NvmeCmd::read_write(
+            pt.nsid,
+            true,
+            lba,
+            u32::try_from(blocks).map_err(|_| NvmeStatus::InvalidField)?,
+            u32::try_from(data.len()).map_err(|_| NvmeStatus::InvalidField)?,
+            u32::try_from(mlen).map_err(|_| NvmeStatus::InvalidField)?,
+            fua,
+        );
+        let done = pt.run(&self.queued, cmd, data, mbuf).await;
+        passthru_result(done.result, Op::Write)
     }
 
     fn spb(&self) -> u64 {
@@ -297,19 +386,14 @@ impl LinuxZoned {
         lba * u64::from(self.geo.block_size)
     }
 
-    /// Runs one ring command, bounded by the queue depth.
+    /// Runs one command on the block device's ring, bounded by the queue depth it shares
+    /// with the passthrough ring.
     async fn run(&self, cmd: Cmd) -> Done {
-        self.run_on(&self.ring, cmd).await
-    }
-
-    /// Runs one command on `ring` (the block device's or the passthrough one), bounded by
-    /// the queue depth both share.
-    async fn run_on(&self, ring: &Ring, cmd: Cmd) -> Done {
         // The semaphore is never closed, so acquire fails only if it were.
         let Ok(_permit) = self.queued.acquire().await else {
             return Done::failed(libc::ENXIO);
         };
-        match ring.submit(cmd).await {
+        match self.ring.submit(cmd).await {
             Ok(done) => done,
             // The ring thread is gone: the device is not usable any more.
             Err(_) => Done::failed(libc::ENXIO),
@@ -322,6 +406,7 @@ impl LinuxZoned {
         pt: &Passthru,
         zslba: Lba,
         data: &[u8],
+        meta: Option<&[u8]>,
         fua: bool,
     ) -> NvmeResult<Lba> {
         let bs = self.geo.block_size as usize;
@@ -330,15 +415,21 @@ impl LinuxZoned {
         }
         // NLB is a 16-bit field; anything longer cannot be encoded, let alone sent.
         let blocks = u16::try_from(data.len() / bs - 1).map_err(|_| NvmeStatus::InvalidField)?;
+        // With metadata the append limit may be the host's own, below the drive's (see
+        // `with_metadata`), so the host enforces it; without, the drive checks its own.
+        if self.geo.oob_size > 0 && u32::from(blocks) >= self.geo.zasl_blocks {
+            return Err(NvmeStatus::InvalidField);
+        }
+        let mbuf = self.meta_buf(u64::from(blocks) + 1, meta)?;
+        let mlen = mbuf.as_ref().map_or(0, AlignedBuf::len);
+        let mlen = u32::try_from(mlen).map_err(|_| NvmeStatus::InvalidField)?;
         let len = u32::try_from(data.len()).map_err(|_| NvmeStatus::InvalidField)?;
         let buf = AlignedBuf::copy_of(data).ok_or(NvmeStatus::InternalError)?;
-        let cmd = NvmeCmd::zone_append(pt.nsid, zslba, u32::from(blocks) + 1, len, fua);
-        let done = self.run_on(&pt.ring, Cmd::Passthru { cmd, buf }).await;
-        match completion(done.result) {
-            Completion::Ok => Ok(done.result64),
-            Completion::Status(s) => Err(s),
-            Completion::Errno(e) => Err(status_of(e, Op::Write)),
-        }
+        let cmd = NvmeCmd::zone_append(pt.nsid, zslba, u32::from(blocks) + 1, len, fua)
+            .with_metadata(mlen);
+        let done = pt.run(&self.queued, cmd, buf, mbuf).await;
+        passthru_result(done.result, Op::Write)?;
+        Ok(done.result64)
     }
 
     /// Simple Copy through passthrough, after the host-side checks (crate::copy) that keep a
@@ -360,12 +451,8 @@ impl LinuxZoned {
         let len = u32::try_from(desc.len()).map_err(|_| NvmeStatus::InvalidField)?;
         let buf = AlignedBuf::copy_of(&desc).ok_or(NvmeStatus::InternalError)?;
         let cmd = NvmeCmd::copy(pt.nsid, dest, ranges, len, fua);
-        let done = self.run_on(&pt.ring, Cmd::Passthru { cmd, buf }).await;
-        match completion(done.result) {
-            Completion::Ok => Ok(()),
-            Completion::Status(s) => Err(s),
-            Completion::Errno(e) => Err(status_of(e, Op::Write)),
-        }
+        let done = pt.run(&self.queued, cmd, buf, None).await;
+        passthru_result(done.result, Op::Write)
     }
 
     /// Host-side checks shared by reads and writes: whole blocks, within the namespace, at
@@ -444,6 +531,48 @@ impl LinuxZoned {
             self.mgmt(action, z.start).await?;
         }
         Ok(())
+    }
+}
+
+/// A passthrough command's result: the drive's own status, or the kernel's errno mapped as
+/// for a command of class `op`.
+fn passthru_result(result: i32, op: Op) -> NvmeResult<()> {
+    match completion(result) {
+        Completion::Ok => Ok(()),
+        Completion::Status(s) => Err(s),
+        Completion::Errno(e) => Err(status_of(e, op)),
+    }
+}
+
+/// The block device to open for `path`: itself, or for an NVMe generic character device
+/// (/dev/ngXnY) the namespace's block device (/dev/nvmeXnY), which zone management and the
+/// geometry go through; the character device is then opened for passthrough as for any
+/// namespace.
+fn block_device_of(path: &Path) -> Result<PathBuf, OpenError> {
+    let meta = std::fs::metadata(path).map_err(|source| OpenError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let ft = meta.file_type();
+    if ft.is_block_device() {
+        return Ok(path.to_path_buf());
+    }
+    let not_block = || OpenError::NotBlockDevice(path.to_path_buf());
+    if !ft.is_char_device() {
+        return Err(not_block());
+    }
+    let rdev = meta.rdev();
+    let link = format!("/sys/dev/char/{}:{}", libc::major(rdev), libc::minor(rdev));
+    let name = std::fs::read_link(&link).map_err(|_| not_block())?;
+    let block = name
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(crate::nvme::block_device_name)
+        .map(|b| PathBuf::from("/dev").join(b))
+        .ok_or_else(not_block)?;
+    match std::fs::metadata(&block) {
+        Ok(m) if m.file_type().is_block_device() => Ok(block),
+        _ => Err(not_block()),
     }
 }
 
@@ -531,6 +660,9 @@ impl ZonedDevice for LinuxZoned {
     }
 
     async fn read(&self, lba: Lba, buf: &mut [u8], meta: Option<&mut [u8]>) -> NvmeResult<()> {
+        if let Some(pt) = self.meta_path() {
+            return self.read_meta(pt, lba, buf, meta).await;
+        }
         if meta.is_some_and(|m| !m.is_empty()) {
             return Err(NvmeStatus::InvalidField);
         }
@@ -559,10 +691,13 @@ impl ZonedDevice for LinuxZoned {
     }
 
     async fn write(&self, lba: Lba, data: &[u8], meta: Option<&[u8]>, fua: bool) -> NvmeResult<()> {
+        let buf = AlignedBuf::copy_of(data).ok_or(NvmeStatus::InternalError)?;
+        if let Some(pt) = self.meta_path() {
+            return self.write_meta(pt, lba, buf, meta, fua).await;
+        }
         if meta.is_some_and(|m| !m.is_empty()) {
             return Err(NvmeStatus::InvalidField);
         }
-        let buf = AlignedBuf::copy_of(data).ok_or(NvmeStatus::InternalError)?;
         self.write_buf(lba, buf, fua).await
     }
 
@@ -578,10 +713,7 @@ impl ZonedDevice for LinuxZoned {
         let Ok(pt) = &self.passthru else {
             return Err(NvmeStatus::InvalidOpcode);
         };
-        if meta.is_some_and(|m| !m.is_empty()) {
-            return Err(NvmeStatus::InvalidField);
-        }
-        self.append_passthru(pt, zslba, data, fua).await
+        self.append_passthru(pt, zslba, data, meta, fua).await
     }
 
     async fn write_zeroes(&self, lba: Lba, blocks: u64, fua: bool) -> NvmeResult<()> {
@@ -591,6 +723,10 @@ impl ZonedDevice for LinuxZoned {
             return Err(NvmeStatus::InvalidField);
         }
         let buf = AlignedBuf::zeroed(bytes).ok_or(NvmeStatus::InternalError)?;
+        // Zero data with zero metadata, as a drive's Write Zeroes leaves it.
+        if let Some(pt) = self.meta_path() {
+            return self.write_meta(pt, lba, buf, None, fua).await;
+        }
         self.write_buf(lba, buf, fua).await
     }
 

@@ -71,7 +71,7 @@ pub fn report_zones(fd: RawFd, sector: u64, max_zones: u32) -> Result<Vec<u8>, i
 /// positive NVMe status, or a negative errno.
 pub fn nvme_admin(fd: RawFd, cmd: &NvmeCmd, buf: &mut AlignedBuf) -> i32 {
     let len = u32::try_from(buf.len()).unwrap_or(u32::MAX);
-    let mut bytes = cmd.encode(buf.as_mut_ptr() as u64);
+    let mut bytes = cmd.encode(buf.as_mut_ptr() as u64, 0);
     // The ioctl's struct carries the buffer length the command was built with: never more
     // than the buffer holds.
     let data_len = cmd.data_len.min(len);

@@ -12,6 +12,8 @@ pub struct DeviceTraits {
     pub copy: bool,
     /// The device is null_blk (its own deviations from the ZNS specification apply).
     pub null_blk: bool,
+    /// Per-block metadata through NVMe passthrough (a namespace formatted with it).
+    pub metadata: bool,
 }
 
 /// On which devices a known failure happens.
@@ -21,6 +23,7 @@ enum When {
     NoAppend,
     NoCopy,
     NoAppendOrNoCopy,
+    NoMetadata,
     NullBlk,
 }
 
@@ -80,8 +83,9 @@ const KNOWN: &[(u32, When, &str)] = &[
     ),
     (
         42,
-        When::Always,
-        "the backend has no per-block metadata (needs NVMe passthrough; not built)",
+        When::NoMetadata,
+        "no per-block metadata: it needs NVMe passthrough to a namespace formatted with \
+         metadata in a separate buffer",
     ),
     (2, When::NullBlk, STALE_READS),
     (7, When::NullBlk, STALE_READS),
@@ -117,6 +121,7 @@ pub fn known_kit_failures(t: DeviceTraits) -> Vec<(u32, &'static str)> {
             When::NoAppend => !t.append,
             When::NoCopy => !t.copy,
             When::NoAppendOrNoCopy => !t.append || !t.copy,
+            When::NoMetadata => !t.metadata,
             When::NullBlk => t.null_blk,
         })
         .map(|(item, _, why)| (*item, *why))
@@ -139,11 +144,13 @@ mod tests {
             append: true,
             copy: true,
             null_blk: false,
+            metadata: false,
         };
         let bare = DeviceTraits {
             append: false,
             copy: false,
             null_blk: false,
+            metadata: false,
         };
         for item in [4, 6, 24, 25, 26, 28, 29, 30, 33, 39] {
             assert!(!items(qemu).contains(&item), "item {item} with passthrough");
@@ -155,6 +162,11 @@ mod tests {
         for item in [22, 27, 31, 32, 34, 42, 44] {
             assert!(items(qemu).contains(&item) && items(bare).contains(&item));
         }
+        let with_metadata = DeviceTraits {
+            metadata: true,
+            ..qemu
+        };
+        assert!(!items(with_metadata).contains(&42));
         let append_only = DeviceTraits {
             copy: false,
             ..qemu

@@ -37,20 +37,23 @@ pub enum Cmd {
         fua: bool,
     },
     Flush,
-    /// An NVMe command through passthrough, with its data buffer (passthrough rings only).
+    /// An NVMe command through passthrough, with its data buffer and, when the command
+    /// carries per-block metadata, its separate metadata buffer (passthrough rings only).
     Passthru {
         cmd: NvmeCmd,
         buf: AlignedBuf,
+        meta: Option<AlignedBuf>,
     },
 }
 
 /// The reply: the kernel's result (bytes moved, or -errno; for passthrough 0, a positive
 /// NVMe status or -errno), the command's 64-bit result (passthrough: CQE DW0-1; else 0) and
-/// the buffer back.
+/// the buffers back.
 pub struct Done {
     pub result: i32,
     pub result64: u64,
     pub buf: Option<AlignedBuf>,
+    pub meta: Option<AlignedBuf>,
 }
 
 impl Done {
@@ -60,6 +63,7 @@ impl Done {
             result: -errno,
             result64: 0,
             buf: None,
+            meta: None,
         }
     }
 }
@@ -199,6 +203,7 @@ impl Drop for Ring {
 
 struct InFlight {
     buf: Option<AlignedBuf>,
+    meta: Option<AlignedBuf>,
     reply: oneshot::Sender<Done>,
 }
 
@@ -219,8 +224,9 @@ fn entry<S: SqEntry>(fd: RawFd, cmd: &mut Cmd, slot: u64) -> Option<S> {
         Cmd::Flush => opcode::Fsync::new(fd)
             .flags(types::FsyncFlags::DATASYNC)
             .build(),
-        Cmd::Passthru { cmd, buf } => {
-            let bytes = cmd.encode(buf.as_mut_ptr() as u64);
+        Cmd::Passthru { cmd, buf, meta } => {
+            let meta_addr = meta.as_mut().map_or(0, |m| m.as_mut_ptr() as u64);
+            let bytes = cmd.encode(buf.as_mut_ptr() as u64, meta_addr);
             let e = opcode::UringCmd80::new(fd, NVME_URING_CMD_IO)
                 .cmd(bytes)
                 .build()
@@ -277,21 +283,21 @@ fn drive<S: SqEntry, C: CqEntry>(
                 let _ = q.reply.send(Done::failed(libc::EOPNOTSUPP));
                 continue;
             };
-            // SAFETY: the buffer the entry points to moves into `slots` and stays there, at a
+            // SAFETY: the buffers the entry points to move into `slots` and stay there, at a
             // fixed heap address, until the completion for this slot arrives.
             if unsafe { uring.submission().push(&e) }.is_err() {
                 backlog.push_front(q);
                 break;
             }
             free.pop();
-            let buf = match q.cmd {
-                Cmd::Read { buf, .. } | Cmd::Write { buf, .. } | Cmd::Passthru { buf, .. } => {
-                    Some(buf)
-                }
-                Cmd::Flush => None,
+            let (buf, meta) = match q.cmd {
+                Cmd::Read { buf, .. } | Cmd::Write { buf, .. } => (Some(buf), None),
+                Cmd::Passthru { buf, meta, .. } => (Some(buf), meta),
+                Cmd::Flush => (None, None),
             };
             slots[slot] = Some(InFlight {
                 buf,
+                meta,
                 reply: q.reply,
             });
         }
@@ -321,6 +327,7 @@ fn drive<S: SqEntry, C: CqEntry>(
                     result,
                     result64: cqe.result64(),
                     buf: f.buf,
+                    meta: f.meta,
                 });
             }
         }
@@ -335,6 +342,7 @@ fn fail_all(
     // In-flight buffers are leaked rather than freed: the kernel may still write into them.
     for f in slots.iter_mut().filter_map(Option::take) {
         std::mem::forget(f.buf);
+        std::mem::forget(f.meta);
         let _ = f.reply.send(Done::failed(libc::ENXIO));
     }
     backlog.extend(rx.try_iter());
