@@ -80,13 +80,7 @@ impl ZoneTable {
     /// State and boundary checks of a write of `nlb` blocks at offset `at` (None: append).
     /// Returns the offset the data lands at.
     pub fn check_write(&self, zone: u32, at: Option<u64>, nlb: u64) -> NvmeResult<u64> {
-        let z = self.get(zone)?;
-        match z.state {
-            ZoneState::Full => return Err(NvmeStatus::ZoneIsFull),
-            ZoneState::ReadOnly => return Err(NvmeStatus::ZoneIsReadOnly),
-            ZoneState::Offline => return Err(NvmeStatus::ZoneIsOffline),
-            _ => {}
-        }
+        let z = self.writable(zone)?;
         let at = at.unwrap_or(z.wp);
         if at != z.wp {
             return Err(NvmeStatus::ZoneInvalidWrite);
@@ -95,6 +89,29 @@ impl ZoneTable {
             return Err(NvmeStatus::ZoneBoundaryError);
         }
         Ok(at)
+    }
+
+    /// State and boundary checks of an append of `nlb` blocks while appends in flight have
+    /// reserved the zone up to `reserved` (the write pointer when none is in flight).
+    /// Returns the offset the data lands at: `reserved`.
+    pub fn check_append(&self, zone: u32, reserved: u64, nlb: u64) -> NvmeResult<u64> {
+        let z = self.writable(zone)?;
+        debug_assert!(reserved >= z.wp, "reservations start at the write pointer");
+        if reserved < z.wp || reserved + nlb > self.capacity {
+            return Err(NvmeStatus::ZoneBoundaryError);
+        }
+        Ok(reserved)
+    }
+
+    /// The zone, if its state takes writes.
+    fn writable(&self, zone: u32) -> NvmeResult<&LogicalZone> {
+        let z = self.get(zone)?;
+        match z.state {
+            ZoneState::Full => Err(NvmeStatus::ZoneIsFull),
+            ZoneState::ReadOnly => Err(NvmeStatus::ZoneIsReadOnly),
+            ZoneState::Offline => Err(NvmeStatus::ZoneIsOffline),
+            _ => Ok(z),
+        }
     }
 
     /// Takes the resources a write needs and marks the zone Implicitly Opened (unless it is

@@ -2,7 +2,7 @@
 //! are emulated drives behind `FaultyZoned` (commands wait up to 2 ms before they reach a
 //! member). A round resets or finishes a zone, then submits concurrent writes and appends of
 //! every size and alignment (partial stripes, stripe-crossing, FUA) to a few zones in write
-//! pointer order, sometimes with a reset or a finish of other zones in flight; in some rounds power is
+//! pointer order (some zones only appends, up to four in flight on the zone at once), sometimes with a reset or a finish of other zones in flight; in some rounds power is
 //! cut on every member at once at a seeded instant, each member loses its unflushed writes
 //! (a seeded prefix of every zone survives), sometimes a member fails before the reopen (it
 //! is absent, or present but stale), and the array is opened again.
@@ -25,7 +25,8 @@
 //! with a member failed may replace it by a fresh drive and rebuild it (no command in
 //! flight), then checks every zone; later rounds may fail a member again. Coverage floors
 //! count cuts, collections (general and partial-parity, and cuts during one), partial-parity
-//! replays, degraded reopens, rebuilds, torn zones written on and relocated blocks over the
+//! replays, degraded reopens, rebuilds, torn zones written on, relocated blocks and appends in
+//! flight together over the
 //! 1,010 schedules (seeds 0-1009).
 //!
 //! A failing schedule prints its seed; rerun it alone with `RAIZN_CUT_SEED=<seed>`, and add
@@ -175,6 +176,8 @@ struct Coverage {
     /// Failed members replaced by a fresh one and rebuilt, then every zone checked.
     rebuilds: u64,
     bursts_in_flight_at_cut: u64,
+    /// Appends reserved while another append was in flight on their zone.
+    appends_overlapped: u64,
 }
 
 impl Coverage {
@@ -205,6 +208,7 @@ impl Coverage {
         self.cuts_during_collection += c.cuts_during_collection;
         self.rebuilds += c.rebuilds;
         self.bursts_in_flight_at_cut += c.bursts_in_flight_at_cut;
+        self.appends_overlapped += c.appends_overlapped;
     }
 }
 
@@ -251,6 +255,9 @@ fn batch(rng: &mut SimRng, model: &[ZoneModel], cap: u64, max_blocks: u64) -> Ve
     let writers = rng.range_inclusive(1, 3) as usize;
     for &zone in zones.iter().take(writers) {
         let mut at = model[zone as usize].versions.len() as u64;
+        // Some zones take only appends in a batch: up to four in flight on one zone at once
+        // (docs/DESIGN.md, "Zone Append at queue depth").
+        let appending = rng.chance(0.3);
         for _ in 0..rng.range_inclusive(1, 4) {
             if at >= cap {
                 break;
@@ -265,7 +272,7 @@ fn batch(rng: &mut SimRng, model: &[ZoneModel], cap: u64, max_blocks: u64) -> Ve
                 zone,
                 blocks,
                 fua: rng.chance(0.25),
-                append: rng.chance(0.2),
+                append: appending || rng.chance(0.2),
             });
             at += blocks;
         }
@@ -858,6 +865,7 @@ fn count_collections(v: &RaiznVolume, cov: &mut Coverage) {
     cov.pp_collections += v.pp_stats().collections;
     cov.relocated_blocks += v.reloc_stats().blocks;
     cov.stale_ranges += v.reloc_stats().stale_ranges;
+    cov.appends_overlapped += v.append_stats().overlapped;
 }
 
 /// Replaces the failed member by a fresh drive and rebuilds it while no command runs, then
