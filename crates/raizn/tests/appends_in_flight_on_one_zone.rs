@@ -101,7 +101,9 @@ fn sizes(seed: u64, capacity: u64, count: usize) -> Vec<u64> {
     out
 }
 
-/// Submits one append of `sizes[i]` per entry to zone `zone`, all in flight at once.
+/// Submits one append of `sizes[i]` per entry to zone `zone`, all in flight at once. Each
+/// completed append is read back at once: its blocks must be readable when it completes,
+/// before the appends after it have (the write pointer covers every completed append).
 async fn append_all(
     v: &RaiznVolume,
     zone: u32,
@@ -112,7 +114,18 @@ async fn append_all(
     let appends = sizes.iter().enumerate().map(|(i, &n)| async move {
         let (d, m) = payload(i as u64, n);
         let fua = fua_every > 0 && i % fua_every == fua_every - 1;
-        v.append(zslba, &d, Some(&m), fua).await
+        let r = v.append(zslba, &d, Some(&m), fua).await;
+        if let Ok(lba) = r {
+            let (mut gd, mut gm) = (vec![0u8; d.len()], vec![0u8; m.len()]);
+            if let Err(e) = v.read(lba, &mut gd, Some(&mut gm)).await {
+                panic!("append {i}: read at completion: {e}");
+            }
+            assert!(
+                gd == d && gm == m,
+                "append {i} at {lba} does not read back when it completes"
+            );
+        }
+        r
     });
     join_all(appends).await
 }

@@ -178,6 +178,8 @@ struct Coverage {
     bursts_in_flight_at_cut: u64,
     /// Appends reserved while another append was in flight on their zone.
     appends_overlapped: u64,
+    /// Appends in flight at a cut, in a zone with another append in flight.
+    appends_in_flight_together_at_cut: u64,
 }
 
 impl Coverage {
@@ -209,6 +211,7 @@ impl Coverage {
         self.rebuilds += c.rebuilds;
         self.bursts_in_flight_at_cut += c.bursts_in_flight_at_cut;
         self.appends_overlapped += c.appends_overlapped;
+        self.appends_in_flight_together_at_cut += c.appends_in_flight_together_at_cut;
     }
 }
 
@@ -748,6 +751,7 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
         cov.cuts_during_collection += u64::from(collecting);
         cov.cuts_with_member_commands_in_flight += u64::from(in_flight > 0);
         if !finished {
+            cov.appends_in_flight_together_at_cut += appends_together(&ops, &done.borrow());
             for (k, op) in ops.iter().enumerate() {
                 if done.borrow()[k] {
                     continue;
@@ -857,6 +861,21 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
     count_collections(&v, &mut cov);
     drop(v);
     cov
+}
+
+/// Appends not `done` in a zone where another append is not done either.
+fn appends_together(ops: &[Op], done: &[bool]) -> u64 {
+    let pending_append = |k: usize| match ops.get(k) {
+        Some(Op::Write {
+            zone, append: true, ..
+        }) if !done.get(k).copied().unwrap_or(true) => Some(*zone),
+        _ => None,
+    };
+    let zones: Vec<u32> = (0..ops.len()).filter_map(pending_append).collect();
+    zones
+        .iter()
+        .filter(|z| zones.iter().filter(|o| o == z).count() > 1)
+        .count() as u64
 }
 
 /// Adds the collections `v` did since it was opened.
@@ -970,4 +989,6 @@ fn power_cuts_with_writes_resets_and_member_failures_in_flight() {
     assert!(total.stale_ranges >= 2000, "{total:?}");
     assert!(total.relocated_blocks >= 4000, "{total:?}");
     assert!(total.reopens_with_relocated_blocks >= 600, "{total:?}");
+    assert!(total.appends_overlapped >= 6000, "{total:?}");
+    assert!(total.appends_in_flight_together_at_cut >= 2000, "{total:?}");
 }
