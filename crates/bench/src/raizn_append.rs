@@ -30,7 +30,7 @@ async fn one(
     bytes: u64,
 ) -> Result<(f64, raizn::AppendStats), String> {
     let mut g = emu::profile("zn540").ok_or("the zn540 geometry is missing")?;
-    g.zone_count = 8;
+    g.zone_count = 40;
     let members = (0..MEMBERS)
         .map(|i| crate::paper::timed_zn540(g, o.seed + 1 + i as u64).map(|d| Arc::new(d) as Member))
         .collect::<Result<Vec<_>, _>>()?;
