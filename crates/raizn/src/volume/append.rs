@@ -18,6 +18,8 @@ use parking_lot::Mutex;
 use tokio::sync::{oneshot, MutexGuard, Notify};
 use zns::{NvmeResult, NvmeStatus};
 
+use super::io::MemberRun;
+use super::pplog::PpRecord;
 use super::{RaiznVolume, ZoneIo};
 
 /// The append pipeline of one logical zone.
@@ -138,6 +140,14 @@ impl MemberTurns {
     }
 }
 
+/// An append once reserved: its ticket, offset, member runs and partial-parity record.
+struct Reserved<'a> {
+    ticket: Ticket<'a>,
+    off: u64,
+    runs: Vec<MemberRun>,
+    pp: Option<PpRecord>,
+}
+
 /// One append's place in its zone's pipeline, from reservation to commit. Dropped without
 /// `finish` (a failure, or the append's future dropped), it breaks the pipeline.
 pub(super) struct Ticket<'a> {
@@ -239,37 +249,12 @@ impl RaiznVolume {
         meta: &[u8],
         fua: bool,
     ) -> NvmeResult<u64> {
-        let zp = self.pipe_of(zone)?;
-        let (mut ticket, off, runs, pp) = {
-            let mut zio = self.zone_lock(zone)?.lock().await;
-            zp.wait_drained(true).await;
-            let wp = self.committed_wp(zone)?;
-            zp.restart_if_idle(wp, &mut zio);
-            let off = {
-                let mut st = self.state.lock();
-                let reserved = zp.pipe.lock().reserved;
-                let off = st.table.check_append(zone, reserved, nlb)?;
-                st.table.prepare_write(zone)?;
-                off
-            };
-            let end = off + nlb;
-            let built = async {
-                let runs = self
-                    .build_runs(zone, &mut zio, off, nlb, data, meta)
-                    .await?;
-                let pp = if end.is_multiple_of(self.layout.stripe_data_blocks()) {
-                    None
-                } else {
-                    Some(self.partial_parity_of(zone, &zio, end)?)
-                };
-                Ok((runs, pp))
-            }
-            .await;
-            // The buffer may hold data of this append, which is not going to be written.
-            let (runs, pp) = built.inspect_err(|_: &NvmeStatus| zio.buffer = None)?;
-            let writes: Vec<bool> = runs.iter().map(|r| r.start.is_some()).collect();
-            (self.take_ticket(zp, end, &writes), off, runs, pp)
-        };
+        let Reserved {
+            mut ticket,
+            off,
+            runs,
+            pp,
+        } = self.reserve(zone, nlb, data, meta).await?;
         let sent = self.send_runs(zone, runs, Some(&ticket.turns)).await;
         let committed = async {
             ticket.wait_commit().await?;
@@ -298,6 +283,52 @@ impl RaiznVolume {
             self.flush_members().await?;
         }
         Ok(off)
+    }
+
+    /// Reserves `nlb` blocks at the zone's reserved pointer under the zone's lock, fills the
+    /// stripe buffer, builds the member runs and the partial-parity record as the serial
+    /// path would at that offset, and takes the append's ticket.
+    async fn reserve(
+        &self,
+        zone: u32,
+        nlb: u64,
+        data: &[u8],
+        meta: &[u8],
+    ) -> NvmeResult<Reserved<'_>> {
+        let zp = self.pipe_of(zone)?;
+        let mut zio = self.zone_lock(zone)?.lock().await;
+        zp.wait_drained(true).await;
+        let wp = self.committed_wp(zone)?;
+        zp.restart_if_idle(wp, &mut zio);
+        let off = {
+            let mut st = self.state.lock();
+            let reserved = zp.pipe.lock().reserved;
+            let off = st.table.check_append(zone, reserved, nlb)?;
+            st.table.prepare_write(zone)?;
+            off
+        };
+        let end = off + nlb;
+        let built = async {
+            let runs = self
+                .build_runs(zone, &mut zio, off, nlb, data, meta)
+                .await?;
+            let pp = if end.is_multiple_of(self.layout.stripe_data_blocks()) {
+                None
+            } else {
+                Some(self.partial_parity_of(zone, &zio, end)?)
+            };
+            Ok((runs, pp))
+        }
+        .await;
+        // The buffer may hold data of this append, which is not going to be written.
+        let (runs, pp) = built.inspect_err(|_: &NvmeStatus| zio.buffer = None)?;
+        let writes: Vec<bool> = runs.iter().map(|r| r.start.is_some()).collect();
+        Ok(Reserved {
+            ticket: self.take_ticket(zp, end, &writes),
+            off,
+            runs,
+            pp,
+        })
     }
 
     /// Takes the next ticket of `zp` for an append ending at `end` that writes to the
