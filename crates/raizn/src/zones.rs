@@ -337,6 +337,23 @@ mod tests {
     }
 
     #[test]
+    fn appends_reserve_from_the_reserved_pointer_up_to_the_capacity() {
+        let mut t = table(2, 0, 0);
+        // Nothing in flight: the reserved pointer is the write pointer.
+        assert_eq!(t.check_append(0, 0, 10), Ok(0));
+        assert_eq!(t.prepare_write(0), Ok(()));
+        // Appends in flight have reserved 40 of the 48 blocks; nothing is committed yet.
+        assert_eq!(t.check_append(0, 40, 8), Ok(40));
+        assert_eq!(t.check_append(0, 40, 9), Err(NvmeStatus::ZoneBoundaryError));
+        assert_eq!(t.zone(0).map(|z| z.wp), Some(0));
+        // Commits fill the zone; then it refuses as Full.
+        t.commit_write(0, 40);
+        t.commit_write(0, 8);
+        assert_eq!(t.zone(0).map(|z| z.state), Some(ZoneState::Full));
+        assert_eq!(t.check_append(0, 48, 1), Err(NvmeStatus::ZoneIsFull));
+    }
+
+    #[test]
     fn open_limit_closes_the_oldest_implicitly_opened_zone() {
         let mut t = table(4, 2, 0);
         for zone in 0..3 {
