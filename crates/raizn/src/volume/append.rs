@@ -298,6 +298,12 @@ impl RaiznVolume {
         let zp = self.pipe_of(zone)?;
         let mut zio = self.zone_lock(zone)?.lock().await;
         zp.wait_drained(true).await;
+        if zio.buffer.is_none() {
+            // The buffer is reloaded from the members, which must then hold everything
+            // reserved (normally it is there: a buffer is dropped only when its zone is full,
+            // by a zone action, which drains, or by an append that failed to reserve).
+            zp.wait_drained(false).await;
+        }
         let wp = self.committed_wp(zone)?;
         zp.restart_if_idle(wp, &mut zio);
         let off = {
