@@ -7,6 +7,7 @@ pub mod fio;
 pub mod jobfile;
 pub mod mdraid;
 pub mod paper;
+pub mod raizn_append;
 pub mod raizn_fig10;
 pub mod raizn_fig12;
 pub mod raizn_fig9;

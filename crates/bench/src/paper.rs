@@ -62,6 +62,10 @@ pub const PAPERS: &[(&str, &str)] = &[
         "RAIZN (ASPLOS '23) Fig. 12: rebuild time proportional to valid data, at the replacement's write bandwidth",
     ),
     (
+        "raizn-append",
+        "RAIZN Zone Append at queue depth: one zone's append throughput at QD8 against QD1 (the paper serialises appends)",
+    ),
+    (
         "raizn-seq",
         "RAIZN (ASPLOS '23) section 6.1: 5-member array sequential write and read against 4x and 5x one device",
     ),
@@ -444,6 +448,9 @@ pub fn run(name: &str, o: &Options) -> Result<Vec<Row>, String> {
     }
     if name == "raizn-fig12" {
         return crate::raizn_fig12::rows(o);
+    }
+    if name == "raizn-append" {
+        return crate::raizn_append::rows(o);
     }
     if name == "raizn-seq" {
         return crate::raizn_seq::rows(o);

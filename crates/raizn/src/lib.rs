@@ -15,6 +15,6 @@ pub mod volume;
 pub mod zones;
 
 pub use volume::{
-    Member, MetaStats, RaiznConfig, RaiznError, RaiznVolume, RebuildProgress, RebuildReport,
-    RelocStats,
+    AppendStats, Member, MetaStats, RaiznConfig, RaiznError, RaiznVolume, RebuildProgress,
+    RebuildReport, RelocStats,
 };

@@ -80,13 +80,7 @@ impl ZoneTable {
     /// State and boundary checks of a write of `nlb` blocks at offset `at` (None: append).
     /// Returns the offset the data lands at.
     pub fn check_write(&self, zone: u32, at: Option<u64>, nlb: u64) -> NvmeResult<u64> {
-        let z = self.get(zone)?;
-        match z.state {
-            ZoneState::Full => return Err(NvmeStatus::ZoneIsFull),
-            ZoneState::ReadOnly => return Err(NvmeStatus::ZoneIsReadOnly),
-            ZoneState::Offline => return Err(NvmeStatus::ZoneIsOffline),
-            _ => {}
-        }
+        let z = self.writable(zone)?;
         let at = at.unwrap_or(z.wp);
         if at != z.wp {
             return Err(NvmeStatus::ZoneInvalidWrite);
@@ -95,6 +89,29 @@ impl ZoneTable {
             return Err(NvmeStatus::ZoneBoundaryError);
         }
         Ok(at)
+    }
+
+    /// State and boundary checks of an append of `nlb` blocks while appends in flight have
+    /// reserved the zone up to `reserved` (the write pointer when none is in flight).
+    /// Returns the offset the data lands at: `reserved`.
+    pub fn check_append(&self, zone: u32, reserved: u64, nlb: u64) -> NvmeResult<u64> {
+        let z = self.writable(zone)?;
+        debug_assert!(reserved >= z.wp, "reservations start at the write pointer");
+        if reserved < z.wp || reserved + nlb > self.capacity {
+            return Err(NvmeStatus::ZoneBoundaryError);
+        }
+        Ok(reserved)
+    }
+
+    /// The zone, if its state takes writes.
+    fn writable(&self, zone: u32) -> NvmeResult<&LogicalZone> {
+        let z = self.get(zone)?;
+        match z.state {
+            ZoneState::Full => Err(NvmeStatus::ZoneIsFull),
+            ZoneState::ReadOnly => Err(NvmeStatus::ZoneIsReadOnly),
+            ZoneState::Offline => Err(NvmeStatus::ZoneIsOffline),
+            _ => Ok(z),
+        }
     }
 
     /// Takes the resources a write needs and marks the zone Implicitly Opened (unless it is
@@ -317,6 +334,23 @@ mod tests {
             open_seq: 0,
         };
         ZoneTable::new(vec![z; n], 64, 48, open, active)
+    }
+
+    #[test]
+    fn appends_reserve_from_the_reserved_pointer_up_to_the_capacity() {
+        let mut t = table(2, 0, 0);
+        // Nothing in flight: the reserved pointer is the write pointer.
+        assert_eq!(t.check_append(0, 0, 10), Ok(0));
+        assert_eq!(t.prepare_write(0), Ok(()));
+        // Appends in flight have reserved 40 of the 48 blocks; nothing is committed yet.
+        assert_eq!(t.check_append(0, 40, 8), Ok(40));
+        assert_eq!(t.check_append(0, 40, 9), Err(NvmeStatus::ZoneBoundaryError));
+        assert_eq!(t.zone(0).map(|z| z.wp), Some(0));
+        // Commits fill the zone; then it refuses as Full.
+        t.commit_write(0, 40);
+        t.commit_write(0, 8);
+        assert_eq!(t.zone(0).map(|z| z.state), Some(ZoneState::Full));
+        assert_eq!(t.check_append(0, 48, 1), Err(NvmeStatus::ZoneIsFull));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! are emulated drives behind `FaultyZoned` (commands wait up to 2 ms before they reach a
 //! member). A round resets or finishes a zone, then submits concurrent writes and appends of
 //! every size and alignment (partial stripes, stripe-crossing, FUA) to a few zones in write
-//! pointer order, sometimes with a reset or a finish of other zones in flight; in some rounds power is
+//! pointer order (some zones only appends, up to four in flight on the zone at once), sometimes with a reset or a finish of other zones in flight; in some rounds power is
 //! cut on every member at once at a seeded instant, each member loses its unflushed writes
 //! (a seeded prefix of every zone survives), sometimes a member fails before the reopen (it
 //! is absent, or present but stale), and the array is opened again.
@@ -25,7 +25,8 @@
 //! with a member failed may replace it by a fresh drive and rebuild it (no command in
 //! flight), then checks every zone; later rounds may fail a member again. Coverage floors
 //! count cuts, collections (general and partial-parity, and cuts during one), partial-parity
-//! replays, degraded reopens, rebuilds, torn zones written on and relocated blocks over the
+//! replays, degraded reopens, rebuilds, torn zones written on, relocated blocks and appends in
+//! flight together over the
 //! 1,010 schedules (seeds 0-1009).
 //!
 //! A failing schedule prints its seed; rerun it alone with `RAIZN_CUT_SEED=<seed>`, and add
@@ -175,6 +176,10 @@ struct Coverage {
     /// Failed members replaced by a fresh one and rebuilt, then every zone checked.
     rebuilds: u64,
     bursts_in_flight_at_cut: u64,
+    /// Appends reserved while another append was in flight on their zone.
+    appends_overlapped: u64,
+    /// Appends in flight at a cut, in a zone with another append in flight.
+    appends_in_flight_together_at_cut: u64,
 }
 
 impl Coverage {
@@ -205,6 +210,8 @@ impl Coverage {
         self.cuts_during_collection += c.cuts_during_collection;
         self.rebuilds += c.rebuilds;
         self.bursts_in_flight_at_cut += c.bursts_in_flight_at_cut;
+        self.appends_overlapped += c.appends_overlapped;
+        self.appends_in_flight_together_at_cut += c.appends_in_flight_together_at_cut;
     }
 }
 
@@ -251,6 +258,9 @@ fn batch(rng: &mut SimRng, model: &[ZoneModel], cap: u64, max_blocks: u64) -> Ve
     let writers = rng.range_inclusive(1, 3) as usize;
     for &zone in zones.iter().take(writers) {
         let mut at = model[zone as usize].versions.len() as u64;
+        // Some zones take only appends in a batch: up to four in flight on one zone at once
+        // (docs/DESIGN.md, "Zone Append at queue depth").
+        let appending = rng.chance(0.3);
         for _ in 0..rng.range_inclusive(1, 4) {
             if at >= cap {
                 break;
@@ -265,7 +275,7 @@ fn batch(rng: &mut SimRng, model: &[ZoneModel], cap: u64, max_blocks: u64) -> Ve
                 zone,
                 blocks,
                 fua: rng.chance(0.25),
-                append: rng.chance(0.2),
+                append: appending || rng.chance(0.2),
             });
             at += blocks;
         }
@@ -741,6 +751,7 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
         cov.cuts_during_collection += u64::from(collecting);
         cov.cuts_with_member_commands_in_flight += u64::from(in_flight > 0);
         if !finished {
+            cov.appends_in_flight_together_at_cut += appends_together(&ops, &done.borrow());
             for (k, op) in ops.iter().enumerate() {
                 if done.borrow()[k] {
                     continue;
@@ -852,12 +863,28 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
     cov
 }
 
+/// Appends not `done` in a zone where another append is not done either.
+fn appends_together(ops: &[Op], done: &[bool]) -> u64 {
+    let pending_append = |k: usize| match ops.get(k) {
+        Some(Op::Write {
+            zone, append: true, ..
+        }) if !done.get(k).copied().unwrap_or(true) => Some(*zone),
+        _ => None,
+    };
+    let zones: Vec<u32> = (0..ops.len()).filter_map(pending_append).collect();
+    zones
+        .iter()
+        .filter(|z| zones.iter().filter(|o| o == z).count() > 1)
+        .count() as u64
+}
+
 /// Adds the collections `v` did since it was opened.
 fn count_collections(v: &RaiznVolume, cov: &mut Coverage) {
     cov.general_collections += v.meta_stats().general_collections;
     cov.pp_collections += v.pp_stats().collections;
     cov.relocated_blocks += v.reloc_stats().blocks;
     cov.stale_ranges += v.reloc_stats().stale_ranges;
+    cov.appends_overlapped += v.append_stats().overlapped;
 }
 
 /// Replaces the failed member by a fresh drive and rebuilds it while no command runs, then
@@ -962,4 +989,6 @@ fn power_cuts_with_writes_resets_and_member_failures_in_flight() {
     assert!(total.stale_ranges >= 2000, "{total:?}");
     assert!(total.relocated_blocks >= 4000, "{total:?}");
     assert!(total.reopens_with_relocated_blocks >= 600, "{total:?}");
+    assert!(total.appends_overlapped >= 6000, "{total:?}");
+    assert!(total.appends_in_flight_together_at_cut >= 2000, "{total:?}");
 }

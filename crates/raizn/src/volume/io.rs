@@ -5,14 +5,26 @@
 use futures::future::join_all;
 use zns::{Lba, NvmeResult, NvmeStatus, ReportFilter, ZoneAction, ZoneState};
 
+use super::append::MemberTurns;
 use super::pplog::PpRecord;
 use super::{RaiznVolume, StripeBuffer, ZoneIo};
 use zns::parity::{parity_into, xor_into};
 
+/// Part of a member's run, sent as one unit of ordering.
+struct Piece<'a> {
+    member: usize,
+    off: u64,
+    data: &'a [u8],
+    meta: &'a [u8],
+    /// Whether the member's next append may write once this piece is written (its last
+    /// piece of the write).
+    passes_turn: bool,
+}
+
 /// The contiguous range one member receives for one logical write.
 #[derive(Default)]
-struct MemberRun {
-    start: Option<Lba>,
+pub(super) struct MemberRun {
+    pub(super) start: Option<Lba>,
     blocks: u64,
     data: Vec<u8>,
     meta: Vec<u8>,
@@ -47,7 +59,7 @@ impl RaiznVolume {
         meta: Option<&[u8]>,
         fua: bool,
     ) -> NvmeResult<u64> {
-        let mut zio = self.zone_lock(zone)?.lock().await;
+        let mut zio = self.lock_settled(zone).await?;
         let off = {
             let mut st = self.state.lock();
             let off = st.table.check_write(zone, at, nlb)?;
@@ -71,9 +83,10 @@ impl RaiznVolume {
                 &zero_meta[..]
             }
         };
-        let result = self
-            .write_stripes(zone, &mut zio, off, nlb, data, meta)
-            .await;
+        let result = match self.build_runs(zone, &mut zio, off, nlb, data, meta).await {
+            Ok(runs) => self.send_runs(zone, runs, None).await,
+            Err(e) => Err(e),
+        };
         if let Err(e) = result {
             // The buffer may hold data that never reached the members; reload it next time.
             zio.buffer = None;
@@ -170,9 +183,9 @@ impl RaiznVolume {
         Ok(())
     }
 
-    /// Cuts the write into unit pieces, fills the stripe buffer, adds the parity of every
-    /// stripe the write completes, and sends every member its contiguous run.
-    async fn write_stripes(
+    /// Cuts the write into unit pieces, fills the stripe buffer, and adds the parity of every
+    /// stripe the write completes: every member's contiguous run, to send.
+    pub(super) async fn build_runs(
         &self,
         zone: u32,
         zio: &mut ZoneIo,
@@ -180,7 +193,7 @@ impl RaiznVolume {
         nlb: u64,
         data: &[u8],
         meta: &[u8],
-    ) -> NvmeResult<()> {
+    ) -> NvmeResult<Vec<MemberRun>> {
         let l = self.layout;
         let (su, sdb) = (l.su_blocks(), l.stripe_data_blocks());
         let (bs, oob) = (self.block_size(), self.oob());
@@ -213,17 +226,24 @@ impl RaiznVolume {
                 }
             }
         }
-        self.send_runs(zone, runs).await
+        Ok(runs)
     }
 
     /// Sends every member its run of `zone`, in MDTS-sized commands in order, members
-    /// concurrently; the member that counts as failed for the zone is skipped.
-    async fn send_runs(&self, zone: u32, runs: Vec<MemberRun>) -> NvmeResult<()> {
+    /// concurrently; the member that counts as failed for the zone is skipped. With `turns`
+    /// (an append in flight with others), each member's run waits for its turn on that
+    /// member zone and passes the turn on once written.
+    pub(super) async fn send_runs(
+        &self,
+        zone: u32,
+        runs: Vec<MemberRun>,
+        turns: Option<&MemberTurns>,
+    ) -> NvmeResult<()> {
         let zstart = self.layout.member_zone_start(zone);
         let cap = self.layout.member_geometry().zone_capacity;
         let (bs, oob) = (self.block_size(), self.oob());
-        let mut first: Vec<(usize, u64, &[u8], &[u8])> = Vec::new();
-        let mut last: Vec<(usize, u64, &[u8], &[u8])> = Vec::new();
+        let mut first: Vec<Piece> = Vec::new();
+        let mut last: Vec<Piece> = Vec::new();
         for (m, run) in runs.iter().enumerate() {
             let Some(start) = run.start else { continue };
             let off = start - zstart;
@@ -234,18 +254,39 @@ impl RaiznVolume {
             let fills = off + run.blocks == cap && self.fills_in_place(m, zone, cap);
             if fills && run.blocks > 1 {
                 let k = run.blocks as usize - 1;
-                first.push((m, off, &run.data[..k * bs], &run.meta[..k * oob]));
-                last.push((m, off + k as u64, &run.data[k * bs..], &run.meta[k * oob..]));
-            } else if fills {
-                last.push((m, off, &run.data[..], &run.meta[..]));
+                first.push(Piece {
+                    member: m,
+                    off,
+                    data: &run.data[..k * bs],
+                    meta: &run.meta[..k * oob],
+                    passes_turn: false,
+                });
+                last.push(Piece {
+                    member: m,
+                    off: off + k as u64,
+                    data: &run.data[k * bs..],
+                    meta: &run.meta[k * oob..],
+                    passes_turn: true,
+                });
             } else {
-                first.push((m, off, &run.data[..], &run.meta[..]));
+                let piece = Piece {
+                    member: m,
+                    off,
+                    data: &run.data[..],
+                    meta: &run.meta[..],
+                    passes_turn: true,
+                };
+                if fills {
+                    last.push(piece);
+                } else {
+                    first.push(piece);
+                }
             }
         }
-        self.send_member_runs(zone, first).await?;
+        self.send_member_runs(zone, first, turns).await?;
         if !last.is_empty() {
             self.flush_members().await?;
-            self.send_member_runs(zone, last).await?;
+            self.send_member_runs(zone, last, turns).await?;
         }
         Ok(())
     }
@@ -258,21 +299,31 @@ impl RaiznVolume {
         any && r.get(zone, m).is_none_or(|e| e.device_wp < cap)
     }
 
-    /// Sends runs `(member, offset, data, meta)` of `zone`, members concurrently; the member
-    /// that counts as failed for the zone is skipped.
+    /// Sends `pieces` of `zone`, members concurrently, each after its turn on its member
+    /// zone (with `turns`); the member that counts as failed for the zone is skipped.
     async fn send_member_runs(
         &self,
         zone: u32,
-        runs: Vec<(usize, u64, &[u8], &[u8])>,
+        pieces: Vec<Piece<'_>>,
+        turns: Option<&MemberTurns>,
     ) -> NvmeResult<()> {
         let failed = self.failed_in(zone);
-        let sends = runs.into_iter().filter(|(m, ..)| failed != Some(*m)).map(
-            |(m, off, data, meta)| async move {
-                self.write_member_run(m, zone, off, data, meta, true)
+        let sends = pieces
+            .into_iter()
+            .filter(|p| failed != Some(p.member))
+            .map(|p| async move {
+                if let Some(t) = turns {
+                    t.wait(p.member).await;
+                }
+                let r = self
+                    .write_member_run(p.member, zone, p.off, p.data, p.meta, true)
                     .await
-                    .map_err(|e| (m, e))
-            },
-        );
+                    .map_err(|e| (p.member, e));
+                if let Some(t) = turns.filter(|_| p.passes_turn) {
+                    t.done(p.member);
+                }
+                r
+            });
         let results = join_all(sends).await;
         for r in results {
             if let Err((m, status)) = r {
@@ -353,7 +404,7 @@ impl RaiznVolume {
     /// before the Finish completes (else a power cut after the Finish could lose it).
     async fn send_runs_sealed(&self, zone: u32, runs: Vec<MemberRun>) -> NvmeResult<()> {
         let before = self.reloc_stats.lock().records;
-        self.send_runs(zone, runs).await?;
+        self.send_runs(zone, runs, None).await?;
         if self.reloc_stats.lock().records != before {
             self.flush_members().await?;
         }
@@ -376,7 +427,7 @@ impl RaiznVolume {
     /// open, so a degraded read of the partial stripe can use its record): the partial
     /// stripe's parity where its member lacks it, then Finish on every member zone not Full.
     pub(super) async fn complete_finish(&self, zone: u32) -> NvmeResult<()> {
-        let mut zio = self.zone_lock(zone)?.lock().await;
+        let mut zio = self.lock_settled(zone).await?;
         let z = self
             .state
             .lock()

@@ -7,11 +7,13 @@
 //! zone by `refresh_faults`). A second failure makes the array failed: every command
 //! errors; data is never made up.
 //!
-//! Lock order: a logical zone's `ZoneIo` async lock, then a member's partial-parity log
-//! lock, then the general log lock, then a member's swap lock, then the `State` lock. The
-//! state lock is never held across an await. The `reloc` and statistics locks are leaves:
-//! never held across an await or while another lock is taken.
+//! Lock order: a logical zone's `ZoneIo` async lock (an append holds it only while it
+//! reserves its range; `append.rs`), then a member's partial-parity log lock, then the
+//! general log lock, then a member's swap lock, then the `State` lock, then a zone's append
+//! `Pipe` lock. The state and pipe locks are never held across an await. The `reloc` and
+//! statistics locks are leaves: never held across an await or while another lock is taken.
 
+mod append;
 mod general;
 mod health;
 mod io;
@@ -21,6 +23,7 @@ mod rebuild;
 mod rebuild_log;
 mod reloc;
 
+pub use append::AppendStats;
 pub use pplog::PpStats;
 pub use reloc::RelocStats;
 
@@ -141,6 +144,8 @@ pub struct RaiznVolume {
     swap: Vec<tokio::sync::Mutex<()>>,
     state: Mutex<State>,
     zone_io: Vec<tokio::sync::Mutex<ZoneIo>>,
+    /// Every logical zone's appends in flight (`append.rs`).
+    pipes: Vec<append::ZonePipe>,
     /// Every member's partial-parity log (docs/DESIGN.md, "Partial parity").
     pp: Vec<tokio::sync::Mutex<pplog::PpLog>>,
     pp_stats: Mutex<PpStats>,
@@ -264,7 +269,7 @@ impl RaiznVolume {
     /// One zone management action on one zone. Reset and Finish are logged in the general
     /// zones before they touch the members (`general.rs`).
     async fn zone_action(&self, action: ZoneAction, zone: u32) -> NvmeResult<()> {
-        let mut zio = self.zone_lock(zone)?.lock().await;
+        let mut zio = self.lock_settled(zone).await?;
         let (tell_members, empty_open) = {
             let st = self.state.lock();
             let z = st.table.zone(zone).ok_or(NvmeStatus::LbaOutOfRange)?;
@@ -379,9 +384,15 @@ impl ZonedDevice for RaiznVolume {
         if nlb > u64::from(self.geo.zasl_blocks) || nlb > u64::from(self.geo.mdts_blocks) {
             return Err(NvmeStatus::InvalidField);
         }
-        let at = self
-            .zoned_write(zone, None, nlb, Some(data), meta, fua)
-            .await?;
+        let zero_meta;
+        let meta = match meta {
+            Some(m) => m,
+            None => {
+                zero_meta = vec![0u8; nlb as usize * self.oob()];
+                &zero_meta[..]
+            }
+        };
+        let at = self.zoned_append(zone, nlb, data, meta, fua).await?;
         Ok(zslba + at)
     }
 

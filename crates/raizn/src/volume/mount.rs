@@ -241,6 +241,9 @@ impl RaiznVolume {
             zone_io: (0..zones)
                 .map(|_| tokio::sync::Mutex::new(ZoneIo::default()))
                 .collect(),
+            pipes: (0..zones)
+                .map(|_| super::append::ZonePipe::new(layout.members()))
+                .collect(),
             pp: (0..layout.members())
                 .map(|_| tokio::sync::Mutex::new(PpLog::default()))
                 .collect(),

@@ -396,7 +396,7 @@ impl RaiznVolume {
     /// a Full zone cannot change until a reset gives it a new generation, so a rebuild cut
     /// short keeps it); any other zone is counted done here.
     async fn rebuild_zone(&self, zone: u32, member: usize) -> NvmeResult<Option<(u64, u32, u64)>> {
-        let mut zio = self.zone_lock(zone)?.lock().await;
+        let mut zio = self.lock_settled(zone).await?;
         self.check_usable()?;
         let l = self.layout;
         let (su, sdb) = (l.su_blocks(), l.stripe_data_blocks());
