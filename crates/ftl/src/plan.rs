@@ -135,8 +135,9 @@ pub const HOT_ZONES_AUTO_MAX: u32 = 4;
 /// The mount options a volume of `layout` runs with: when `hot_zones` is 0 (automatic), as
 /// many hot zones as the spare affords so that the open zones do not eat the room garbage
 /// collection works in (small volumes get fewer), and checkpoints spaced so that they cost at most `CHECKPOINT_PERCENT_MAX` of the writes when
-/// `checkpoint_every_zones` is 0 (automatic); with the default watermarks, a floor one zone
-/// higher on volumes with at least `WIDE_FLOOR_COLLECTABLE_ZONES` zones to collect from.
+/// `checkpoint_every_zones` is 0 (automatic); when the watermarks are 0 (automatic), a floor of
+/// `FOREGROUND_FREE_ZONES_AUTO` zones, one higher on volumes with at least
+/// `WIDE_FLOOR_COLLECTABLE_ZONES` zones to collect from, and collection from one zone above it.
 pub fn tune_mount(layout: &Layout, mut opts: MountOptions) -> MountOptions {
     let zb = layout.zone_blocks.max(1);
     let collectable_zones = layout.spare().map_or(0, |s| s.collectable / zb);
@@ -155,18 +156,23 @@ pub fn tune_mount(layout: &Layout, mut opts: MountOptions) -> MountOptions {
             .div_ceil(zb);
         opts.checkpoint_every_zones = u32::try_from(every).unwrap_or(u32::MAX).max(1);
     }
-    let defaults = MountOptions::default();
-    let default_marks = opts.gc_foreground_free_zones == defaults.gc_foreground_free_zones
-        && opts.gc_background_free_zones == defaults.gc_background_free_zones;
-    if default_marks && collectable_zones >= WIDE_FLOOR_COLLECTABLE_ZONES {
-        opts.gc_foreground_free_zones += 1;
-        opts.gc_background_free_zones += 1;
+    if opts.gc_foreground_free_zones == 0 {
+        let wide = collectable_zones >= WIDE_FLOOR_COLLECTABLE_ZONES;
+        opts.gc_foreground_free_zones = FOREGROUND_FREE_ZONES_AUTO + u32::from(wide);
+    }
+    if opts.gc_background_free_zones == 0 {
+        let floor = opts.gc_foreground_free_zones.max(layout.reserve_zones);
+        opts.gc_background_free_zones = floor + 1;
     }
     opts
 }
 
-/// Zones to collect from (`Spare::collectable`) from which the default watermarks are raised
-/// by one zone: a round copies into the free zones at the floor, so a floor of 3 gives rounds
+/// The floor of free zones at which user writes wait (`MountOptions::gc_foreground_free_zones`)
+/// an automatic choice takes on spares under `WIDE_FLOOR_COLLECTABLE_ZONES`.
+pub const FOREGROUND_FREE_ZONES_AUTO: u32 = 2;
+
+/// Zones to collect from (`Spare::collectable`) from which the automatic watermarks are one
+/// zone higher: a round copies into the free zones at the floor, so a floor of 3 gives rounds
 /// half as large again, more copies in flight and the dies busier (at 28% on 1 GiB, 63 such
 /// zones: overwrite p99 write latency 9.3 -> 3.0 ms, throughput +3%, write amplification
 /// +2%); on small spares the zone held free costs more than it gains (at 7% on 1 GiB, 13
@@ -597,12 +603,26 @@ pub(crate) mod tests {
         );
         let explicit = MountOptions {
             gc_background_free_zones: 10,
+            gc_foreground_free_zones: 2,
             ..opts
         };
         let kept = tune_mount(&l, explicit);
         assert_eq!(
             (kept.gc_foreground_free_zones, kept.gc_background_free_zones),
             (2, 10)
+        );
+        // An explicit floor gets collection from one zone above it.
+        let floor_only = MountOptions {
+            gc_foreground_free_zones: 5,
+            ..opts
+        };
+        let tuned = tune_mount(&l, floor_only);
+        assert_eq!(
+            (
+                tuned.gc_foreground_free_zones,
+                tuned.gc_background_free_zones
+            ),
+            (5, 6)
         );
     }
 
