@@ -36,6 +36,22 @@ const DEST_FAILURES_MAX: u32 = 3;
 /// (`Maintenance::reset_collected`), at most.
 const DEFERRED_VICTIMS_MAX: usize = 2 * ROUND_VICTIMS_MAX;
 
+/// A round whose copies are done and whose victims await their reset (`finish_round`).
+#[derive(Debug, Default)]
+struct Copied {
+    /// Its victims still to reset (none went Offline).
+    victims: Vec<u32>,
+    /// Whether the copies were written durable (FUA on each lane's last copy).
+    durable: bool,
+    /// Blocks the round copied, and how long that took (for the log).
+    blocks: usize,
+    copy_us: u64,
+}
+
+/// A round's finish (flush and resets) running while the next round copies.
+type Finish<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), FtlError>> + Send + 'a>>;
+
 /// Where the newest checkpoint is: its slot and number.
 struct CkptCursor {
     slot: u32,
@@ -163,77 +179,111 @@ impl Maintenance {
     }
 
     /// The maintenance loop: collect while free zones are short, checkpoint when enough zones
-    /// filled, otherwise sleep until woken.
+    /// filled, otherwise sleep until woken. A round's finish (its flush and resets) runs while
+    /// the next round copies, so the copies do not stop while the device flushes; it is
+    /// awaited before anything else (a checkpoint, sleeping, stopping).
     async fn maintenance_loop(self: Arc<Self>) {
+        let mut finishing: Option<Finish<'_>> = None;
         while !self.closed.load(Ordering::SeqCst) {
-            let (free, filled) = self.shared.map(|m| (m.free_zones(), m.filled_since_ckpt));
-            let need_gc = self.policy.gc_wanted(free);
-            let need_ckpt = filled >= self.shared.opts().checkpoint_every_zones;
-            let mut progressed = false;
-            // Threaded logging gives the hot stream room without a free zone (gc/tl.rs).
-            let floor = self.policy.floor(Stream::Hot, true);
-            if self.shared.map(|m| m.tl_wanted(free, floor)) {
-                match self.threaded_turn().await {
-                    Ok(prepared) => progressed |= prepared,
-                    Err(e) => {
-                        self.shared.fail(&e);
-                        return;
-                    }
-                }
+            if let Err(e) = self.maintenance_turn(&mut finishing).await {
+                self.shared.fail(&e);
+                return;
             }
-            if need_gc {
-                match self.collect_round().await {
-                    Ok(true) => progressed = true,
-                    // Nothing reclaimable: not a change of space, so waiting writers are not
-                    // woken (they wait for a write in flight to end, which signals). Waking
-                    // them here made a writer and this task wake each other forever without
-                    // ever letting that write complete (a livelock under a virtual clock).
-                    Ok(false) => {}
-                    Err(e) => {
-                        self.shared.fail(&e);
-                        return;
-                    }
-                }
-            }
-            if need_ckpt {
-                if let Err(e) = self.checkpoint().await {
-                    self.shared.fail(&e);
-                    return;
-                }
-                progressed = true;
-            }
-            if !progressed {
-                self.shared.maintenance_wanted().await;
+        }
+        if let Some(f) = finishing.take() {
+            if let Err(e) = f.await {
+                self.shared.fail(&e);
             }
         }
     }
 
-    /// Collects one round of victims (`Mapping::plan_round`): their copies through both GC
-    /// streams at once, one device flush for all of them, then their resets together. False
-    /// when no zone has anything to reclaim.
-    async fn collect_round(&self) -> Result<bool, FtlError> {
+    /// One turn of the maintenance loop (`maintenance_loop`); `finishing` is the finish of
+    /// the last round if it is still under way, and may be left with this turn's.
+    async fn maintenance_turn<'a>(
+        &'a self,
+        finishing: &mut Option<Finish<'a>>,
+    ) -> Result<(), FtlError> {
+        let (free, filled) = self.shared.map(|m| (m.free_zones(), m.filled_since_ckpt));
+        let need_gc = self.policy.gc_wanted(free);
+        let need_ckpt = filled >= self.shared.opts().checkpoint_every_zones;
+        let mut progressed = false;
+        // Threaded logging gives the hot stream room without a free zone (gc/tl.rs).
+        let floor = self.policy.floor(Stream::Hot, true);
+        if self.shared.map(|m| m.tl_wanted(free, floor)) {
+            progressed |= self.threaded_turn().await?;
+        }
+        if need_gc {
+            let copied = match finishing.take() {
+                Some(f) => {
+                    let (finished, copied) = futures::join!(f, self.copy_round(true));
+                    finished?;
+                    progressed = true;
+                    copied?
+                }
+                None => self.copy_round(false).await?,
+            };
+            // Nothing reclaimable: not a change of space, so waiting writers are not woken
+            // (they wait for a write in flight to end, which signals). Waking them here made
+            // a writer and this task wake each other forever without ever letting that write
+            // complete (a livelock under a virtual clock).
+            if let Some(c) = copied {
+                *finishing = Some(Box::pin(self.finish_round(c)));
+                progressed = true;
+            }
+        }
+        if need_ckpt || !progressed || !need_gc {
+            if let Some(f) = finishing.take() {
+                f.await?;
+                progressed = true;
+            }
+        }
+        if need_ckpt {
+            self.checkpoint().await?;
+            progressed = true;
+        }
+        if !progressed {
+            self.shared.maintenance_wanted().await;
+        }
+        Ok(())
+    }
+
+    /// Copies one round of victims (`Mapping::plan_round`) out through both GC streams at
+    /// once; the round still has to be finished (`finish_round`: one device flush if needed,
+    /// then the resets together). With `overlapping` the previous round's finish is still
+    /// under way, so its victims are not free yet: a round is taken only if even its first
+    /// victim's copies fit the space left (the reserve may be in use). None when no zone has
+    /// anything to reclaim (or, overlapping, nothing fits).
+    async fn copy_round(&self, overlapping: bool) -> Result<Option<Copied>, FtlError> {
         let opts = self.shared.opts();
         let policy = SpacePolicy::new(opts, self.shared.layout());
         let lanes_max = self.writer.lanes(Stream::Gc);
-        let picked = self
-            .shared
-            .map(|m| m.plan_round(&policy, opts.hot_cold, ROUND_VICTIMS_MAX, lanes_max));
+        let picked = self.shared.map(|m| {
+            m.plan_round(
+                &policy,
+                opts.hot_cold,
+                ROUND_VICTIMS_MAX,
+                lanes_max,
+                overlapping,
+            )
+        });
+        if overlapping && picked.is_some() {
+            self.shared.map(|m| m.counters.gc_rounds_overlapped += 1);
+        }
         let Some(round) = picked else {
             // Deferred victims are all that is left to reclaim: reset them now.
-            if self.deferred.lock().is_empty() {
-                return Ok(false);
+            if overlapping || self.deferred.lock().is_empty() {
+                return Ok(None);
             }
-            self.reset_collected(Vec::new(), false).await?;
-            return Ok(true);
+            return Ok(Some(Copied::default()));
         };
-        let _collecting = self.shared.activity().enter(Gauge::Rounds);
+        let collecting = self.shared.activity().enter(Gauge::Rounds);
         let began = tokio::time::Instant::now();
         // With per-block metadata each lane's last copy is written with FUA, so the copies
         // are durable without a flush of every open zone. In summary mode the copies' tags
-        // become durable only with their summaries, which the flush below writes.
+        // become durable only with their summaries, which the flush of the finish writes.
         let durable = !self.shared.layout().summary_mode();
-        // Each lane is a zone with one Copy in flight; the lanes and the cold stream run at
-        // once, so the device has several copies queued.
+        // Each lane is a zone with its own copies in flight; the lanes and the cold stream
+        // run at once, so the device has several copies queued.
         let chunk = round.hot.len().div_ceil(round.lanes.max(1)).max(1);
         let hot = futures::future::join_all(
             round
@@ -246,6 +296,7 @@ impl Maintenance {
             hot,
             self.move_out(&round, &round.cold, Stream::GcCold, 0, durable),
         );
+        drop(collecting);
         for r in hot {
             r?;
         }
@@ -260,20 +311,33 @@ impl Maintenance {
                 .filter(|&v| !m.zone(v).lost)
                 .collect()
         });
-        let copied = tokio::time::Instant::now();
+        Ok(Some(Copied {
+            victims,
+            durable,
+            blocks: round.hot.len() + round.cold.len(),
+            copy_us: began.elapsed().as_micros() as u64,
+        }))
+    }
+
+    /// Finishes a round whose copies are done: resets its victims (and the deferred ones that
+    /// are ready) after one device flush if their copies or invalidating writes need it.
+    async fn finish_round(&self, copied: Copied) -> Result<(), FtlError> {
+        let began = tokio::time::Instant::now();
         let deferred_before = self.deferred.lock().len();
-        let flush = self.reset_collected(victims.clone(), durable).await;
+        let flush = self
+            .reset_collected(copied.victims.clone(), copied.durable)
+            .await;
         let free = self.shared.map(|m| m.free_zones());
         tracing::debug!(
-            victims = victims.len(),
-            blocks = round.hot.len() + round.cold.len(),
+            victims = copied.victims.len(),
+            blocks = copied.blocks,
             deferred_before,
-            copy_us = (copied - began).as_micros() as u64,
-            reset_us = copied.elapsed().as_micros() as u64,
+            copy_us = copied.copy_us,
+            reset_us = began.elapsed().as_micros() as u64,
             free,
             "garbage collection round"
         );
-        flush.map(|_| true)
+        flush
     }
 
     /// Resets collected victims (their copies done) and the deferred ones that are ready.

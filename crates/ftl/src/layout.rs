@@ -70,9 +70,12 @@ pub struct MountOptions {
     /// Background garbage collection runs while fewer zones than this are free; when it is
     /// at least 2 zones above the foreground floor, user writes between the two are paced by
     /// the blocks garbage collection copies (`plan::Throttle`) instead of running until the
-    /// floor stops them.
+    /// floor stops them. 0 (the default) is one above the floor: no pacing
+    /// (`plan::tune_mount`).
     pub gc_background_free_zones: u32,
-    /// User writes wait for garbage collection while fewer zones than this are free.
+    /// User writes wait for garbage collection while fewer zones than this are free. 0 (the
+    /// default) chooses 2, or 3 on volumes with at least `plan::WIDE_FLOOR_COLLECTABLE_ZONES`
+    /// zones to collect from (`plan::tune_mount`).
     pub gc_foreground_free_zones: u32,
     /// Write a checkpoint after this many data zones have filled since the last one; 0 (the
     /// default) spaces them so they cost at most 1% of the writes (`plan::tune_mount`).
@@ -109,8 +112,8 @@ impl Default for MountOptions {
             victim_policy: VictimPolicy::CostBenefit,
             hot_zones: 0,
             hot_cold: true,
-            gc_background_free_zones: 3,
-            gc_foreground_free_zones: 2,
+            gc_background_free_zones: 0,
+            gc_foreground_free_zones: 0,
             checkpoint_every_zones: 0,
             use_copy: true,
             compaction: Some(crate::compaction::Placement::CopybackAware),

@@ -131,6 +131,8 @@ pub struct Counters {
     /// (the others found their copies and the newer versions durable already).
     pub gc_rounds: u64,
     pub gc_round_flushes: u64,
+    /// Rounds whose copies ran while the previous round's flush and resets were under way.
+    pub gc_rounds_overlapped: u64,
 }
 
 /// Live contents of a zone: (pba, lba) of valid data, (pba, mark) of live trim records.

@@ -1,6 +1,7 @@
 //! Power cuts while user writes are paced by garbage collection (`plan::Throttle`) and
 //! collection copies through several GC lanes at once, with rounds that reset their victims
-//! without a device flush when the copies' FUA made them durable. Seeded schedules fill a
+//! without a device flush when the copies' FUA made them durable, and rounds whose copies run
+//! while the previous round flushes and resets its victims. Seeded schedules fill a
 //! volume whose spare affords four lanes and a wide throttled band, then overwrite it with
 //! concurrent writers, flushes, FUA writes and trims, cutting power (volatile write cache on)
 //! at random points. After every remount: flushed and FUA data reads back, nothing reads older
@@ -48,6 +49,7 @@ struct Coverage {
     throttle_waits: u64,
     gc_rounds: u64,
     gc_rounds_unflushed: u64,
+    gc_rounds_overlapped: u64,
 }
 
 async fn mount(dev: &Arc<EmuDevice>, opts: MountOptions, seed: u64) -> Arc<FtlVolume> {
@@ -62,6 +64,7 @@ fn account(vol: &FtlVolume, cov: &mut Coverage) {
     cov.throttle_waits += c.throttle_waits;
     cov.gc_rounds += c.gc_rounds;
     cov.gc_rounds_unflushed += c.gc_rounds - c.gc_round_flushes;
+    cov.gc_rounds_overlapped += c.gc_rounds_overlapped;
 }
 
 async fn schedule(seed: u64, ops: usize) -> Coverage {
@@ -196,14 +199,16 @@ fn power_cuts_while_user_writes_wait_for_collection_on_several_lanes() {
         total.throttle_waits += c.throttle_waits;
         total.gc_rounds += c.gc_rounds;
         total.gc_rounds_unflushed += c.gc_rounds_unflushed;
+        total.gc_rounds_overlapped += c.gc_rounds_overlapped;
     }
     println!(
-        "{} power cuts ({} in the throttled band), {} throttled waits, {} rounds ({} without a flush)",
+        "{} power cuts ({} in the throttled band), {} throttled waits, {} rounds ({} without a flush, {} overlapping a finish)",
         total.crashes,
         total.crashes_throttled,
         total.throttle_waits,
         total.gc_rounds,
-        total.gc_rounds_unflushed
+        total.gc_rounds_unflushed,
+        total.gc_rounds_overlapped
     );
     assert!(total.crashes >= 200, "only {} power cuts", total.crashes);
     assert!(
@@ -220,6 +225,12 @@ fn power_cuts_while_user_writes_wait_for_collection_on_several_lanes() {
         total.gc_rounds_unflushed >= 100,
         "only {} of {} rounds without a flush",
         total.gc_rounds_unflushed,
+        total.gc_rounds
+    );
+    assert!(
+        total.gc_rounds_overlapped >= 100,
+        "only {} of {} rounds copied while the previous one finished",
+        total.gc_rounds_overlapped,
         total.gc_rounds
     );
 }
