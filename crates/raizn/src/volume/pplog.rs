@@ -19,6 +19,7 @@ use std::collections::HashMap;
 
 use zns::{Lba, NvmeResult, NvmeStatus, ReportFilter, ZoneAction, ZoneState};
 
+use super::health::Failed;
 use super::reloc::RelocRecord;
 use super::RaiznVolume;
 use crate::layout::{PARTIAL_PARITY_ZONE, SWAP_ZONE};
@@ -85,13 +86,25 @@ impl RaiznVolume {
     }
 
     /// Logs the partial parity of stripe `stripe` of `zone`, whose first `end` data blocks
-    /// are written (`data`/`meta`: the XOR of its units, `min(su, end)` blocks).
-    pub(super) async fn log_partial_parity(&self, mut rec: PpRecord) -> NvmeResult<()> {
-        let member = self.layout.parity_member(rec.stripe);
-        if self.failed_in(rec.zone) == Some(member) {
-            // The parity member is gone; every data unit of the stripe is on a survivor.
-            return Ok(());
+    /// are written (`data`/`meta`: `io::pp_bulk_of`), on every parity member of the stripe
+    /// not failed, concurrently: with m = 2 each holds both parity units, so either one
+    /// rebuilds two lost data units.
+    pub(super) async fn log_partial_parity(&self, rec: PpRecord) -> NvmeResult<()> {
+        let failed = self.failed_in(rec.zone);
+        let logs = self
+            .layout
+            .parity_members(rec.stripe)
+            .filter(|m| !failed.contains(*m))
+            .map(|m| self.log_partial_parity_on(m, rec.clone()));
+        // A parity member that is gone leaves every data unit of the stripe on a survivor.
+        for r in futures::future::join_all(logs).await {
+            r?;
         }
+        Ok(())
+    }
+
+    /// `log_partial_parity` on one member's log.
+    async fn log_partial_parity_on(&self, member: usize, mut rec: PpRecord) -> NvmeResult<()> {
         let log_lock = self.pp.get(member).ok_or(NvmeStatus::InternalError)?;
         let mut log = log_lock.lock().await;
         let blocks = 1 + (rec.data.len() / self.block_size()) as u64;
@@ -514,8 +527,7 @@ impl RaiznVolume {
                 continue;
             }
             let end = h.end_lba - h.start_lba;
-            let su = self.layout.su_blocks();
-            if !within.is_multiple_of(sdb) || end == 0 || end >= sdb || bulk != su.min(end) {
+            if !within.is_multiple_of(sdb) || end == 0 || end >= sdb || bulk != self.pp_bulk(end) {
                 break;
             }
             out.push(PpRecord {
@@ -563,6 +575,35 @@ impl RaiznVolume {
         })
     }
 
+    /// Parity blocks of a record covering the first `end` data blocks of its stripe:
+    /// `min(su, end)` with m = 1, both whole parity units with m = 2 (`io::pp_bulk_of`).
+    pub(super) fn pp_bulk(&self, end: u64) -> u64 {
+        let su = self.layout.su_blocks();
+        match self.layout.parity() {
+            1 => su.min(end),
+            m => u64::from(m) * su,
+        }
+    }
+
+    /// The newest record of `zone`'s stripe `s` of the zone's current generation that
+    /// covers `need` data blocks, from the log of a parity member of the stripe not failed,
+    /// and that member.
+    async fn pp_entry(&self, zone: u32, s: u64, need: u64) -> Option<(usize, PpEntry)> {
+        let generation = self.generation(zone)?;
+        let failed = self.failed_in(zone);
+        for pm in self
+            .layout
+            .parity_members(s)
+            .filter(|m| !failed.contains(*m))
+        {
+            let e = self.pp.get(pm)?.lock().await.index.get(&(zone, s)).copied();
+            if let Some(e) = e.filter(|e| e.generation == generation && need <= e.end) {
+                return Some((pm, e));
+            }
+        }
+        None
+    }
+
     /// Rebuilds `k` blocks at offset `cur` of `zone` (within one data unit of an incomplete
     /// stripe) from the stripe's newest partial parity and the other units it covers.
     pub(super) async fn reconstruct_from_pp(
@@ -579,18 +620,15 @@ impl RaiznVolume {
         let s = cur / sdb;
         let unit = (cur % sdb) / su;
         let x0 = cur % su;
-        let pm = l.parity_member(s);
-        let log_lock = self.pp.get(pm).ok_or(NvmeStatus::InternalError)?;
-        let e = {
-            let log = log_lock.lock().await;
-            log.index.get(&(zone, s)).copied()
-        };
-        let generation = self.generation(zone).unwrap_or(u64::MAX);
-        let e = match e {
-            Some(e) if e.generation == generation && unit * su + x0 + k <= e.end => e,
-            _ => return Err(NvmeStatus::UnrecoveredReadError),
+        let Some((pm, e)) = self.pp_entry(zone, s, unit * su + x0 + k).await else {
+            return Err(NvmeStatus::UnrecoveredReadError);
         };
         let (pd, pmeta) = self.read_pp_bulk(pm, &e).await?;
+        if l.parity() > 1 {
+            return self
+                .reconstruct_from_pp_rs(zone, cur, e.end, (pd, pmeta), data, meta)
+                .await;
+        }
         let (a, b) = (x0 as usize, (x0 + k) as usize);
         data.copy_from_slice(&pd[a * bs..b * bs]);
         meta.copy_from_slice(&pmeta[a * oob..b * oob]);
@@ -612,6 +650,85 @@ impl RaiznVolume {
         self.pp_stats.lock().replays += 1;
         Ok(())
     }
+
+    /// `reconstruct_from_pp` with m = 2: the stripe's units below `end` as they were when
+    /// the record was computed (zeros after), D of them from the members not failed and
+    /// the record's two parity units, decoded by Reed-Solomon; the unit holding `cur` is
+    /// cut out.
+    async fn reconstruct_from_pp_rs(
+        &self,
+        zone: u32,
+        cur: u64,
+        end: u64,
+        (pd, pmeta): (Vec<u8>, Vec<u8>),
+        data: &mut [u8],
+        meta: &mut [u8],
+    ) -> NvmeResult<()> {
+        let l = self.layout;
+        let (su, sdb) = (l.su_blocks(), l.stripe_data_blocks());
+        let (bs, oob) = (self.block_size(), self.oob());
+        let (ub, um) = (su as usize * bs, su as usize * oob);
+        let s = cur / sdb;
+        let unit = (cur % sdb) / su;
+        let d = l.data_units() as usize;
+        let failed = self.failed_in(zone);
+        let mut have: Vec<(usize, Vec<u8>, Vec<u8>)> = Vec::with_capacity(d + 2);
+        for j in 0..l.parity() as usize {
+            let (Some(p), Some(m)) = (
+                pd.get(j * ub..(j + 1) * ub),
+                pmeta.get(j * um..(j + 1) * um),
+            ) else {
+                return Err(NvmeStatus::UnrecoveredReadError);
+            };
+            have.push((d + j, p.to_vec(), m.to_vec()));
+        }
+        for k in (0..l.data_units()).filter(|k| *k != unit) {
+            let m = l.data_member(s, k);
+            let covered = end.saturating_sub(k * su).min(su) as usize;
+            let mut ud = vec![0u8; ub];
+            let mut umd = vec![0u8; um];
+            if covered > 0 {
+                if failed.contains(m) {
+                    continue;
+                }
+                let read = self
+                    .read_member(
+                        m,
+                        zone,
+                        s * su,
+                        &mut ud[..covered * bs],
+                        &mut umd[..covered * oob],
+                    )
+                    .await;
+                if let Err(status) = read {
+                    self.note_member_error(m, status)?;
+                    continue;
+                }
+            }
+            have.push((k as usize, ud, umd));
+        }
+        let code = l.code();
+        let lost = |_| NvmeStatus::UnrecoveredReadError;
+        let units: Vec<(usize, &[u8])> = have.iter().map(|(p, u, _)| (*p, &u[..])).collect();
+        let metas: Vec<(usize, &[u8])> = have.iter().map(|(p, _, m)| (*p, &m[..])).collect();
+        let ud = code.rebuild(&units, &[unit as usize]).map_err(lost)?;
+        let umd = code.rebuild(&metas, &[unit as usize]).map_err(lost)?;
+        let x0 = (cur % su) as usize;
+        let (n, nm) = (data.len(), meta.len());
+        let (Some(ud), Some(umd)) = (ud.first(), umd.first()) else {
+            return Err(NvmeStatus::InternalError);
+        };
+        data.copy_from_slice(
+            ud.get(x0 * bs..x0 * bs + n)
+                .ok_or(NvmeStatus::InternalError)?,
+        );
+        meta.copy_from_slice(
+            umd.get(x0 * oob..x0 * oob + nm)
+                .ok_or(NvmeStatus::InternalError)?,
+        );
+        self.pp_stats.lock().replays += 1;
+        Ok(())
+    }
 }
 
 impl RaiznVolume {
@@ -625,7 +742,7 @@ impl RaiznVolume {
         for m in 0..n {
             let mut newest: HashMap<(u32, u64), Vec<PpRecord>> = HashMap::new();
             let mut max_seq = 0;
-            if failed != Some(m) {
+            if !failed.contains(m) {
                 let mut relocs = Vec::new();
                 for zone in [PARTIAL_PARITY_ZONE, SWAP_ZONE] {
                     let (pp, rel) = self.scan_log(m, zone).await.map_err(|e| (m, e))?;
@@ -669,14 +786,16 @@ impl RaiznVolume {
             .retain_current(|z| generations.get(z as usize).copied());
         let mut keep: Vec<Vec<PpRecord>> = vec![Vec::new(); n];
         for zone in 0..self.geo.zone_count {
-            if let Some((pm, rec)) = self.open_record(zone, failed, &loaded).await {
-                if let Some(k) = keep.get_mut(pm) {
-                    k.push(rec);
+            if let Some((s, rec)) = self.open_record(zone, failed, &loaded).await {
+                for pm in self.layout.parity_members(s) {
+                    if let Some(k) = keep.get_mut(pm) {
+                        k.push(rec.clone());
+                    }
                 }
             }
         }
         for (m, records) in keep.into_iter().enumerate() {
-            if failed == Some(m) {
+            if failed.contains(m) {
                 continue;
             }
             let log_lock = self.pp.get(m).ok_or((m, NvmeStatus::InternalError))?;
@@ -688,15 +807,15 @@ impl RaiznVolume {
         Ok(())
     }
 
-    /// The record that must protect `zone`'s incomplete stripe after open, and the member
-    /// whose log holds it: computed from the data when every data unit is readable, else
-    /// the newest loaded one that covers the zone's write pointer.
+    /// The record that must protect `zone`'s incomplete stripe after open, and that stripe
+    /// (its parity members not failed log it): computed from the data when every data unit
+    /// is readable, else the newest loaded one that covers the zone's write pointer.
     async fn open_record(
         &self,
         zone: u32,
-        failed: Option<usize>,
+        failed: Failed,
         loaded: &Loaded,
-    ) -> Option<(usize, PpRecord)> {
+    ) -> Option<(u64, PpRecord)> {
         let l = self.layout;
         let (su, sdb) = (l.su_blocks(), l.stripe_data_blocks());
         let (z, generation) = {
@@ -707,24 +826,30 @@ impl RaiznVolume {
             return None;
         }
         let (s, within) = (z.wp / sdb, z.wp % sdb);
-        let pm = l.parity_member(s);
-        if failed == Some(pm) {
+        if l.parity_members(s).all(|pm| failed.contains(pm)) {
             return None;
         }
-        let loaded_record = || {
-            let mut r = loaded.get(pm)?.get(&(zone, s))?.first()?.clone();
-            r.generation = generation;
-            Some((pm, r))
+        // The newest loaded record covering `need` blocks on a parity member not failed.
+        let loaded_record = |need: u64| {
+            l.parity_members(s)
+                .filter(|pm| !failed.contains(*pm))
+                .find_map(|pm| {
+                    let mut r = loaded.get(pm)?.get(&(zone, s))?.first()?.clone();
+                    r.generation = generation;
+                    (r.end >= need).then_some((s, r))
+                })
         };
         // Only a failed unit holding data below the write pointer needs the loaded record. A
         // failed unit past it holds nothing: the record is computed from the survivors' data
         // like any other, since it may have been lost with the power while the data was
         // not, and once the failed member is replaced it is all that protects the stripe.
-        let data_lost =
-            failed.is_some_and(|f| l.unit_of_member(s, f).is_some_and(|k| k * su < within));
+        let data_lost = failed
+            .as_slice()
+            .iter()
+            .any(|f| l.unit_of_member(s, *f).is_some_and(|k| k * su < within));
         if data_lost {
             // Recovery capped the write pointer at what this record covers.
-            return loaded_record().filter(|(_, r)| r.end >= within);
+            return loaded_record(within);
         }
         let (bs, oob) = (self.block_size(), self.oob());
         let mut buf = super::StripeBuffer {
@@ -747,15 +872,11 @@ impl RaiznVolume {
             // A member failed while the open read the stripe: keep the record it has, even
             // if it covers less than the write pointer, so the open that starts over
             // without the member still finds it (and caps the write pointer by it).
-            return loaded_record();
+            return loaded_record(0);
         }
-        let (mut pd, mut pmeta) =
-            super::io::unit_parity(&buf, l.data_units(), su as usize * bs, su as usize * oob);
-        let bulk = su.min(within) as usize;
-        pd.truncate(bulk * bs);
-        pmeta.truncate(bulk * oob);
+        let (pd, pmeta) = self.pp_bulk_of(&buf, within).ok()?;
         Some((
-            pm,
+            s,
             PpRecord {
                 zone,
                 stripe: s,
