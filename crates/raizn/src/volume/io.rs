@@ -81,8 +81,8 @@ impl RaiznVolume {
         }
         let end = off + nlb;
         if !end.is_multiple_of(self.layout.stripe_data_blocks()) {
-            let rec = self.partial_parity_of(zone, &zio, end)?;
-            if let Err(e) = self.log_partial_parity(rec).await {
+            let recs = self.partial_parity_of(zone, &zio, end)?;
+            if let Err(e) = self.log_partial_parity(recs).await {
                 zio.buffer = None;
                 return Err(e);
             }
@@ -102,59 +102,53 @@ impl RaiznVolume {
         Ok(off)
     }
 
-    /// The partial-parity record of the stripe `end` (not a stripe boundary) is in, from the
-    /// stripe buffer, which holds that stripe with zeros beyond `end`.
+    /// The partial-parity records of the stripe `end` (not a stripe boundary) is in, one per
+    /// parity unit (P first), from the stripe buffer, which holds that stripe with zeros
+    /// beyond `end`.
     pub(super) fn partial_parity_of(
         &self,
         zone: u32,
         zio: &ZoneIo,
         end: u64,
-    ) -> NvmeResult<PpRecord> {
+    ) -> NvmeResult<Vec<PpRecord>> {
         let sdb = self.layout.stripe_data_blocks();
         let buf = zio.buffer.as_ref().ok_or(NvmeStatus::InternalError)?;
         if buf.stripe != end / sdb {
             return Err(NvmeStatus::InternalError);
         }
         let within = end % sdb;
-        let (pd, pm) = self.pp_bulk_of(buf, within)?;
         let generation = self.generation(zone).ok_or(NvmeStatus::InternalError)?;
-        Ok(PpRecord {
-            zone,
-            stripe: end / sdb,
-            generation,
-            seq: 0,
-            end: within,
-            data: pd,
-            meta: pm,
-        })
+        Ok(self
+            .pp_bulk_of(buf, within)?
+            .into_iter()
+            .map(|(data, meta)| PpRecord {
+                zone,
+                stripe: end / sdb,
+                generation,
+                seq: 0,
+                end: within,
+                data,
+                meta,
+            })
+            .collect())
     }
 
-    /// The bulk of a partial-parity record of a stripe whose first `within` data blocks are
-    /// in `buf` (zeros after): with m = 1 the XOR parity truncated to `min(su, within)`
-    /// blocks (the rest is zeros); with m = 2 both parity units whole, P then Q (a
-    /// Reed-Solomon symbol spans bytes of two blocks' metadata, so a unit is never cut).
+    /// The bulk of the partial-parity records of a stripe whose first `within` data blocks
+    /// are in `buf` (zeros after): every parity unit, cut to `pp_bulk(within)` blocks (the
+    /// rest of each unit is zeros).
     pub(super) fn pp_bulk_of(
         &self,
         buf: &StripeBuffer,
         within: u64,
-    ) -> NvmeResult<(Vec<u8>, Vec<u8>)> {
-        let su = self.layout.su_blocks();
+    ) -> NvmeResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        let bulk = self.pp_bulk(within) as usize;
         let (bs, oob) = (self.block_size(), self.oob());
-        let units = self.stripe_parity(buf)?;
-        if self.layout.parity() == 1 {
-            let bulk = su.min(within) as usize;
-            let (mut pd, mut pm) = units.into_iter().next().ok_or(NvmeStatus::InternalError)?;
+        let mut units = self.stripe_parity(buf)?;
+        for (pd, pm) in units.iter_mut() {
             pd.truncate(bulk * bs);
             pm.truncate(bulk * oob);
-            return Ok((pd, pm));
         }
-        let mut pd = Vec::with_capacity(units.len() * su as usize * bs);
-        let mut pm = Vec::with_capacity(units.len() * su as usize * oob);
-        for (d, m) in units {
-            pd.extend_from_slice(&d);
-            pm.extend_from_slice(&m);
-        }
-        Ok((pd, pm))
+        Ok(units)
     }
 
     /// The m parity units (data, metadata) of a stripe buffer, P first.

@@ -551,18 +551,42 @@ impl RaiznVolume {
                         have(l.data_member(s, k)) >= s * su + need
                     })
             };
-            let mut best: Option<u64> = None;
-            for pm in l.parity_members(s).filter(|pm| !lost(*pm)) {
-                let Some(records) = loaded.get_mut(pm).and_then(|r| r.get_mut(&(zone, s))) else {
-                    continue;
-                };
-                let usable = records.iter().position(|r| consistent(r.end));
-                records.drain(..usable.unwrap_or(records.len()));
-                if let Some(r) = records.first() {
-                    best = Some(best.map_or(r.end, |b| b.max(r.end)));
+            // The newest end for which as many surviving parity members as there are lost
+            // data units hold a usable record (their parity units decode together only
+            // when computed from the same data).
+            let pms: Vec<usize> = l.parity_members(s).filter(|pm| !lost(*pm)).collect();
+            let usable_ends = |pm: usize, loaded: &Loaded| -> Vec<u64> {
+                loaded
+                    .get(pm)
+                    .and_then(|r| r.get(&(zone, s)))
+                    .map(|rs| {
+                        rs.iter()
+                            .map(|r| r.end)
+                            .filter(|e| consistent(*e))
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            };
+            let mut ends: Vec<u64> = pms.iter().flat_map(|pm| usable_ends(*pm, loaded)).collect();
+            ends.sort_unstable_by(|a, b| b.cmp(a));
+            ends.dedup();
+            let chosen = ends.into_iter().find(|e| {
+                pms.iter()
+                    .filter(|pm| usable_ends(**pm, loaded).contains(e))
+                    .count()
+                    >= lost_data.len()
+            });
+            // The chosen record is left first on every member that has it; the others'
+            // records are dropped (they cannot serve the recovered write pointer).
+            for pm in &pms {
+                if let Some(records) = loaded.get_mut(*pm).and_then(|r| r.get_mut(&(zone, s))) {
+                    let at = records
+                        .iter()
+                        .position(|r| Some(r.end) == chosen && consistent(r.end));
+                    records.drain(..at.unwrap_or(records.len()));
                 }
             }
-            let Some(end) = best else {
+            let Some(end) = chosen else {
                 return (at(s), cap);
             };
             let covers = fs
@@ -577,6 +601,53 @@ impl RaiznVolume {
         (at(l.stripes_per_zone()), cap)
     }
 
+    /// Stripe `s` of `zone` in a stripe buffer, decoded from the units of the members for
+    /// which `full(member)` holds (at least D of them; data units read directly when they
+    /// are among them).
+    async fn stripe_from(
+        &self,
+        zone: u32,
+        s: u64,
+        full: impl Fn(usize) -> bool,
+    ) -> Result<super::StripeBuffer, RaiznError> {
+        let l = self.layout;
+        let (su, sdb) = (l.su_blocks() as usize, l.stripe_data_blocks() as usize);
+        let g = l.member_geometry();
+        let (bs, oob) = (g.block_size as usize, g.oob_size as usize);
+        let d = l.data_units() as usize;
+        let mut have: Vec<(usize, Vec<u8>, Vec<u8>)> = Vec::new();
+        // Data units first: with all of them there the code is not needed.
+        let mut order: Vec<usize> = (0..l.data_units()).map(|k| l.data_member(s, k)).collect();
+        order.extend(l.parity_members(s));
+        for m in order.into_iter().filter(|m| full(*m)).take(d) {
+            let mut ud = vec![0u8; su * bs];
+            let mut um = vec![0u8; su * oob];
+            self.read_member(m, zone, s * su as u64, &mut ud, &mut um)
+                .await
+                .map_err(member_err(m, "reading a stripe to repair its parity"))?;
+            have.push((l.code_position(s, m), ud, um));
+        }
+        let code = l.code();
+        let want: Vec<usize> = (0..d).collect();
+        let units: Vec<(usize, &[u8])> = have.iter().map(|(p, u, _)| (*p, &u[..])).collect();
+        let metas: Vec<(usize, &[u8])> = have.iter().map(|(p, _, m)| (*p, &m[..])).collect();
+        let bad = |_: crate::code::CodeError| RaiznError::Recovery {
+            what: "decoding a stripe to repair its parity",
+            status: NvmeStatus::UnrecoveredReadError,
+        };
+        let data = code.rebuild(&units, &want).map_err(bad)?;
+        let meta = code.rebuild(&metas, &want).map_err(bad)?;
+        let (data, meta) = (data.concat(), meta.concat());
+        if data.len() != sdb * bs || meta.len() != sdb * oob {
+            return Err(bad(crate::code::CodeError::Sizes));
+        }
+        Ok(super::StripeBuffer {
+            stripe: s,
+            data,
+            meta,
+        })
+    }
+
     /// Writes the parity units missing from the complete stripes below `prefix`.
     async fn repair_parity(&self, zone: u32, prefix: u64, wps: &[u64]) -> Result<(), RaiznError> {
         let l = self.layout;
@@ -586,11 +657,6 @@ impl RaiznVolume {
         let mut wps = wps.to_vec();
         let failed = self.state.lock().health.failed;
         for s in 0..prefix / sdb {
-            if (0..l.data_units()).any(|k| failed.contains(l.data_member(s, k))) {
-                // Degraded: the parity of a stripe with a lost data unit is on its members
-                // (recovery counts the stripe only then).
-                continue;
-            }
             // A lost parity unit stays lost; the others are written where they are short.
             let short: Vec<(u32, usize, u64)> = (0..l.parity())
                 .map(|j| (j, l.parity_member_at(s, j)))
@@ -601,24 +667,18 @@ impl RaiznVolume {
             if short.is_empty() {
                 continue;
             }
-            let mut buf = super::StripeBuffer {
-                stripe: s,
-                data: vec![0u8; sdb as usize * bs],
-                meta: vec![0u8; sdb as usize * oob],
-            };
-            for k in 0..l.data_units() {
-                let m = l.data_member(s, k);
-                let (a, b) = ((k * su) as usize, ((k + 1) * su) as usize);
-                self.read_member(
-                    m,
-                    zone,
-                    s * su,
-                    &mut buf.data[a * bs..b * bs],
-                    &mut buf.meta[a * oob..b * oob],
-                )
-                .await
-                .map_err(member_err(m, "reading data to repair parity"))?;
+            let lost_data = (0..l.data_units()).any(|k| failed.contains(l.data_member(s, k)));
+            if lost_data && l.parity() == 1 {
+                // RAID-5 with a lost data unit: the stripe counts only when its parity is on
+                // its member, so nothing is short.
+                continue;
             }
+            // The stripe's data: read, or (m = 2, a data unit lost) decoded from the units
+            // the survivors hold in full, which recovery counted the stripe by; a short
+            // parity unit must never be read for it (its tail reads as zeros).
+            let full =
+                |m: usize| !failed.contains(m) && wps.get(m).copied().unwrap_or(0) >= (s + 1) * su;
+            let buf = self.stripe_from(zone, s, full).await?;
             let parity = self
                 .stripe_parity(&buf)
                 .map_err(self.recovery_err("computing parity to repair it"))?;

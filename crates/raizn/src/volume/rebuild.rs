@@ -510,8 +510,8 @@ impl RaiznVolume {
         let incomplete = z.state.is_active() && !wp.is_multiple_of(sdb);
         if incomplete && l.parity_members(wp / sdb).any(|pm| pm == member) {
             self.load_buffer(zone, &mut zio, wp / sdb, wp).await?;
-            let rec = self.partial_parity_of(zone, &zio, wp)?;
-            self.log_partial_parity(rec).await?;
+            let recs = self.partial_parity_of(zone, &zio, wp)?;
+            self.log_partial_parity(recs).await?;
         }
         Ok(None)
     }
