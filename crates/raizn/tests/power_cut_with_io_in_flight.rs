@@ -75,6 +75,20 @@ fn member_geo() -> Geometry {
     }
 }
 
+/// The member geometry of an array with `parity` parity units. With two, member zones are
+/// written to their whole size (64 blocks, not 48): a torn stripe there leaves up to two
+/// parity units more to relocate into the members' log zones, which with 48 blocks
+/// overflowed in some schedules (the documented limit of relocation, docs/DESIGN.md).
+fn member_geo_for(parity: u32) -> Geometry {
+    match parity {
+        1 => member_geo(),
+        _ => Geometry {
+            zone_capacity: 64,
+            ..member_geo()
+        },
+    }
+}
+
 /// The contents of version `version` of logical block `lba`; never all zeros.
 fn block(lba: u64, version: u64) -> Vec<u8> {
     let mut b = vec![0u8; BS];
@@ -637,7 +651,7 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
     let mut rng = SimRng::new(seed);
     let parity = parity_of(seed);
     let n = if rng.chance(0.5) { 3 } else { 4 } + parity as usize - 1;
-    let emus = common::emu_members(&member_geo(), n, seed);
+    let emus = common::emu_members(&member_geo_for(parity), n, seed);
     let faulty: Vec<Arc<Faulty>> = emus
         .iter()
         .enumerate()
@@ -941,7 +955,8 @@ async fn replace_failed(
     let Some(f) = rig.failed else {
         return;
     };
-    let emu = common::emu_members(&member_geo(), 1, rig.seed ^ (0xB00 + cov.rebuilds))
+    let g = member_geo_for(parity_of(rig.seed));
+    let emu = common::emu_members(&g, 1, rig.seed ^ (0xB00 + cov.rebuilds))
         .pop()
         .unwrap_or_else(|| panic!("{what}: no fresh member"));
     let faulty = Arc::new(FaultyZoned::new(emu.clone(), rig.seed * 11 + cov.rebuilds));

@@ -552,7 +552,7 @@ impl RaiznVolume {
                     })
             };
             // The newest end for which as many surviving parity members as there are lost
-            // data units hold a usable record (their parity units decode together only
+            // data units holding data below it hold a usable record (their parity units decode together only
             // when computed from the same data).
             let pms: Vec<usize> = l.parity_members(s).filter(|pm| !lost(*pm)).collect();
             let usable_ends = |pm: usize, loaded: &Loaded| -> Vec<u64> {
@@ -570,11 +570,13 @@ impl RaiznVolume {
             let mut ends: Vec<u64> = pms.iter().flat_map(|pm| usable_ends(*pm, loaded)).collect();
             ends.sort_unstable_by(|a, b| b.cmp(a));
             ends.dedup();
+            // Only the lost units holding data below the end need a parity unit each.
+            let needed = |e: u64| lost_data.iter().filter(|k| **k * su < e).count();
             let chosen = ends.into_iter().find(|e| {
                 pms.iter()
                     .filter(|pm| usable_ends(**pm, loaded).contains(e))
                     .count()
-                    >= lost_data.len()
+                    >= needed(*e)
             });
             // The chosen record is left first on every member that has it; the others'
             // records are dropped (they cannot serve the recovered write pointer).
