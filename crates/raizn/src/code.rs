@@ -70,7 +70,7 @@ impl StripeCode {
         if len == 0 {
             return Ok(vec![Vec::new(); self.m]);
         }
-        if len % 2 != 0 {
+        if !len.is_multiple_of(2) {
             return Err(CodeError::Sizes);
         }
         reed_solomon_simd::encode(self.d, self.m, data).map_err(|e| CodeError::Rs(e.to_string()))
@@ -146,7 +146,10 @@ impl StripeCode {
             .iter()
             .filter(|(p, _)| *p >= self.d)
             .map(|(p, u)| (p - self.d, *u));
-        if units.first().is_some_and(|(_, u)| u.len() % 2 != 0) {
+        if units
+            .first()
+            .is_some_and(|(_, u)| !u.len().is_multiple_of(2))
+        {
             return Err(CodeError::Sizes);
         }
         let restored =

@@ -26,6 +26,9 @@ use crate::layout::{PARTIAL_PARITY_ZONE, SWAP_ZONE};
 use crate::meta::{self, RecordHeader, RecordType, FLAG_CHECKPOINT};
 use zns::parity::xor_into;
 
+/// A record's parity blocks and their metadata.
+type Bulk = (Vec<u8>, Vec<u8>);
+
 /// Where the newest record of one stripe is, in memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct PpEntry {
@@ -710,7 +713,7 @@ impl RaiznVolume {
         zone: u32,
         cur: u64,
         end: u64,
-        parity: &[(u32, (Vec<u8>, Vec<u8>))],
+        parity: &[(u32, Bulk)],
         data: &mut [u8],
         meta: &mut [u8],
     ) -> NvmeResult<bool> {
@@ -985,7 +988,7 @@ impl RaiznVolume {
         let (su, sdb) = (l.su_blocks(), l.stripe_data_blocks());
         let (bs, oob) = (self.block_size(), self.oob());
         let end = recs.first()?.1.end;
-        let parity: Vec<(u32, (Vec<u8>, Vec<u8>))> = recs
+        let parity: Vec<(u32, Bulk)> = recs
             .iter()
             .filter(|(_, r)| r.end == end)
             .filter_map(|(pm, r)| {
