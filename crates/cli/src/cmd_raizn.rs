@@ -34,7 +34,7 @@ pub enum RaiznCmd {
         /// suffixes).
         #[arg(long, value_parser = parse_size, default_value = "64K")]
         stripe_unit: u64,
-        /// Parity units per stripe: 1 (RAID-5; 2 is not built yet).
+        /// Parity units per stripe: 1 (RAID-5, XOR) or 2 (Reed-Solomon; at least 4 members).
         #[arg(long, default_value_t = 1)]
         parity: u32,
         /// Create even over images holding data (their zones are reset; the data is lost).
@@ -252,19 +252,20 @@ async fn fail(paths: &[PathBuf], spec: &str, out: &mut impl Write) -> CliResult 
     let m = Members::open(paths, false, true)?;
     let r = async {
         let vol = open_array(&m).await?;
-        if let Some(f) = vol.failed_member() {
-            let text = match f == i {
-                true => format!("{} was already recorded failed", m.name(i)),
-                false => {
-                    return Err(CliError::Other(format!(
-                        "{} is already failed; failing {} too would leave the array without \
-                         its data (RAID-5 survives one failed member)",
-                        m.name(f),
-                        m.name(i)
-                    )))
-                }
-            };
-            return Ok(text);
+        let failed = vol.failed_members();
+        let parity = vol.layout().parity() as usize;
+        if failed.contains(&i) {
+            return Ok(format!("{} was already recorded failed", m.name(i)));
+        }
+        if failed.len() >= parity {
+            let names: Vec<String> = failed.iter().map(|f| m.name(*f)).collect();
+            return Err(CliError::Other(format!(
+                "{} already failed; failing {} too would leave the array without its data \
+                 (an array with {parity} parity unit(s) per stripe survives {parity} failed \
+                 member(s))",
+                names.join(" and "),
+                m.name(i)
+            )));
         }
         vol.fail_member(i).await.map_err(|e| raizn_error(&m, e))?;
         Ok(format!(

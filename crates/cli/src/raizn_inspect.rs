@@ -6,11 +6,11 @@
 //! (an older superblock generation than the newest, as after a power cut while a failure
 //! was being recorded), or not a member of this array at all; any of its zones may be Read
 //! Only or Offline; its data may disagree with the parity (a torn or corrupted stripe).
-//! Status reports each of these; check verifies the XOR parity (data and per-block metadata)
+//! Status reports each of these; check verifies the parity (XOR; Reed-Solomon with two parity units) (data and per-block metadata)
 //! of every stripe all members hold in full and names each stripe that does not add up.
 //! Incomplete stripes are protected by the partial-parity log, which only an open replays:
 //! they are counted, not verified. With a member absent or failed no stripe can be verified
-//! (RAID-5 keeps one parity unit): check says so and verifies nothing.
+//! (a lost unit leaves nothing to check the parity against): check says so and verifies nothing.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -88,7 +88,9 @@ async fn census(m: &Members) -> Result<Census, CliError> {
         .iter()
         .flatten()
         .filter(|sb| sb.array_uuid == newest.array_uuid)
-        .filter_map(|sb| sb.failed_member.map(|f| f as usize))
+        .flat_map(|sb| [sb.failed_member, sb.second_failed_member])
+        .flatten()
+        .map(|f| f as usize)
         .collect();
     let mut states = Vec::new();
     let mut lost = Vec::new();
@@ -328,7 +330,8 @@ async fn check_members(m: &Members, out: &mut impl Write) -> CliResult {
     } else {
         writeln!(
             out,
-            "parity not verified: {} cannot be read, and RAID-5 keeps one parity unit",
+            "parity not verified: {} cannot be read, and a lost unit leaves nothing to check \
+             the parity against",
             c.lost
                 .iter()
                 .map(|i| m.name(*i))
@@ -392,21 +395,35 @@ async fn check_zone(
     Ok(())
 }
 
-/// Whether the XOR of every unit of stripe `s` (data, parity and their metadata) is zero.
+/// Whether the parity units of stripe `s` (XOR with m = 1, Reed-Solomon with m = 2) are
+/// the code of its data units, data and per-block metadata alike.
 async fn stripe_adds_up(m: &Members, l: &ArrayLayout, z: u32, s: u64) -> Result<bool, CliError> {
     let g = l.member_geometry();
     let su = l.su_blocks() as usize;
     let (bs, oob) = (g.block_size as usize, g.oob_size as usize);
-    let mut acc = vec![0u8; su * bs];
-    let mut acc_meta = vec![0u8; su * oob];
-    let mut d = vec![0u8; su * bs];
-    let mut md = vec![0u8; su * oob];
+    let d = l.data_units() as usize;
+    let mut units = vec![(Vec::new(), Vec::new()); d + l.parity() as usize];
     let lba = l.member_zone_start(z) + s * su as u64;
-    for dev in m.devs.iter().flatten() {
+    for (i, dev) in m.devs.iter().enumerate() {
+        let Some(dev) = dev else {
+            return Err(CliError::Other(format!("{} cannot be read", m.name(i))));
+        };
+        let mut data = vec![0u8; su * bs];
+        let mut md = vec![0u8; su * oob];
         let meta = (oob > 0).then_some(&mut md[..]);
-        dev.read(lba, &mut d, meta).await?;
-        zns::parity::xor_into(&mut acc, &d);
-        zns::parity::xor_into(&mut acc_meta, &md);
+        dev.read(lba, &mut data, meta).await?;
+        if let Some(u) = units.get_mut(l.code_position(s, i)) {
+            *u = (data, md);
+        }
     }
-    Ok(acc.iter().chain(&acc_meta).all(|b| *b == 0))
+    let code = l.code();
+    let bad = |e: raizn::code::CodeError| CliError::Other(format!("zone {z} stripe {s}: {e}"));
+    let data: Vec<&[u8]> = units[..d].iter().map(|(u, _)| &u[..]).collect();
+    let meta: Vec<&[u8]> = units[..d].iter().map(|(_, u)| &u[..]).collect();
+    let pd = code.encode(&data).map_err(bad)?;
+    let pm = code.encode(&meta).map_err(bad)?;
+    Ok(units[d..]
+        .iter()
+        .zip(pd.iter().zip(&pm))
+        .all(|((ud, um), (p, q))| ud == p && um == q))
 }

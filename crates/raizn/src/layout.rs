@@ -22,6 +22,8 @@ pub const META_ZONES_OPEN: u32 = 3;
 pub const DEFAULT_STRIPE_UNIT_BYTES: u32 = 64 * 1024;
 /// Smallest array: two data units and one parity unit.
 pub const MIN_MEMBERS: usize = 3;
+/// Most parity units per stripe: 2 (Reed-Solomon); 1 is RAID-5 (XOR).
+pub const MAX_PARITY: u32 = 2;
 /// Largest array the superblock's member index can describe sensibly.
 pub const MAX_MEMBERS: usize = 255;
 
@@ -30,8 +32,10 @@ pub const MAX_MEMBERS: usize = 255;
 pub enum LayoutError {
     #[error("an array needs {MIN_MEMBERS} to {MAX_MEMBERS} members, got {0}")]
     MemberCount(usize),
-    #[error("parity count {0} is not supported (only 1, RAID-5; 2 is reserved)")]
+    #[error("parity count {0} is not supported (1: RAID-5, XOR; 2: Reed-Solomon)")]
     ParityCount(u32),
+    #[error("{parity} parity unit(s) per stripe need at least {} members, got {members}", parity + 2)]
+    TooFewForParity { members: usize, parity: u32 },
     #[error(
         "member {member} geometry differs from member 0: {what}; every member must be identical"
     )]
@@ -77,8 +81,11 @@ impl ArrayLayout {
         if !(MIN_MEMBERS..=MAX_MEMBERS).contains(&n) {
             return Err(LayoutError::MemberCount(n));
         }
-        if parity != 1 {
+        if !(1..=MAX_PARITY).contains(&parity) {
             return Err(LayoutError::ParityCount(parity));
+        }
+        if n < parity as usize + 2 {
+            return Err(LayoutError::TooFewForParity { members: n, parity });
         }
         let g = member_geos[0];
         g.validate().map_err(|e| LayoutError::Member(e.0))?;
@@ -161,24 +168,61 @@ impl ArrayLayout {
         }
     }
 
-    /// The member holding the parity of stripe `s` (rotating, left-symmetric).
+    /// The member holding the first parity unit (P) of stripe `s` (rotating,
+    /// left-symmetric): member N-1 for stripe 0, then one member lower each stripe.
     pub fn parity_member(&self, stripe: u64) -> usize {
-        let n = self.members as u64;
-        ((n - 1) - stripe % n) as usize
+        self.parity_member_at(stripe, 0)
     }
 
-    /// The member holding data unit `k` (0..D) of stripe `s`.
+    /// The member holding parity unit `j` (0..m) of stripe `s`: the m parity units sit on
+    /// consecutive members (modulo N) from `parity_member`, so with m = 2 Q follows P.
+    pub fn parity_member_at(&self, stripe: u64, j: u32) -> usize {
+        let n = self.members as u64;
+        ((n - 1 - stripe % n + u64::from(j)) % n) as usize
+    }
+
+    /// The members holding the parity units of stripe `s`, P first.
+    pub fn parity_members(&self, stripe: u64) -> impl Iterator<Item = usize> + '_ {
+        (0..self.parity).map(move |j| self.parity_member_at(stripe, j))
+    }
+
+    /// The member holding data unit `k` (0..D) of stripe `s`: data follows the parity.
     pub fn data_member(&self, stripe: u64, k: u64) -> usize {
         let n = self.members as u64;
-        ((self.parity_member(stripe) as u64 + 1 + k) % n) as usize
+        ((self.parity_member(stripe) as u64 + u64::from(self.parity) + k) % n) as usize
     }
 
     /// Which data unit of stripe `s` member `member` holds, or None when it holds parity.
     pub fn unit_of_member(&self, stripe: u64, member: usize) -> Option<u64> {
         let n = self.members as u64;
         let p = self.parity_member(stripe) as u64;
-        let k = (member as u64 + n - p - 1) % n;
+        let k = (member as u64 % n + n - p + n - u64::from(self.parity)) % n;
         (k < self.data_units()).then_some(k)
+    }
+
+    /// Which parity unit (0..m) of stripe `s` member `member` holds, or None for data.
+    pub fn parity_of_member(&self, stripe: u64, member: usize) -> Option<u32> {
+        let n = self.members as u64;
+        let p = self.parity_member(stripe) as u64;
+        let j = (member as u64 % n + n - p) % n;
+        (j < u64::from(self.parity)).then_some(j as u32)
+    }
+
+    /// Member `member`'s position in the stripe code of stripe `s` (`code::StripeCode`):
+    /// data unit k is k, parity unit j is D + j.
+    pub fn code_position(&self, stripe: u64, member: usize) -> usize {
+        match self.unit_of_member(stripe, member) {
+            Some(k) => k as usize,
+            None => {
+                let j = self.parity_of_member(stripe, member).unwrap_or(0);
+                self.data_units() as usize + j as usize
+            }
+        }
+    }
+
+    /// The stripe code of this array.
+    pub fn code(&self) -> crate::code::StripeCode {
+        crate::code::StripeCode::new(self.data_units() as usize, self.parity as usize)
     }
 
     /// Physical start LBA of logical zone `zone` on every member.
@@ -318,8 +362,15 @@ mod tests {
             Err(LayoutError::MemberCount(2))
         );
         assert_eq!(
-            ArrayLayout::new(&[g; 4], 2, 32768),
-            Err(LayoutError::ParityCount(2))
+            ArrayLayout::new(&[g; 4], 3, 32768),
+            Err(LayoutError::ParityCount(3))
+        );
+        assert_eq!(
+            ArrayLayout::new(&[g; 3], 2, 32768),
+            Err(LayoutError::TooFewForParity {
+                members: 3,
+                parity: 2
+            })
         );
         let other = Geometry {
             zone_capacity: 16,
@@ -372,6 +423,37 @@ mod tests {
         assert_eq!(l.data_member(1, 0), 3);
         assert_eq!(l.unit_of_member(1, 2), None);
         assert_eq!(l.unit_of_member(1, 3), Some(0));
+    }
+
+    #[test]
+    fn two_parity_units_rotate_with_q_after_p() {
+        let l = match ArrayLayout::new(&[member_geo(); 5], 2, 8 * 4096) {
+            Ok(l) => l,
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(l.data_units(), 3);
+        assert_eq!(l.logical_geometry().zone_capacity, 3 * 24);
+        let pq: Vec<Vec<usize>> = (0..5).map(|s| l.parity_members(s).collect()).collect();
+        assert_eq!(pq, [[4, 0], [3, 4], [2, 3], [1, 2], [0, 1]]);
+        // Stripe 0: P on 4, Q on 0, data units 0..3 on members 1, 2, 3.
+        let data: Vec<usize> = (0..3).map(|k| l.data_member(0, k)).collect();
+        assert_eq!(data, [1, 2, 3]);
+        for s in 0..10 {
+            let mut roles = [0u32; 5];
+            for m in 0..5 {
+                match (l.unit_of_member(s, m), l.parity_of_member(s, m)) {
+                    (Some(k), None) => assert_eq!(l.data_member(s, k), m),
+                    (None, Some(j)) => assert_eq!(l.parity_member_at(s, j), m),
+                    r => panic!("stripe {s} member {m}: {r:?}"),
+                }
+                roles[l.code_position(s, m)] += 1;
+            }
+            assert_eq!(roles, [1; 5], "stripe {s}: every code position once");
+        }
+        for wp in 0..=l.logical_geometry().zone_capacity {
+            let wps: Vec<u64> = (0..5).map(|m| l.member_blocks_at(m, wp)).collect();
+            assert_eq!(l.readable_prefix(&wps), wp, "wp {wp} member wps {wps:?}");
+        }
     }
 
     #[test]

@@ -2,9 +2,10 @@
 //! RAIZN (ASPLOS '23). docs/DESIGN.md ("RAIZN") describes the design, docs/FORMAT.md the
 //! metadata records.
 //!
-//! The sans-IO core (`layout`, `meta`, `zones`, `reloc`, and `zns::parity`) is plain synchronous code; the
+//! The sans-IO core (`layout`, `code`, `meta`, `zones`, `reloc`) is plain synchronous code; the
 //! `volume` module does the member I/O.
 
+pub mod code;
 pub mod layout;
 pub mod meta;
 pub mod reloc;

@@ -226,6 +226,8 @@ pub struct Superblock {
     pub generation: u64,
     /// The member the array lost (degraded mode), as recorded by the survivors.
     pub failed_member: Option<u32>,
+    /// The second member lost (m = 2 only; recorded only with `failed_member`).
+    pub second_failed_member: Option<u32>,
 }
 
 impl Superblock {
@@ -259,6 +261,9 @@ impl Superblock {
         p[56..64].copy_from_slice(&g.zone_capacity.to_le_bytes());
         let failed = self.failed_member.unwrap_or(NO_FAILED_MEMBER);
         p[96..100].copy_from_slice(&failed.to_le_bytes());
+        // Bytes 100..104 were reserved (zero) before m = 2: index + 1 keeps zero meaning none.
+        let second = self.second_failed_member.map_or(0, |f| f.saturating_add(1));
+        p[100..104].copy_from_slice(&second.to_le_bytes());
         if self.generation == 0 || self.generation >= COUNTER_LIMIT {
             return corrupt(format!("superblock generation {}", self.generation));
         }
@@ -291,9 +296,6 @@ impl Superblock {
         let flags = u32_at(p, 92);
         if flags & !1 != 0 {
             return corrupt(format!("superblock flags {flags:#x}"));
-        }
-        if u32_at(p, 100) != 0 {
-            return corrupt("superblock reserved bytes 100..104 not zero");
         }
         let g = Geometry {
             block_size: u32_at(p, 36),
@@ -335,6 +337,7 @@ impl Superblock {
                 NO_FAILED_MEMBER => None,
                 m => Some(m),
             },
+            second_failed_member: u32_at(p, 100).checked_sub(1),
         };
         sb.validate()?;
         Ok(sb)
@@ -356,6 +359,18 @@ impl Superblock {
                 return corrupt(format!(
                     "failed member {f} recorded by member {} of {}",
                     self.member_index, self.members
+                ));
+            }
+        }
+        if let Some(f) = self.second_failed_member {
+            let bad = f >= self.members
+                || f == self.member_index
+                || self.failed_member.is_none_or(|first| first == f)
+                || self.parity < 2;
+            if bad {
+                return corrupt(format!(
+                    "second failed member {f} recorded by member {} of {} (first {:?}, parity {})",
+                    self.member_index, self.members, self.failed_member, self.parity
                 ));
             }
         }

@@ -34,6 +34,7 @@ fn superblock(uuid: [u8; 16], members: u32, index: u32, bs: u32) -> Superblock {
         member_geometry: geo(bs),
         generation: 1,
         failed_member: None,
+        second_failed_member: None,
     }
 }
 
@@ -96,6 +97,24 @@ proptest! {
         let bytes = sb.encode().map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(bytes.len(), bs as usize);
         prop_assert_eq!(Superblock::decode(&bytes), Ok(sb));
+    }
+
+    #[test]
+    fn superblock_with_two_failed_members_round_trips(members in 4u32..20, pick in any::<u32>(),
+                                                      a in any::<u32>(), b in any::<u32>()) {
+        let mut sb = superblock([3; 16], members, pick % members, 4096);
+        sb.parity = 2;
+        let others: Vec<u32> = (0..members).filter(|m| *m != sb.member_index).collect();
+        let first = others[a as usize % others.len()];
+        let rest: Vec<u32> = others.iter().copied().filter(|m| *m != first).collect();
+        sb.failed_member = Some(first);
+        sb.second_failed_member = Some(rest[b as usize % rest.len()]);
+        let bytes = sb.encode().map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(Superblock::decode(&bytes), Ok(sb));
+        // A second failed member in a RAID-5 array's superblock is corruption.
+        sb.parity = 1;
+        let bytes = sb.encode().map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert!(Superblock::decode(&bytes).is_err());
     }
 
     #[test]

@@ -29,6 +29,11 @@
 //! flight together over the
 //! 1,010 schedules (seeds 0-1009).
 //!
+//! Every fourth schedule (seeds 3, 7, 11, ...) runs an array with two parity units
+//! (Reed-Solomon, N = 4 or 5): there a second member may fail while the power is off, so
+//! reopens, reads, partial-parity replays and rebuilds (one member, then the other) run
+//! with two members failed; floors count those reopens too.
+//!
 //! A failing schedule prints its seed; rerun it alone with `RAIZN_CUT_SEED=<seed>`, and add
 //! `RAIZN_CUT_TRACE=1` to print each round.
 
@@ -68,6 +73,20 @@ fn member_geo() -> Geometry {
         copy_max_range_blocks: 32,
         copy_max_blocks: 32,
         cross_zone_reads: false,
+    }
+}
+
+/// The member geometry of an array with `parity` parity units. With two, member zones are
+/// written to their whole size (64 blocks, not 48): a torn stripe there leaves up to two
+/// parity units more to relocate into the members' log zones, which with 48 blocks
+/// overflowed in some schedules (the documented limit of relocation, docs/DESIGN.md).
+fn member_geo_for(parity: u32) -> Geometry {
+    match parity {
+        1 => member_geo(),
+        _ => Geometry {
+            zone_capacity: 64,
+            ..member_geo()
+        },
     }
 }
 
@@ -180,6 +199,11 @@ struct Coverage {
     appends_overlapped: u64,
     /// Appends in flight at a cut, in a zone with another append in flight.
     appends_in_flight_together_at_cut: u64,
+    /// Reopens of arrays with two parity units (Reed-Solomon), second members failed while
+    /// the power was off, and reopens with two members failed.
+    two_parity_reopens: u64,
+    second_failures: u64,
+    doubly_degraded_reopens: u64,
 }
 
 impl Coverage {
@@ -209,6 +233,9 @@ impl Coverage {
         self.pp_collections += c.pp_collections;
         self.cuts_during_collection += c.cuts_during_collection;
         self.rebuilds += c.rebuilds;
+        self.second_failures += c.second_failures;
+        self.doubly_degraded_reopens += c.doubly_degraded_reopens;
+        self.two_parity_reopens += c.two_parity_reopens;
         self.bursts_in_flight_at_cut += c.bursts_in_flight_at_cut;
         self.appends_overlapped += c.appends_overlapped;
         self.appends_in_flight_together_at_cut += c.appends_in_flight_together_at_cut;
@@ -223,18 +250,49 @@ struct Rig {
     faulty: Vec<Arc<Faulty>>,
     /// The member the array lost, once it did.
     failed: Option<usize>,
+    /// The second member the array lost while `failed` was still failed (m = 2 only).
+    second: Option<usize>,
     /// The member set to start answering Namespace Not Ready at a seeded command.
     armed: Option<usize>,
 }
 
 impl Rig {
-    fn members(&self, leave_out: Option<usize>) -> Vec<Option<Member>> {
+    fn members(&self, leave_out: &[usize]) -> Vec<Option<Member>> {
         self.faulty
             .iter()
             .enumerate()
-            .map(|(i, f)| (leave_out != Some(i)).then(|| f.clone() as Member))
+            .map(|(i, f)| (!leave_out.contains(&i)).then(|| f.clone() as Member))
             .collect()
     }
+
+    /// Whether the array lost member `m`.
+    fn is_failed(&self, m: usize) -> bool {
+        self.failed == Some(m) || self.second == Some(m)
+    }
+
+    /// The members the array lost, by index.
+    fn failed_set(&self) -> Vec<usize> {
+        let mut f: Vec<usize> = self.failed.into_iter().chain(self.second).collect();
+        f.sort_unstable();
+        f
+    }
+}
+
+/// The parity count of schedule `seed`: every fourth schedule runs an array with two parity
+/// units (Reed-Solomon, N = 4 or 5), the rest RAID-5 (N = 3 or 4).
+fn parity_of(seed: u64) -> u32 {
+    if seed % 4 == 3 {
+        2
+    } else {
+        1
+    }
+}
+
+/// The sorted failed members of `v`.
+fn failed_of(v: &RaiznVolume) -> Vec<usize> {
+    let mut f = v.failed_members();
+    f.sort_unstable();
+    f
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -574,7 +632,7 @@ async fn torn(v: &RaiznVolume, rig: &Rig, zone: u32, wp: u64) -> bool {
     let mg = l.member_geometry();
     let pz = zone + META_ZONES;
     for (m, e) in rig.emus.iter().enumerate() {
-        if rig.failed == Some(m) {
+        if rig.is_failed(m) {
             continue;
         }
         let r = match e
@@ -601,8 +659,9 @@ async fn torn(v: &RaiznVolume, rig: &Rig, zone: u32, wp: u64) -> bool {
 async fn schedule(seed: u64, rounds: usize) -> Coverage {
     let mut cov = Coverage::default();
     let mut rng = SimRng::new(seed);
-    let n = if rng.chance(0.5) { 3 } else { 4 };
-    let emus = common::emu_members(&member_geo(), n, seed);
+    let parity = parity_of(seed);
+    let n = if rng.chance(0.5) { 3 } else { 4 } + parity as usize - 1;
+    let emus = common::emu_members(&member_geo_for(parity), n, seed);
     let faulty: Vec<Arc<Faulty>> = emus
         .iter()
         .enumerate()
@@ -616,13 +675,15 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
         emus,
         faulty,
         failed: None,
+        second: None,
         armed: None,
     };
     let cfg = RaiznConfig {
         stripe_unit_bytes: 8 * BS as u64,
+        parity,
         ..RaiznConfig::new([seed as u8 | 1; 16])
     };
-    let members: Vec<Member> = rig.members(None).into_iter().flatten().collect();
+    let members: Vec<Member> = rig.members(&[]).into_iter().flatten().collect();
     let mut v = match RaiznVolume::format(members, cfg, false).await {
         Ok(v) => v,
         Err(e) => panic!("seed {seed}: format: {e}"),
@@ -634,8 +695,11 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
     let mut version = 1u64;
     let trace = std::env::var("RAIZN_CUT_TRACE").is_ok();
     for round in 0..rounds {
-        let what = format!("seed {seed} round {round} (N={n}, failed {:?})", rig.failed);
-        if rig.failed.is_some() && rig.failed == v.failed_member() && rng.chance(0.3) {
+        let what = format!(
+            "seed {seed} round {round} (N={n}, m={parity}, failed {:?})",
+            rig.failed_set()
+        );
+        if rig.failed.is_some() && rig.failed_set() == failed_of(&v) && rng.chance(0.3) {
             replace_failed(&v, &mut rig, &model, &what, &mut cov).await;
         }
         // A completed reset or finish of a zone first, now and then.
@@ -787,7 +851,7 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
             } else {
                 ZoneState::Full
             };
-            let live = |m: &usize| rig.failed != Some(*m) && rig.armed != Some(*m);
+            let live = |m: &usize| !rig.is_failed(*m) && rig.armed != Some(*m);
             let reached = (0..n)
                 .filter(live)
                 .any(|m| after.get(m) == Some(&target) && before.get(m) != Some(&target));
@@ -814,18 +878,35 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
         }
         // Now and then a member fails while the power is off (it is absent at the reopen);
         // at later reopens it is absent or back, stale, and must not be trusted again.
-        let mut leave_out = None;
+        let mut leave_out = Vec::new();
         if rig.failed.is_none() && rig.armed.is_none() && rng.chance(0.3) {
             let f = rng.below(n as u64) as usize;
             rig.failed = Some(f);
-            leave_out = Some(f);
+            leave_out.push(f);
         } else if let Some(f) = rig.failed {
-            leave_out = rng.chance(0.5).then_some(f);
-            cov.stale_member_reopens += u64::from(leave_out.is_none());
-            if leave_out.is_none() && rig.armed == Some(f) {
+            if rng.chance(0.5) {
+                leave_out.push(f);
+            }
+            cov.stale_member_reopens += u64::from(leave_out.is_empty());
+            if leave_out.is_empty() && rig.armed == Some(f) {
                 // Recorded at the latest by the last open: it may answer again, stale.
                 rig.faulty[f].clear_errors();
                 rig.armed = None;
+            }
+        }
+        if parity == 2 && rig.failed.is_some() {
+            // With two parity units a second member may fail while the power is off (and
+            // then be absent or back, stale, like the first).
+            match rig.second {
+                None if (rig.armed.is_none() || rig.armed == rig.failed) && rng.chance(0.3) => {
+                    let others: Vec<usize> = (0..n).filter(|m| !rig.is_failed(*m)).collect();
+                    let g = others[rng.below(others.len() as u64) as usize];
+                    rig.second = Some(g);
+                    leave_out.push(g);
+                    cov.second_failures += 1;
+                }
+                Some(g) if rng.chance(0.5) => leave_out.push(g),
+                _ => {}
             }
         }
         if trace {
@@ -834,7 +915,7 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
                 done.borrow()
             );
         }
-        v = match RaiznVolume::open_degraded(rig.members(leave_out)).await {
+        v = match RaiznVolume::open_degraded(rig.members(&leave_out)).await {
             Ok(v) => v,
             Err(e) => panic!("{what}: reopen: {e}"),
         };
@@ -847,11 +928,13 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
             }
         }
         assert_eq!(
-            v.failed_member(),
-            rig.failed,
-            "{what}: failed member after reopen"
+            failed_of(&v),
+            rig.failed_set(),
+            "{what}: failed members after reopen"
         );
         cov.degraded_reopens += u64::from(rig.failed.is_some());
+        cov.doubly_degraded_reopens += u64::from(rig.second.is_some());
+        cov.two_parity_reopens += u64::from(parity == 2);
         cov.reopens_with_relocated_blocks += u64::from(v.relocated_blocks() > 0);
         let mut m = model.replace(Vec::new());
         check(&v, &rig, &mut m, &what, &mut cov).await;
@@ -899,7 +982,8 @@ async fn replace_failed(
     let Some(f) = rig.failed else {
         return;
     };
-    let emu = common::emu_members(&member_geo(), 1, rig.seed ^ (0xB00 + cov.rebuilds))
+    let g = member_geo_for(parity_of(rig.seed));
+    let emu = common::emu_members(&g, 1, rig.seed ^ (0xB00 + cov.rebuilds))
         .pop()
         .unwrap_or_else(|| panic!("{what}: no fresh member"));
     let faulty = Arc::new(FaultyZoned::new(emu.clone(), rig.seed * 11 + cov.rebuilds));
@@ -907,14 +991,16 @@ async fn replace_failed(
     if let Err(e) = v.replace_member(f, faulty.clone() as Member).await {
         panic!("{what}: replace member {f}: {e}");
     }
+    // With two failed, the other one stays failed until it is replaced too.
+    let left: Vec<usize> = rig.second.into_iter().collect();
     assert_eq!(
-        v.failed_member(),
-        None,
-        "{what}: still degraded after the rebuild"
+        failed_of(v),
+        left,
+        "{what}: failed members after rebuilding {f}"
     );
     rig.emus[f] = emu;
     rig.faulty[f] = faulty;
-    rig.failed = None;
+    rig.failed = rig.second.take();
     rig.armed = None;
     cov.rebuilds += 1;
     let mut m = model.replace(Vec::new());
@@ -982,6 +1068,9 @@ fn power_cuts_with_writes_resets_and_member_failures_in_flight() {
     assert!(total.finishes_on_some_members_at_cut >= 5, "{total:?}");
     assert!(total.flushes_in_flight_at_cut >= 20, "{total:?}");
     assert!(total.degraded_reopens >= 200, "{total:?}");
+    assert!(total.two_parity_reopens >= 500, "{total:?}");
+    assert!(total.second_failures >= 20, "{total:?}");
+    assert!(total.doubly_degraded_reopens >= 50, "{total:?}");
     assert!(total.stale_member_reopens >= 20, "{total:?}");
     assert!(total.runtime_failures >= 20, "{total:?}");
     assert!(total.partial_parity_replays >= 50, "{total:?}");

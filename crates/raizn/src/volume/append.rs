@@ -145,7 +145,7 @@ struct Reserved<'a> {
     ticket: Ticket<'a>,
     off: u64,
     runs: Vec<MemberRun>,
-    pp: Option<PpRecord>,
+    pp: Option<Vec<PpRecord>>,
 }
 
 /// One append's place in its zone's pipeline, from reservation to commit. Dropped without

@@ -1,5 +1,5 @@
 //! The general metadata zone of every member: superblock generations, the zone log (a
-//! write-ahead record of every logical Reset and Finish, on two members) and the persisted
+//! write-ahead record of every logical Reset and Finish, on m + 1 members) and the persisted
 //! generation counters, with its garbage collection through the swap zone.
 //!
 //! Fault model: power may be lost at any point: between a zone log record and the member
@@ -9,8 +9,8 @@
 //! a member zone reset or finished by a logical command implies a durable record that open
 //! finds and completes; a collection writes the complete checkpoint to the swap zone (and
 //! flushes it) before it resets the general zone, and open reads the union of both, so every
-//! cut leaves every live record in one of them. One member may fail: the zone log is on two
-//! members, so a survivor always holds it.
+//! cut leaves every live record in one of them. Up to m members may fail: the zone log is on
+//! m + 1 members, so a survivor always holds it.
 //!
 //! Generations: the zone's counter is the maximum of its generation records and of every
 //! reset record's generation + 1. A reset record with no generation record past it is a
@@ -26,6 +26,7 @@ use std::collections::HashMap;
 use futures::future::join_all;
 use zns::{NvmeResult, NvmeStatus, ReportFilter, ZoneAction, ZoneState, ZonedDevice};
 
+use super::health::Failed;
 use super::health::ReadSb;
 use super::{RaiznError, RaiznVolume};
 use crate::layout::{GENERAL_ZONE, SWAP_ZONE};
@@ -264,19 +265,20 @@ pub(super) fn merge_rebuilt(into: &mut Option<meta::RebuiltZones>, r: meta::Rebu
 }
 
 impl RaiznVolume {
-    /// The two members that hold `zone`'s log records: the first two survivors from
-    /// member `zone mod N` on.
+    /// The m + 1 members that hold `zone`'s log records (two with m = 1, three with
+    /// m = 2, so m more failures leave one): the first m + 1 survivors from member
+    /// `zone mod N` on.
     fn zone_log_members(&self, zone: u32) -> Vec<usize> {
         let n = self.members.len();
         let failed = self.state.lock().health.failed;
         (0..n)
             .map(|k| (zone as usize + k) % n)
-            .filter(|m| failed != Some(*m))
-            .take(2)
+            .filter(|m| !failed.contains(*m))
+            .take(self.layout.parity() as usize + 1)
             .collect()
     }
 
-    /// Logs `entry` (FUA) on two members before the member zones are touched; the entry
+    /// Logs `entry` (FUA) on m + 1 members before the member zones are touched; the entry
     /// stays pending (kept by collections) until `zone_log_done`.
     pub(super) async fn log_zone(&self, entry: ZoneLogEntry) -> NvmeResult<Vec<usize>> {
         let targets = self.zone_log_members(entry.zone);
@@ -532,11 +534,11 @@ impl RaiznVolume {
 
     /// Gives the general zone of `member`, a replacement whose rebuild is complete, every
     /// zone's generation (FUA), before the array counts it whole. Its general zone held only
-    /// its superblock, and a zone's generation records are on two members only (the zone
+    /// its superblock, and a zone's generation records are on m + 1 members only (the zone
     /// log's): without this, a zone whose records were on the member replaced and on the
     /// next one to fail would reopen at an older generation, and recovery would drop the
     /// partial-parity records of its current one. Resets while this runs log on the other
-    /// members (the member still counts as failed), so one of those two always survives.
+    /// members (the member still counts as failed), so one of those m + 1 always survives.
     pub(super) async fn seed_generations(&self, member: usize) -> NvmeResult<()> {
         let mut log = self.general.lock().await;
         let gens = self.state.lock().generations.clone();
@@ -556,7 +558,7 @@ impl RaiznVolume {
         let failed = self.state.lock().health.failed;
         let c = self.checkpoint_blocks(&log);
         for m in 0..self.members.len() {
-            if failed == Some(m) {
+            if failed.contains(m) {
                 continue;
             }
             let err = |(member, status)| RaiznError::Member {
@@ -585,7 +587,7 @@ fn gens_per_block(bs: usize) -> usize {
 #[derive(Clone)]
 pub(super) struct Checkpoint {
     sb_generation: u64,
-    failed: Option<usize>,
+    failed: Failed,
     generations: Vec<u64>,
     pending: Vec<ZoneLogEntry>,
     rebuilt: Option<meta::RebuiltZones>,
@@ -593,8 +595,8 @@ pub(super) struct Checkpoint {
 
 /// A record to append to the general zone.
 pub(super) enum Rec {
-    /// A superblock of this generation, naming this failed member.
-    Superblock(u64, Option<usize>),
+    /// A superblock of this generation, naming these failed members.
+    Superblock(u64, Failed),
     Zone(ZoneLogEntry),
     /// The generation of one zone.
     Generation(u32, u64),

@@ -3,11 +3,11 @@
 //!
 //! Fault model: a member fails by returning a device error (Namespace Not Ready, a write
 //! fault, an unrecovered read, a transfer or internal error), by being absent at open, or by
-//! `fail_member`. One failure degrades the array: it is written (FUA) into a new superblock
-//! on every survivor before the command that found it completes, so a reopen stays degraded
-//! and never trusts the stale member again. A second failure makes the array failed: every
-//! command returns an error from then on and the failure names both members; data is never
-//! made up. Power may be lost while a superblock generation is being written: open takes
+//! `fail_member`. Up to m failures (the parity count) degrade the array: each is written
+//! (FUA) into a new superblock on every survivor before the command that found it
+//! completes, so a reopen stays degraded and never trusts the stale members again. One
+//! failure more makes the array failed: every command returns an error from then on and
+//! the failure names every failed member; data is never made up. Power may be lost while a superblock generation is being written: open takes
 //! the union of the failed members the survivors' newest superblocks record.
 //!
 //! Lock order: superblock generations are written under the general log lock
@@ -17,9 +17,10 @@ use zns::{NvmeResult, NvmeStatus};
 
 use super::general::Rec;
 use super::{RaiznError, RaiznVolume};
+use crate::layout::MAX_PARITY;
 use crate::meta::{MetaError, Superblock};
 
-/// The status every command returns once two members failed.
+/// The status every command returns once more members failed than the parity covers.
 pub(super) const ARRAY_FAILED: NvmeStatus = NvmeStatus::InternalError;
 
 /// Whether a member's error means the member itself failed (rather than a zone rule).
@@ -34,37 +35,107 @@ pub(super) fn member_failed(status: NvmeStatus) -> bool {
     )
 }
 
+/// A set of at most `MAX_PARITY` members, in the order they failed; a plain value
+/// (`Copy`) so it can be read out of the `State` lock and compared.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Failed {
+    members: [usize; MAX_PARITY as usize],
+    len: u8,
+}
+
+impl Failed {
+    /// The set holding `members` (at most `MAX_PARITY`; the rest is refused).
+    pub fn of(members: &[usize]) -> Option<Failed> {
+        let mut f = Failed::default();
+        for m in members {
+            if !f.insert(*m) {
+                return None;
+            }
+        }
+        Some(f)
+    }
+
+    pub fn contains(&self, member: usize) -> bool {
+        self.as_slice().contains(&member)
+    }
+
+    pub fn as_slice(&self) -> &[usize] {
+        &self.members[..self.len as usize]
+    }
+
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// The first member that failed.
+    pub fn first(&self) -> Option<usize> {
+        self.as_slice().first().copied()
+    }
+
+    /// Adds `member`; false when the set is full and `member` is not in it.
+    fn insert(&mut self, member: usize) -> bool {
+        if self.contains(member) {
+            return true;
+        }
+        match self.members.get_mut(self.len as usize) {
+            Some(slot) => {
+                *slot = member;
+                self.len += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The set without `member`.
+    pub fn without(&self, member: usize) -> Failed {
+        let mut f = Failed::default();
+        for m in self.as_slice().iter().filter(|m| **m != member) {
+            f.insert(*m);
+        }
+        f
+    }
+}
+
 /// The health of the array, behind the `State` lock.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) struct Health {
-    /// The member that failed, if one did.
-    pub failed: Option<usize>,
-    /// Two members failed (the first, then the second): the array is failed.
-    pub broken: Option<(usize, usize)>,
-    /// The failed member the survivors' superblocks record.
-    pub persisted: Option<usize>,
+    /// Parity units per stripe: how many members may fail before the array does.
+    pub parity: usize,
+    /// The members that failed, at most `parity` of them.
+    pub failed: Failed,
+    /// One member more than the parity covers failed (the failed ones, then it): the
+    /// array is failed.
+    pub broken: Option<(Failed, usize)>,
+    /// The failed members the survivors' superblocks record.
+    pub persisted: Failed,
     /// The newest superblock generation written.
     pub generation: u64,
 }
 
 impl Health {
-    /// Notes that `member` failed; Err(the two members) when that is a second failure.
-    pub fn note(&mut self, member: usize) -> Result<(), (usize, usize)> {
-        if let Some(b) = self.broken {
-            return Err(b);
+    /// Notes that `member` failed; Err(the failed members, in order) when that is one
+    /// failure more than the parity covers.
+    pub fn note(&mut self, member: usize) -> Result<(), Vec<usize>> {
+        if let Some((f, m)) = self.broken {
+            return Err(broken_members(f, m));
         }
-        match self.failed {
-            None => {
-                self.failed = Some(member);
-                Ok(())
-            }
-            Some(f) if f == member => Ok(()),
-            Some(f) => {
-                self.broken = Some((f, member));
-                Err((f, member))
-            }
+        if self.failed.contains(member) {
+            return Ok(());
         }
+        if self.failed.len() < self.parity && self.failed.insert(member) {
+            return Ok(());
+        }
+        self.broken = Some((self.failed, member));
+        Err(broken_members(self.failed, member))
     }
+}
+
+/// The members of a failed array, in the order they failed.
+fn broken_members(f: Failed, m: usize) -> Vec<usize> {
+    let mut v = f.as_slice().to_vec();
+    v.push(m);
+    v
 }
 
 impl RaiznVolume {
@@ -79,8 +150,8 @@ impl RaiznVolume {
             });
         }
         let noted = self.state.lock().health.note(member);
-        if let Err((a, b)) = noted {
-            return Err(self.too_many(a, b));
+        if let Err(members) = noted {
+            return Err(self.too_many(members));
         }
         tracing::warn!(member, "RAIZN member failed; the array is degraded");
         self.persist_health()
@@ -95,15 +166,15 @@ impl RaiznVolume {
             })
     }
 
-    /// Why the array is failed, naming both failed members; None while it serves commands.
+    /// Why the array is failed, naming every failed member; None while it serves commands.
     pub fn broken(&self) -> Option<RaiznError> {
         let b = self.state.lock().health.broken;
-        b.map(|(a, b)| self.too_many(a, b))
+        b.map(|(f, m)| self.too_many(broken_members(f, m)))
     }
 
-    pub(super) fn too_many(&self, a: usize, b: usize) -> RaiznError {
+    pub(super) fn too_many(&self, members: Vec<usize>) -> RaiznError {
         RaiznError::TooManyFailed {
-            members: vec![a, b],
+            members,
             parity: self.layout.parity(),
         }
     }
@@ -133,17 +204,16 @@ impl RaiznVolume {
         let was = st.health.failed;
         match st.health.note(member) {
             Ok(()) => {
-                if was.is_none() {
+                if !was.contains(member) {
                     tracing::warn!(member, %status, "RAIZN member failed; the array is degraded");
                 }
                 Ok(())
             }
-            Err((a, b)) => {
+            Err(members) => {
                 tracing::error!(
-                    first = a,
-                    second = b,
+                    ?members,
                     %status,
-                    "RAIZN members {a} and {b} failed; the array is failed"
+                    "RAIZN members {members:?} failed, more than the parity covers; the array is failed"
                 );
                 Err(status)
             }
@@ -167,7 +237,7 @@ impl RaiznVolume {
             (h.failed, h.generation + 1)
         };
         let targets: Vec<usize> = (0..self.members.len())
-            .filter(|m| failed != Some(*m))
+            .filter(|m| !failed.contains(*m))
             .collect();
         self.append_general(
             &mut log,
@@ -191,12 +261,14 @@ impl RaiznVolume {
         &self,
         m: usize,
         generation: u64,
-        failed: Option<usize>,
+        failed: Failed,
     ) -> Result<Vec<u8>, MetaError> {
+        let f = failed.as_slice();
         Superblock {
             member_index: m as u32,
             generation,
-            failed_member: failed.map(|f| f as u32),
+            failed_member: f.first().map(|f| *f as u32),
+            second_failed_member: f.get(1).map(|f| *f as u32),
             ..self.sb
         }
         .encode()

@@ -8,7 +8,7 @@ use zns::{Lba, NvmeResult, NvmeStatus, ReportFilter, ZoneAction, ZoneState};
 use super::append::MemberTurns;
 use super::pplog::PpRecord;
 use super::{RaiznVolume, StripeBuffer, ZoneIo};
-use zns::parity::{parity_into, xor_into};
+use zns::parity::xor_into;
 
 /// Part of a member's run, sent as one unit of ordering.
 struct Piece<'a> {
@@ -94,8 +94,8 @@ impl RaiznVolume {
         }
         let end = off + nlb;
         if !end.is_multiple_of(self.layout.stripe_data_blocks()) {
-            let rec = self.partial_parity_of(zone, &zio, end)?;
-            if let Err(e) = self.log_partial_parity(rec).await {
+            let recs = self.partial_parity_of(zone, &zio, end)?;
+            if let Err(e) = self.log_partial_parity(recs).await {
                 zio.buffer = None;
                 return Err(e);
             }
@@ -115,37 +115,61 @@ impl RaiznVolume {
         Ok(off)
     }
 
-    /// The partial-parity record of the stripe `end` (not a stripe boundary) is in, from the
-    /// stripe buffer, which holds that stripe with zeros beyond `end`.
+    /// The partial-parity records of the stripe `end` (not a stripe boundary) is in, one per
+    /// parity unit (P first), from the stripe buffer, which holds that stripe with zeros
+    /// beyond `end`.
     pub(super) fn partial_parity_of(
         &self,
         zone: u32,
         zio: &ZoneIo,
         end: u64,
-    ) -> NvmeResult<PpRecord> {
-        let l = self.layout;
-        let (su, sdb) = (l.su_blocks(), l.stripe_data_blocks());
-        let (bs, oob) = (self.block_size(), self.oob());
+    ) -> NvmeResult<Vec<PpRecord>> {
+        let sdb = self.layout.stripe_data_blocks();
         let buf = zio.buffer.as_ref().ok_or(NvmeStatus::InternalError)?;
         if buf.stripe != end / sdb {
             return Err(NvmeStatus::InternalError);
         }
-        let (mut pd, mut pm) =
-            unit_parity(buf, l.data_units(), su as usize * bs, su as usize * oob);
         let within = end % sdb;
-        let bulk = su.min(within) as usize;
-        pd.truncate(bulk * bs);
-        pm.truncate(bulk * oob);
         let generation = self.generation(zone).ok_or(NvmeStatus::InternalError)?;
-        Ok(PpRecord {
-            zone,
-            stripe: end / sdb,
-            generation,
-            seq: 0,
-            end: within,
-            data: pd,
-            meta: pm,
-        })
+        Ok(self
+            .pp_bulk_of(buf, within)?
+            .into_iter()
+            .map(|(data, meta)| PpRecord {
+                zone,
+                stripe: end / sdb,
+                generation,
+                seq: 0,
+                end: within,
+                data,
+                meta,
+            })
+            .collect())
+    }
+
+    /// The bulk of the partial-parity records of a stripe whose first `within` data blocks
+    /// are in `buf` (zeros after): every parity unit, cut to `pp_bulk(within)` blocks (the
+    /// rest of each unit is zeros).
+    pub(super) fn pp_bulk_of(
+        &self,
+        buf: &StripeBuffer,
+        within: u64,
+    ) -> NvmeResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        let bulk = self.pp_bulk(within) as usize;
+        let (bs, oob) = (self.block_size(), self.oob());
+        let mut units = self.stripe_parity(buf)?;
+        for (pd, pm) in units.iter_mut() {
+            pd.truncate(bulk * bs);
+            pm.truncate(bulk * oob);
+        }
+        Ok(units)
+    }
+
+    /// The m parity units (data, metadata) of a stripe buffer, P first.
+    pub(super) fn stripe_parity(&self, buf: &StripeBuffer) -> NvmeResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        let l = self.layout;
+        let su = l.su_blocks() as usize;
+        let (bs, oob) = (self.block_size(), self.oob());
+        stripe_parity(&l.code(), buf, su * bs, su * oob)
     }
 
     /// Makes `zio.buffer` hold stripe `stripe` of `zone` with its data below offset `upto`.
@@ -217,9 +241,10 @@ impl RaiznVolume {
             buf.meta[w * oob..w * oob + mn].copy_from_slice(m);
             cur += n;
             if cur.is_multiple_of(sdb) {
-                let (pd, pm) =
-                    unit_parity(buf, l.data_units(), su as usize * bs, su as usize * oob);
-                runs[l.parity_member(s)].push(zstart + s * su, su, &pd, &pm)?;
+                let parity = stripe_parity(&l.code(), buf, su as usize * bs, su as usize * oob)?;
+                for (j, (pd, pm)) in (0..).zip(parity) {
+                    runs[l.parity_member_at(s, j)].push(zstart + s * su, su, &pd, &pm)?;
+                }
                 zio.buffer = None;
                 if cur < l.logical_geometry().zone_capacity {
                     self.load_buffer(zone, zio, s + 1, cur).await?;
@@ -310,7 +335,7 @@ impl RaiznVolume {
         let failed = self.failed_in(zone);
         let sends = pieces
             .into_iter()
-            .filter(|p| failed != Some(p.member))
+            .filter(|p| !failed.contains(p.member))
             .map(|p| async move {
                 if let Some(t) = turns {
                     t.wait(p.member).await;
@@ -336,15 +361,16 @@ impl RaiznVolume {
     /// Flushes every member that has not failed, and the member being rebuilt (its rebuilt
     /// zones take writes).
     pub(super) async fn flush_members(&self) -> NvmeResult<()> {
+        let failed = self.state.lock().health.failed;
         let failed = match self.rebuilding() {
-            Some(_) => None,
-            None => self.state.lock().health.failed,
+            Some(r) => failed.without(r),
+            None => failed,
         };
         let flushes = self
             .members
             .iter()
             .enumerate()
-            .filter(|(m, _)| failed != Some(*m))
+            .filter(|(m, _)| !failed.contains(*m))
             .map(|(m, d)| async move { d.flush().await.map_err(|e| (m, e)) });
         for r in join_all(flushes).await {
             if let Err((m, status)) = r {
@@ -362,7 +388,7 @@ impl RaiznVolume {
             .members
             .iter()
             .enumerate()
-            .filter(|(m, _)| failed != Some(*m))
+            .filter(|(m, _)| !failed.contains(*m))
             .map(
                 |(m, d)| async move { d.zone_mgmt(action, zslba, false).await.map_err(|e| (m, e)) },
             );
@@ -391,9 +417,12 @@ impl RaiznVolume {
             self.load_buffer(zone, zio, s, wp).await?;
             let (bs, oob) = (self.block_size(), self.oob());
             let buf = zio.buffer.as_ref().ok_or(NvmeStatus::InternalError)?;
-            let (pd, pm) = unit_parity(buf, l.data_units(), su as usize * bs, su as usize * oob);
+            let parity = stripe_parity(&l.code(), buf, su as usize * bs, su as usize * oob)?;
             let mut runs: Vec<MemberRun> = (0..l.members()).map(|_| MemberRun::default()).collect();
-            runs[l.parity_member(s)].push(l.member_zone_start(zone) + s * su, su, &pd, &pm)?;
+            for (j, (pd, pm)) in (0..).zip(parity) {
+                let at = l.member_zone_start(zone) + s * su;
+                runs[l.parity_member_at(s, j)].push(at, su, &pd, &pm)?;
+            }
             self.send_runs_sealed(zone, runs).await?;
         }
         self.members_mgmt(ZoneAction::Finish, zone).await
@@ -443,7 +472,7 @@ impl RaiznVolume {
         let zslba = l.member_zone_start(zone);
         let mut descs = Vec::new();
         for m in 0..l.members() {
-            if failed == Some(m) {
+            if failed.contains(m) {
                 descs.push(None);
                 continue;
             }
@@ -459,28 +488,35 @@ impl RaiznVolume {
         }
         if !z.wp.is_multiple_of(sdb) {
             let s = z.wp / sdb;
-            let pm = l.parity_member(s);
-            let have = descs.get(pm).copied().flatten();
-            if let Some(d) = have.filter(|d| d.state != ZoneState::Full) {
+            let mut runs: Vec<MemberRun> = (0..l.members()).map(|_| MemberRun::default()).collect();
+            let mut any = false;
+            for j in 0..l.parity() {
+                let pm = l.parity_member_at(s, j);
+                let have = descs.get(pm).copied().flatten();
+                let Some(d) = have.filter(|d| d.state != ZoneState::Full) else {
+                    continue;
+                };
                 let held = self.member_valid_wp(pm, zone, d.wp - d.start);
                 let from = held.max(s * su);
-                if from < (s + 1) * su {
-                    self.load_buffer(zone, &mut zio, s, z.wp).await?;
-                    let (bs, oob) = (self.block_size(), self.oob());
-                    let buf = zio.buffer.as_ref().ok_or(NvmeStatus::InternalError)?;
-                    let (pd, pmeta) =
-                        unit_parity(buf, l.data_units(), su as usize * bs, su as usize * oob);
-                    let skip = (from - s * su) as usize;
-                    let mut runs: Vec<MemberRun> =
-                        (0..l.members()).map(|_| MemberRun::default()).collect();
-                    runs[pm].push(
-                        zslba + from,
-                        su - skip as u64,
-                        &pd[skip * bs..],
-                        &pmeta[skip * oob..],
-                    )?;
-                    self.send_runs_sealed(zone, runs).await?;
+                if from >= (s + 1) * su {
+                    continue;
                 }
+                self.load_buffer(zone, &mut zio, s, z.wp).await?;
+                let (bs, oob) = (self.block_size(), self.oob());
+                let buf = zio.buffer.as_ref().ok_or(NvmeStatus::InternalError)?;
+                let parity = stripe_parity(&l.code(), buf, su as usize * bs, su as usize * oob)?;
+                let (pd, pmeta) = parity.get(j as usize).ok_or(NvmeStatus::InternalError)?;
+                let skip = (from - s * su) as usize;
+                runs[pm].push(
+                    zslba + from,
+                    su - skip as u64,
+                    &pd[skip * bs..],
+                    &pmeta[skip * oob..],
+                )?;
+                any = true;
+            }
+            if any {
+                self.send_runs_sealed(zone, runs).await?;
             }
         }
         let finishes = descs.iter().enumerate().filter_map(|(m, d)| {
@@ -591,7 +627,7 @@ impl RaiznVolume {
         }
         let reads = pieces.into_iter().map(|(cur, k, d, m)| async move {
             let p = l.place(zone, cur);
-            if failed == Some(p.member) {
+            if failed.contains(p.member) {
                 // Known failed (for this zone): not asked, and not noted again (noting the
                 // member a rebuild fills would stop the rebuild).
                 return self.reconstruct(zone, cur, k, d, m, zone_full).await;
@@ -639,6 +675,9 @@ impl RaiznVolume {
             return self.reconstruct_from_pp(zone, cur, k, data, meta).await;
         }
         let target = l.place(zone, cur);
+        if l.parity() > 1 {
+            return self.reconstruct_rs(zone, cur, data, meta).await;
+        }
         let bs = self.block_size();
         data.fill(0);
         meta.fill(0);
@@ -660,24 +699,88 @@ impl RaiznVolume {
         debug_assert_eq!(data.len(), k as usize * bs);
         Ok(())
     }
+
+    /// `reconstruct` of a complete stripe with m = 2: the whole unit holding offset `cur`
+    /// rebuilt by Reed-Solomon from `D` units of the members not failed for the zone (a
+    /// member failing on the way is noted and skipped while `D` remain), then the blocks
+    /// asked for cut out of it.
+    async fn reconstruct_rs(
+        &self,
+        zone: u32,
+        cur: u64,
+        data: &mut [u8],
+        meta: &mut [u8],
+    ) -> NvmeResult<()> {
+        let l = self.layout;
+        let (su, sdb) = (l.su_blocks(), l.stripe_data_blocks());
+        let (bs, oob) = (self.block_size(), self.oob());
+        let s = cur / sdb;
+        let target = l.place(zone, cur);
+        let d = l.data_units() as usize;
+        let mut have: Vec<(usize, Vec<u8>, Vec<u8>)> = Vec::with_capacity(d);
+        for j in 0..self.members.len() {
+            if have.len() == d {
+                break;
+            }
+            if j == target.member || self.failed_in(zone).contains(j) {
+                continue;
+            }
+            let mut ud = vec![0u8; su as usize * bs];
+            let mut um = vec![0u8; su as usize * oob];
+            match self.read_member(j, zone, s * su, &mut ud, &mut um).await {
+                Ok(()) => have.push((l.code_position(s, j), ud, um)),
+                // Within the parity's reach this degrades the array and the read goes on
+                // with the other members; beyond it the array is failed.
+                Err(status) => self.note_member_error(j, status)?,
+            }
+        }
+        let want = [l.code_position(s, target.member)];
+        let code = l.code();
+        let units: Vec<(usize, &[u8])> = have.iter().map(|(p, u, _)| (*p, &u[..])).collect();
+        let metas: Vec<(usize, &[u8])> = have.iter().map(|(p, _, m)| (*p, &m[..])).collect();
+        let lost = |e: crate::code::CodeError| {
+            tracing::error!(zone, stripe = s, %e, "RAIZN stripe cannot be rebuilt");
+            NvmeStatus::UnrecoveredReadError
+        };
+        let ud = code.rebuild(&units, &want).map_err(lost)?;
+        let um = code.rebuild(&metas, &want).map_err(lost)?;
+        let x0 = (cur % su) as usize;
+        let (n, nm) = (data.len(), meta.len());
+        let (Some(ud), Some(um)) = (ud.first(), um.first()) else {
+            return Err(NvmeStatus::InternalError);
+        };
+        data.copy_from_slice(
+            ud.get(x0 * bs..x0 * bs + n)
+                .ok_or(NvmeStatus::InternalError)?,
+        );
+        meta.copy_from_slice(
+            um.get(x0 * oob..x0 * oob + nm)
+                .ok_or(NvmeStatus::InternalError)?,
+        );
+        Ok(())
+    }
 }
 
-/// The parity of a full stripe buffer: the XOR of its `d` units of `unit_bytes` (and their
-/// metadata).
-pub(super) fn unit_parity(
+/// The m parity units (data, metadata) of a full stripe buffer of `d` units of
+/// `unit_bytes` (and `unit_meta` bytes of metadata), P first: XOR for m = 1,
+/// Reed-Solomon for m = 2 (`code.rs`).
+pub(super) fn stripe_parity(
+    code: &crate::code::StripeCode,
     buf: &StripeBuffer,
-    d: u64,
     unit_bytes: usize,
     unit_meta: usize,
-) -> (Vec<u8>, Vec<u8>) {
-    let mut pd = vec![0u8; unit_bytes];
-    let mut pm = vec![0u8; unit_meta];
-    fn units(all: &[u8], d: u64, size: usize) -> Vec<&[u8]> {
-        (0..d as usize)
+) -> NvmeResult<Vec<(Vec<u8>, Vec<u8>)>> {
+    fn units(all: &[u8], d: usize, size: usize) -> Vec<&[u8]> {
+        (0..d)
             .map(|k| all.get(k * size..(k + 1) * size).unwrap_or(&[]))
             .collect()
     }
-    parity_into(&mut pd, &units(&buf.data, d, unit_bytes));
-    parity_into(&mut pm, &units(&buf.meta, d, unit_meta));
-    (pd, pm)
+    let d = code.data_units();
+    let bad = |e: crate::code::CodeError| {
+        tracing::error!(%e, "RAIZN parity could not be computed");
+        NvmeStatus::InternalError
+    };
+    let pd = code.encode(&units(&buf.data, d, unit_bytes)).map_err(bad)?;
+    let pm = code.encode(&units(&buf.meta, d, unit_meta)).map_err(bad)?;
+    Ok(pd.into_iter().zip(pm).collect())
 }

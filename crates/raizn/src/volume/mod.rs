@@ -1,11 +1,11 @@
 //! `RaiznVolume`: the async shell that serves the logical zoned namespace from the members.
 //!
 //! Fault model: members may lose power (each keeps a prefix of every zone, docs/DESIGN.md),
-//! one member may fail (its commands return errors; reads reconstruct from the others,
-//! writes skip it; the failure is recorded in the survivors' superblocks, `health.rs`), and
-//! member zones may become Read Only or Offline by device faults (folded into the logical
-//! zone by `refresh_faults`). A second failure makes the array failed: every command
-//! errors; data is never made up.
+//! up to m members (the parity count) may fail (their commands return errors; reads
+//! reconstruct from the others, writes skip them; each failure is recorded in the
+//! survivors' superblocks, `health.rs`), and member zones may become Read Only or Offline
+//! by device faults (folded into the logical zone by `refresh_faults`). One failure more
+//! makes the array failed: every command errors; data is never made up.
 //!
 //! Lock order: a logical zone's `ZoneIo` async lock (an append holds it only while it
 //! reserves its range; `append.rs`), then a member's partial-parity log lock, then the
@@ -50,7 +50,7 @@ pub type Member = Arc<dyn ZonedDevice>;
 pub struct RaiznConfig {
     /// Stripe unit in bytes: a multiple of the block size that divides the zone capacity.
     pub stripe_unit_bytes: u64,
-    /// Parity units per stripe; only 1 for now.
+    /// Parity units per stripe: 1 (RAID-5, XOR) or 2 (Reed-Solomon, N >= 4).
     pub parity: u32,
     /// The array's identity, written into every member's superblock.
     pub array_uuid: [u8; 16],
@@ -198,9 +198,14 @@ impl RaiznVolume {
         &self.members
     }
 
-    /// The member that failed, if any.
+    /// The member that failed first, if any.
     pub fn failed_member(&self) -> Option<usize> {
-        self.state.lock().health.failed
+        self.state.lock().health.failed.first()
+    }
+
+    /// Every failed member (at most the parity count), in the order they failed.
+    pub fn failed_members(&self) -> Vec<usize> {
+        self.state.lock().health.failed.as_slice().to_vec()
     }
 
     /// What the partial-parity logs did since open.

@@ -10,14 +10,13 @@ use parking_lot::Mutex;
 use zns::{Geometry, NvmeStatus, ReportFilter, ZoneAction, ZoneDescriptor, ZoneState};
 
 use super::general::{self, GeneralImage, GeneralLog};
-use super::health::{member_failed, Health, ReadSb};
+use super::health::{member_failed, Failed, Health, ReadSb};
 use super::pplog::{Loaded, PpLog};
 use super::rebuild::Slot;
 use super::{Member, PpStats, RaiznConfig, RaiznError, RaiznVolume, State, ZoneIo};
 use crate::layout::{ArrayLayout, GENERAL_ZONE, META_ZONES};
 use crate::meta::Superblock;
 use crate::zones::{LogicalZone, ZoneTable};
-use zns::parity::xor_into;
 
 fn member_err(member: usize, what: &'static str) -> impl Fn(NvmeStatus) -> RaiznError {
     move |status| RaiznError::Member {
@@ -73,6 +72,7 @@ impl RaiznVolume {
                 member_geometry: g,
                 generation: 1,
                 failed_member: None,
+                second_failed_member: None,
             };
             let block = sb
                 .encode()
@@ -167,7 +167,24 @@ impl RaiznVolume {
                 check_member(i, &sb, &first, n, &dev.geometry())?;
             }
         }
-        for f in sbs.iter().flatten().filter_map(|sb| sb.failed_member) {
+        // A member that a newer superblock names failed is stale: its own superblock may
+        // name a member failed long ago and rebuilt since (with m = 2, the other member
+        // failed when it was replaced), which the newer generations superseded.
+        let names = |sb: &Superblock, i: usize| {
+            [sb.failed_member, sb.second_failed_member].contains(&Some(i as u32))
+        };
+        let stale = |i: usize, generation: u64| {
+            sbs.iter()
+                .flatten()
+                .any(|sb| sb.generation > generation && names(sb, i))
+        };
+        let recorded = sbs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, sb)| sb.filter(|sb| !stale(i, sb.generation)))
+            .flat_map(|sb| [sb.failed_member, sb.second_failed_member])
+            .flatten();
+        for f in recorded {
             if !lost.contains(&(f as usize)) {
                 lost.push(f as usize);
             }
@@ -197,7 +214,15 @@ impl RaiznVolume {
         let layout = ArrayLayout::new(&geos, first.parity, su_bytes)?;
         let geo = layout.logical_geometry();
         let zones = geo.zone_count as usize;
-        let failed = lost.first().copied();
+        let failed = Failed::of(&lost).ok_or(RaiznError::TooManyFailed {
+            members: lost.clone(),
+            parity: first.parity,
+        })?;
+        let persisted: Vec<usize> = [first.failed_member, first.second_failed_member]
+            .into_iter()
+            .flatten()
+            .map(|f| f as usize)
+            .collect();
         // A lost member's general zone is not trusted (it may be stale).
         for l in &lost {
             if let Some(img) = images.get_mut(*l) {
@@ -224,16 +249,17 @@ impl RaiznVolume {
                 rebuilt: folded
                     .rebuilt
                     .clone()
-                    .filter(|r| failed == Some(r.member as usize)),
+                    .filter(|r| failed.contains(r.member as usize)),
             }),
             swap: (0..n).map(|_| tokio::sync::Mutex::new(())).collect(),
             state: Mutex::new(State {
                 table: ZoneTable::new(Vec::new(), geo.zone_size, geo.zone_capacity, 0, 0),
                 generations: folded.generations.clone(),
                 health: Health {
+                    parity: first.parity as usize,
                     failed,
                     broken: None,
-                    persisted: first.failed_member.map(|f| f as usize),
+                    persisted: Failed::of(&persisted).unwrap_or_default(),
                     generation: first.generation,
                 },
                 rebuild: None,
@@ -298,7 +324,7 @@ impl RaiznVolume {
         let failed = self.state.lock().health.failed;
         let mut all = Vec::new();
         for (i, dev) in self.members.iter().enumerate() {
-            match failed == Some(i) {
+            match failed.contains(i) {
                 true => all.push(None),
                 false => all.push(Some(member_zones(i, dev).await?)),
             }
@@ -383,15 +409,18 @@ impl RaiznVolume {
             wps.push(self.member_valid_wp(m, zone, *w));
         }
         let mut cap_wp = cap;
-        // Blocks the failed member may be counted for (rebuilt from parity or a record).
+        // Blocks the failed members may be counted for (rebuilt from parity or a record).
         let mut failed_blocks = 0;
-        if let Some(f) = descs.iter().position(|d| d.is_none()) {
-            let (cover, limit) = self.failed_member_wp(zone, f, &wps, loaded);
-            if let Some(w) = wps.get_mut(f) {
-                *w = cover;
+        let fs: Vec<usize> = (0..descs.len()).filter(|m| descs[*m].is_none()).collect();
+        if !fs.is_empty() {
+            let (covers, limit) = self.failed_members_wp(zone, &fs, &wps, loaded);
+            for (f, cover) in fs.iter().zip(covers) {
+                if let Some(w) = wps.get_mut(*f) {
+                    *w = cover;
+                }
+                failed_blocks += cover;
             }
             cap_wp = limit;
-            failed_blocks = cover;
         }
         let readable = l.readable_prefix(&wps).min(cap_wp);
         let lz = |state, wp| LogicalZone {
@@ -470,58 +499,158 @@ impl RaiznVolume {
         }
     }
 
-    /// What recovery may count of failed member `f`'s zone: a unit of a stripe whose parity
-    /// is on its member (rebuilt from the parity), then the part of the incomplete stripe's
-    /// unit the newest partial-parity record covers, provided every other data unit holds
-    /// what that record was computed from. Nothing beyond: those blocks cannot be rebuilt.
-    /// The newest such record is left first in `loaded` (newer unusable ones dropped) for
-    /// the log's reopening; none is left when none is usable.
-    /// Returns that member write pointer and a cap on the logical write pointer: a stripe
-    /// rebuilt from a record stays incomplete (at most the record's end), since its parity
-    /// unit is not on the members.
-    fn failed_member_wp(
+    /// What recovery may count of each failed member's zone (`fs`, at most m of them): a
+    /// unit of a stripe whose data units on survivors are all there and whose parity units
+    /// on survivors stand in for every lost data unit (rebuilt from the parity; a parity
+    /// unit is written only with a complete stripe, so one proves the stripe complete),
+    /// then the part of the incomplete stripe's units the newest usable partial-parity
+    /// record covers, provided every surviving data unit holds what that record was
+    /// computed from. Nothing beyond: those blocks cannot be rebuilt.
+    /// The newest usable record is left first in `loaded` on every surviving parity member
+    /// (newer unusable ones dropped) for the log's reopening; none is left when none is
+    /// usable.
+    /// Returns those member write pointers (in `fs` order) and a cap on the logical write
+    /// pointer: a stripe rebuilt from a record stays incomplete (at most the record's end),
+    /// since its parity units are not on the members.
+    fn failed_members_wp(
         &self,
         zone: u32,
-        f: usize,
+        fs: &[usize],
         wps: &[u64],
         loaded: &mut Loaded,
-    ) -> (u64, u64) {
+    ) -> (Vec<u64>, u64) {
         let l = self.layout;
         let (su, sdb) = (l.su_blocks(), l.stripe_data_blocks());
         let cap = self.geo.zone_capacity;
         let have = |m: usize| wps.get(m).copied().unwrap_or(0);
+        let lost = |m: usize| fs.contains(&m);
+        let at = |s: u64| fs.iter().map(|_| s * su).collect::<Vec<u64>>();
         for s in 0..l.stripes_per_zone() {
-            let pm = l.parity_member(s);
+            let lost_data: Vec<u64> = (0..l.data_units())
+                .filter(|k| lost(l.data_member(s, *k)))
+                .collect();
             let data_full = (0..l.data_units())
-                .all(|k| l.data_member(s, k) == f || have(l.data_member(s, k)) >= (s + 1) * su);
-            let Some(kf) = l.unit_of_member(s, f) else {
-                // `f` holds this stripe's parity: it counts when the stripe's data is all there.
+                .all(|k| lost(l.data_member(s, k)) || have(l.data_member(s, k)) >= (s + 1) * su);
+            let parity_there = l
+                .parity_members(s)
+                .filter(|pm| !lost(*pm) && have(*pm) >= (s + 1) * su)
+                .count();
+            if lost_data.is_empty() {
+                // The failed members hold only parity of this stripe: it counts when the
+                // stripe's data is all there.
                 if data_full {
                     continue;
                 }
-                return (s * su, cap);
-            };
-            if data_full && have(pm) >= (s + 1) * su {
+                return (at(s), cap);
+            }
+            if data_full && parity_there >= lost_data.len() {
                 continue;
             }
-            let Some(records) = loaded.get_mut(pm).and_then(|r| r.get_mut(&(zone, s))) else {
-                return (s * su, cap);
-            };
             let consistent = |end: u64| {
-                (0..l.data_units()).filter(|k| *k != kf).all(|k| {
-                    let need = end.saturating_sub(k * su).min(su);
-                    have(l.data_member(s, k)) >= s * su + need
+                (0..l.data_units())
+                    .filter(|k| !lost_data.contains(k))
+                    .all(|k| {
+                        let need = end.saturating_sub(k * su).min(su);
+                        have(l.data_member(s, k)) >= s * su + need
+                    })
+            };
+            // The newest end for which as many surviving parity members as there are lost
+            // data units holding data below it hold a usable record (their parity units decode together only
+            // when computed from the same data).
+            let pms: Vec<usize> = l.parity_members(s).filter(|pm| !lost(*pm)).collect();
+            let usable_ends = |pm: usize, loaded: &Loaded| -> Vec<u64> {
+                loaded
+                    .get(pm)
+                    .and_then(|r| r.get(&(zone, s)))
+                    .map(|rs| {
+                        rs.iter()
+                            .map(|r| r.end)
+                            .filter(|e| consistent(*e))
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            };
+            let mut ends: Vec<u64> = pms.iter().flat_map(|pm| usable_ends(*pm, loaded)).collect();
+            ends.sort_unstable_by(|a, b| b.cmp(a));
+            ends.dedup();
+            // Only the lost units holding data below the end need a parity unit each.
+            let needed = |e: u64| lost_data.iter().filter(|k| **k * su < e).count();
+            let chosen = ends.into_iter().find(|e| {
+                pms.iter()
+                    .filter(|pm| usable_ends(**pm, loaded).contains(e))
+                    .count()
+                    >= needed(*e)
+            });
+            // The chosen record is left first on every member that has it; the others'
+            // records are dropped (they cannot serve the recovered write pointer).
+            for pm in &pms {
+                if let Some(records) = loaded.get_mut(*pm).and_then(|r| r.get_mut(&(zone, s))) {
+                    let at = records
+                        .iter()
+                        .position(|r| Some(r.end) == chosen && consistent(r.end));
+                    records.drain(..at.unwrap_or(records.len()));
+                }
+            }
+            let Some(end) = chosen else {
+                return (at(s), cap);
+            };
+            let covers = fs
+                .iter()
+                .map(|f| match l.unit_of_member(s, *f) {
+                    Some(kf) => s * su + end.saturating_sub(kf * su).min(su),
+                    None => s * su,
                 })
-            };
-            let usable = records.iter().position(|r| consistent(r.end));
-            records.drain(..usable.unwrap_or(records.len()));
-            let Some(rec) = records.first() else {
-                return (s * su, cap);
-            };
-            let covered = rec.end.saturating_sub(kf * su).min(su);
-            return (s * su + covered, s * sdb + rec.end);
+                .collect();
+            return (covers, s * sdb + end);
         }
-        (l.stripes_per_zone() * su, cap)
+        (at(l.stripes_per_zone()), cap)
+    }
+
+    /// Stripe `s` of `zone` in a stripe buffer, decoded from the units of the members for
+    /// which `full(member)` holds (at least D of them; data units read directly when they
+    /// are among them).
+    async fn stripe_from(
+        &self,
+        zone: u32,
+        s: u64,
+        full: impl Fn(usize) -> bool,
+    ) -> Result<super::StripeBuffer, RaiznError> {
+        let l = self.layout;
+        let (su, sdb) = (l.su_blocks() as usize, l.stripe_data_blocks() as usize);
+        let g = l.member_geometry();
+        let (bs, oob) = (g.block_size as usize, g.oob_size as usize);
+        let d = l.data_units() as usize;
+        let mut have: Vec<(usize, Vec<u8>, Vec<u8>)> = Vec::new();
+        // Data units first: with all of them there the code is not needed.
+        let mut order: Vec<usize> = (0..l.data_units()).map(|k| l.data_member(s, k)).collect();
+        order.extend(l.parity_members(s));
+        for m in order.into_iter().filter(|m| full(*m)).take(d) {
+            let mut ud = vec![0u8; su * bs];
+            let mut um = vec![0u8; su * oob];
+            self.read_member(m, zone, s * su as u64, &mut ud, &mut um)
+                .await
+                .map_err(member_err(m, "reading a stripe to repair its parity"))?;
+            have.push((l.code_position(s, m), ud, um));
+        }
+        let code = l.code();
+        let want: Vec<usize> = (0..d).collect();
+        let units: Vec<(usize, &[u8])> = have.iter().map(|(p, u, _)| (*p, &u[..])).collect();
+        let metas: Vec<(usize, &[u8])> = have.iter().map(|(p, _, m)| (*p, &m[..])).collect();
+        let bad = |_: crate::code::CodeError| RaiznError::Recovery {
+            what: "decoding a stripe to repair its parity",
+            status: NvmeStatus::UnrecoveredReadError,
+        };
+        let data = code.rebuild(&units, &want).map_err(bad)?;
+        let meta = code.rebuild(&metas, &want).map_err(bad)?;
+        let (data, meta) = (data.concat(), meta.concat());
+        if data.len() != sdb * bs || meta.len() != sdb * oob {
+            return Err(bad(crate::code::CodeError::Sizes));
+        }
+        Ok(super::StripeBuffer {
+            stripe: s,
+            data,
+            meta,
+        })
     }
 
     /// Writes the parity units missing from the complete stripes below `prefix`.
@@ -533,42 +662,52 @@ impl RaiznVolume {
         let mut wps = wps.to_vec();
         let failed = self.state.lock().health.failed;
         for s in 0..prefix / sdb {
-            let pm = l.parity_member(s);
-            if failed.is_some_and(|f| f == pm || l.unit_of_member(s, f).is_some()) {
-                // Degraded: a lost parity unit stays lost, and the parity of a stripe with a
-                // lost data unit is on its member (recovery counts the stripe only then).
+            // A lost parity unit stays lost; the others are written where they are short.
+            let short: Vec<(u32, usize, u64)> = (0..l.parity())
+                .map(|j| (j, l.parity_member_at(s, j)))
+                .filter(|(_, pm)| !failed.contains(*pm))
+                .map(|(j, pm)| (j, pm, wps.get(pm).copied().unwrap_or(0)))
+                .filter(|(_, _, have)| *have < (s + 1) * su)
+                .collect();
+            if short.is_empty() {
                 continue;
             }
-            let have = wps.get(pm).copied().unwrap_or(0);
-            if have >= (s + 1) * su {
+            let lost_data = (0..l.data_units()).any(|k| failed.contains(l.data_member(s, k)));
+            if lost_data && l.parity() == 1 {
+                // RAID-5 with a lost data unit: the stripe counts only when its parity is on
+                // its member, so nothing is short.
                 continue;
             }
-            let from = have.max(s * su);
-            let mut pd = vec![0u8; su as usize * bs];
-            let mut pmeta = vec![0u8; su as usize * oob];
-            for k in 0..l.data_units() {
-                let m = l.data_member(s, k);
-                let mut d = vec![0u8; su as usize * bs];
-                let mut md = vec![0u8; su as usize * oob];
-                self.read_member(m, zone, s * su, &mut d, &mut md)
-                    .await
-                    .map_err(member_err(m, "reading data to repair parity"))?;
-                xor_into(&mut pd, &d);
-                xor_into(&mut pmeta, &md);
+            // The stripe's data: read, or (m = 2, a data unit lost) decoded from the units
+            // the survivors hold in full, which recovery counted the stripe by; a short
+            // parity unit must never be read for it (its tail reads as zeros).
+            let full =
+                |m: usize| !failed.contains(m) && wps.get(m).copied().unwrap_or(0) >= (s + 1) * su;
+            let buf = self.stripe_from(zone, s, full).await?;
+            let parity = self
+                .stripe_parity(&buf)
+                .map_err(self.recovery_err("computing parity to repair it"))?;
+            for (j, pm, have) in short {
+                let Some((pd, pmeta)) = parity.get(j as usize) else {
+                    continue;
+                };
+                let from = have.max(s * su);
+                let skip = (from - s * su) as usize;
+                // Kept in memory where relocated: the open's log rewrite persists it.
+                self.write_member_run(
+                    pm,
+                    zone,
+                    from,
+                    &pd[skip * bs..],
+                    &pmeta[skip * oob..],
+                    false,
+                )
+                .await
+                .map_err(member_err(pm, "writing repaired parity"))?;
+                if let Some(w) = wps.get_mut(pm) {
+                    *w = (s + 1) * su;
+                }
             }
-            let skip = (from - s * su) as usize;
-            // Kept in memory where relocated: the open's log rewrite persists it.
-            self.write_member_run(
-                pm,
-                zone,
-                from,
-                &pd[skip * bs..],
-                &pmeta[skip * oob..],
-                false,
-            )
-            .await
-            .map_err(member_err(pm, "writing repaired parity"))?;
-            wps[pm] = (s + 1) * su;
         }
         Ok(())
     }

@@ -19,11 +19,15 @@ use std::collections::HashMap;
 
 use zns::{Lba, NvmeResult, NvmeStatus, ReportFilter, ZoneAction, ZoneState};
 
+use super::health::Failed;
 use super::reloc::RelocRecord;
 use super::RaiznVolume;
 use crate::layout::{PARTIAL_PARITY_ZONE, SWAP_ZONE};
 use crate::meta::{self, RecordHeader, RecordType, FLAG_CHECKPOINT};
 use zns::parity::xor_into;
+
+/// A record's parity blocks and their metadata.
+type Bulk = (Vec<u8>, Vec<u8>);
 
 /// Where the newest record of one stripe is, in memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,14 +88,32 @@ impl RaiznVolume {
         self.layout.member_geometry().zone_start(zone)
     }
 
-    /// Logs the partial parity of stripe `stripe` of `zone`, whose first `end` data blocks
-    /// are written (`data`/`meta`: the XOR of its units, `min(su, end)` blocks).
-    pub(super) async fn log_partial_parity(&self, mut rec: PpRecord) -> NvmeResult<()> {
-        let member = self.layout.parity_member(rec.stripe);
-        if self.failed_in(rec.zone) == Some(member) {
-            // The parity member is gone; every data unit of the stripe is on a survivor.
+    /// Logs the partial parity of a stripe whose first `end` data blocks are written:
+    /// `recs[j]` (parity unit j, `io::partial_parity_of`) on the member holding parity unit
+    /// j, every such member not failed, concurrently. One parity unit per member suffices:
+    /// rebuilding L lost data units takes L parity units, and a parity member lost is one
+    /// lost unit fewer to rebuild among the data (m = 2: two data units lost leave both
+    /// parity members; one data unit and P's member lost leave Q's record).
+    pub(super) async fn log_partial_parity(&self, recs: Vec<PpRecord>) -> NvmeResult<()> {
+        let Some((zone, stripe)) = recs.first().map(|r| (r.zone, r.stripe)) else {
             return Ok(());
+        };
+        let failed = self.failed_in(zone);
+        let logs = self
+            .layout
+            .parity_members(stripe)
+            .zip(recs)
+            .filter(|(m, _)| !failed.contains(*m))
+            .map(|(m, rec)| self.log_partial_parity_on(m, rec));
+        // A parity member that is gone leaves every data unit of the stripe on a survivor.
+        for r in futures::future::join_all(logs).await {
+            r?;
         }
+        Ok(())
+    }
+
+    /// `log_partial_parity` on one member's log.
+    async fn log_partial_parity_on(&self, member: usize, mut rec: PpRecord) -> NvmeResult<()> {
         let log_lock = self.pp.get(member).ok_or(NvmeStatus::InternalError)?;
         let mut log = log_lock.lock().await;
         let blocks = 1 + (rec.data.len() / self.block_size()) as u64;
@@ -514,8 +536,7 @@ impl RaiznVolume {
                 continue;
             }
             let end = h.end_lba - h.start_lba;
-            let su = self.layout.su_blocks();
-            if !within.is_multiple_of(sdb) || end == 0 || end >= sdb || bulk != su.min(end) {
+            if !within.is_multiple_of(sdb) || end == 0 || end >= sdb || bulk != self.pp_bulk(end) {
                 break;
             }
             out.push(PpRecord {
@@ -563,6 +584,45 @@ impl RaiznVolume {
         })
     }
 
+    /// Parity blocks of a record covering the first `end` data blocks of its stripe (the
+    /// rest of the parity unit is zeros): `min(su, end)` with m = 1. With m = 2 the
+    /// metadata part is rounded up to whole 64-byte chunks of the unit's metadata, since a
+    /// Reed-Solomon symbol spans two bytes 32 apart in a chunk and the part of a chunk
+    /// past `end` may hold parity (`code.rs`); a block is a whole number of chunks.
+    pub(super) fn pp_bulk(&self, end: u64) -> u64 {
+        let su = self.layout.su_blocks();
+        let oob = self.oob() as u64;
+        if self.layout.parity() == 1 || oob == 0 {
+            return su.min(end);
+        }
+        let meta_bytes = (end * oob).div_ceil(64) * 64;
+        su.min(meta_bytes.div_ceil(oob).max(end))
+    }
+
+    /// The newest records of `zone`'s stripe `s` of the zone's current generation that
+    /// cover `need` data blocks, from the logs of the stripe's parity members not failed:
+    /// (parity unit j, member, entry), P first.
+    async fn pp_entries(&self, zone: u32, s: u64, need: u64) -> Vec<(u32, usize, PpEntry)> {
+        let Some(generation) = self.generation(zone) else {
+            return Vec::new();
+        };
+        let failed = self.failed_in(zone);
+        let mut out = Vec::new();
+        for (j, pm) in (0..).zip(self.layout.parity_members(s)) {
+            if failed.contains(pm) {
+                continue;
+            }
+            let Some(log) = self.pp.get(pm) else {
+                continue;
+            };
+            let e = log.lock().await.index.get(&(zone, s)).copied();
+            if let Some(e) = e.filter(|e| e.generation == generation && need <= e.end) {
+                out.push((j, pm, e));
+            }
+        }
+        out
+    }
+
     /// Rebuilds `k` blocks at offset `cur` of `zone` (within one data unit of an incomplete
     /// stripe) from the stripe's newest partial parity and the other units it covers.
     pub(super) async fn reconstruct_from_pp(
@@ -579,16 +639,14 @@ impl RaiznVolume {
         let s = cur / sdb;
         let unit = (cur % sdb) / su;
         let x0 = cur % su;
-        let pm = l.parity_member(s);
-        let log_lock = self.pp.get(pm).ok_or(NvmeStatus::InternalError)?;
-        let e = {
-            let log = log_lock.lock().await;
-            log.index.get(&(zone, s)).copied()
-        };
-        let generation = self.generation(zone).unwrap_or(u64::MAX);
-        let e = match e {
-            Some(e) if e.generation == generation && unit * su + x0 + k <= e.end => e,
-            _ => return Err(NvmeStatus::UnrecoveredReadError),
+        let entries = self.pp_entries(zone, s, unit * su + x0 + k).await;
+        if l.parity() > 1 {
+            return self
+                .reconstruct_from_pp_rs(zone, cur, entries, data, meta)
+                .await;
+        }
+        let Some((_, pm, e)) = entries.first().copied() else {
+            return Err(NvmeStatus::UnrecoveredReadError);
         };
         let (pd, pmeta) = self.read_pp_bulk(pm, &e).await?;
         let (a, b) = (x0 as usize, (x0 + k) as usize);
@@ -612,6 +670,120 @@ impl RaiznVolume {
         self.pp_stats.lock().replays += 1;
         Ok(())
     }
+
+    /// `reconstruct_from_pp` with m = 2: the stripe's units below a record's end as they were
+    /// when the records were computed (zeros after), from the members not failed, with the
+    /// parity units of the records of that end (each zero-extended to a whole unit), decoded
+    /// by Reed-Solomon; the unit holding `cur` is cut out. The records of the newest end
+    /// are tried first, then those of older ends (two logs may differ when a write's record
+    /// reached one of them only).
+    async fn reconstruct_from_pp_rs(
+        &self,
+        zone: u32,
+        cur: u64,
+        entries: Vec<(u32, usize, PpEntry)>,
+        data: &mut [u8],
+        meta: &mut [u8],
+    ) -> NvmeResult<()> {
+        let mut ends: Vec<u64> = entries.iter().map(|(_, _, e)| e.end).collect();
+        ends.sort_unstable_by(|a, b| b.cmp(a));
+        ends.dedup();
+        for end in ends {
+            let mut parity = Vec::new();
+            for (j, pm, e) in entries.iter().filter(|(_, _, e)| e.end == end) {
+                parity.push((*j, self.read_pp_bulk(*pm, e).await?));
+            }
+            if self
+                .decode_partial_stripe(zone, cur, end, &parity, data, meta)
+                .await?
+            {
+                self.pp_stats.lock().replays += 1;
+                return Ok(());
+            }
+        }
+        Err(NvmeStatus::UnrecoveredReadError)
+    }
+
+    /// Decodes the unit holding `cur` of `zone`'s incomplete stripe from partial parity
+    /// units `parity` ((j, (data, meta)), cut to their bulk) of records ending at `end` and
+    /// the stripe's data units below `end` on the members not failed; false when too few
+    /// units are left.
+    async fn decode_partial_stripe(
+        &self,
+        zone: u32,
+        cur: u64,
+        end: u64,
+        parity: &[(u32, Bulk)],
+        data: &mut [u8],
+        meta: &mut [u8],
+    ) -> NvmeResult<bool> {
+        let l = self.layout;
+        let (su, sdb) = (l.su_blocks(), l.stripe_data_blocks());
+        let (bs, oob) = (self.block_size(), self.oob());
+        let (ub, um) = (su as usize * bs, su as usize * oob);
+        let s = cur / sdb;
+        let unit = (cur % sdb) / su;
+        let d = l.data_units() as usize;
+        let failed = self.failed_in(zone);
+        let mut have: Vec<(usize, Vec<u8>, Vec<u8>)> = Vec::with_capacity(d + 2);
+        for (j, (pd, pmeta)) in parity {
+            let (mut ud, mut umd) = (pd.clone(), pmeta.clone());
+            if ud.len() > ub || umd.len() > um {
+                return Ok(false);
+            }
+            ud.resize(ub, 0);
+            umd.resize(um, 0);
+            have.push((d + *j as usize, ud, umd));
+        }
+        for k in (0..l.data_units()).filter(|k| *k != unit) {
+            let m = l.data_member(s, k);
+            let covered = end.saturating_sub(k * su).min(su) as usize;
+            let mut ud = vec![0u8; ub];
+            let mut umd = vec![0u8; um];
+            if covered > 0 {
+                if failed.contains(m) {
+                    continue;
+                }
+                let read = self
+                    .read_member(
+                        m,
+                        zone,
+                        s * su,
+                        &mut ud[..covered * bs],
+                        &mut umd[..covered * oob],
+                    )
+                    .await;
+                if let Err(status) = read {
+                    self.note_member_error(m, status)?;
+                    continue;
+                }
+            }
+            have.push((k as usize, ud, umd));
+        }
+        let code = l.code();
+        let units: Vec<(usize, &[u8])> = have.iter().map(|(p, u, _)| (*p, &u[..])).collect();
+        let metas: Vec<(usize, &[u8])> = have.iter().map(|(p, _, m)| (*p, &m[..])).collect();
+        let (Ok(ud), Ok(umd)) = (
+            code.rebuild(&units, &[unit as usize]),
+            code.rebuild(&metas, &[unit as usize]),
+        ) else {
+            return Ok(false);
+        };
+        let x0 = (cur % su) as usize;
+        let (n, nm) = (data.len(), meta.len());
+        let (Some(ud), Some(umd)) = (ud.first(), umd.first()) else {
+            return Err(NvmeStatus::InternalError);
+        };
+        data.copy_from_slice(
+            ud.get(x0 * bs..x0 * bs + n)
+                .ok_or(NvmeStatus::InternalError)?,
+        );
+        meta.copy_from_slice(
+            umd.get(x0 * oob..x0 * oob + nm)
+                .ok_or(NvmeStatus::InternalError)?,
+        );
+        Ok(true)
+    }
 }
 
 impl RaiznVolume {
@@ -625,7 +797,7 @@ impl RaiznVolume {
         for m in 0..n {
             let mut newest: HashMap<(u32, u64), Vec<PpRecord>> = HashMap::new();
             let mut max_seq = 0;
-            if failed != Some(m) {
+            if !failed.contains(m) {
                 let mut relocs = Vec::new();
                 for zone in [PARTIAL_PARITY_ZONE, SWAP_ZONE] {
                     let (pp, rel) = self.scan_log(m, zone).await.map_err(|e| (m, e))?;
@@ -669,14 +841,14 @@ impl RaiznVolume {
             .retain_current(|z| generations.get(z as usize).copied());
         let mut keep: Vec<Vec<PpRecord>> = vec![Vec::new(); n];
         for zone in 0..self.geo.zone_count {
-            if let Some((pm, rec)) = self.open_record(zone, failed, &loaded).await {
+            for (pm, rec) in self.open_record(zone, failed, &loaded).await {
                 if let Some(k) = keep.get_mut(pm) {
                     k.push(rec);
                 }
             }
         }
         for (m, records) in keep.into_iter().enumerate() {
-            if failed == Some(m) {
+            if failed.contains(m) {
                 continue;
             }
             let log_lock = self.pp.get(m).ok_or((m, NvmeStatus::InternalError))?;
@@ -688,43 +860,62 @@ impl RaiznVolume {
         Ok(())
     }
 
-    /// The record that must protect `zone`'s incomplete stripe after open, and the member
-    /// whose log holds it: computed from the data when every data unit is readable, else
-    /// the newest loaded one that covers the zone's write pointer.
+    /// The records that must protect `zone`'s incomplete stripe after open, each with the
+    /// parity member whose log holds it (parity unit j on the member holding unit j):
+    /// computed from the data when every data unit is readable, else the newest loaded ones
+    /// that cover the zone's write pointer.
     async fn open_record(
         &self,
         zone: u32,
-        failed: Option<usize>,
+        failed: Failed,
         loaded: &Loaded,
-    ) -> Option<(usize, PpRecord)> {
+    ) -> Vec<(usize, PpRecord)> {
         let l = self.layout;
         let (su, sdb) = (l.su_blocks(), l.stripe_data_blocks());
         let (z, generation) = {
             let st = self.state.lock();
-            (st.table.zone(zone)?, *st.generations.get(zone as usize)?)
+            match (st.table.zone(zone), st.generations.get(zone as usize)) {
+                (Some(z), Some(g)) => (z, *g),
+                _ => return Vec::new(),
+            }
         };
         if !z.state.is_active() || z.wp.is_multiple_of(sdb) {
-            return None;
+            return Vec::new();
         }
         let (s, within) = (z.wp / sdb, z.wp % sdb);
-        let pm = l.parity_member(s);
-        if failed == Some(pm) {
-            return None;
-        }
-        let loaded_record = || {
-            let mut r = loaded.get(pm)?.get(&(zone, s))?.first()?.clone();
-            r.generation = generation;
-            Some((pm, r))
+        // The newest loaded record covering `need` blocks of every parity member not failed.
+        let loaded_records = |need: u64| -> Vec<(usize, PpRecord)> {
+            l.parity_members(s)
+                .filter(|pm| !failed.contains(*pm))
+                .filter_map(|pm| {
+                    let mut r = loaded.get(pm)?.get(&(zone, s))?.first()?.clone();
+                    r.generation = generation;
+                    (r.end >= need).then_some((pm, r))
+                })
+                .collect()
         };
-        // Only a failed unit holding data below the write pointer needs the loaded record. A
-        // failed unit past it holds nothing: the record is computed from the survivors' data
-        // like any other, since it may have been lost with the power while the data was
-        // not, and once the failed member is replaced it is all that protects the stripe.
-        let data_lost =
-            failed.is_some_and(|f| l.unit_of_member(s, f).is_some_and(|k| k * su < within));
+        // Only a failed unit holding data below the write pointer needs the loaded records. A
+        // failed unit past it holds nothing: the records are computed from the survivors'
+        // data like any others, since they may have been lost with the power while the data
+        // was not, and once the failed member is replaced they are all that protects the
+        // stripe.
+        let data_lost = failed
+            .as_slice()
+            .iter()
+            .any(|f| l.unit_of_member(s, *f).is_some_and(|k| k * su < within));
         if data_lost {
-            // Recovery capped the write pointer at what this record covers.
-            return loaded_record().filter(|(_, r)| r.end >= within);
+            // Recovery capped the write pointer at what these records cover.
+            let recs = loaded_records(within);
+            if l.parity() == 1 {
+                return recs;
+            }
+            // m = 2: the stripe is decoded from them and every parity member gets a record
+            // of it afresh, so both parity units protect it again (a parity member whose
+            // own record was lost would otherwise leave it one failure short).
+            return match self.decode_open_stripe(zone, s, within, &recs).await {
+                Some(buf) => self.fresh_records(zone, s, within, generation, &buf),
+                None => recs,
+            };
         }
         let (bs, oob) = (self.block_size(), self.oob());
         let mut buf = super::StripeBuffer {
@@ -744,28 +935,98 @@ impl RaiznVolume {
             )
             .await;
         if read.is_err() {
-            // A member failed while the open read the stripe: keep the record it has, even
-            // if it covers less than the write pointer, so the open that starts over
-            // without the member still finds it (and caps the write pointer by it).
-            return loaded_record();
+            // A member failed while the open read the stripe: keep the records it has, even
+            // if they cover less than the write pointer, so the open that starts over
+            // without the member still finds them (and caps the write pointer by them).
+            return loaded_records(0);
         }
-        let (mut pd, mut pmeta) =
-            super::io::unit_parity(&buf, l.data_units(), su as usize * bs, su as usize * oob);
-        let bulk = su.min(within) as usize;
-        pd.truncate(bulk * bs);
-        pmeta.truncate(bulk * oob);
-        Some((
-            pm,
-            PpRecord {
-                zone,
-                stripe: s,
-                generation,
-                seq: 0,
-                end: within,
-                data: pd,
-                meta: pmeta,
-            },
-        ))
+        self.fresh_records(zone, s, within, generation, &buf)
+    }
+
+    /// The records of every parity member of stripe `s` of `zone` whose first `within`
+    /// blocks are in `buf`, computed from it.
+    fn fresh_records(
+        &self,
+        zone: u32,
+        s: u64,
+        within: u64,
+        generation: u64,
+        buf: &super::StripeBuffer,
+    ) -> Vec<(usize, PpRecord)> {
+        let Ok(units) = self.pp_bulk_of(buf, within) else {
+            return Vec::new();
+        };
+        self.layout
+            .parity_members(s)
+            .zip(units)
+            .map(|(pm, (data, meta))| {
+                let rec = PpRecord {
+                    zone,
+                    stripe: s,
+                    generation,
+                    seq: 0,
+                    end: within,
+                    data,
+                    meta,
+                };
+                (pm, rec)
+            })
+            .collect()
+    }
+
+    /// Stripe `s` of `zone` (its first `within` blocks, zeros after) at open with data
+    /// units lost (m = 2): lost units decoded from the loaded records `recs` (member,
+    /// record) of one end, the others read; None when they do not suffice.
+    async fn decode_open_stripe(
+        &self,
+        zone: u32,
+        s: u64,
+        within: u64,
+        recs: &[(usize, PpRecord)],
+    ) -> Option<super::StripeBuffer> {
+        let l = self.layout;
+        let (su, sdb) = (l.su_blocks(), l.stripe_data_blocks());
+        let (bs, oob) = (self.block_size(), self.oob());
+        let end = recs.first()?.1.end;
+        let parity: Vec<(u32, Bulk)> = recs
+            .iter()
+            .filter(|(_, r)| r.end == end)
+            .filter_map(|(pm, r)| {
+                Some((
+                    l.parity_of_member(s, *pm)?,
+                    (r.data.clone(), r.meta.clone()),
+                ))
+            })
+            .collect();
+        let failed = self.failed_in(zone);
+        let mut buf = super::StripeBuffer {
+            stripe: s,
+            data: vec![0u8; sdb as usize * bs],
+            meta: vec![0u8; sdb as usize * oob],
+        };
+        for k in 0..l.data_units() {
+            let covered = within.saturating_sub(k * su).min(su) as usize;
+            if covered == 0 {
+                continue;
+            }
+            let a = (k * su) as usize;
+            let d = buf.data.get_mut(a * bs..(a + covered) * bs)?;
+            let md = buf.meta.get_mut(a * oob..(a + covered) * oob)?;
+            let m = l.data_member(s, k);
+            if failed.contains(m) {
+                let cur = s * sdb + k * su;
+                if !self
+                    .decode_partial_stripe(zone, cur, end, &parity, d, md)
+                    .await
+                    .ok()?
+                {
+                    return None;
+                }
+            } else {
+                self.read_member(m, zone, s * su, d, md).await.ok()?;
+            }
+        }
+        Some(buf)
     }
 }
 

@@ -16,6 +16,7 @@
 
 use zns::{NvmeResult, NvmeStatus, ZoneAction, ZoneState, ZonedDevice};
 
+use super::health::Failed;
 use super::{Member, RaiznError, RaiznVolume};
 use crate::layout::GENERAL_ZONE;
 
@@ -59,14 +60,14 @@ pub(super) struct Rebuild {
 }
 
 impl RaiznVolume {
-    /// The member that counts as failed for `zone`: the failed member, except on a zone a
-    /// rebuild already filled.
-    pub(super) fn failed_in(&self, zone: u32) -> Option<usize> {
+    /// The members that count as failed for `zone`: the failed members, except the one a
+    /// rebuild runs onto on a zone it already filled.
+    pub(super) fn failed_in(&self, zone: u32) -> Failed {
         let st = self.state.lock();
         match &st.rebuild {
-            Some(r) if st.health.failed == Some(r.member) => {
+            Some(r) if st.health.failed.contains(r.member) => {
                 match r.rebuilt.get(zone as usize).copied() {
-                    Some(true) => None,
+                    Some(true) => st.health.failed.without(r.member),
                     _ => st.health.failed,
                 }
             }
@@ -108,8 +109,12 @@ impl RaiznVolume {
     ) -> Result<RebuildReport, RaiznError> {
         let failed = {
             let st = self.state.lock();
-            if let Some((a, b)) = st.health.broken {
-                return Err(self.too_many(a, b));
+            if st.health.broken.is_some() {
+                drop(st);
+                return Err(self.broken().unwrap_or(RaiznError::NotReplaceable {
+                    member: index,
+                    why: "the array is failed".into(),
+                }));
             }
             st.health.failed
         };
@@ -119,13 +124,14 @@ impl RaiznVolume {
                 members: self.members.len(),
             });
         }
-        if failed != Some(index) || self.rebuilding().is_some() {
+        if !failed.contains(index) || self.rebuilding().is_some() {
             return Err(RaiznError::NotReplaceable {
                 member: index,
-                why: match failed {
+                why: match failed.as_slice() {
                     _ if self.rebuilding().is_some() => "a rebuild is already running".into(),
-                    Some(f) => format!("member {f} is the failed one"),
-                    None => "the array is not degraded".into(),
+                    [] => "the array is not degraded".into(),
+                    [f] => format!("member {f} is the failed one"),
+                    f => format!("members {f:?} are the failed ones"),
                 },
             });
         }
@@ -207,9 +213,11 @@ impl RaiznVolume {
             None => self.state.lock().health.generation + 1,
         };
         // A superblock never names its own member failed; the survivors' name it until the
-        // rebuild completes, and open takes the union.
+        // rebuild completes, and open takes the union. It names the other failed member, if
+        // any (m = 2): that one stays failed after this rebuild.
+        let failed = self.state.lock().health.failed;
         let block = self
-            .superblock_of(index, generation, None)
+            .superblock_of(index, generation, failed.without(index))
             .map_err(|why| RaiznError::NotFormatted { member: index, why })?;
         let md = vec![0u8; g.oob_size as usize];
         dev.write(
@@ -237,11 +245,13 @@ impl RaiznVolume {
             return Ok((target, trusted));
         }
         // The survivors get the same generation, so every member's newest superblock agrees.
-        let survivors: Vec<usize> = (0..self.members.len()).filter(|m| *m != index).collect();
+        let survivors: Vec<usize> = (0..self.members.len())
+            .filter(|m| !failed.contains(*m))
+            .collect();
         self.append_general(
             &mut log,
             &survivors,
-            super::general::Rec::Superblock(generation, Some(index)),
+            super::general::Rec::Superblock(generation, failed),
             true,
         )
         .await
@@ -362,7 +372,7 @@ impl RaiznVolume {
             if st.rebuild.as_ref().map(|r| r.member) != Some(member) {
                 return Err(err(NvmeStatus::NamespaceNotReady));
             }
-            st.health.failed = None;
+            st.health.failed = st.health.failed.without(member);
             progress = st.rebuild.take().map(|r| r.progress).unwrap_or_default();
         }
         tracing::info!(member, "RAIZN rebuild complete; the array is whole");
@@ -498,10 +508,10 @@ impl RaiznVolume {
             r.progress.zones_done += 1;
         }
         let incomplete = z.state.is_active() && !wp.is_multiple_of(sdb);
-        if incomplete && l.parity_member(wp / sdb) == member {
+        if incomplete && l.parity_members(wp / sdb).any(|pm| pm == member) {
             self.load_buffer(zone, &mut zio, wp / sdb, wp).await?;
-            let rec = self.partial_parity_of(zone, &zio, wp)?;
-            self.log_partial_parity(rec).await?;
+            let recs = self.partial_parity_of(zone, &zio, wp)?;
+            self.log_partial_parity(recs).await?;
         }
         Ok(None)
     }
@@ -550,14 +560,27 @@ impl RaiznVolume {
                     out_meta.extend_from_slice(&meta[unit(k) * oob..(unit(k) + n) * oob]);
                 }
                 None => {
-                    let mut p = vec![0u8; n * bs];
-                    let mut pm = vec![0u8; n * oob];
-                    for k in 0..l.data_units() {
-                        zns::parity::xor_into(&mut p, &data[unit(k) * bs..(unit(k) + n) * bs]);
-                        zns::parity::xor_into(&mut pm, &meta[unit(k) * oob..(unit(k) + n) * oob]);
-                    }
-                    out.extend_from_slice(&p);
-                    out_meta.extend_from_slice(&pm);
+                    // A parity unit is on the members only for a complete stripe (or one a
+                    // Finish sealed), so `n` is the whole unit, as the code needs.
+                    let j = l.parity_of_member(s, member).unwrap_or(0) as usize;
+                    let b =
+                        &data[unit(0) * bs..(unit(0) + l.data_units() as usize * su as usize) * bs];
+                    let bm = &meta
+                        [unit(0) * oob..(unit(0) + l.data_units() as usize * su as usize) * oob];
+                    let units = |all: &'_ [u8], size: usize| -> Vec<Vec<u8>> {
+                        (0..l.data_units() as usize)
+                            .map(|k| all[k * su as usize * size..][..n * size].to_vec())
+                            .collect()
+                    };
+                    let (ud, um) = (units(b, bs), units(bm, oob));
+                    let code = l.code();
+                    let bad = |_| NvmeStatus::InternalError;
+                    let refs: Vec<&[u8]> = ud.iter().map(|u| &u[..]).collect();
+                    let p = code.encode(&refs).map_err(bad)?;
+                    let refs: Vec<&[u8]> = um.iter().map(|u| &u[..]).collect();
+                    let pm = code.encode(&refs).map_err(bad)?;
+                    out.extend_from_slice(p.get(j).ok_or(NvmeStatus::InternalError)?);
+                    out_meta.extend_from_slice(pm.get(j).ok_or(NvmeStatus::InternalError)?);
                 }
             }
         }

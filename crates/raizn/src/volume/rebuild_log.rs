@@ -77,7 +77,7 @@ impl RaiznVolume {
 
     /// Records that the rebuild of `member` (formatted at superblock generation `target`)
     /// completed `zone`, Full at `generation`: the new member flushed first, then a
-    /// rebuilt-zones record with FUA on every survivor.
+    /// rebuilt-zones record with FUA on every survivor (every member not failed).
     pub(super) async fn record_rebuilt(
         &self,
         member: usize,
@@ -92,7 +92,11 @@ impl RaiznVolume {
             target_generation: target,
             zones: vec![(zone, generation)],
         };
-        let survivors: Vec<usize> = (0..self.members.len()).filter(|m| *m != member).collect();
+        // Not the other failed member (m = 2): its general zone is not written any more.
+        let failed = self.state.lock().health.failed;
+        let survivors: Vec<usize> = (0..self.members.len())
+            .filter(|m| *m != member && !failed.contains(*m))
+            .collect();
         let mut log = self.general.lock().await;
         merge_rebuilt(&mut log.rebuilt, r.clone());
         self.append_general(&mut log, &survivors, Rec::Rebuilt(r), true)

@@ -80,9 +80,10 @@ pub fn block_on_paused<F: Future>(f: F) -> F::Output {
     }
 }
 
-/// The member geometry and stripe unit (bytes) for an array of `n` exporting `logical`.
-pub fn member_geometry(logical: &Geometry, n: usize) -> (Geometry, u64) {
-    let d = n as u64 - 1;
+/// The member geometry and stripe unit (bytes) for an array of `n` with `parity` parity
+/// units per stripe exporting `logical`.
+pub fn member_geometry(logical: &Geometry, n: usize, parity: u32) -> (Geometry, u64) {
+    let d = n as u64 - u64::from(parity);
     let cap = logical.zone_capacity / d;
     let more = |l: u32| if l == 0 { 0 } else { l + META_ZONES_OPEN };
     let g = Geometry {
@@ -125,14 +126,21 @@ pub fn as_members(devs: &[Arc<EmuDevice>]) -> Vec<Member> {
 /// Builds RAIZN arrays of `members` memory devices for the conformance kit.
 pub struct RaiznFactory {
     pub members: usize,
+    pub parity: u32,
     arrays: Mutex<HashMap<[u8; 16], Vec<Arc<EmuDevice>>>>,
     next: Mutex<u64>,
 }
 
 impl RaiznFactory {
     pub fn new(members: usize) -> RaiznFactory {
+        RaiznFactory::with_parity(members, 1)
+    }
+
+    /// Arrays of `members` with `parity` parity units per stripe.
+    pub fn with_parity(members: usize, parity: u32) -> RaiznFactory {
         RaiznFactory {
             members,
+            parity,
             arrays: Mutex::new(HashMap::new()),
             next: Mutex::new(1),
         }
@@ -158,7 +166,7 @@ impl DeviceFactory for RaiznFactory {
     type Device = RaiznVolume;
 
     async fn create(&self, geometry: &Geometry) -> RaiznVolume {
-        let (g, su) = member_geometry(geometry, self.members);
+        let (g, su) = member_geometry(geometry, self.members, self.parity);
         let id = {
             let mut n = self.next.lock();
             *n += 1;
@@ -169,6 +177,7 @@ impl DeviceFactory for RaiznFactory {
         let emus = emu_members(&g, self.members, 0x5eed ^ id);
         let cfg = RaiznConfig {
             stripe_unit_bytes: su,
+            parity: self.parity,
             ..RaiznConfig::new(uuid)
         };
         let vol = match RaiznVolume::format(as_members(&emus), cfg, false).await {
