@@ -44,7 +44,7 @@ impl GroupMode {
     fn resolve(self, stripes: u32, in_band: Option<u32>) -> u32 {
         match self {
             GroupMode::Default => match in_band {
-                Some(summary) => GROUP_DEFAULT_IN_BAND.min(summary).min(stripes),
+                Some(max) => GROUP_DEFAULT_IN_BAND.min(max),
                 None => GROUP_DEFAULT.min(stripes),
             },
             GroupMode::ZoneWriteOnly => 1,
@@ -69,8 +69,13 @@ pub enum LayoutError {
     UnequalMembers { member: usize, what: String },
     #[error("members have {0} metadata bytes per block; records in per-block metadata need at least {RECORD_BYTES} (format with in-band records)")]
     MetadataTooSmall(u32),
-    #[error("group size {group} does not fit in-band records: each group's summary holds at most {summary} records, so G must be within 2..={summary}")]
-    BadInBandGroup { group: u32, summary: u32 },
+    #[error("group size {group} does not suit in-band records: G must be within 2..={max} (a summary holds at most {summary} records, and a flush pads a group: G is at most a quarter of a segment's {stripes} stripes)")]
+    BadInBandGroup {
+        group: u32,
+        max: u32,
+        summary: u32,
+        stripes: u32,
+    },
     #[error("member zones are too small: capacity {0} blocks leaves no data region")]
     ZoneTooSmall(u64),
     #[error("member zones of {0} blocks are too large (at most 2^32 - 1)")]
@@ -251,14 +256,22 @@ impl Layout {
             .ok_or(LayoutError::ZoneTooSmall(first.zone_capacity))?;
         // Both fit in u32: S < capacity < 2^32.
         let (stripes, footer_blocks) = (s as u32, f as u32);
-        let group = mode.resolve(stripes, in_band.then_some(e));
+        // A summary lists every block of its group, itself included, in one footer-format
+        // block; a group of one stripe would be its summary alone. A flush pads the open
+        // group to its summary (up to G - 1 stripes): at most a quarter of a segment, so a
+        // collection, which flushes once, frees more than its flush pads.
+        let in_band_max = e.min(stripes / 4);
+        let group = mode.resolve(stripes, in_band.then_some(in_band_max));
         if group == 0 || group > stripes {
             return Err(LayoutError::BadGroup { group, stripes });
         }
-        // A summary lists every block of its group, itself included, in one footer-format
-        // block; a group of one stripe would be its summary alone.
-        if in_band && (group < 2 || group > e) {
-            return Err(LayoutError::BadInBandGroup { group, summary: e });
+        if in_band && (group < 2 || group > in_band_max) {
+            return Err(LayoutError::BadInBandGroup {
+                group,
+                max: in_band_max,
+                summary: e,
+                stripes,
+            });
         }
         Ok(Layout {
             k,
@@ -455,15 +468,19 @@ mod tests {
         let l = Layout::new(3, 1, GroupMode::Grouped(4), &small).expect("in-band layout");
         assert!(l.in_band && l.is_summary(3) && !l.is_summary(2));
         assert!(!Layout::new(3, 1, GroupMode::Grouped(4), &four).expect("layout").in_band);
-        let big = [geo(400); 4];
+        let big = [geo(1000); 4];
         for group in [1, 128] {
-            assert_eq!(
+            assert!(matches!(
                 Layout::with_records(3, 1, GroupMode::Grouped(group), &big, RecordPlace::InBand),
-                Err(LayoutError::BadInBandGroup { group, summary: 127 })
-            );
+                Err(LayoutError::BadInBandGroup { max: 127, summary: 127, .. })
+            ));
         }
+        assert!(matches!(
+            Layout::with_records(3, 1, GroupMode::Grouped(25), &four, RecordPlace::InBand),
+            Err(LayoutError::BadInBandGroup { max: 24, stripes: 98, .. })
+        ));
         let d = Layout::new(3, 1, GroupMode::DEFAULT, &small).expect("layout");
-        assert_eq!(d.group, GROUP_DEFAULT_IN_BAND);
+        assert_eq!(d.group, 24, "a quarter of the segment, below GROUP_DEFAULT_IN_BAND");
         assert_eq!(Layout::new(3, 1, GroupMode::DEFAULT, &four).map(|l| l.group), Ok(98));
         assert!(matches!(
             Layout::new(3, 1, GroupMode::Grouped(0), &four),

@@ -45,7 +45,7 @@ fn members_without_metadata_get_in_band_records_and_out_of_band_is_refused() {
             .expect("format chooses in-band records");
         let l = vol.layout();
         assert!(l.in_band);
-        assert_eq!(l.group, 32, "the in-band default group");
+        assert_eq!(l.group, 15, "the in-band default group: a quarter of 62 stripes");
         let mut model = vec![0u64; (vol.size_blocks() / 2) as usize];
         let mut version = 0;
         write_some(&vol, &mut model, &mut version, 7, 200).await;

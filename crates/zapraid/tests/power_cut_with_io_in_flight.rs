@@ -340,7 +340,9 @@ async fn schedule(seed: u64, rounds: usize, zones: u32, faults: Faults) -> (Cove
     let dev_of = |i: usize, spare_at: Option<usize>| if spare_at == Some(i) { n } else { i };
     let mode = match rng.below(3) {
         // In-band records need groups of two stripes at least (one is the summary).
+        // and at most a quarter of a segment (a flush pads the open group).
         0 if in_band => GroupMode::Grouped(2),
+        1 if in_band => GroupMode::Grouped(rng.range_inclusive(9, 15) as u32),
         0 => GroupMode::ZoneWriteOnly,
         1 => GroupMode::ZoneAppendOnly,
         _ => GroupMode::Grouped(rng.range_inclusive(2, 8) as u32),
