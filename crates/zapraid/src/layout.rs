@@ -45,7 +45,7 @@ impl GroupMode {
         match self {
             GroupMode::Default => match in_band {
                 Some(max) => GROUP_DEFAULT_IN_BAND.min(max),
-                None => GROUP_DEFAULT.min(stripes),
+                None => GROUP_DEFAULT,
             },
             GroupMode::ZoneWriteOnly => 1,
             GroupMode::ZoneAppendOnly => stripes,
@@ -467,21 +467,39 @@ mod tests {
         // Too little metadata: records go in-band, in group summaries of at most E records.
         let l = Layout::new(3, 1, GroupMode::Grouped(4), &small).expect("in-band layout");
         assert!(l.in_band && l.is_summary(3) && !l.is_summary(2));
-        assert!(!Layout::new(3, 1, GroupMode::Grouped(4), &four).expect("layout").in_band);
+        assert!(
+            !Layout::new(3, 1, GroupMode::Grouped(4), &four)
+                .expect("layout")
+                .in_band
+        );
         let big = [geo(1000); 4];
         for group in [1, 128] {
             assert!(matches!(
                 Layout::with_records(3, 1, GroupMode::Grouped(group), &big, RecordPlace::InBand),
-                Err(LayoutError::BadInBandGroup { max: 127, summary: 127, .. })
+                Err(LayoutError::BadInBandGroup {
+                    max: 127,
+                    summary: 127,
+                    ..
+                })
             ));
         }
         assert!(matches!(
             Layout::with_records(3, 1, GroupMode::Grouped(25), &four, RecordPlace::InBand),
-            Err(LayoutError::BadInBandGroup { max: 24, stripes: 98, .. })
+            Err(LayoutError::BadInBandGroup {
+                max: 24,
+                stripes: 98,
+                ..
+            })
         ));
         let d = Layout::new(3, 1, GroupMode::DEFAULT, &small).expect("layout");
-        assert_eq!(d.group, 24, "a quarter of the segment, below GROUP_DEFAULT_IN_BAND");
-        assert_eq!(Layout::new(3, 1, GroupMode::DEFAULT, &four).map(|l| l.group), Ok(98));
+        assert_eq!(
+            d.group, 24,
+            "a quarter of the segment, below GROUP_DEFAULT_IN_BAND"
+        );
+        assert!(matches!(
+            Layout::new(3, 1, GroupMode::DEFAULT, &four),
+            Err(LayoutError::BadGroup { group: 256, .. })
+        ));
         assert!(matches!(
             Layout::new(3, 1, GroupMode::Grouped(0), &four),
             Err(LayoutError::BadGroup { .. })

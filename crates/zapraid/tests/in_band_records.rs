@@ -13,9 +13,7 @@ use common::{
     as_zoned, block, check, emu_members, emu_members_with, emu_members_without_metadata, geometry,
     opts, runtime, write_some,
 };
-use zapraid::{
-    FormatOptions, GroupMode, LayoutError, RecordPlace, ZapRaidError, ZapRaidVolume,
-};
+use zapraid::{FormatOptions, GroupMode, LayoutError, RecordPlace, ZapRaidError, ZapRaidVolume};
 use zns::{BlockDevice, Geometry, SimRng, ZonedDevice};
 
 const ZONES: u32 = 12;
@@ -45,7 +43,10 @@ fn members_without_metadata_get_in_band_records_and_out_of_band_is_refused() {
             .expect("format chooses in-band records");
         let l = vol.layout();
         assert!(l.in_band);
-        assert_eq!(l.group, 15, "the in-band default group: a quarter of 62 stripes");
+        assert_eq!(
+            l.group, 15,
+            "the in-band default group: a quarter of 62 stripes"
+        );
         let mut model = vec![0u64; (vol.size_blocks() / 2) as usize];
         let mut version = 0;
         write_some(&vol, &mut model, &mut version, 7, 200).await;
@@ -69,7 +70,9 @@ fn forced_in_band_records_leave_per_block_metadata_unused() {
             mode: GroupMode::Grouped(4),
             ..FormatOptions::new(3, 1)
         };
-        let vol = ZapRaidVolume::format(as_zoned(&emus), &o).await.expect("format");
+        let vol = ZapRaidVolume::format(as_zoned(&emus), &o)
+            .await
+            .expect("format");
         let mut model = vec![0u64; 120];
         let mut version = 0;
         write_some(&vol, &mut model, &mut version, 3, 60).await;
@@ -82,7 +85,10 @@ fn forced_in_band_records_leave_per_block_metadata_unused() {
                 e.read(z * g.zone_size + 1, &mut data, Some(&mut meta))
                     .await
                     .expect("read");
-                assert!(meta.iter().all(|b| *b == 0), "zone {z} has per-block records");
+                assert!(
+                    meta.iter().all(|b| *b == 0),
+                    "zone {z} has per-block records"
+                );
             }
         }
         let vol = ZapRaidVolume::open(as_zoned(&emus)).await.expect("open");
@@ -112,7 +118,14 @@ fn a_flush_writes_the_open_groups_summary_and_power_loss_keeps_what_it_flushed()
                 let what = format!("seed {seed} {mode:?} round {round}");
                 // Flushed writes, then some unflushed ones that may read old or new.
                 let flushed = model.clone();
-                write_some(&vol, &mut model, &mut version, rng.next_u64(), rng.range_inclusive(1, 6) as usize).await;
+                write_some(
+                    &vol,
+                    &mut model,
+                    &mut version,
+                    rng.next_u64(),
+                    rng.range_inclusive(1, 6) as usize,
+                )
+                .await;
                 let durable = model.clone();
                 let mut maybe = Vec::new();
                 for _ in 0..rng.below(4) {
@@ -133,7 +146,8 @@ fn a_flush_writes_the_open_groups_summary_and_power_loss_keeps_what_it_flushed()
                 vol = ZapRaidVolume::open(as_zoned(&emus))
                     .await
                     .unwrap_or_else(|e| panic!("{what}: open: {e}"));
-                vol.verify().unwrap_or_else(|e| panic!("{what}: index: {e}"));
+                vol.verify()
+                    .unwrap_or_else(|e| panic!("{what}: index: {e}"));
                 for (lba, v) in durable.iter().enumerate() {
                     let mut b = vec![0u8; bs];
                     vol.read(lba as u64, &mut b).await.expect("read");
@@ -149,7 +163,10 @@ fn a_flush_writes_the_open_groups_summary_and_power_loss_keeps_what_it_flushed()
                             b == block(bs, lba as u64, v)
                         }
                     };
-                    let hit = std::iter::once(*v).chain(newer.iter().copied()).rev().find(|v| ok(*v));
+                    let hit = std::iter::once(*v)
+                        .chain(newer.iter().copied())
+                        .rev()
+                        .find(|v| ok(*v));
                     let Some(got) = hit else {
                         panic!("{what}: LBA {lba} lost its flushed version {v}");
                     };
@@ -200,7 +217,9 @@ fn degraded_reads_and_recovery_onto_a_replacement_in_band() {
         vol.close().await.expect("close");
         let mut members = members;
         members[1] = spare;
-        let vol = ZapRaidVolume::open(members).await.expect("open after recovery");
+        let vol = ZapRaidVolume::open(members)
+            .await
+            .expect("open after recovery");
         check(&vol, &model, "reopened after recovery").await;
     });
 }

@@ -17,32 +17,34 @@ fn header() -> impl Strategy<Value = SegmentHeader> {
         0u64..(1 << 63),
         any::<bool>(),
     )
-        .prop_flat_map(|(k, member, uuid, stripes, volume_blocks, seq_floor, in_band)| {
-            let n = usize::from(k) + 1;
-            (1..=stripes, prop::collection::vec(0u32..500, n)).prop_map(move |(group, zones)| {
-                SegmentHeader {
-                    member: member % n as u16,
-                    uuid,
-                    segment: 7,
-                    k,
-                    m: 1,
-                    group,
-                    stripes,
-                    footer_blocks: stripes.div_ceil(127),
-                    volume_blocks,
-                    seq_floor,
-                    block_size: 4096,
-                    oob_size: 64,
-                    zone_count: 500,
-                    zone_size: 4096,
-                    zone_capacity: 2000,
-                    zones,
-                    state_gen: 0,
-                    failed: 0,
-                    in_band,
-                }
-            })
-        })
+        .prop_flat_map(
+            |(k, member, uuid, stripes, volume_blocks, seq_floor, in_band)| {
+                let n = usize::from(k) + 1;
+                (1..=stripes, prop::collection::vec(0u32..500, n)).prop_map(
+                    move |(group, zones)| SegmentHeader {
+                        member: member % n as u16,
+                        uuid,
+                        segment: 7,
+                        k,
+                        m: 1,
+                        group,
+                        stripes,
+                        footer_blocks: stripes.div_ceil(127),
+                        volume_blocks,
+                        seq_floor,
+                        block_size: 4096,
+                        oob_size: 64,
+                        zone_count: 500,
+                        zone_size: 4096,
+                        zone_capacity: 2000,
+                        zones,
+                        state_gen: 0,
+                        failed: 0,
+                        in_band,
+                    },
+                )
+            },
+        )
 }
 
 fn record() -> impl Strategy<Value = BlockRecord> {
@@ -175,7 +177,14 @@ fn errors_are_typed() {
             ..h.clone()
         })
     );
-    assert_eq!(b, SegmentHeader { in_band: true, ..h.clone() }.encode(4096));
+    assert_eq!(
+        b,
+        SegmentHeader {
+            in_band: true,
+            ..h.clone()
+        }
+        .encode(4096)
+    );
     for (version, flags) in [(3, 0), (3, 3), (2, 1)] {
         with(&mut b, version, flags);
         assert!(

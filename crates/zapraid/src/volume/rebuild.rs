@@ -629,7 +629,9 @@ async fn write_batch(
         // In-band records have no per-block metadata: the summaries among the blocks hold them.
         let m = (!l.in_band).then(|| {
             let oob = chunk * l.oob_size();
-            b.meta.get(c * oob..((c + 1) * oob).min(b.meta.len())).unwrap_or_default()
+            b.meta
+                .get(c * oob..((c + 1) * oob).min(b.meta.len()))
+                .unwrap_or_default()
         });
         dev.write(l.data_lba(z, at), d, m, false)
             .await
