@@ -28,8 +28,9 @@ fn three_systems_complete_the_workload_and_repeat() {
         );
     }
     assert!(
-        z.seq_write > one.seq_write,
+        z.rand_write > one.rand_write,
         "{z:?} against one drive {one:?}"
     );
+    assert!(z.rand_write > rz.rand_write, "{z:?} against RAIZN {rz:?}");
     assert_eq!(run(System::ZapRaid), z, "virtual time repeats");
 }
