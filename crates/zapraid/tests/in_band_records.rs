@@ -182,6 +182,10 @@ fn a_flush_writes_the_open_groups_summary_and_power_loss_keeps_what_it_flushed()
 /// Degraded reads find a lost block's stripe through the stripe table, and a recovery onto a
 /// replacement without metadata rebuilds the member with its summaries: after it, another
 /// member fails and every block still reads back (from the replacement's blocks).
+/// Also guards against a recovery that rebuilt the open segment while its open group had no
+/// summaries on the other members: it found no records for the group's stripes and wrote
+/// holes for them on the replacement, whose blocks then read as zeros once another member
+/// failed. The recovery's last step now closes the open group first.
 #[test]
 fn degraded_reads_and_recovery_onto_a_replacement_in_band() {
     runtime().block_on(async {
@@ -206,10 +210,38 @@ fn degraded_reads_and_recovery_onto_a_replacement_in_band() {
         let vol = ZapRaidVolume::open(members.clone()).await.expect("open");
         assert_eq!(vol.failed_members(), vec![1]);
         check(&vol, &model, "reopened degraded").await;
+        // Unflushed writes: the open group's stripes have no summary yet when the recovery
+        // reaches the open segment.
+        let bs = vol.block_size() as usize;
+        for lba in [3u64, 50, 97] {
+            version += 1;
+            model[lba as usize] = version;
+            vol.write(lba, &block(bs, lba, version), false)
+                .await
+                .expect("write");
+        }
         let spare: Arc<dyn ZonedDevice> = emus[4].clone();
-        vol.replace_member(1, spare.clone(), false)
-            .await
-            .expect("recovery onto the replacement");
+        // More unflushed writes while the recovery runs, so that some sit in the open group
+        // when its last step rebuilds the open segment.
+        let writer = async {
+            let mut written = Vec::new();
+            for i in 0..120u64 {
+                let lba = (i * 37) % 160;
+                let v = 1_000_000 + i;
+                vol.write(lba, &block(bs, lba, v), false)
+                    .await
+                    .expect("write during the recovery");
+                written.push((lba, v));
+                tokio::task::yield_now().await;
+            }
+            written
+        };
+        let (r, written) = tokio::join!(vol.replace_member(1, spare.clone(), false), writer);
+        r.expect("recovery onto the replacement");
+        for (lba, v) in written {
+            model[lba as usize] = v;
+        }
+        version = version.max(2_000_000);
         assert!(vol.failed_members().is_empty());
         write_some(&vol, &mut model, &mut version, 13, 40).await;
         vol.fail_member_durably(2).await.expect("fail member 2");

@@ -157,9 +157,13 @@ pub(crate) fn open_position(sh: &Arc<Shared>) -> Option<(Arc<SegWriter>, u32)> {
     Some((seg, st.next_stripe))
 }
 
-/// Seals the open stripe now.
+/// Seals the open stripe now; with in-band records also closes the open group (pads it to
+/// its summary), so that every stripe handed out has its records on the members (a
+/// recovery's last step reads them there to rebuild the open segment).
 pub(crate) fn seal_open(sh: &Arc<Shared>) {
-    seal(sh, &mut sh.st.lock());
+    let mut st = sh.st.lock();
+    seal(sh, &mut st);
+    close_group(sh, &mut st);
 }
 
 /// The header of a new segment, for member 0 (each member's copy sets its own index).
