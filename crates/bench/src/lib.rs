@@ -16,6 +16,7 @@ pub mod raizn_xor;
 pub mod series;
 pub mod workload;
 pub mod zapraid_array;
+pub mod zapraid_compare;
 pub mod zapraid_exp1;
 pub mod zapraid_exp2;
 pub mod zapraid_exp3;

@@ -46,6 +46,10 @@ pub const PAPERS: &[(&str, &str)] = &[
         "ZapRAID (APSys '23) Exp#3: full-drive recovery time proportional to the logical space written",
     ),
     (
+        "zapraid-compare",
+        "ZapRAID 3+1 against the host FTL on one drive and the host FTL on RAIZN 3+1: sequential and random writes, random reads (one table)",
+    ),
+    (
         "raizn-raw",
         "RAIZN (ASPLOS '23) section 6.1: raw ZN540 sequential write and read throughput",
     ),
@@ -460,6 +464,9 @@ pub fn run(name: &str, o: &Options) -> Result<Vec<Row>, String> {
     }
     if name == "zapraid-exp1" {
         return crate::zapraid_exp1::rows(o);
+    }
+    if name == "zapraid-compare" {
+        return crate::zapraid_compare::rows(o);
     }
     if name == "zapraid-exp2" {
         return crate::zapraid_exp2::rows(o);

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use emu::EmuDevice;
-use zapraid::{FormatOptions, GroupMode, ZapRaidVolume};
+use zapraid::{FormatOptions, GroupMode, RecordPlace, ZapRaidVolume};
 use zns::{BlockDevice, Geometry, ZonedDevice};
 
 /// Data blocks per stripe (the paper's (3+1)-RAID-5).
@@ -55,12 +55,23 @@ pub async fn format_on(
     mode: GroupMode,
     seed: u64,
 ) -> Result<ZapRaidVolume, String> {
+    format_with(members, mode, RecordPlace::Auto, seed).await
+}
+
+/// Formats a `3 + 1` array in `mode` on `members`, its block records in `records`.
+pub async fn format_with(
+    members: Vec<Arc<EmuDevice>>,
+    mode: GroupMode,
+    records: RecordPlace,
+    seed: u64,
+) -> Result<ZapRaidVolume, String> {
     let members = members
         .into_iter()
         .map(|d| d as Arc<dyn ZonedDevice>)
         .collect();
     let opts = FormatOptions {
         mode,
+        records,
         uuid: [seed as u8 | 1; 16],
         ..FormatOptions::new(K, M)
     };

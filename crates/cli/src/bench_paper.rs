@@ -12,9 +12,10 @@ use crate::error::{CliError, CliResult};
 
 #[derive(Args, Debug)]
 pub struct BenchPaperArgs {
-    /// Figure set: zapraid-fig1, zapraid-exp1, zapraid-exp2, zapraid-exp3, raizn-raw,
-    /// raizn-fig9, raizn-fig10, raizn-fig12, raizn-seq, raizn-append, raizn-xor, vroom-5.2.1,
-    /// zns-5.1, zns-fig1, znsplus-fig6, znsplus-fig8 (both on the femu-mlc profile), or all.
+    /// Figure set: zapraid-fig1, zapraid-exp1, zapraid-exp2, zapraid-exp3, zapraid-compare,
+    /// raizn-raw, raizn-fig9, raizn-fig10, raizn-fig12, raizn-seq, raizn-append, raizn-xor,
+    /// vroom-5.2.1, zns-5.1, zns-fig1, znsplus-fig6, znsplus-fig8 (both on the femu-mlc
+    /// profile), or all.
     pub name: String,
     /// Print one JSON object instead of a table.
     #[arg(long)]

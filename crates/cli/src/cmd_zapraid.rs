@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use clap::{Subcommand, ValueEnum};
 use serde_json::json;
-use zapraid::{FormatOptions, GroupMode, ZapRaidError, ZapRaidVolume};
+use zapraid::{FormatOptions, GroupMode, RecordPlace, ZapRaidError, ZapRaidVolume};
 use zns::BlockDevice;
 
 use crate::error::{CliError, CliResult};
@@ -37,7 +37,8 @@ pub enum ZapraidCmd {
     #[command(alias = "create")]
     Format {
         /// Member device images, in array order: k data + m parity per stripe (at least 3;
-        /// one geometry, at least 32 bytes of per-block metadata: `device create --oob 64`).
+        /// one geometry). Members with at least 32 bytes of per-block metadata (`device
+        /// create --oob 64`) hold the block records there; others get them in-band.
         #[arg(required = true, num_args = 3..)]
         members: Vec<PathBuf>,
         /// Parity blocks per stripe m (k is the member count minus m): 1 is XOR (RAID-5),
@@ -47,9 +48,14 @@ pub enum ZapraidCmd {
         /// How stripes are grouped: grouped, zone-write or zone-append.
         #[arg(long, value_enum, default_value = "grouped")]
         mode: ModeArg,
-        /// Stripes per group G with --mode grouped (at most the stripes of a segment).
-        #[arg(long, default_value_t = 256)]
-        group: u32,
+        /// Stripes per group G with --mode grouped (at most the stripes of a segment; default
+        /// 256, or with in-band records 32 and at most a quarter of a segment).
+        #[arg(long)]
+        group: Option<u32>,
+        /// Keep the block records in-band (a summary block ending every group) even on
+        /// members with per-block metadata; chosen anyway on members with too little.
+        #[arg(long)]
+        in_band: bool,
         /// Over-provisioning in percent of the data capacity (space kept for collection).
         #[arg(long, default_value_t = 10.0)]
         op: f64,
@@ -147,14 +153,27 @@ pub async fn close_array(vol: ZapRaidVolume) -> Result<(), CliError> {
         .map_err(|e| CliError::Other(format!("flushing the array: {e}")))
 }
 
-fn options(
+/// The options of `zapraid format` as given on the command line.
+struct FormatArgs {
     n: usize,
     parity: u32,
     mode: ModeArg,
-    group: u32,
+    group: Option<u32>,
+    in_band: bool,
     op: f64,
     force: bool,
-) -> Result<FormatOptions, CliError> {
+}
+
+fn options(a: FormatArgs) -> Result<FormatOptions, CliError> {
+    let FormatArgs {
+        n,
+        parity,
+        mode,
+        group,
+        in_band,
+        op,
+        force,
+    } = a;
     if !(0.0..=90.0).contains(&op) {
         return Err(CliError::Usage(format!(
             "--op {op} is outside 0..=90 percent"
@@ -167,15 +186,21 @@ fn options(
         ))
     })?;
     let mode = match mode {
-        ModeArg::Grouped => GroupMode::Grouped(group),
+        ModeArg::Grouped => group.map_or(GroupMode::DEFAULT, GroupMode::Grouped),
         ModeArg::ZoneWrite => GroupMode::ZoneWriteOnly,
         ModeArg::ZoneAppend => GroupMode::ZoneAppendOnly,
     };
     let mut uuid = [0u8; 16];
     uuid[..8].copy_from_slice(&crate::cmd_ftl::new_volume_id().to_le_bytes());
     uuid[8..].copy_from_slice(&crate::cmd_ftl::new_volume_id().to_le_bytes());
+    let records = if in_band {
+        RecordPlace::InBand
+    } else {
+        RecordPlace::Auto
+    };
     Ok(FormatOptions {
         mode,
+        records,
         op_permille: (op * 10.0).round() as u32,
         force,
         uuid,
@@ -188,7 +213,7 @@ fn describe(vol: &ZapRaidVolume) -> String {
     let bytes = vol.size_blocks() * u64::from(vol.block_size());
     format!(
         "{} ({} blocks of {} bytes) over k = {} + m = {} members, {} segments of {} stripes, \
-         groups of {} stripes",
+         groups of {} stripes, block records {}",
         format_size(bytes),
         vol.size_blocks(),
         vol.block_size(),
@@ -196,8 +221,18 @@ fn describe(vol: &ZapRaidVolume) -> String {
         l.m,
         l.segments(),
         l.stripes,
-        l.group
+        l.group,
+        records_place(vol)
     )
+}
+
+/// Where the volume keeps its block records, as status shows it.
+fn records_place(vol: &ZapRaidVolume) -> &'static str {
+    if vol.layout().in_band {
+        "in-band (group summaries)"
+    } else {
+        "in per-block metadata"
+    }
 }
 
 async fn format(paths: &[PathBuf], opts: FormatOptions, out: &mut impl Write) -> CliResult {
@@ -241,6 +276,7 @@ pub fn status_named(vol: &ZapRaidVolume, json_out: bool, name: &dyn Fn(usize) ->
         return json!({
             "size_bytes": vol.size_blocks() * u64::from(vol.block_size()),
             "block_size": vol.block_size(), "k": l.k, "m": l.m, "group": l.group,
+            "records": if l.in_band { "in-band" } else { "per-block metadata" },
             "failed_members": failed, "state_generation": vol.state_generation(),
             "stripes_per_segment": l.stripes, "segments": l.segments(),
             "write_amplification": s.write_amplification(),
@@ -371,10 +407,19 @@ pub async fn run(cmd: &ZapraidCmd, out: &mut impl Write) -> CliResult {
             parity,
             mode,
             group,
+            in_band,
             op,
             force,
         } => {
-            let opts = options(members.len(), *parity, *mode, *group, *op, *force)?;
+            let opts = options(FormatArgs {
+                n: members.len(),
+                parity: *parity,
+                mode: *mode,
+                group: *group,
+                in_band: *in_band,
+                op: *op,
+                force: *force,
+            })?;
             format(members, opts, out).await
         }
         ZapraidCmd::Status { members, json } => status(members, *json, out).await,

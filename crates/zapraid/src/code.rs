@@ -169,7 +169,7 @@ pub fn rebuild_record(
         let fits = match r.kind {
             RecordKind::Parity => parity_role,
             RecordKind::Data | RecordKind::Trim => !parity_role,
-            RecordKind::State | RecordKind::Hole => false,
+            RecordKind::State | RecordKind::Hole | RecordKind::Summary => false,
         };
         if !fits || *member == want {
             return None;

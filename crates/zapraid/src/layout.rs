@@ -16,9 +16,19 @@ pub const MAX_MEMBERS: u32 = 64;
 /// Blocks of the header region of every member zone.
 pub const HEADER_BLOCKS: u64 = 1;
 
+/// The group size of `GroupMode::DEFAULT` with records in per-block metadata: the paper's.
+pub const GROUP_DEFAULT: u32 = 256;
+/// The group size of `GroupMode::DEFAULT` with in-band records (at most the summary's
+/// capacity): a flush pads the open group to its summary, so a smaller group bounds that
+/// padding, while the summary stripe costs `1 / G` of the data region.
+pub const GROUP_DEFAULT_IN_BAND: u32 = 32;
+
 /// How stripes are grouped, chosen at format (docs/DESIGN.md, "Stripe groups").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GroupMode {
+    /// `GROUP_DEFAULT` stripes per group, or with in-band records `GROUP_DEFAULT_IN_BAND`
+    /// (fewer if a summary block holds fewer records).
+    Default,
     /// `G = 1`: every stripe is a Zone Write.
     ZoneWriteOnly,
     /// `G = S`: one group per segment; only its last stripe is a Zone Write.
@@ -28,11 +38,15 @@ pub enum GroupMode {
 }
 
 impl GroupMode {
-    /// The paper's default group size.
-    pub const DEFAULT: GroupMode = GroupMode::Grouped(256);
+    /// The paper's default group size (a smaller one with in-band records).
+    pub const DEFAULT: GroupMode = GroupMode::Default;
 
-    fn resolve(self, stripes: u32) -> u32 {
+    fn resolve(self, stripes: u32, in_band: Option<u32>) -> u32 {
         match self {
+            GroupMode::Default => match in_band {
+                Some(max) => GROUP_DEFAULT_IN_BAND.min(max),
+                None => GROUP_DEFAULT,
+            },
             GroupMode::ZoneWriteOnly => 1,
             GroupMode::ZoneAppendOnly => stripes,
             GroupMode::Grouped(g) => g,
@@ -53,8 +67,15 @@ pub enum LayoutError {
     MemberCount { given: usize, want: u32 },
     #[error("member {member} has a different geometry from member 0 ({what}); every member must be the same")]
     UnequalMembers { member: usize, what: String },
-    #[error("members have {0} metadata bytes per block; ZapRAID needs at least {RECORD_BYTES} (in-band metadata is not built yet)")]
+    #[error("members have {0} metadata bytes per block; records in per-block metadata need at least {RECORD_BYTES} (format with in-band records)")]
     MetadataTooSmall(u32),
+    #[error("group size {group} does not suit in-band records: G must be within 2..={max} (a summary holds at most {summary} records, and a flush pads a group: G is at most a quarter of a segment's {stripes} stripes)")]
+    BadInBandGroup {
+        group: u32,
+        max: u32,
+        summary: u32,
+        stripes: u32,
+    },
     #[error("member zones are too small: capacity {0} blocks leaves no data region")]
     ZoneTooSmall(u64),
     #[error("member zones of {0} blocks are too large (at most 2^32 - 1)")]
@@ -115,6 +136,9 @@ pub struct Layout {
     pub footer_blocks: u32,
     /// Footer entries per footer block, `E`.
     pub entries_per_footer: u32,
+    /// Block records are kept in-band (each group's last stripe is its summary), not in
+    /// the members' per-block metadata.
+    pub in_band: bool,
 }
 
 fn describe_difference(a: &Geometry, b: &Geometry) -> String {
@@ -157,13 +181,37 @@ pub fn segment_regions(capacity: u64, entries_per_footer: u32) -> Option<(u64, u
     (s > 0).then(|| (s, s.div_ceil(e)))
 }
 
+/// Where block records are kept, chosen at format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecordPlace {
+    /// In-band when the members have fewer than `RECORD_BYTES` metadata bytes per block,
+    /// else in per-block metadata.
+    Auto,
+    /// In each group's summary block, whatever metadata the members have.
+    InBand,
+    /// In per-block metadata (refused on members with too little).
+    OutOfBand,
+}
+
 impl Layout {
-    /// Validates `k`, `m`, the member geometries (all equal) and the group mode.
+    /// Validates `k`, `m`, the member geometries (all equal) and the group mode; records go
+    /// in-band when the members have too little metadata (`RecordPlace::Auto`).
     pub fn new(
         k: u32,
         m: u32,
         mode: GroupMode,
         members: &[Geometry],
+    ) -> Result<Layout, LayoutError> {
+        Layout::with_records(k, m, mode, members, RecordPlace::Auto)
+    }
+
+    /// As `new`, with the place of the block records chosen.
+    pub fn with_records(
+        k: u32,
+        m: u32,
+        mode: GroupMode,
+        members: &[Geometry],
+        place: RecordPlace,
     ) -> Result<Layout, LayoutError> {
         if k < 2 {
             return Err(LayoutError::TooFewData(k));
@@ -189,9 +237,14 @@ impl Layout {
                 what: describe_difference(&first, g),
             });
         }
-        if first.oob_size < RECORD_BYTES {
-            return Err(LayoutError::MetadataTooSmall(first.oob_size));
-        }
+        let in_band = match place {
+            RecordPlace::Auto => first.oob_size < RECORD_BYTES,
+            RecordPlace::InBand => true,
+            RecordPlace::OutOfBand if first.oob_size < RECORD_BYTES => {
+                return Err(LayoutError::MetadataTooSmall(first.oob_size))
+            }
+            RecordPlace::OutOfBand => false,
+        };
         if first.zone_count >= 1 << 24 {
             return Err(LayoutError::TooManyZones(first.zone_count));
         }
@@ -203,9 +256,22 @@ impl Layout {
             .ok_or(LayoutError::ZoneTooSmall(first.zone_capacity))?;
         // Both fit in u32: S < capacity < 2^32.
         let (stripes, footer_blocks) = (s as u32, f as u32);
-        let group = mode.resolve(stripes);
+        // A summary lists every block of its group, itself included, in one footer-format
+        // block; a group of one stripe would be its summary alone. A flush pads the open
+        // group to its summary (up to G - 1 stripes): at most a quarter of a segment, so a
+        // collection, which flushes once, frees more than its flush pads.
+        let in_band_max = e.min(stripes / 4);
+        let group = mode.resolve(stripes, in_band.then_some(in_band_max));
         if group == 0 || group > stripes {
             return Err(LayoutError::BadGroup { group, stripes });
+        }
+        if in_band && (group < 2 || group > in_band_max) {
+            return Err(LayoutError::BadInBandGroup {
+                group,
+                max: in_band_max,
+                summary: e,
+                stripes,
+            });
         }
         Ok(Layout {
             k,
@@ -215,7 +281,13 @@ impl Layout {
             stripes,
             footer_blocks,
             entries_per_footer: e,
+            in_band,
         })
+    }
+
+    /// Whether stripe `s` is a group summary (in-band records: every group's barrier).
+    pub fn is_summary(&self, s: u32) -> bool {
+        self.in_band && self.is_barrier(s)
     }
 
     /// Members, `k + m`.
@@ -389,9 +461,45 @@ mod tests {
         );
         let small = [Geometry { oob_size: 16, ..g }; 4];
         assert_eq!(
-            Layout::new(3, 1, GroupMode::Grouped(4), &small),
+            Layout::with_records(3, 1, GroupMode::Grouped(4), &small, RecordPlace::OutOfBand),
             Err(LayoutError::MetadataTooSmall(16))
         );
+        // Too little metadata: records go in-band, in group summaries of at most E records.
+        let l = Layout::new(3, 1, GroupMode::Grouped(4), &small).expect("in-band layout");
+        assert!(l.in_band && l.is_summary(3) && !l.is_summary(2));
+        assert!(
+            !Layout::new(3, 1, GroupMode::Grouped(4), &four)
+                .expect("layout")
+                .in_band
+        );
+        let big = [geo(1000); 4];
+        for group in [1, 128] {
+            assert!(matches!(
+                Layout::with_records(3, 1, GroupMode::Grouped(group), &big, RecordPlace::InBand),
+                Err(LayoutError::BadInBandGroup {
+                    max: 127,
+                    summary: 127,
+                    ..
+                })
+            ));
+        }
+        assert!(matches!(
+            Layout::with_records(3, 1, GroupMode::Grouped(25), &four, RecordPlace::InBand),
+            Err(LayoutError::BadInBandGroup {
+                max: 24,
+                stripes: 98,
+                ..
+            })
+        ));
+        let d = Layout::new(3, 1, GroupMode::DEFAULT, &small).expect("layout");
+        assert_eq!(
+            d.group, 24,
+            "a quarter of the segment, below GROUP_DEFAULT_IN_BAND"
+        );
+        assert!(matches!(
+            Layout::new(3, 1, GroupMode::DEFAULT, &four),
+            Err(LayoutError::BadGroup { group: 256, .. })
+        ));
         assert!(matches!(
             Layout::new(3, 1, GroupMode::Grouped(0), &four),
             Err(LayoutError::BadGroup { .. })

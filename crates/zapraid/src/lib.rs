@@ -9,7 +9,7 @@ pub mod meta;
 mod volume;
 
 pub use index::GcPolicy;
-pub use layout::{GroupMode, Layout, LayoutError, Pba};
+pub use layout::{GroupMode, Layout, LayoutError, Pba, RecordPlace};
 pub use volume::{
     FormatOptions, IndexMemory, RecoveryProgress, ZapRaidError, ZapRaidStats, ZapRaidVolume,
     MAX_BLOCKS_IN_FLIGHT,

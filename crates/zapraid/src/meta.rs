@@ -10,6 +10,11 @@ use crate::layout::{FOOTER_HEADER_BYTES, MAX_MEMBERS, RECORD_BYTES};
 
 /// Format version this build writes and reads.
 pub const VERSION: u16 = 2;
+/// The segment header's version when its array keeps block records in-band (flags bit 0):
+/// a build that knows only version 2 refuses such an array as newer instead of misreading it.
+pub const VERSION_IN_BAND: u16 = 3;
+/// Segment header flag: block records are kept in-band, in group summaries (docs/FORMAT.md).
+pub const FLAG_IN_BAND: u32 = 1;
 pub const HEADER_MAGIC: [u8; 8] = *b"ZSTKZPHD";
 pub const RECORD_MAGIC: [u8; 4] = *b"ZPBM";
 pub const FOOTER_MAGIC: [u8; 8] = *b"ZSTKZPFT";
@@ -110,6 +115,9 @@ pub struct SegmentHeader {
     /// holds its record.
     pub state_gen: u64,
     pub failed: u64,
+    /// Block records are kept in-band, in each group's summary block, not in the members'
+    /// per-block metadata (`FLAG_IN_BAND`; header version 3).
+    pub in_band: bool,
 }
 
 impl SegmentHeader {
@@ -126,7 +134,12 @@ impl SegmentHeader {
     pub fn encode(&self, block_size: usize) -> Vec<u8> {
         let mut b = vec![0u8; block_size.max(self.len())];
         b[0..8].copy_from_slice(&HEADER_MAGIC);
-        b[8..10].copy_from_slice(&VERSION.to_le_bytes());
+        let version = if self.in_band {
+            VERSION_IN_BAND
+        } else {
+            VERSION
+        };
+        b[8..10].copy_from_slice(&version.to_le_bytes());
         b[10..12].copy_from_slice(&self.member.to_le_bytes());
         b[12..28].copy_from_slice(&self.uuid);
         b[28..32].copy_from_slice(&self.segment.to_le_bytes());
@@ -140,6 +153,9 @@ impl SegmentHeader {
         b[64..68].copy_from_slice(&self.block_size.to_le_bytes());
         b[68..72].copy_from_slice(&self.oob_size.to_le_bytes());
         b[72..76].copy_from_slice(&self.zone_count.to_le_bytes());
+        if self.in_band {
+            b[76..80].copy_from_slice(&FLAG_IN_BAND.to_le_bytes());
+        }
         b[80..88].copy_from_slice(&self.zone_size.to_le_bytes());
         b[88..96].copy_from_slice(&self.zone_capacity.to_le_bytes());
         for (i, z) in self.zones.iter().enumerate() {
@@ -175,7 +191,13 @@ impl SegmentHeader {
         }
         let crc_at = 112 + 4 * n;
         check_frame(b, &HEADER_MAGIC, crc_at)?;
-        check_version(u16_at(b, 8))?;
+        let version = u16_at(b, 8);
+        let flags = u32_at(b, 76);
+        match version {
+            VERSION_IN_BAND if flags == FLAG_IN_BAND => {}
+            VERSION_IN_BAND => return corrupt(format!("header flags {flags:#x}")),
+            v => check_version(v)?,
+        }
         let h = SegmentHeader {
             member: u16_at(b, 10),
             uuid: {
@@ -199,8 +221,11 @@ impl SegmentHeader {
             zones: (0..n).map(|i| u32_at(b, 96 + 4 * i)).collect(),
             state_gen: u64_at(b, 96 + 4 * n),
             failed: u64_at(b, 104 + 4 * n),
+            in_band: version == VERSION_IN_BAND,
         };
-        h.validate(&b[76..80], &b[crc_at + 4..])?;
+        // Version 2 has no flags: its bytes 76..80 are reserved (zero).
+        let reserved: &[u8] = if h.in_band { &[] } else { &b[76..80] };
+        h.validate(reserved, &b[crc_at + 4..])?;
         Ok(h)
     }
 
@@ -254,6 +279,10 @@ pub enum RecordKind {
     /// tore it): it holds nothing and is no part of its stripe, which stays torn. `lba` is
     /// `u64::MAX`, `seq` 0.
     Hole = 5,
+    /// A group's summary block (arrays with in-band records): the last stripe of every group
+    /// holds, on each member, the records of that member's blocks of the group. `lba` is
+    /// `u64::MAX`, `seq` 0; never in per-block metadata, only in summaries and footers.
+    Summary = 6,
 }
 
 /// The per-block metadata record (docs/FORMAT.md).
@@ -285,6 +314,11 @@ impl BlockRecord {
     /// A replacement's block at the offset of torn stripe `stripe` (`RecordKind::Hole`).
     pub fn hole(stripe: u32) -> BlockRecord {
         BlockRecord::new(RecordKind::Hole, NO_LBA, 0, stripe)
+    }
+
+    /// A group summary block at the offset of barrier stripe `stripe` (`RecordKind::Summary`).
+    pub fn summary(stripe: u32) -> BlockRecord {
+        BlockRecord::new(RecordKind::Summary, NO_LBA, 0, stripe)
     }
 
     /// A padding block of stripe `stripe`.
@@ -329,6 +363,7 @@ impl BlockRecord {
             3 => RecordKind::Trim,
             4 => RecordKind::State,
             5 => RecordKind::Hole,
+            6 => RecordKind::Summary,
             k => return corrupt(format!("record kind {k}")),
         };
         // A parity record's kinds are any u16 (Reed-Solomon parity of kind codes; with m = 1
@@ -354,6 +389,10 @@ impl BlockRecord {
                 return corrupt("a hole with an LBA or a sequence number");
             }
             RecordKind::Hole => {}
+            RecordKind::Summary if r.lba != NO_LBA || r.seq != 0 => {
+                return corrupt("a summary with an LBA or a sequence number");
+            }
+            RecordKind::Summary => {}
             // Padding has no LBA and no sequence number; a trim record always has both.
             _ if r.lba == NO_LBA && (kind == RecordKind::Trim || r.seq != 0) => {
                 return corrupt("padding with a sequence number");

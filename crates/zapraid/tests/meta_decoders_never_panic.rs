@@ -15,32 +15,36 @@ fn header() -> impl Strategy<Value = SegmentHeader> {
         1u32..1000,
         any::<u64>(),
         0u64..(1 << 63),
+        any::<bool>(),
     )
-        .prop_flat_map(|(k, member, uuid, stripes, volume_blocks, seq_floor)| {
-            let n = usize::from(k) + 1;
-            (1..=stripes, prop::collection::vec(0u32..500, n)).prop_map(move |(group, zones)| {
-                SegmentHeader {
-                    member: member % n as u16,
-                    uuid,
-                    segment: 7,
-                    k,
-                    m: 1,
-                    group,
-                    stripes,
-                    footer_blocks: stripes.div_ceil(127),
-                    volume_blocks,
-                    seq_floor,
-                    block_size: 4096,
-                    oob_size: 64,
-                    zone_count: 500,
-                    zone_size: 4096,
-                    zone_capacity: 2000,
-                    zones,
-                    state_gen: 0,
-                    failed: 0,
-                }
-            })
-        })
+        .prop_flat_map(
+            |(k, member, uuid, stripes, volume_blocks, seq_floor, in_band)| {
+                let n = usize::from(k) + 1;
+                (1..=stripes, prop::collection::vec(0u32..500, n)).prop_map(
+                    move |(group, zones)| SegmentHeader {
+                        member: member % n as u16,
+                        uuid,
+                        segment: 7,
+                        k,
+                        m: 1,
+                        group,
+                        stripes,
+                        footer_blocks: stripes.div_ceil(127),
+                        volume_blocks,
+                        seq_floor,
+                        block_size: 4096,
+                        oob_size: 64,
+                        zone_count: 500,
+                        zone_size: 4096,
+                        zone_capacity: 2000,
+                        zones,
+                        state_gen: 0,
+                        failed: 0,
+                        in_band,
+                    },
+                )
+            },
+        )
 }
 
 fn record() -> impl Strategy<Value = BlockRecord> {
@@ -152,13 +156,42 @@ fn errors_are_typed() {
         zones: vec![0; 4],
         state_gen: 3,
         failed: 0b10,
+        in_band: false,
     };
     let mut b = h.encode(4096);
     assert_eq!(SegmentHeader::decode(&b), Ok(h.clone()));
-    b[8] = 3;
-    let crc = crc32c::crc32c(&b[..128]);
-    b[128..132].copy_from_slice(&crc.to_le_bytes());
-    assert_eq!(SegmentHeader::decode(&b), Err(MetaError::NewerVersion(3)));
+    let with = |b: &mut Vec<u8>, version: u8, flags: u8| {
+        b[8] = version;
+        b[76] = flags;
+        let crc = crc32c::crc32c(&b[..128]);
+        b[128..132].copy_from_slice(&crc.to_le_bytes());
+    };
+    with(&mut b, 4, 0);
+    assert_eq!(SegmentHeader::decode(&b), Err(MetaError::NewerVersion(4)));
+    // Version 3 is the in-band form: flags bit 0 set, nothing else; version 2 has no flags.
+    with(&mut b, 3, 1);
+    assert_eq!(
+        SegmentHeader::decode(&b),
+        Ok(SegmentHeader {
+            in_band: true,
+            ..h.clone()
+        })
+    );
+    assert_eq!(
+        b,
+        SegmentHeader {
+            in_band: true,
+            ..h.clone()
+        }
+        .encode(4096)
+    );
+    for (version, flags) in [(3, 0), (3, 3), (2, 1)] {
+        with(&mut b, version, flags);
+        assert!(
+            matches!(SegmentHeader::decode(&b), Err(MetaError::Corrupt(_))),
+            "version {version} flags {flags}"
+        );
+    }
     let bad = SegmentHeader { group: 99, ..h };
     assert!(matches!(
         SegmentHeader::decode(&bad.encode(4096)),

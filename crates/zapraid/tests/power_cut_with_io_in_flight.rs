@@ -13,7 +13,10 @@
 //! blocks. In the recovery schedules a member also dies at the instant of a cut (the open
 //! finds it gone), and recoveries onto a spare run alongside the batches, so cuts fall inside
 //! recoveries and later rounds recover again onto a spare holding a partial rebuild. Three
-//! tests run 1,100 schedules in all, each asserting how much it exercised.
+//! tests run 1,100 schedules in all, each asserting how much it exercised. One schedule in
+//! four runs on members without per-block metadata, so the array keeps its records in-band
+//! (group summaries; docs/DESIGN.md, "In-band records") and the open finds the open
+//! segment's records in the summaries that power loss left.
 //! A failing schedule prints its seed; rerun it alone with `ZAPRAID_CUT_SEED=<seed>`, and add
 //! `ZAPRAID_CUT_TRACE=1` to print each round's commands, flushes and cuts. Every schedule keeps
 //! a record of its events (commands, completions, cuts, what each block read back, the
@@ -25,7 +28,7 @@ use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{block, emu_members, runtime};
+use common::{block, emu_members, emu_members_without_metadata, runtime};
 use emu::EmuDevice;
 use futures::future::{join_all, LocalBoxFuture};
 use futures::FutureExt;
@@ -135,6 +138,9 @@ struct Coverage {
     /// Cuts (m = 2) with two members dead or failed: stripes short of two blocks.
     cuts_with_two_members_dead_or_failed: u64,
     schedules: u64,
+    /// Schedules on members without metadata (records in-band) and their cuts.
+    in_band_schedules: u64,
+    in_band_cuts: u64,
 }
 
 impl Coverage {
@@ -160,6 +166,8 @@ impl Coverage {
         self.recoveries_after_a_cut_one += c.recoveries_after_a_cut_one;
         self.cuts_with_two_members_dead_or_failed += c.cuts_with_two_members_dead_or_failed;
         self.schedules += c.schedules;
+        self.in_band_schedules += c.in_band_schedules;
+        self.in_band_cuts += c.in_band_cuts;
     }
 }
 
@@ -306,7 +314,14 @@ async fn schedule(seed: u64, rounds: usize, zones: u32, faults: Faults) -> (Cove
     let t0 = tokio::time::Instant::now();
     let mut rng = SimRng::new(seed);
     let n = 3 + faults.m as usize;
-    let emus = emu_members(n + 1, zones, seed);
+    // Decided by the seed, not drawn, so the other schedules run as they did before.
+    let in_band = seed % 4 == 1;
+    let emus = if in_band {
+        cov.in_band_schedules = 1;
+        emu_members_without_metadata(n + 1, zones, seed)
+    } else {
+        emu_members(n + 1, zones, seed)
+    };
     let faulty: Vec<Arc<Faulty>> = emus
         .iter()
         .enumerate()
@@ -324,6 +339,10 @@ async fn schedule(seed: u64, rounds: usize, zones: u32, faults: Faults) -> (Cove
     let mut spare_at: Option<usize> = None;
     let dev_of = |i: usize, spare_at: Option<usize>| if spare_at == Some(i) { n } else { i };
     let mode = match rng.below(3) {
+        // In-band records need groups of two stripes at least (one is the summary).
+        // and at most a quarter of a segment (a flush pads the open group).
+        0 if in_band => GroupMode::Grouped(2),
+        1 if in_band => GroupMode::Grouped(rng.range_inclusive(9, 15) as u32),
         0 => GroupMode::ZoneWriteOnly,
         1 => GroupMode::ZoneAppendOnly,
         _ => GroupMode::Grouped(rng.range_inclusive(2, 8) as u32),
@@ -476,6 +495,7 @@ async fn schedule(seed: u64, rounds: usize, zones: u32, faults: Faults) -> (Cove
             );
         }
         cov.cuts += 1;
+        cov.in_band_cuts += cov.in_band_schedules;
         cov.cuts_with_commands_in_flight += u64::from(in_flight > 0);
         let down = {
             let mut f = vol.failed_members();
@@ -626,6 +646,8 @@ fn power_cuts_with_writes_trims_and_fua_in_flight() {
     assert!(total.member_deaths >= 80, "{total:?}");
     assert!(total.cuts_with_a_member_dead_or_failed >= 80, "{total:?}");
     assert!(total.opens_with_the_member_still_dead >= 30, "{total:?}");
+    assert!(total.in_band_schedules == WRITE_SCHEDULES / 4, "{total:?}");
+    assert!(total.in_band_cuts >= 170, "{total:?}");
 }
 
 /// Seeds 1000 .. 1400: members of 5 zones, so garbage collection runs in most rounds (every
@@ -645,6 +667,7 @@ fn power_cuts_during_garbage_collection() {
     assert!(total.ops_in_flight_at_cut >= 1500, "{total:?}");
     assert!(total.member_deaths >= 80, "{total:?}");
     assert!(total.cuts_with_a_member_dead_or_failed >= 100, "{total:?}");
+    assert!(total.in_band_cuts >= 250, "{total:?}");
 }
 
 /// Seeds 2000 .. 2300, members of 6 zones (collections run too): members die before rounds and at the instant of cuts (so the open
@@ -665,6 +688,7 @@ fn power_cuts_during_recovery_and_member_deaths_at_cuts() {
     assert!(total.recoveries_after_a_cut_one >= 100, "{total:?}");
     assert!(total.segments_collected >= 300, "{total:?}");
     assert!(total.cuts_during_collection >= 100, "{total:?}");
+    assert!(total.in_band_cuts >= 150, "{total:?}");
 }
 
 /// Seeds 3000 .. 3060, 3 + 2 members (Reed-Solomon) of 6 zones: two members die (before
@@ -691,6 +715,7 @@ fn power_cuts_with_two_parity_blocks_and_two_members_down() {
     assert!(total.recoveries_finished >= 20, "{total:?}");
     assert!(total.cuts_during_recovery >= 10, "{total:?}");
     assert!(total.segments_collected >= 40, "{total:?}");
+    assert!(total.in_band_cuts >= 30, "{total:?}");
 }
 
 /// Guards against a recovery that wrote a padding block on the replacement for a stripe

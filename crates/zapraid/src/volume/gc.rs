@@ -117,8 +117,8 @@ pub(crate) async fn collect_one(sh: &Arc<Shared>) -> BlockResult<bool> {
     if let Some((gen, bits)) = p.restate {
         // A state stripe opens a segment whose header carries the state too; both are
         // durable before the victim goes (the flush below).
-        let rx = write::push_state(sh, gen, bits);
-        write::wait_all(sh, vec![rx]).await?;
+        let rxs = write::push_state(sh, gen, bits);
+        write::wait_all(sh, rxs).await?;
     }
     if !move_blocks(sh, &p).await? {
         return Ok(false);

@@ -104,8 +104,8 @@ pub(crate) async fn record_state(sh: &Arc<Shared>) -> BlockResult<()> {
         if *durable >= gen {
             return Ok(());
         }
-        let rx = write::push_state(sh, gen, bits);
-        write::wait_all(sh, vec![rx]).await?;
+        let rxs = write::push_state(sh, gen, bits);
+        write::wait_all(sh, rxs).await?;
         sh.flush_members().await?;
         if sh.st.lock().state_gen == gen {
             *durable = gen;

@@ -18,6 +18,7 @@
 //! `SegWriter::records`, `gc_policy` and `admission` are only taken without `st`.
 
 mod gc;
+mod inband;
 mod members;
 mod read;
 mod rebuild;
@@ -35,7 +36,7 @@ use tokio::task::JoinHandle;
 use zns::{BlockDevice, BlockError, BlockResult, Lba, NvmeStatus, ZonedDevice};
 
 use crate::index::{GcPolicy, Index};
-use crate::layout::{GroupMode, Layout, LayoutError};
+use crate::layout::{GroupMode, Layout, LayoutError, RecordPlace};
 pub use rebuild::RecoveryProgress;
 
 /// Options of `ZapRaidVolume::format`.
@@ -46,6 +47,9 @@ pub struct FormatOptions {
     /// Parity blocks per stripe; 1 (XOR).
     pub m: u32,
     pub mode: GroupMode,
+    /// Where block records go: per-block metadata, or in-band (group summaries), the
+    /// default choosing in-band only for members with too little metadata.
+    pub records: RecordPlace,
     /// Space kept back from clients, in permille of the data capacity of all segments but the
     /// open one and the three collection keeps free.
     pub op_permille: u32,
@@ -61,6 +65,7 @@ impl FormatOptions {
             k,
             m,
             mode: GroupMode::DEFAULT,
+            records: RecordPlace::Auto,
             op_permille: 100,
             force: false,
             uuid: *b"zonestack-zapr01",

@@ -585,11 +585,29 @@ async fn rebuild_batch(
     };
     for (i, peers) in by_stripe.iter().enumerate() {
         let s = start + i as u32;
-        let (b, rec) = rebuild_block(sh, member, z, s, peers)?;
-        let mut m = vec![0u8; l.oob_size()];
-        m[..32].copy_from_slice(&rec.encode());
+        let (b, rec) = if l.is_summary(s) {
+            // The replacement's own summary of the group: the records just rebuilt below
+            // it (a batch holds whole groups).
+            let (gs, _) = l.group_range(l.group_of(s));
+            let below: Vec<Option<BlockRecord>> = batch
+                .records
+                .get(gs.saturating_sub(start) as usize..)
+                .unwrap_or_default()
+                .iter()
+                .copied()
+                .map(Some)
+                .collect();
+            let b = super::inband::encode_summary(&l, member, z, s, &below);
+            (b, BlockRecord::summary(s))
+        } else {
+            rebuild_block(sh, member, z, s, peers)?
+        };
+        if !l.in_band {
+            let mut m = vec![0u8; l.oob_size()];
+            m[..32].copy_from_slice(&rec.encode());
+            batch.meta.extend_from_slice(&m);
+        }
         batch.data.extend_from_slice(&b);
-        batch.meta.extend_from_slice(&m);
         batch.records.push(rec);
     }
     Ok(batch)
@@ -606,14 +624,16 @@ async fn write_batch(
 ) -> Result<(), ZapRaidError> {
     let l = sh.layout;
     let chunk = l.member.mdts_blocks.max(1) as usize;
-    for (c, (d, m)) in b
-        .data
-        .chunks(chunk * l.block_size())
-        .zip(b.meta.chunks(chunk * l.oob_size()))
-        .enumerate()
-    {
+    for (c, d) in b.data.chunks(chunk * l.block_size()).enumerate() {
         let at = b.start + (c * chunk) as u32;
-        dev.write(l.data_lba(z, at), d, Some(m), false)
+        // In-band records have no per-block metadata: the summaries among the blocks hold them.
+        let m = (!l.in_band).then(|| {
+            let oob = chunk * l.oob_size();
+            b.meta
+                .get(c * oob..((c + 1) * oob).min(b.meta.len()))
+                .unwrap_or_default()
+        });
+        dev.write(l.data_lba(z, at), d, m, false)
             .await
             .map_err(on_replacement(member, format!("segment {z} offset {at}")))?;
         // Client I/O goes first between commands: on a runtime with one thread a recovery
@@ -640,19 +660,24 @@ async fn read_peer(
     let chunk = l.member.mdts_blocks.max(1);
     let mut out = Vec::new();
     let mut at = from;
+    // In-band records: every block of the range, whose summaries name the others.
+    let mut all = Vec::new();
     while at < to {
         let nb = chunk.min(to - at);
         let mut data = vec![0u8; nb as usize * bs];
         let mut meta = vec![0u8; nb as usize * oob];
-        if let Err(s) = peer
-            .read(l.data_lba(z, at), &mut data, Some(&mut meta))
-            .await
-        {
+        let meta_buf = (!l.in_band).then_some(&mut meta[..]);
+        if let Err(s) = peer.read(l.data_lba(z, at), &mut data, meta_buf).await {
             return Err(second_failure(
                 sh,
                 j,
                 &format!("segment {z} offsets {at}..{}: {s}", at + nb),
             ));
+        }
+        at += nb;
+        if l.in_band {
+            all.extend_from_slice(&data);
+            continue;
         }
         for (d, m) in data.chunks(bs).zip(meta.chunks(oob)) {
             match BlockRecord::decode(m) {
@@ -662,7 +687,14 @@ async fn read_peer(
                 Err(_) => {}
             }
         }
-        at += nb;
+    }
+    if l.in_band {
+        for (offset, r) in super::inband::records_in_blocks(&l, j, z, from, &all)? {
+            let i = (offset - from) as usize * bs;
+            if let (false, Some(d)) = (r.kind == RecordKind::Hole, all.get(i..i + bs)) {
+                out.push((r, d.to_vec()));
+            }
+        }
     }
     Ok(out)
 }

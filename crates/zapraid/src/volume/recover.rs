@@ -21,7 +21,7 @@ use zns::{ReportFilter, ZoneAction, ZoneDescriptor, ZoneState, ZonedDevice};
 use super::write::{segment_header, SegWriter};
 use super::{FormatOptions, ZapRaidError, ZapRaidVolume};
 use crate::index::{Index, TrimPlace};
-use crate::layout::{GroupMode, Layout, Pba, HEADER_BLOCKS};
+use crate::layout::{GroupMode, Layout, Pba, RecordPlace, HEADER_BLOCKS};
 use crate::meta::{BlockRecord, FooterBlock, MetaError, RecordKind, SegmentHeader, TrimRecord};
 
 fn dev_err(member: usize, what: impl Into<String>) -> impl FnOnce(zns::NvmeStatus) -> ZapRaidError {
@@ -54,7 +54,7 @@ pub(crate) async fn format(
     opts: &FormatOptions,
 ) -> Result<ZapRaidVolume, ZapRaidError> {
     let geos: Vec<_> = members.iter().map(|m| m.geometry()).collect();
-    let l = Layout::new(opts.k, opts.m, opts.mode, &geos)?;
+    let l = Layout::with_records(opts.k, opts.m, opts.mode, &geos, opts.records)?;
     if opts.op_permille >= 1000 {
         return Err(ZapRaidError::Options(format!(
             "over-provisioning {} permille leaves no space",
@@ -286,11 +286,17 @@ async fn open_attempt(
     let found = read_headers(members, &zones).await?;
     let h = &found.first;
     let geos: Vec<_> = members.iter().map(|m| m.geometry()).collect();
-    let l = Layout::new(
+    let place = if h.in_band {
+        RecordPlace::InBand
+    } else {
+        RecordPlace::OutOfBand
+    };
+    let l = Layout::with_records(
         u32::from(h.k),
         u32::from(h.m),
         GroupMode::Grouped(h.group),
         &geos,
+        place,
     )?;
     check_geometry(&l, h)?;
     let n = l.n() as usize;
@@ -597,7 +603,9 @@ fn settle_stripes(
     let mut no_trims = Vec::new();
     for (stripe, blocks) in by_stripe.iter().enumerate() {
         let stripe = stripe as u32;
-        if blocks.is_empty() || blocks.iter().any(|(_, _, r)| r.kind == RecordKind::State) {
+        // State and summary stripes are no coded stripes: each block stands for itself.
+        let uncoded = |r: &BlockRecord| matches!(r.kind, RecordKind::State | RecordKind::Summary);
+        if blocks.is_empty() || blocks.iter().any(|(_, _, r)| uncoded(r)) {
             continue;
         }
         let present = blocks.iter().fold(0u64, |acc, (i, _, _)| acc | 1 << i);
@@ -912,7 +920,7 @@ fn apply(
         .set_stripe_id(pba, l.stripe_id_in_group(rec.stripe))
         .map_err(|e| bad(e.to_string()))?;
     match rec.kind {
-        RecordKind::Parity | RecordKind::State | RecordKind::Hole => {}
+        RecordKind::Parity | RecordKind::State | RecordKind::Hole | RecordKind::Summary => {}
         _ if rec.is_padding() => {}
         RecordKind::Data => {
             if rec.lba >= volume_blocks {
@@ -941,6 +949,9 @@ pub(super) async fn load_member(
         if let Some(r) = load_footer(dev, l, member, z).await? {
             return Ok(r);
         }
+    }
+    if l.in_band {
+        return super::inband::load_records(dev, l, member, z, d).await;
     }
     let bs = l.block_size();
     let oob = l.oob_size();

@@ -35,13 +35,24 @@ struct Slot {
     from: Option<Pba>,
 }
 
+/// What a stripe carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StripeKind {
+    /// Client data, trim records, copies and padding, with parity.
+    Coded,
+    /// An array-state stripe: every member gets the same block and record (no parity).
+    Replicated,
+    /// A group summary (in-band records): each member's block lists its records of the
+    /// group, made when the member's other blocks of the group landed (no parity, no slots).
+    Summary,
+}
+
 /// The stripe taking blocks.
 struct OpenStripe {
     serial: u64,
     slots: Vec<Slot>,
     done: StripeDone,
-    /// An array-state stripe: every member gets the same block and record (no parity).
-    replicated: bool,
+    kind: StripeKind,
 }
 
 /// The segment taking stripes, shared with the tasks writing them.
@@ -146,9 +157,13 @@ pub(crate) fn open_position(sh: &Arc<Shared>) -> Option<(Arc<SegWriter>, u32)> {
     Some((seg, st.next_stripe))
 }
 
-/// Seals the open stripe now.
+/// Seals the open stripe now; with in-band records also closes the open group (pads it to
+/// its summary), so that every stripe handed out has its records on the members (a
+/// recovery's last step reads them there to rebuild the open segment).
 pub(crate) fn seal_open(sh: &Arc<Shared>) {
-    seal(sh, &mut sh.st.lock());
+    let mut st = sh.st.lock();
+    seal(sh, &mut st);
+    close_group(sh, &mut st);
 }
 
 /// The header of a new segment, for member 0 (each member's copy sets its own index).
@@ -180,6 +195,7 @@ pub(crate) fn segment_header(
         zones: vec![segment; sh_layout.n() as usize],
         state_gen: state.0,
         failed: state.1,
+        in_band: sh_layout.in_band,
     }
 }
 
@@ -215,7 +231,7 @@ fn push(sh: &Arc<Shared>, st: &mut State, slot: Slot) -> StripeDone {
                 serial,
                 slots: Vec::new(),
                 done,
-                replicated: false,
+                kind: StripeKind::Coded,
             }
         }
     };
@@ -235,28 +251,15 @@ fn seal(sh: &Arc<Shared>, st: &mut State) {
         return;
     };
     let l = sh.layout;
-    if st.seg.is_none() || st.next_stripe >= l.stripes {
-        let Some(segment) = st.index.first_free() else {
+    let (seg, stripe) = match place(sh, st) {
+        Ok(p) => p,
+        Err(e) => {
             st.in_flight.remove(&open.serial);
-            open.done.set(Some(Err(BlockError::NoSpace)));
-            return;
-        };
-        if let Err(e) = st.index.open_segment(segment) {
-            sh.fail(format!("opening segment {segment}: {e}"));
-            open.done.set(Some(Err(BlockError::Failed(e.to_string()))));
+            open.done.set(Some(Err(e)));
             return;
         }
-        let floor = st.next_seq;
-        st.index.set_floor(segment, floor);
-        let state = (st.state_gen, members::failed_bits(st));
-        let h = segment_header(&l, sh.uuid, sh.volume_blocks, segment, floor, state);
-        st.seg = Some(Arc::new(SegWriter::new(&l, h, false)));
-        st.next_stripe = 0;
-    }
-    let Some(seg) = st.seg.clone() else { return };
-    let stripe = st.next_stripe;
-    st.next_stripe += 1;
-    while open.slots.len() < l.k as usize {
+    };
+    while open.kind == StripeKind::Coded && open.slots.len() < l.k as usize {
         open.slots.push(Slot {
             rec: BlockRecord::padding(stripe),
             data: vec![0; l.block_size()],
@@ -266,10 +269,107 @@ fn seal(sh: &Arc<Shared>, st: &mut State) {
     for s in &mut open.slots {
         s.rec.stripe = stripe;
     }
+    start(sh, seg, stripe, open);
+}
+
+/// The place of the next stripe: the open segment's next stripe, opening the lowest free
+/// segment when the open one is full; with in-band records a summary stripe is started
+/// first when the next stripe is a group's last.
+fn place(sh: &Arc<Shared>, st: &mut State) -> BlockResult<(Arc<SegWriter>, u32)> {
+    let l = sh.layout;
+    loop {
+        if st.seg.is_none() || st.next_stripe >= l.stripes {
+            open_next_segment(sh, st)?;
+        }
+        let seg = st
+            .seg
+            .clone()
+            .ok_or_else(|| BlockError::Failed("no open segment".into()))?;
+        let stripe = st.next_stripe;
+        st.next_stripe += 1;
+        if !l.is_summary(stripe) {
+            return Ok((seg, stripe));
+        }
+        start_summary(sh, st, seg, stripe);
+    }
+}
+
+fn open_next_segment(sh: &Arc<Shared>, st: &mut State) -> BlockResult<()> {
+    let l = sh.layout;
+    let segment = st.index.first_free().ok_or(BlockError::NoSpace)?;
+    if let Err(e) = st.index.open_segment(segment) {
+        sh.fail(format!("opening segment {segment}: {e}"));
+        return Err(BlockError::Failed(e.to_string()));
+    }
+    let floor = st.next_seq;
+    st.index.set_floor(segment, floor);
+    let state = (st.state_gen, members::failed_bits(st));
+    let h = segment_header(&l, sh.uuid, sh.volume_blocks, segment, floor, state);
+    st.seg = Some(Arc::new(SegWriter::new(&l, h, false)));
+    st.next_stripe = 0;
+    Ok(())
+}
+
+/// Starts the summary stripe at barrier `stripe` of `seg` (in-band records).
+fn start_summary(sh: &Arc<Shared>, st: &mut State, seg: Arc<SegWriter>, stripe: u32) -> StripeDone {
+    let serial = st.next_serial;
+    st.next_serial += 1;
+    let done: StripeDone = Arc::new(Signal::new(None));
+    st.in_flight.insert(serial, done.clone());
+    let open = OpenStripe {
+        serial,
+        slots: Vec::new(),
+        done: done.clone(),
+        kind: StripeKind::Summary,
+    };
+    start(sh, seg, stripe, open);
+    done
+}
+
+/// With in-band records: seals the open stripe, pads the open group up to its summary and
+/// starts the summary, so the records of every stripe handed out so far reach the members
+/// (a flush's first step). Returns the stripes it started (padding and summary).
+fn close_group(sh: &Arc<Shared>, st: &mut State) -> Vec<StripeDone> {
+    let l = sh.layout;
+    let mut started = Vec::new();
+    if !l.in_band {
+        return started;
+    }
+    seal(sh, st);
+    while st.seg.is_some()
+        && st.next_stripe < l.stripes
+        && l.stripe_id_in_group(st.next_stripe) != 0
+    {
+        if l.is_summary(st.next_stripe) {
+            if let Some(seg) = st.seg.clone() {
+                let stripe = st.next_stripe;
+                st.next_stripe += 1;
+                started.push(start_summary(sh, st, seg, stripe));
+            }
+            continue;
+        }
+        let serial = st.next_serial;
+        st.next_serial += 1;
+        let done: StripeDone = Arc::new(Signal::new(None));
+        st.in_flight.insert(serial, done.clone());
+        started.push(done.clone());
+        st.open = Some(OpenStripe {
+            serial,
+            slots: Vec::new(),
+            done,
+            kind: StripeKind::Coded,
+        });
+        seal(sh, st);
+    }
+    started
+}
+
+/// Starts the task that writes stripe `stripe` of `seg`.
+fn start(sh: &Arc<Shared>, seg: Arc<SegWriter>, stripe: u32, open: OpenStripe) {
     let sh2 = sh.clone();
     sh.spawn(async move {
         let serial = open.serial;
-        let r = drive(&sh2, &seg, stripe, &open.slots, open.replicated).await;
+        let r = drive(&sh2, &seg, stripe, &open.slots, open.kind).await;
         if let Err(e) = &r {
             sh2.fail(format!("segment {} stripe {stripe}: {e}", seg.segment));
         }
@@ -278,29 +378,38 @@ fn seal(sh: &Arc<Shared>, st: &mut State) {
     });
 }
 
-/// Writes one stripe on every member, then enters its blocks in the index.
-async fn drive(
-    sh: &Arc<Shared>,
-    seg: &Arc<SegWriter>,
+/// What a stripe writes on one member.
+#[derive(Clone, Copy)]
+enum Content<'a> {
+    /// A block and its record.
+    Block(&'a [u8], BlockRecord),
+    /// The member's summary of the group (made when its other blocks of the group landed).
+    Summary,
+}
+
+/// The `n` blocks of a coded or replicated stripe, one per member, with their records.
+fn stripe_blocks<'a>(
+    sh: &Shared,
     stripe: u32,
-    slots: &[Slot],
+    slots: &'a [Slot],
+    parity: &'a mut Vec<Vec<u8>>,
     replicated: bool,
-) -> BlockResult<()> {
+) -> BlockResult<Vec<(&'a [u8], BlockRecord)>> {
     let l = sh.layout;
     let first = slots
         .first()
         .ok_or_else(|| BlockError::Failed(format!("stripe {stripe} has no blocks")))?;
     let coded = |e: crate::code::CodeError| BlockError::Failed(format!("stripe {stripe}: {e}"));
-    let (parity, precs) = if replicated {
-        (vec![first.data.clone()], vec![first.rec])
+    let precs = if replicated {
+        *parity = vec![first.data.clone()];
+        vec![first.rec]
     } else {
         let data: Vec<&[u8]> = slots.iter().map(|s| &s.data[..]).collect();
         let recs: Vec<BlockRecord> = slots.iter().map(|s| s.rec).collect();
-        (
-            crate::code::encode(l.k as usize, l.m as usize, &data).map_err(coded)?,
-            crate::code::parity_records(&l, stripe, &recs).map_err(coded)?,
-        )
+        *parity = crate::code::encode(l.k as usize, l.m as usize, &data).map_err(coded)?;
+        crate::code::parity_records(&l, stripe, &recs).map_err(coded)?
     };
+    let parity: &'a Vec<Vec<u8>> = parity;
     let mut blocks = Vec::with_capacity(l.n() as usize);
     for member in 0..l.n() {
         let (d, j) = match l.role(stripe, member) {
@@ -316,15 +425,40 @@ async fn drive(
             BlockError::Failed(format!("stripe {stripe} has no block for member {member}"))
         })?);
     }
+    Ok(blocks)
+}
+
+/// Writes one stripe on every member, then enters its blocks in the index.
+async fn drive(
+    sh: &Arc<Shared>,
+    seg: &Arc<SegWriter>,
+    stripe: u32,
+    slots: &[Slot],
+    kind: StripeKind,
+) -> BlockResult<()> {
+    let l = sh.layout;
+    let replicated = kind != StripeKind::Coded;
+    let mut parity = Vec::new();
+    let blocks: Vec<Content> = if kind == StripeKind::Summary {
+        (0..l.n()).map(|_| Content::Summary).collect()
+    } else {
+        stripe_blocks(sh, stripe, slots, &mut parity, replicated)?
+            .into_iter()
+            .map(|(d, r)| Content::Block(d, r))
+            .collect()
+    };
     let puts = blocks
         .iter()
         .enumerate()
-        .map(|(member, (data, rec))| put(sh, seg, member, stripe, data, *rec));
+        .map(|(member, c)| put(sh, seg, member, stripe, *c));
     let mut landed = Vec::with_capacity(l.n() as usize);
     for r in join_all(puts).await {
         landed.push(r?);
     }
-    if !replicated && landed.iter().any(|o| o.is_none()) {
+    // A stripe of padding only (a flush padding an in-band group) holds nothing to protect,
+    // and is awaited by `record_state` itself.
+    let holds = slots.iter().any(|s| !s.rec.is_padding());
+    if !replicated && holds && landed.iter().any(|o| o.is_none()) {
         // The stripe omits a failed member: it is acknowledged only once the failure is
         // recorded on every survivor, so a restart never takes the member's stale blocks
         // for current ones. (A state stripe is awaited by the recording itself.)
@@ -442,8 +576,7 @@ async fn put(
     seg: &SegWriter,
     member: usize,
     stripe: u32,
-    data: &[u8],
-    rec: BlockRecord,
+    content: Content<'_>,
 ) -> BlockResult<Option<u32>> {
     let l = sh.layout;
     let Some(dev) = sh.member(member) else {
@@ -488,16 +621,35 @@ async fn put(
     if !ready {
         return Ok(None);
     }
-    let mut meta = vec![0u8; l.oob_size()];
-    meta[..32].copy_from_slice(&rec.encode());
+    let summary;
+    let (data, rec) = match content {
+        Content::Block(data, rec) => (data, rec),
+        Content::Summary => {
+            let below = seg
+                .records
+                .lock()
+                .get(member)
+                .and_then(|r| r.get(start as usize..(start + len - 1) as usize))
+                .map(|r| r.to_vec())
+                .unwrap_or_default();
+            summary = super::inband::encode_summary(&l, member, seg.segment, stripe, &below);
+            (&summary[..], BlockRecord::summary(stripe))
+        }
+    };
+    // In-band records travel in the group's summary, not in per-block metadata.
+    let meta = (!l.in_band).then(|| {
+        let mut meta = vec![0u8; l.oob_size()];
+        meta[..32].copy_from_slice(&rec.encode());
+        meta
+    });
     let offset = if barrier {
         let at = l.data_lba(seg.segment, stripe);
-        if let Err(s) = dev.write(at, data, Some(&meta), false).await {
+        if let Err(s) = dev.write(at, data, meta.as_deref(), false).await {
             return lost("barrier write", s);
         }
         u64::from(stripe)
     } else {
-        match dev.append(zslba, data, Some(&meta), false).await {
+        match dev.append(zslba, data, meta.as_deref(), false).await {
             Ok(at) => at.wrapping_sub(zslba + HEADER_BLOCKS),
             Err(s) => return lost("append", s),
         }
@@ -584,7 +736,7 @@ pub(crate) fn push_relocation(
 
 /// Queues a state stripe (after the open stripe, sealed now): every member gets the record
 /// of generation `gen` naming the `failed` members.
-pub(crate) fn push_state(sh: &Arc<Shared>, gen: u64, failed: u64) -> StripeDone {
+pub(crate) fn push_state(sh: &Arc<Shared>, gen: u64, failed: u64) -> Vec<StripeDone> {
     let mut st = sh.st.lock();
     seal(sh, &mut st);
     let serial = st.next_serial;
@@ -601,10 +753,15 @@ pub(crate) fn push_state(sh: &Arc<Shared>, gen: u64, failed: u64) -> StripeDone 
         serial,
         slots: (0..sh.layout.k).map(|_| slot()).collect(),
         done,
-        replicated: true,
+        kind: StripeKind::Replicated,
     });
     seal(sh, &mut st);
-    rx
+    // In-band records: the state records reach the members with the group's summary (the
+    // stripes this starts: waiting for every stripe in flight would wait for the stripe
+    // whose own wait for the recorded state called us).
+    let mut rxs = vec![rx];
+    rxs.extend(close_group(sh, &mut st));
+    rxs
 }
 
 /// Queues a block rebuilt at open (a block of a torn stripe that power loss took from its
@@ -623,10 +780,12 @@ pub(crate) fn push_copy(sh: &Arc<Shared>, rec: BlockRecord, data: Vec<u8>) -> St
     )
 }
 
-/// Seals the open stripe now (Flush, FUA) and returns every stripe in flight.
+/// Seals the open stripe now (Flush, FUA), with in-band records also pads the open group to
+/// its summary, and returns every stripe in flight.
 fn pad_and_collect(sh: &Arc<Shared>) -> Vec<StripeDone> {
     let mut st = sh.st.lock();
     seal(sh, &mut st);
+    close_group(sh, &mut st);
     st.in_flight.values().cloned().collect()
 }
 
@@ -681,10 +840,14 @@ pub(crate) async fn write(sh: &Arc<Shared>, lba: Lba, data: &[u8], fua: bool) ->
 }
 
 /// Waits for the stripes; with FUA seals the open stripe first and flushes every member after.
-async fn finish(sh: &Arc<Shared>, rxs: Vec<StripeDone>, fua: bool) -> BlockResult<()> {
+async fn finish(sh: &Arc<Shared>, mut rxs: Vec<StripeDone>, fua: bool) -> BlockResult<()> {
     if fua {
         // Our last stripe may be the open one: seal it now rather than after the timeout.
-        pad_and_collect(sh);
+        let all = pad_and_collect(sh);
+        if sh.layout.in_band {
+            // The records of our stripes are durable only with their group's summary.
+            rxs = all;
+        }
     }
     wait_all(sh, rxs).await?;
     if fua {

@@ -26,12 +26,29 @@ pub fn geometry(zones: u32) -> Geometry {
 }
 
 pub fn emu_members(n: usize, zones: u32, seed: u64) -> Vec<Arc<EmuDevice>> {
+    emu_members_with(n, geometry(zones), seed)
+}
+
+/// As `emu_members`, without per-block metadata (as most drives are formatted): ZapRAID
+/// keeps its records in-band there.
+pub fn emu_members_without_metadata(n: usize, zones: u32, seed: u64) -> Vec<Arc<EmuDevice>> {
+    emu_members_with(
+        n,
+        Geometry {
+            oob_size: 0,
+            ..geometry(zones)
+        },
+        seed,
+    )
+}
+
+pub fn emu_members_with(n: usize, geo: Geometry, seed: u64) -> Vec<Arc<EmuDevice>> {
     (0..n)
         .map(|i| {
             Arc::new(
                 EmuDevice::new_memory(EmuConfig {
                     seed: seed * 31 + i as u64,
-                    ..EmuConfig::new(geometry(zones))
+                    ..EmuConfig::new(geo)
                 })
                 .expect("emulated member"),
             )
