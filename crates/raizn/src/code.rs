@@ -138,6 +138,35 @@ impl StripeCode {
             .collect()
     }
 
+    /// Rebuilds the unit at code position `want` from `have` (position, unit data, unit
+    /// metadata) and copies its blocks from block `x0` on into `data` and `meta` (`bs` and
+    /// `oob` bytes per block). The outer error is a caller's slice that does not fit the
+    /// unit (a bug); the inner one says the stripe cannot be rebuilt.
+    pub fn rebuild_blocks(
+        &self,
+        have: &[(usize, Vec<u8>, Vec<u8>)],
+        want: usize,
+        x0: usize,
+        (bs, oob): (usize, usize),
+        data: &mut [u8],
+        meta: &mut [u8],
+    ) -> Result<Result<(), CodeError>, zns::NvmeStatus> {
+        let units: Vec<(usize, &[u8])> = have.iter().map(|(p, u, _)| (*p, &u[..])).collect();
+        let metas: Vec<(usize, &[u8])> = have.iter().map(|(p, _, m)| (*p, &m[..])).collect();
+        let (ud, um) = match (self.rebuild(&units, &[want]), self.rebuild(&metas, &[want])) {
+            (Ok(ud), Ok(um)) => (ud, um),
+            (Err(e), _) | (_, Err(e)) => return Ok(Err(e)),
+        };
+        let internal = zns::NvmeStatus::InternalError;
+        let (Some(ud), Some(um)) = (ud.first(), um.first()) else {
+            return Err(internal);
+        };
+        let (n, nm) = (data.len(), meta.len());
+        data.copy_from_slice(ud.get(x0 * bs..x0 * bs + n).ok_or(internal)?);
+        meta.copy_from_slice(um.get(x0 * oob..x0 * oob + nm).ok_or(internal)?);
+        Ok(Ok(()))
+    }
+
     /// Every data unit, decoded from at least `d` units (m >= 2).
     fn data_of(&self, units: &[(usize, &[u8])]) -> Result<Vec<Vec<u8>>, CodeError> {
         let rs = |e: reed_solomon_simd::Error| CodeError::Rs(e.to_string());

@@ -734,30 +734,18 @@ impl RaiznVolume {
                 Err(status) => self.note_member_error(j, status)?,
             }
         }
-        let want = [l.code_position(s, target.member)];
-        let code = l.code();
-        let units: Vec<(usize, &[u8])> = have.iter().map(|(p, u, _)| (*p, &u[..])).collect();
-        let metas: Vec<(usize, &[u8])> = have.iter().map(|(p, _, m)| (*p, &m[..])).collect();
-        let lost = |e: crate::code::CodeError| {
-            tracing::error!(zone, stripe = s, %e, "RAIZN stripe cannot be rebuilt");
-            NvmeStatus::UnrecoveredReadError
-        };
-        let ud = code.rebuild(&units, &want).map_err(lost)?;
-        let um = code.rebuild(&metas, &want).map_err(lost)?;
+        let want = l.code_position(s, target.member);
         let x0 = (cur % su) as usize;
-        let (n, nm) = (data.len(), meta.len());
-        let (Some(ud), Some(um)) = (ud.first(), um.first()) else {
-            return Err(NvmeStatus::InternalError);
-        };
-        data.copy_from_slice(
-            ud.get(x0 * bs..x0 * bs + n)
-                .ok_or(NvmeStatus::InternalError)?,
-        );
-        meta.copy_from_slice(
-            um.get(x0 * oob..x0 * oob + nm)
-                .ok_or(NvmeStatus::InternalError)?,
-        );
-        Ok(())
+        match l
+            .code()
+            .rebuild_blocks(&have, want, x0, (bs, oob), data, meta)?
+        {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                tracing::error!(zone, stripe = s, %e, "RAIZN stripe cannot be rebuilt");
+                Err(NvmeStatus::UnrecoveredReadError)
+            }
+        }
     }
 }
 

@@ -760,29 +760,11 @@ impl RaiznVolume {
             }
             have.push((k as usize, ud, umd));
         }
-        let code = l.code();
-        let units: Vec<(usize, &[u8])> = have.iter().map(|(p, u, _)| (*p, &u[..])).collect();
-        let metas: Vec<(usize, &[u8])> = have.iter().map(|(p, _, m)| (*p, &m[..])).collect();
-        let (Ok(ud), Ok(umd)) = (
-            code.rebuild(&units, &[unit as usize]),
-            code.rebuild(&metas, &[unit as usize]),
-        ) else {
-            return Ok(false);
-        };
         let x0 = (cur % su) as usize;
-        let (n, nm) = (data.len(), meta.len());
-        let (Some(ud), Some(umd)) = (ud.first(), umd.first()) else {
-            return Err(NvmeStatus::InternalError);
-        };
-        data.copy_from_slice(
-            ud.get(x0 * bs..x0 * bs + n)
-                .ok_or(NvmeStatus::InternalError)?,
-        );
-        meta.copy_from_slice(
-            umd.get(x0 * oob..x0 * oob + nm)
-                .ok_or(NvmeStatus::InternalError)?,
-        );
-        Ok(true)
+        let rebuilt = l
+            .code()
+            .rebuild_blocks(&have, unit as usize, x0, (bs, oob), data, meta)?;
+        Ok(rebuilt.is_ok())
     }
 }
 
