@@ -29,21 +29,7 @@ const MEMBERS: usize = 5;
 const SU: u64 = 8;
 
 fn member_geo() -> Geometry {
-    Geometry {
-        block_size: BS as u32,
-        oob_size: OOB as u32,
-        zone_count: META_ZONES + 2,
-        zone_size: 64,
-        zone_capacity: 64,
-        max_open: 0,
-        max_active: 0,
-        zasl_blocks: 32,
-        mdts_blocks: 32,
-        copy_max_ranges: 4,
-        copy_max_range_blocks: 32,
-        copy_max_blocks: 32,
-        cross_zone_reads: false,
-    }
+    common::unlimited_member_geometry(BS, OOB, META_ZONES + 2, 64)
 }
 
 type Faulty = Arc<FaultyZoned<Arc<EmuDevice>>>;

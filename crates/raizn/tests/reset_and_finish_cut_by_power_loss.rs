@@ -21,21 +21,7 @@ use zns::{FaultyZoned, Geometry, ReportFilter, ZoneAction, ZoneState, ZonedDevic
 const BS: usize = 512;
 
 fn member_geo() -> Geometry {
-    Geometry {
-        block_size: BS as u32,
-        oob_size: 0,
-        zone_count: META_ZONES + 3,
-        zone_size: 64,
-        zone_capacity: 48,
-        max_open: 0,
-        max_active: 0,
-        zasl_blocks: 32,
-        mdts_blocks: 32,
-        copy_max_ranges: 4,
-        copy_max_range_blocks: 32,
-        copy_max_blocks: 32,
-        cross_zone_reads: false,
-    }
+    common::unlimited_member_geometry(BS, 0, META_ZONES + 3, 48)
 }
 
 fn runtime() -> tokio::runtime::Runtime {

@@ -241,3 +241,24 @@ pub fn small_member_geometry() -> Geometry {
         cross_zone_reads: false,
     }
 }
+
+/// Members with zones of 64 blocks (`capacity` of them writable), no open or active limit,
+/// `block_size`-byte blocks and `oob` bytes of metadata: the geometry the crash and append
+/// tests vary.
+pub fn unlimited_member_geometry(
+    block_size: usize,
+    oob: usize,
+    zone_count: u32,
+    capacity: u64,
+) -> Geometry {
+    Geometry {
+        block_size: block_size as u32,
+        oob_size: oob as u32,
+        zone_count,
+        zone_capacity: capacity,
+        max_open: 0,
+        max_active: 0,
+        zasl_blocks: 32,
+        ..small_member_geometry()
+    }
+}
