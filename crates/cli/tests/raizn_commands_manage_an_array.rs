@@ -9,18 +9,10 @@ use common::{fails, ok};
 
 /// Three empty member images of the small profile in `dir`.
 fn members(dir: &Path) -> Vec<PathBuf> {
-    (0..3)
-        .map(|i| {
-            let p = dir.join(format!("m{i}.img"));
-            ok(&["device", "create", s(&p), "--zones", "8"]);
-            p
-        })
-        .collect()
+    common::member_images(dir, "m", 3, &["--zones", "8"])
 }
 
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf-8 path")
-}
+use common::path_str as s;
 
 fn list(m: &[PathBuf]) -> String {
     m.iter().map(|p| s(p)).collect::<Vec<_>>().join(",")

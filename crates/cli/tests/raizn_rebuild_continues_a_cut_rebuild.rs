@@ -10,9 +10,7 @@ use std::path::{Path, PathBuf};
 
 use common::{fails, ok, zonestack};
 
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf-8 path")
-}
+use common::path_str as s;
 
 fn image(dir: &Path, name: &str) -> PathBuf {
     let p = dir.join(name);

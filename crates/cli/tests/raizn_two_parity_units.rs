@@ -11,18 +11,10 @@ use common::{fails, ok};
 
 /// `n` empty member images of the small profile in `dir`.
 fn members(dir: &Path, n: usize) -> Vec<PathBuf> {
-    (0..n)
-        .map(|i| {
-            let p = dir.join(format!("m{i}.img"));
-            ok(&["device", "create", s(&p), "--zones", "8"]);
-            p
-        })
-        .collect()
+    common::member_images(dir, "m", n, &["--zones", "8"])
 }
 
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf-8 path")
-}
+use common::path_str as s;
 
 fn with_members<'a>(head: &[&'a str], m: &'a [PathBuf]) -> Vec<&'a str> {
     let mut args = head.to_vec();

@@ -17,9 +17,7 @@ use std::time::{Duration, Instant};
 use common::{ok, require, run};
 use serve_helper::Served;
 
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf-8 path")
-}
+use common::path_str as s;
 
 /// `n` member images of `zones` small-profile zones with 64 bytes of metadata per block.
 fn images(dir: &Path, n: usize, zones: &str) -> Vec<PathBuf> {

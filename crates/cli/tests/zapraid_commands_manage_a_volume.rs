@@ -8,14 +8,7 @@ use common::{fails, ok, require, run};
 
 /// `n` empty member images with room for ZapRAID's per-block metadata.
 fn members(dir: &Path, n: usize) -> Vec<PathBuf> {
-    (0..n)
-        .map(|i| {
-            let p = dir.join(format!("z{i}.img"));
-            let ps = p.to_str().expect("utf-8 path");
-            ok(&["device", "create", ps, "--zones", "12", "--oob", "64"]);
-            p
-        })
-        .collect()
+    common::member_images(dir, "z", n, &["--zones", "12", "--oob", "64"])
 }
 
 fn with_members<'a>(head: &[&'a str], m: &'a [PathBuf]) -> Vec<&'a str> {

@@ -9,14 +9,7 @@ use std::path::{Path, PathBuf};
 use common::{fails, ok};
 
 fn members(dir: &Path, n: usize, oob: &str) -> Vec<PathBuf> {
-    (0..n)
-        .map(|i| {
-            let p = dir.join(format!("z{i}.img"));
-            let ps = p.to_str().expect("utf-8 path");
-            ok(&["device", "create", ps, "--zones", "12", "--oob", oob]);
-            p
-        })
-        .collect()
+    common::member_images(dir, "z", n, &["--zones", "12", "--oob", oob])
 }
 
 fn with_members<'a>(head: &[&'a str], m: &'a [PathBuf]) -> Vec<&'a str> {

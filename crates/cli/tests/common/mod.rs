@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 /// Runs `zonestack` with `args` and returns what it did.
@@ -88,4 +89,23 @@ pub fn run(cmd: &mut Command) -> String {
     );
     assert!(o.status.success(), "{cmd:?} failed: {text}");
     text
+}
+
+/// A path as the `&str` a command line takes.
+pub fn path_str(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+/// `n` empty member images `PREFIXi.img` in `dir`, each made by `zonestack device create IMG`
+/// followed by `args` (e.g. `--zones 8`).
+pub fn member_images(dir: &Path, prefix: &str, n: usize, args: &[&str]) -> Vec<PathBuf> {
+    (0..n)
+        .map(|i| {
+            let p = dir.join(format!("{prefix}{i}.img"));
+            let mut cmd = vec!["device", "create", path_str(&p)];
+            cmd.extend_from_slice(args);
+            ok(&cmd);
+            p
+        })
+        .collect()
 }
