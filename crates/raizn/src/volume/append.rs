@@ -140,12 +140,13 @@ impl MemberTurns {
     }
 }
 
-/// An append once reserved: its ticket, offset, member runs and partial-parity record.
+/// An append once reserved: its ticket, offset, member runs and partial-parity records
+/// (none when it ends on a stripe boundary).
 struct Reserved<'a> {
     ticket: Ticket<'a>,
     off: u64,
     runs: Vec<MemberRun>,
-    pp: Option<Vec<PpRecord>>,
+    pp: Vec<PpRecord>,
 }
 
 /// One append's place in its zone's pipeline, from reservation to commit. Dropped without
@@ -259,9 +260,7 @@ impl RaiznVolume {
         let committed = async {
             ticket.wait_commit().await?;
             sent?;
-            if let Some(rec) = pp {
-                self.log_partial_parity(rec).await?;
-            }
+            self.log_partial_parity(pp).await?;
             if !fua {
                 // A failure met by this append is recorded before it completes.
                 self.persist_health().await?;
@@ -319,9 +318,9 @@ impl RaiznVolume {
                 .build_runs(zone, &mut zio, off, nlb, data, meta)
                 .await?;
             let pp = if end.is_multiple_of(self.layout.stripe_data_blocks()) {
-                None
+                Vec::new()
             } else {
-                Some(self.partial_parity_of(zone, &zio, end)?)
+                self.partial_parity_of(zone, &zio, end)?
             };
             Ok((runs, pp))
         }
