@@ -197,20 +197,7 @@ fn fail_is_durable_and_reads_rebuild_the_failed_member() {
     );
     // Member 1's image may now go: `missing` stands for it.
     let gone = format!("{},missing,{}", s(&m[0]), s(&m[2]));
-    let out = dir.path().join("read.bin");
-    ok(&[
-        "io",
-        "read",
-        "--raizn",
-        &gone,
-        "--lba",
-        "0",
-        "--blocks",
-        "64",
-        "--out",
-        s(&out),
-    ]);
-    let got = std::fs::read(&out).expect("read back");
+    let got = common::read_array(&gone, 64, &dir.path().join("read.bin"));
     assert!(got.iter().all(|b| *b == 0x5c), "degraded read differs");
     let st = ok(&["raizn", "status", s(&m[0]), "missing", s(&m[2])]);
     assert!(st.contains("missing absent"), "{st}");

@@ -52,20 +52,7 @@ fn two_members_may_fail_and_every_block_reads_back() {
     let err = fails(&with_members(&["raizn", "fail", "--member", "0"], &m), 1);
     assert!(err.contains("survives 2"), "{err}");
     let gone = format!("{},missing,missing,{}", s(&m[0]), s(&m[3]));
-    let out = dir.path().join("read.bin");
-    ok(&[
-        "io",
-        "read",
-        "--raizn",
-        &gone,
-        "--lba",
-        "0",
-        "--blocks",
-        "70",
-        "--out",
-        s(&out),
-    ]);
-    let got = std::fs::read(&out).expect("read back");
+    let got = common::read_array(&gone, 70, &dir.path().join("read.bin"));
     assert_eq!(got.len(), 70 * 4096);
     assert!(
         got.iter().all(|b| *b == 0x6d),

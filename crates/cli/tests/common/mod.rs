@@ -109,3 +109,22 @@ pub fn member_images(dir: &Path, prefix: &str, n: usize, args: &[&str]) -> Vec<P
         })
         .collect()
 }
+
+/// Reads blocks `0..blocks` of the RAIZN array `array` (`--raizn` list) through
+/// `zonestack io read` into `out`, and returns them.
+pub fn read_array(array: &str, blocks: u64, out: &Path) -> Vec<u8> {
+    let n = blocks.to_string();
+    ok(&[
+        "io",
+        "read",
+        "--raizn",
+        array,
+        "--lba",
+        "0",
+        "--blocks",
+        &n,
+        "--out",
+        path_str(out),
+    ]);
+    std::fs::read(out).expect("read back")
+}
