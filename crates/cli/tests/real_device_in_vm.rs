@@ -127,6 +127,8 @@ step bench-ftl $Z bench /block.fio --device /dev/nvme0n2 --target ftl --output-f
 step bench-ftl-refused $Z bench /block.fio --device /dev/nvme0n2 --target ftl
 step bench-ftl-check $Z ftl check /dev/nvme0n2
 step bench-ftl-none $Z bench /block.fio --device /dev/nvme0n6 --target ftl
+# `device create` never writes an image over a drive, even with --force.
+step create-refused $Z device create /dev/nvme0n6 --zones 8 --force
 M="/dev/nvme0n3 /dev/nvme0n4 /dev/nvme0n5"
 A=/dev/nvme0n3,/dev/nvme0n4,/dev/nvme0n5
 step raizn-create $Z raizn create $M
@@ -494,6 +496,12 @@ fn check_bench_ftl(out: &str) {
     let (text, code) = step(out, "bench-ftl-none");
     assert_eq!(code, 1, "{text}");
     assert!(text.contains("ftl format /dev/nvme0n6"), "{text}");
+    let (text, code) = step(out, "create-refused");
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("/dev/nvme0n6 is a block device, not an image file"),
+        "{text}"
+    );
 }
 
 /// `serve --zapraid` over three drives: a member is refused to others while served, and the
