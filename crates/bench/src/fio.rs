@@ -45,7 +45,7 @@ mod report;
 mod targets;
 mod zoned;
 
-pub use phases::{phases_text, Probe, Sample};
+pub use phases::{no_probe, phases_text, Probe, Sample};
 pub use report::{ftl_stats_json, latency_cdfs, throughput_series, to_json, to_text};
 pub use targets::{scaled_array, spare_blocks, zone_array, ConvSizing, ConvVolume};
 
@@ -215,6 +215,24 @@ pub async fn run_zoned_on(
 ) -> Result<Vec<JobResult>, String> {
     workload::count_progress_into(Some(Arc::clone(&p.done)));
     let results = run_zoned(specs, t, dev, p).await;
+    workload::count_progress_into(None);
+    results
+}
+
+/// Runs block jobs on `vol`, any block volume (the host FTL mounted on a real drive), on the
+/// caller's runtime: in real time when that runtime's clock is the wall clock, with no timing
+/// model. Returns the jobs' results and each phase's figures from `probe` (say the FTL's
+/// activity; `no_probe` for none). Only `t.seed` of the target is used (the random offsets);
+/// the volume is what it is, and the jobs overwrite its data as fio overwrites a device.
+pub async fn run_block_on(
+    specs: &[JobSpec],
+    t: &Target,
+    vol: &dyn BlockDevice,
+    p: &Progress,
+    probe: Probe<'_>,
+) -> Result<(Vec<JobResult>, Vec<Value>), String> {
+    workload::count_progress_into(Some(Arc::clone(&p.done)));
+    let results = run_block(specs, t, vol, p, probe).await;
     workload::count_progress_into(None);
     results
 }

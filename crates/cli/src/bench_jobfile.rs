@@ -2,8 +2,8 @@
 //! virtual time on the timing model: on the emulated ZNS drive (zoned jobs), a conventional
 //! SSD on the same flash, or the host FTL on the ZNS drive (block jobs), or with `--device`
 //! on an existing device image; or, with `--device` naming a zoned block device
-//! (`/dev/nvme0n2`), zoned jobs on that drive in real time with no timing model, so the same
-//! job file measures the emulator and a drive. Prints fio's text report or, with
+//! (`/dev/nvme0n2`), zoned jobs on that drive or block jobs on the host FTL volume on it, in
+//! real time with no timing model, so the same job file measures the emulator and a drive. Prints fio's text report or, with
 //! `--output-format=json`, fio's JSON shape.
 
 use std::ffi::OsString;
@@ -44,12 +44,13 @@ pub struct BenchJobArgs {
     /// in-memory device: its zones with --target zns, or with --target ftl the volume
     /// `zonestack ftl format` made on it. The image keeps its geometry; --profile gives the
     /// timing. The jobs overwrite the image's data, as fio overwrites a device. A zoned block
-    /// device (/dev/nvme0n2, /dev/nullb0) runs zoned jobs (--target zns) on the drive itself
-    /// in real time, with no timing model.
+    /// device (/dev/nvme0n2, /dev/nullb0) runs, in real time with no timing model, zoned jobs
+    /// (--target zns) on the drive itself, or block jobs (--target ftl) on the FTL volume
+    /// `zonestack ftl format` made on it.
     #[arg(long, value_name = "IMAGE|DEVICE")]
     pub device: Option<PathBuf>,
-    /// With --device on a drive: run even though zones hold data, which the jobs reset and
-    /// overwrite.
+    /// With --device on a drive: run even though its zones (zoned jobs) or its FTL volume
+    /// (block jobs) hold data, which the jobs overwrite.
     #[arg(long)]
     pub force: bool,
     /// normal (fio's text report) or json (fio's JSON shape).
@@ -101,8 +102,8 @@ pub fn run(a: &BenchJobArgs, out: &mut impl Write) -> CliResult {
         .as_ref()
         .filter(|p| crate::opened::is_block_device(p))
     {
-        let results = crate::bench_drive::run(a, path, specs)?;
-        return print_results(&results, None, json, out);
+        let (results, volume) = crate::bench_drive::run(a, path, specs)?;
+        return print_results(&results, volume.as_ref(), json, out);
     }
     // A job file written for a real drive names it; say that it is not what runs.
     for s in &specs {

@@ -134,7 +134,7 @@ fn other(e: impl std::fmt::Display) -> CliError {
 
 /// A volume error in words a user can act on: an image with no volume names the command
 /// that makes one.
-fn volume_error(path: &std::path::Path, e: ftl::FtlError) -> CliError {
+pub(crate) fn volume_error(path: &std::path::Path, e: ftl::FtlError) -> CliError {
     match e {
         ftl::FtlError::Checkpoint(ftl::checkpoint::CkptError::NoCheckpoint) => {
             CliError::Other(format!(

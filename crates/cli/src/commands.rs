@@ -183,7 +183,36 @@ pub fn geometry_for(a: &CreateArgs) -> Result<Geometry, CliError> {
     Ok(g)
 }
 
+/// Refuses to make an image where `path` names something other than a file: `device create`
+/// writes an emulator image, and a drive (or /dev/null, or a directory) is not one. A drive is
+/// used as it is; even with --force it is never overwritten with an image's layout.
+fn refuse_non_file(path: &Path) -> CliResult {
+    use std::os::unix::fs::FileTypeExt;
+    // A path that cannot be examined (absent, no permission) is left to the create itself,
+    // which makes it or reports why not.
+    let Ok(m) = std::fs::metadata(path) else {
+        return Ok(());
+    };
+    let t = m.file_type();
+    let what = if t.is_file() {
+        return Ok(());
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_dir() {
+        "a directory"
+    } else {
+        "not a regular file"
+    };
+    Err(CliError::Usage(format!(
+        "{p} is {what}, not an image file: `device create` makes emulator images; a zoned drive is used as it is (`zonestack device info {p}`)",
+        p = path.display()
+    )))
+}
+
 pub fn create(a: &CreateArgs, out: &mut impl Write) -> CliResult {
+    refuse_non_file(&a.path)?;
     let g = geometry_for(a)?;
     let cfg = EmuConfig {
         volatile_cache: !a.no_write_cache,

@@ -6,8 +6,10 @@
 //! the volume mounts after format, and `serve --device` exports it to the kernel's own NBD
 //! client, where mkfs.ext4 makes a file system whose files read back after the server is
 //! stopped and started again; Zone Append goes through NVMe passthrough; a RAIZN array runs
-//! over three namespaces; fio itself (zonemode=zbd) and `zonestack bench --device` agree on
-//! what one job file does to a namespace.
+//! over three namespaces, and a ZapRAID array over them is served to the NBD client (its
+//! members held while it serves); fio itself (zonemode=zbd) and `zonestack bench --device`
+//! agree on what one job file does to a namespace; a block job file runs through the host
+//! FTL on a namespace (`bench --device DRIVE --target ftl`).
 
 // The VM-running helpers are zlinux's own test harness, shared rather than copied.
 #[path = "../../zlinux/tests/common/mod.rs"]
@@ -44,6 +46,12 @@ const JOBFILE: &str = concat!(
     "/../../examples/fio/drive-functional.fio"
 );
 
+/// The block job file the host FTL runs on a drive, at /block.fio in the guest.
+const BLOCK_JOBFILE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../examples/fio/drive-block.fio"
+);
+
 /// The host's mke2fs, run as mkfs.ext4 in the guest, and its configuration.
 const MKFS: &str = "/usr/sbin/mke2fs:/bin/mkfs.ext4";
 const MKFS_CONF: &str = "/etc/mke2fs.conf:/etc/mke2fs.conf";
@@ -75,7 +83,9 @@ serve() {
   # the shell creates the new one, grep must not print that it is missing (-s), which would
   # land in the next step's output.
   rm -f /tmp/serve.log
-  $Z serve --device ${1:-/dev/nvme0n2} --listen tcp:127.0.0.1:10809 --log-level info >/tmp/serve.log 2>&1 &
+  # No argument: the FTL on nvme0n2; a path: the FTL on it; else serve's own options.
+  if [ $# = 0 ]; then set -- --device /dev/nvme0n2; elif [ "${1#--}" = "$1" ]; then set -- --device "$1"; fi
+  $Z serve "$@" --listen tcp:127.0.0.1:10809 --log-level info >/tmp/serve.log 2>&1 &
   pid=$!
   t=0; while ! grep -qs serving /tmp/serve.log && [ $t -lt 300 ]; do sleep 0.1; t=$((t + 1)); done
 }
@@ -110,6 +120,15 @@ step append-2 $Z io append /dev/nvme0n2 --zone 3 --blocks 1 --pattern 0x22 --fua
 step ftl-append $Z ftl format /dev/nvme0n2 --op 30 --force
 step ftl-append-mount $Z ftl mount /dev/nvme0n2 --write-mode append
 step session sh -c "printf 'zone report --count 1\nstats\n' | $Z session /dev/nvme0n2"
+# Block jobs through the host FTL on the drive: the empty volume just formatted runs them;
+# then it holds data, so a second run is refused without --force; a drive with no volume is
+# refused naming `ftl format`; the volume checks clean after the jobs.
+step bench-ftl $Z bench /block.fio --device /dev/nvme0n2 --target ftl --output-format json
+step bench-ftl-refused $Z bench /block.fio --device /dev/nvme0n2 --target ftl
+step bench-ftl-check $Z ftl check /dev/nvme0n2
+step bench-ftl-none $Z bench /block.fio --device /dev/nvme0n6 --target ftl
+# `device create` never writes an image over a drive, even with --force.
+step create-refused $Z device create /dev/nvme0n6 --zones 8 --force
 M="/dev/nvme0n3 /dev/nvme0n4 /dev/nvme0n5"
 A=/dev/nvme0n3,/dev/nvme0n4,/dev/nvme0n5
 step raizn-create $Z raizn create $M
@@ -120,6 +139,21 @@ step raizn-reset-refused $Z zone reset --raizn $A --all
 step raizn-reset-forced $Z zone reset --raizn $A --all --force
 step zapraid-format $Z zapraid format $M --force
 step zapraid-check $Z zapraid check $M
+# ZapRAID over the three drives served to the kernel's NBD client: a member is held while
+# it serves; what was written reads back after the server is stopped and started again.
+dd if=/dev/urandom of=/tmp/z bs=64k count=16 2>/dev/null
+serve --zapraid $A
+step zapraid-busy $Z zone report /dev/nvme0n4
+nstep zapraid-connect nbd-client -t 60 127.0.0.1 10809 /dev/nbd0
+nstep zapraid-write dd if=/tmp/z of=/dev/nbd0 bs=64k conv=fsync
+nstep zapraid-disconnect nbd-client -d /dev/nbd0
+kill -TERM $pid; wait $pid; echo "@@ zapraid-serve exit=$?"
+serve --zapraid $A
+nstep zapraid-reconnect nbd-client -t 60 127.0.0.1 10809 /dev/nbd0
+nstep zapraid-read sh -c 'dd if=/dev/nbd0 bs=64k count=16 2>/dev/null | cmp - /tmp/z'
+nbd-client -d /dev/nbd0
+kill -TERM $pid; wait $pid; echo "@@ zapraid-serve-again exit=$?"
+step zapraid-check-after $Z zapraid check $M
 step nullblk-check $Z device check /dev/nullb0 --destructive
 step nullblk-any $Z device check /dev/nullb0 --destructive --any-layout
 step qemu-any $Z device check /dev/nvme0n7 --destructive --any-layout
@@ -206,7 +240,8 @@ fn zonestack_runs_on_qemu_zns_namespaces() {
         args.extend(["--ns", ns]);
     }
     let job = format!("{JOBFILE}:/drive.fio");
-    args.extend(["--nullblk", NULLBLK, "--file", &job]);
+    let block_job = format!("{BLOCK_JOBFILE}:/block.fio");
+    args.extend(["--nullblk", NULLBLK, "--file", &job, "--file", &block_job]);
     args.extend(["--file", &file, "--timeout", "400"]);
     // fio itself, with the shared libraries it links, when the host has it (./scripts/test
     // installs it): the same job file runs under fio and under `zonestack bench`.
@@ -351,8 +386,10 @@ fn zonestack_runs_on_qemu_zns_namespaces() {
     let (text, code) = step(out, "zapraid-check");
     assert_eq!(code, 0, "{text}");
     assert!(text.contains("clean:"), "{text}");
+    check_zapraid_served(out);
     check_null_blk(out);
     check_bench(out);
+    check_bench_ftl(out);
     check_fio_agrees(out, fio.is_some());
     check_metadata(out);
     // The files written through the kernel's NBD client and ext4 read back after the server
@@ -433,6 +470,59 @@ fn check_bench(out: &str) {
     );
     let filled = zones.iter().filter(|l| l.contains("wptr 0x000040")).count();
     assert_eq!(filled, 4, "{text}");
+}
+
+/// `bench JOBFILE --device DRIVE --target ftl`: the block jobs run through the host FTL on
+/// the drive and move what the job file says; a volume holding data is refused without
+/// --force, and a drive without a volume names `ftl format`.
+fn check_bench_ftl(out: &str) {
+    let (text, code) = step(out, "bench-ftl");
+    assert_eq!(code, 0, "{text}");
+    let v = json_of(text);
+    let bytes = |job: usize, dir: &str| v["jobs"][job][dir]["io_bytes"].as_u64();
+    assert_eq!(bytes(0, "write"), Some(8 << 20), "fill: {v}");
+    assert_eq!(bytes(1, "write"), Some(2 << 20), "overwrite: {v}");
+    assert_eq!(bytes(2, "read"), Some(1 << 20), "read: {v}");
+    let user = v["volume"]["user_blocks_written"].as_u64().unwrap_or(0);
+    assert!(user >= (10 << 20) / 4096, "the volume's figures: {v}");
+    let (text, code) = step(out, "bench-ftl-refused");
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("holds data") && text.contains("--force"),
+        "{text}"
+    );
+    let (text, code) = step(out, "bench-ftl-check");
+    assert_eq!(code, 0, "{text}");
+    let (text, code) = step(out, "bench-ftl-none");
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("ftl format /dev/nvme0n6"), "{text}");
+    let (text, code) = step(out, "create-refused");
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("/dev/nvme0n6 is a block device, not an image file"),
+        "{text}"
+    );
+}
+
+/// `serve --zapraid` over three drives: a member is refused to others while served, and the
+/// data written through the kernel's NBD client reads back after a restart.
+fn check_zapraid_served(out: &str) {
+    for s in [
+        "zapraid-connect",
+        "zapraid-write",
+        "zapraid-disconnect",
+        "zapraid-serve",
+        "zapraid-reconnect",
+        "zapraid-read",
+        "zapraid-serve-again",
+        "zapraid-check-after",
+    ] {
+        let (text, code) = step(out, s);
+        assert_eq!(code, 0, "{s}: {text}");
+    }
+    let (text, code) = step(out, "zapraid-busy");
+    assert_eq!(code, 1, "a member held by serve is refused: {text}");
+    assert!(text.contains("busy"), "{text}");
 }
 
 /// The host's fio, found on PATH, or None.
