@@ -1,10 +1,11 @@
-//! `zonestack zapraid format|status|fail|replace|check`: a ZapRAID log-structured RAID block volume
+//! `zonestack zapraid format|status|fail|replace|recover|check`: a ZapRAID log-structured RAID block volume
 //! over k + m emulated device images (k from the member count and --parity).
 //!
 //! Opening a ZapRAID array recovers its index and finishes the zones of segments that were
 //! open, so it writes: `status` and `check` open the images read-write. `fail` records a
 //! member failed on every survivor (the array then runs degraded across restarts, as
-//! `raizn fail` does for RAIZN); `replace` (zapraid_replace.rs) rebuilds one onto a new image.
+//! `raizn fail` does for RAIZN); `replace` (zapraid_replace.rs) rebuilds one onto a new image,
+//! `recover` onto the image named in its place.
 //! Every command but `format` takes `missing` for a member whose image is gone: the open
 //! records it failed and the array runs degraded.
 
@@ -99,6 +100,25 @@ pub enum ZapraidCmd {
         #[arg(long, value_name = "NEWIMG")]
         with: PathBuf,
         /// Overwrite the new image even if it holds other data.
+        #[arg(long)]
+        force: bool,
+        /// Print no progress, only the result.
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// Rebuild failed members onto the images named in their own places (a new image swapped
+    /// in for a dead drive, or the replacement of a recovery cut short), after the crash
+    /// recovery every open runs. With --member, that member is recorded failed first.
+    Recover {
+        /// Member device images, in array order, with the image to rebuild onto in the
+        /// failed member's place.
+        #[arg(required = true)]
+        members: Vec<PathBuf>,
+        /// The member to rebuild: its position (0-based) or its image path as given; by
+        /// default every member the array records failed.
+        #[arg(long)]
+        member: Option<String>,
+        /// Overwrite the image even if it holds other data.
         #[arg(long)]
         force: bool,
         /// Print no progress, only the result.
@@ -281,6 +301,7 @@ pub fn status_named(vol: &ZapRaidVolume, json_out: bool, name: &dyn Fn(usize) ->
             "stripes_per_segment": l.stripes, "segments": l.segments(),
             "write_amplification": s.write_amplification(),
             "client_blocks": s.client_blocks, "relocated_blocks": s.relocated_blocks,
+            "relocations_superseded": s.relocations_superseded,
             "padding_blocks": s.padding_blocks, "collections_started": s.collections_started,
             "segments_collected": s.segments_collected,
             "index_memory": {"l2p_bytes": mem.l2p_bytes,
@@ -439,6 +460,20 @@ pub async fn run(cmd: &ZapraidCmd, out: &mut impl Write) -> CliResult {
                 quiet: *quiet,
             };
             crate::zapraid_replace::run(&r, out).await
+        }
+        ZapraidCmd::Recover {
+            members,
+            member,
+            force,
+            quiet,
+        } => {
+            let r = crate::zapraid_replace::InPlace {
+                paths: members,
+                spec: member.as_deref(),
+                force: *force,
+                quiet: *quiet,
+            };
+            crate::zapraid_replace::run_in_place(&r, out).await
         }
         ZapraidCmd::Check { members } => check(members, out).await,
     }

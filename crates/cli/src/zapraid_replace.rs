@@ -3,13 +3,21 @@
 //! progress bar on a terminal and a plain line every few seconds otherwise. A member that has
 //! not failed is recorded failed first (a drive replaced before it dies). A recovery cut
 //! short (power, a signal) leaves the array degraded; running the command again restarts it.
+//!
+//! `zonestack zapraid recover ARRAY... [--member I] [--force] [--quiet]` is the same recovery
+//! onto the image named in the member's own place (a new image swapped in for a dead drive,
+//! or the replacement of a recovery cut short), after the crash recovery every open runs:
+//! without `--member` it rebuilds every member the array records failed whose place names an
+//! image; with it, that member is first recorded failed (the image in its place is never read
+//! as the member).
 
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use zapraid::{RecoveryProgress, ZapRaidError, ZapRaidVolume};
+use zns::ZonedDevice;
 
 use crate::cmd_zapraid::{close_array, open_array, zapraid_error};
 use crate::error::{CliError, CliResult};
@@ -106,12 +114,13 @@ impl Display {
 async fn recover(
     vol: &ZapRaidVolume,
     i: usize,
-    dev: Arc<crate::opened::Opened>,
-    r: &Request<'_>,
+    dev: Arc<dyn ZonedDevice>,
+    force: bool,
+    quiet: bool,
     out: &mut impl Write,
 ) -> Result<(), ZapRaidError> {
-    let mut display = Display::new(r.quiet);
-    let rec = vol.replace_member(i, dev, r.force);
+    let mut display = Display::new(quiet);
+    let rec = vol.replace_member(i, dev, force);
     tokio::pin!(rec);
     let mut tick = tokio::time::interval(Duration::from_millis(200));
     let result = loop {
@@ -132,6 +141,19 @@ async fn recover(
         tracing::warn!("progress output: {e}");
     }
     result
+}
+
+/// The error of a recovery of member `i` onto `with`, naming both.
+fn replace_error(m: &Members, i: usize, with: &Path, e: ZapRaidError) -> CliError {
+    match e {
+        ZapRaidError::ReplacementHoldsData { zone, state } => CliError::Other(format!(
+            "{} holds data (zone {zone} is {}) that is not {}'s; pass --force to destroy it",
+            with.display(),
+            state.name(),
+            m.name(i)
+        )),
+        e => zapraid_error(m, e),
+    }
 }
 
 /// Records member `i` failed when it is not yet (a replacement of a working drive).
@@ -174,21 +196,17 @@ pub async fn run(r: &Request<'_>, out: &mut impl Write) -> CliResult {
             writeln!(out, "rebuilding {} onto {}", m.name(i), r.with.display())?;
             out.flush()?;
         }
-        let done = recover(&vol, i, dev.clone(), r, out).await;
+        let done = recover(
+            &vol,
+            i,
+            dev.clone() as Arc<dyn ZonedDevice>,
+            r.force,
+            r.quiet,
+            out,
+        )
+        .await;
         let p = vol.recovery_progress();
-        if let Err(e) = done {
-            let e = match e {
-                ZapRaidError::ReplacementHoldsData { zone, state } => CliError::Other(format!(
-                    "{} holds data (zone {zone} is {}) that is not {}'s; pass --force to \
-                     destroy it",
-                    r.with.display(),
-                    state.name(),
-                    m.name(i)
-                )),
-                e => zapraid_error(&m, e),
-            };
-            return Err(e);
-        }
+        done.map_err(|e| replace_error(&m, i, r.with, e))?;
         close_array(vol).await?;
         Ok(p)
     }
@@ -211,6 +229,117 @@ pub async fn run(r: &Request<'_>, out: &mut impl Write) -> CliResult {
         r.with.display(),
         started.elapsed().as_secs_f64(),
         list.join(" ")
+    )?;
+    Ok(())
+}
+
+/// What `zapraid recover` was asked.
+pub struct InPlace<'a> {
+    pub paths: &'a [PathBuf],
+    pub spec: Option<&'a str>,
+    pub force: bool,
+    pub quiet: bool,
+}
+
+/// The members `zapraid recover` rebuilds on an open array: the one named, or every member
+/// recorded failed. A failed member given as `missing` has no image to rebuild onto.
+fn to_rebuild(
+    vol: &ZapRaidVolume,
+    m: &Members,
+    named: Option<usize>,
+) -> Result<Vec<usize>, CliError> {
+    let failed = match named {
+        Some(i) => vec![i],
+        None => vol.failed_members(),
+    };
+    let missing = |i: usize| m.paths.get(i).is_none_or(|p| crate::members::is_missing(p));
+    if let Some(f) = failed.iter().find(|f| missing(**f)) {
+        return Err(CliError::Usage(format!(
+            "{} has no image to rebuild onto: name a new image in its place, or use \
+             `zonestack zapraid replace --member {f} --with NEWIMG`",
+            m.name(*f)
+        )));
+    }
+    Ok(failed)
+}
+
+pub async fn run_in_place(r: &InPlace<'_>, out: &mut impl Write) -> CliResult {
+    let named = match r.spec {
+        Some(spec) => Some(crate::cmd_raizn::member_index(r.paths, spec)?),
+        None => None,
+    };
+    // The named member's image is opened apart and the array opened with that member
+    // `missing`, so the open records it failed and never reads the image as the member.
+    let mut open_paths = r.paths.to_vec();
+    let mut apart = None;
+    if let Some(i) = named {
+        let p = r
+            .paths
+            .get(i)
+            .ok_or_else(|| CliError::Usage(format!("--member {i}: no such member")))?;
+        if crate::members::is_missing(p) {
+            return Err(CliError::Usage(format!(
+                "--member {i} is `missing`: name the new image in its place"
+            )));
+        }
+        apart = Some(Arc::new(crate::commands::open(p)?));
+        open_paths[i] = PathBuf::from(crate::members::MISSING);
+    }
+    let m = match Members::open(&open_paths, false, true) {
+        Ok(mut m) => {
+            m.paths = r.paths.to_vec();
+            m
+        }
+        Err(e) => {
+            if let Some(d) = apart {
+                d.shutdown()?;
+            }
+            return Err(e);
+        }
+    };
+    let started = Instant::now();
+    let res = async {
+        let vol = open_array(&m).await?;
+        let members = to_rebuild(&vol, &m, named)?;
+        let mut done = Vec::new();
+        for i in members {
+            let dev: Arc<dyn ZonedDevice> = match (&apart, m.zoned().get(i).cloned().flatten()) {
+                (Some(d), _) => d.clone(),
+                (None, Some(d)) => d,
+                (None, None) => return Err(CliError::Other(format!("{}: not open", m.name(i)))),
+            };
+            if !r.quiet {
+                writeln!(out, "rebuilding {} in place", m.name(i))?;
+                out.flush()?;
+            }
+            let rebuilt = recover(&vol, i, dev, r.force, r.quiet, out).await;
+            let image = m.paths.get(i).cloned().unwrap_or_default();
+            rebuilt.map_err(|e| replace_error(&m, i, &image, e))?;
+            let p = vol.recovery_progress();
+            done.push((i, p.map_or(0, |p| p.blocks_done)));
+        }
+        close_array(vol).await?;
+        Ok(done)
+    }
+    .await;
+    let closed = apart.map_or(Ok(()), |d| d.shutdown());
+    let done = finish(m, res)?;
+    closed?;
+    if done.is_empty() {
+        writeln!(
+            out,
+            "no member is recorded failed: the array is healthy (the open recovered it from \
+             any power cut)"
+        )?;
+        return Ok(());
+    }
+    for (i, blocks) in &done {
+        writeln!(out, "member {i} rebuilt in place: {blocks} stripes")?;
+    }
+    writeln!(
+        out,
+        "the array is healthy ({:.1} s)",
+        started.elapsed().as_secs_f64()
     )?;
     Ok(())
 }

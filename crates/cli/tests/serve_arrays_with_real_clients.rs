@@ -1,8 +1,8 @@
 //! `zonestack serve --zapraid` and `serve --raizn` driven by unmodified NBD clients: fio
 //! writes with crc32c verification and verifies in a second pass on each export, qemu-io
 //! round-trips patterns and mkfs.ext4 + e2fsck run on the ZapRAID export through nbdfuse,
-//! and the host FTL on RAIZN keeps fio's data verifiable while a member dies mid-run
-//! (`serve --fail-member`). Every client is required: a missing one fails the test, naming
+//! and fio's data (ZapRAID, and the host FTL on RAIZN) and qemu-io's patterns and ext4
+//! (ZapRAID) stay right while a member dies mid-run (`serve --fail-member`). Every client is required: a missing one fails the test, naming
 //! its Debian package (`./scripts/test` installs them). The server is stopped by SIGTERM on
 //! success and killed when a test fails (`Served` is dropped).
 
@@ -195,8 +195,7 @@ fn fio_verifies_through_the_zapraid_export_with_a_member_failed_mid_run() {
     stop(server);
 }
 
-#[test]
-fn qemu_io_and_ext4_on_the_zapraid_export() {
+fn require_fs_clients() {
     for (t, p) in [
         ("qemu-io", "qemu-utils"),
         ("nbdfuse", "libnbd-bin"),
@@ -206,12 +205,10 @@ fn qemu_io_and_ext4_on_the_zapraid_export() {
     ] {
         require(t, p);
     }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let m = images(dir.path(), 3, "24");
-    let mut fmt = vec!["zapraid", "format", "--group", "16"];
-    fmt.extend(m.iter().map(|p| s(p)));
-    ok(&fmt);
-    let (server, uri) = serve(dir.path(), &["--zapraid", &list(&m)]);
+}
+
+/// qemu-io writes patterns, flushes and reads them back through the export at `uri`.
+fn qemu_io_patterns(uri: &str) {
     let q = run(Command::new("qemu-io")
         .args([
             "-f",
@@ -233,10 +230,14 @@ fn qemu_io_and_ext4_on_the_zapraid_export() {
             "-c",
             "read -P 0 4M 1M",
         ])
-        .arg(&uri));
+        .arg(uri));
     assert!(!q.contains("Pattern verification failed"), "{q}");
-    // ext4 on the export as a file (nbdfuse), made and checked without mounting it.
-    let fuse = dir.path().join("fuse");
+}
+
+/// Exposes the export at `uri` as a file through nbdfuse in `dir`; runs mkfs.ext4 on it
+/// first when `mkfs`, then `e2fsck -fn` (no mount), which must find the file system clean.
+fn ext4_through_nbdfuse(dir: &Path, uri: &str, mkfs: bool) {
+    let fuse = dir.join("fuse");
     std::fs::create_dir_all(&fuse).expect("mkdir");
     let file = fuse.join("disk");
     let mut nbdfuse = FuseGuard {
@@ -244,7 +245,7 @@ fn qemu_io_and_ext4_on_the_zapraid_export() {
         child: Some(
             Command::new("nbdfuse")
                 .arg(&file)
-                .arg(&uri)
+                .arg(uri)
                 .stdout(Stdio::null())
                 .spawn()
                 .expect("spawn nbdfuse"),
@@ -259,10 +260,56 @@ fn qemu_io_and_ext4_on_the_zapraid_export() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    run(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&file));
+    if mkfs {
+        run(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&file));
+    }
     let fsck = run(Command::new("e2fsck").args(["-fn"]).arg(&file));
     assert!(fsck.contains("files"), "{fsck}");
     nbdfuse.release();
+}
+
+#[test]
+fn qemu_io_and_ext4_on_the_zapraid_export() {
+    require_fs_clients();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let m = images(dir.path(), 3, "24");
+    let mut fmt = vec!["zapraid", "format", "--group", "16"];
+    fmt.extend(m.iter().map(|p| s(p)));
+    ok(&fmt);
+    let (server, uri) = serve(dir.path(), &["--zapraid", &list(&m)]);
+    qemu_io_patterns(&uri);
+    ext4_through_nbdfuse(dir.path(), &uri, true);
+    stop(server);
+}
+
+#[test]
+fn qemu_io_and_ext4_on_the_zapraid_export_with_a_member_failed_mid_run() {
+    require_fs_clients();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let m = images(dir.path(), 4, "24");
+    let mut fmt = vec!["zapraid", "format", "--group", "16"];
+    fmt.extend(m.iter().map(|p| s(p)));
+    ok(&fmt);
+    let a = list(&m);
+    // Member 1 dies at its 200th command: after qemu-io's patterns, while mkfs.ext4 writes.
+    let (server, uri) = serve(
+        dir.path(),
+        &["--zapraid", &a, "--fail-member", "1", "--fail-after", "200"],
+    );
+    qemu_io_patterns(&uri);
+    ext4_through_nbdfuse(dir.path(), &uri, true);
+    stop(server);
+    let mut status = vec!["zapraid", "status"];
+    status.extend(m.iter().map(|p| s(p)));
+    let st = ok(&status);
+    assert!(
+        st.contains("m1.img) failed"),
+        "the member did not die mid-run: {st}"
+    );
+    // Reopened degraded, the file system still checks clean (member 1's blocks rebuilt).
+    let (server, uri) = serve(dir.path(), &["--zapraid", &a]);
+    assert!(server.started.contains("degraded"), "{}", server.started);
+    ext4_through_nbdfuse(dir.path(), &uri, false);
     stop(server);
 }
 

@@ -32,8 +32,20 @@ fn format_status_and_check_a_volume() {
     let v: serde_json::Value = serde_json::from_str(&js).expect("json");
     assert_eq!(v["k"], 3);
     assert_eq!(v["group"], 16);
-    assert!(
-        v["index_memory"]["stripe_table_bytes_max"].as_u64() > Some(0),
+    // The bound is the paper's formula, (k + m) S Z ceil(log2 G) bits (G = 16: 4 bits per
+    // block), in whole 64-bit words per segment.
+    let (s, z) = (
+        v["stripes_per_segment"].as_u64().expect("S"),
+        v["segments"].as_u64().expect("Z"),
+    );
+    assert_eq!(
+        v["index_memory"]["stripe_table_bytes_max"].as_u64(),
+        Some((4 * s * 4).div_ceil(64) * 8 * z),
+        "{js}"
+    );
+    assert_eq!(
+        v["index_memory"]["l2p_bytes"].as_u64(),
+        Some(16 * v["size_bytes"].as_u64().expect("size") / 4096),
         "{js}"
     );
     let c = ok(&with_members(&["zapraid", "check"], &m));

@@ -2,7 +2,7 @@
 //! (single- and multi-block writes, FUA writes, trims, write zeroes) on disjoint LBAs of a
 //! ZapRAID volume whose members are emulated drives behind `FaultyZoned`, and in some rounds
 //! cuts power on every member at a seeded instant, so stripes are partly appended, barriers
-//! half written, and commands submitted but not executed or executed but not acknowledged.
+//! half written (landed on some members and not others: counted and asserted), and commands submitted but not executed or executed but not acknowledged.
 //! Each member then loses its unflushed writes (a seeded prefix of every zone survives) and
 //! the array is opened again. Every FUA write and every write completed before a completed
 //! flush must read back, nothing older than that, and a write in flight or unflushed reads
@@ -33,7 +33,9 @@ use emu::EmuDevice;
 use futures::future::{join_all, LocalBoxFuture};
 use futures::FutureExt;
 use zapraid::{FormatOptions, GroupMode, ZapRaidVolume};
-use zns::{BlockDevice, ErrorPlan, FaultyZoned, NvmeStatus, OpSet, SimRng, ZonedDevice};
+use zns::{
+    BlockDevice, ErrorPlan, FaultyZoned, NvmeStatus, OpSet, ReportFilter, SimRng, ZonedDevice,
+};
 
 const SPAN: u64 = 64;
 
@@ -116,6 +118,8 @@ enum Op {
 struct Coverage {
     cuts: u64,
     cuts_with_commands_in_flight: u64,
+    /// Cuts that left a group barrier landed on some live member and not on another.
+    cuts_across_a_barrier: u64,
     ops_in_flight_at_cut: u64,
     fua_in_flight_at_cut: u64,
     trims_in_flight_at_cut: u64,
@@ -147,6 +151,7 @@ impl Coverage {
     fn add(&mut self, c: &Coverage) {
         self.cuts += c.cuts;
         self.cuts_with_commands_in_flight += c.cuts_with_commands_in_flight;
+        self.cuts_across_a_barrier += c.cuts_across_a_barrier;
         self.ops_in_flight_at_cut += c.ops_in_flight_at_cut;
         self.fua_in_flight_at_cut += c.fua_in_flight_at_cut;
         self.trims_in_flight_at_cut += c.trims_in_flight_at_cut;
@@ -525,6 +530,15 @@ async fn schedule(seed: u64, rounds: usize, zones: u32, faults: Faults) -> (Cove
             e.power_loss(rng.next_u64()).expect("member power loss");
             f.restore_power();
         }
+        // Read from the emulated devices themselves: through `FaultyZoned` the reports would
+        // draw delays and change the rest of the schedule.
+        let live: Vec<Arc<EmuDevice>> = (0..n)
+            .filter(|i| !dead.contains(i) && !vol.failed_members().contains(i))
+            .map(|i| emus[dev_of(i, spare_at)].clone())
+            .collect();
+        let l = vol.layout();
+        cov.cuts_across_a_barrier +=
+            u64::from(cut_across_a_barrier(&live, l.group, l.stripes).await);
         let was_failed = vol.failed_members();
         // A dead member comes back holding what it held (stale), or stays away.
         for i in std::mem::take(&mut dead) {
@@ -607,6 +621,41 @@ fn seeds(range: std::ops::Range<u64>) -> Vec<u64> {
     }
 }
 
+/// Whether a cut (after the members' power loss) left a group barrier half done: in a
+/// segment open on every live member, one holds blocks past the end of a group (its barrier
+/// landed there) while another holds fewer than that (its barrier, or appends below it,
+/// did not land). Groups end at every multiple of G and at S; block 0 is the header.
+async fn cut_across_a_barrier(live: &[Arc<EmuDevice>], group: u32, stripes: u32) -> bool {
+    let (g, s) = (u64::from(group.max(1)), u64::from(stripes));
+    let mut held: Vec<Vec<Option<u64>>> = Vec::new();
+    for dev in live {
+        let zones = dev.geometry().zone_count as usize;
+        let r = dev
+            .report_zones(0, ReportFilter::All, false, zones)
+            .await
+            .expect("report zones after the cut");
+        held.push(
+            r.zones
+                .iter()
+                .map(|z| {
+                    let d = (z.wp - z.start).saturating_sub(1).min(s);
+                    z.state.is_active().then_some(d)
+                })
+                .collect(),
+        );
+    }
+    let zones = held.first().map_or(0, Vec::len);
+    (0..zones).any(|z| {
+        let ds: Option<Vec<u64>> = held.iter().map(|h| h.get(z).copied().flatten()).collect();
+        let Some(ds) = ds else { return false };
+        let (lo, hi) = (ds.iter().min(), ds.iter().max());
+        let (Some(&lo), Some(&hi)) = (lo, hi) else {
+            return false;
+        };
+        lo < hi && (hi / g * g > lo || hi == s)
+    })
+}
+
 /// Schedules of each test: together at least 1,000 (issue 11).
 const WRITE_SCHEDULES: u64 = 400;
 const GC_SCHEDULES: u64 = 400;
@@ -635,6 +684,8 @@ fn power_cuts_with_writes_trims_and_fua_in_flight() {
     assert_eq!(total.schedules, WRITE_SCHEDULES);
     assert!(total.cuts >= 700, "{total:?}");
     assert!(total.cuts_with_commands_in_flight >= 400, "{total:?}");
+    // Measured 373 (2026-11-24): barriers landed on some members and not others.
+    assert!(total.cuts_across_a_barrier >= 250, "{total:?}");
     assert!(total.ops_in_flight_at_cut >= 700, "{total:?}");
     assert!(total.fua_in_flight_at_cut >= 60, "{total:?}");
     assert!(total.trims_in_flight_at_cut >= 60, "{total:?}");
@@ -664,6 +715,7 @@ fn power_cuts_during_garbage_collection() {
     assert!(total.cuts >= 1000, "{total:?}");
     assert!(total.segments_collected >= 300, "{total:?}");
     assert!(total.cuts_during_collection >= 80, "{total:?}");
+    assert!(total.cuts_across_a_barrier >= 300, "{total:?}"); // measured 453
     assert!(total.ops_in_flight_at_cut >= 1500, "{total:?}");
     assert!(total.member_deaths >= 80, "{total:?}");
     assert!(total.cuts_with_a_member_dead_or_failed >= 100, "{total:?}");
@@ -688,6 +740,7 @@ fn power_cuts_during_recovery_and_member_deaths_at_cuts() {
     assert!(total.recoveries_after_a_cut_one >= 100, "{total:?}");
     assert!(total.segments_collected >= 300, "{total:?}");
     assert!(total.cuts_during_collection >= 100, "{total:?}");
+    assert!(total.cuts_across_a_barrier >= 350, "{total:?}"); // measured 545
     assert!(total.in_band_cuts >= 150, "{total:?}");
 }
 
@@ -704,6 +757,7 @@ fn power_cuts_with_two_parity_blocks_and_two_members_down() {
     }
     assert_eq!(total.schedules, TWO_PARITY_SCHEDULES);
     assert!(total.cuts >= 180, "{total:?}");
+    assert!(total.cuts_across_a_barrier >= 60, "{total:?}"); // measured 95
     assert!(total.ops_in_flight_at_cut >= 300, "{total:?}");
     assert!(total.member_deaths >= 70, "{total:?}");
     assert!(

@@ -118,6 +118,9 @@ pub struct ZapRaidStats {
     pub client_blocks: u64,
     /// Blocks rewritten by garbage collection.
     pub relocated_blocks: u64,
+    /// Relocated copies whose index update lost the compare-and-swap: a client write or trim
+    /// of the LBA completed while the copy was in flight, and the client's version stays.
+    pub relocations_superseded: u64,
     /// Padding blocks of stripes sealed before they were full.
     pub padding_blocks: u64,
     /// Collections begun and finished (they differ while one runs).

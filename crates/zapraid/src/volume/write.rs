@@ -530,10 +530,16 @@ async fn drive(
                         .map_err(|e| BlockError::Failed(e.to_string()))
                 })
                 .map(|_| true),
-            (_, Some(old)) => st
-                .index
-                .relocate(slot.rec.lba, old, pba)
-                .map_err(|e| BlockError::Failed(e.to_string())),
+            (_, Some(old)) => {
+                let moved = st
+                    .index
+                    .relocate(slot.rec.lba, old, pba)
+                    .map_err(|e| BlockError::Failed(e.to_string()));
+                if matches!(moved, Ok(false)) {
+                    st.stats.relocations_superseded += 1;
+                }
+                moved
+            }
             (_, None) => st
                 .index
                 .apply_write(slot.rec.lba, pba, slot.rec.seq)
