@@ -1,7 +1,7 @@
 //! A volume whose copies all go to one GC stream (mounted without hot/cold separation) keeps
 //! one reserve zone instead of two (`ftl::plan::reserve_zones`), and user writes stop with
 //! one zone free. Garbage collection must still always finish its victim: a nearly full
-//! volume (87% of the data zones live) is overwritten many times with writes, trims (whose
+//! volume (90% of the data zones' payload live) is overwritten many times with writes, trims (whose
 //! records are copied too) and flushes, in Zone Write and Zone Append mode and without
 //! per-block metadata, and every write must succeed, the free zones must reach the one-zone
 //! reserve (so the rule was exercised), and every block must read its latest version.
@@ -27,15 +27,23 @@ async fn run(oob_size: u32, write_mode: WriteMode, seed: u64) -> Coverage {
         ..geometry()
     };
     let dev = device(g, seed);
-    // 87% of the data zones' payload live, as `zonestack bench ftl` sizes its volumes.
-    let l = ftl::Layout::new(g, 220, ftl::layout::RESERVE_ZONES_DEFAULT).expect("layout");
+    // 90% of the data zones' payload live, exported from the smallest over-provisioning
+    // whose layout holds it.
+    let reserve = ftl::layout::RESERVE_ZONES_DEFAULT;
+    let data_zones = ftl::Layout::new(g, 1000, reserve)
+        .expect("layout")
+        .data_zones;
     // A zone's payload: all but its header, and without metadata its 3 summary blocks (29
     // tags of 512-byte blocks per summary, docs/FORMAT.md).
     let per_zone = g.zone_capacity - 1 - if oob_size == 0 { 3 } else { 0 };
-    let payload = u64::from(l.data_zones) * per_zone;
+    let want = u64::from(data_zones) * per_zone * 90 / 100;
+    let op = (10..=1000)
+        .step_by(5)
+        .find(|&op| ftl::Layout::new(g, op, reserve).is_ok_and(|l| l.volume_blocks >= want))
+        .expect("an over-provisioning that holds the volume");
     let fmt = FormatOptions {
-        volume_blocks: Some(payload * 87 / 100),
-        ..FormatOptions::with_op(220)
+        volume_blocks: Some(want),
+        ..FormatOptions::with_op(op)
     };
     ftl::format(dev.as_ref(), fmt, seed, false)
         .await
@@ -67,7 +75,7 @@ async fn run(oob_size: u32, write_mode: WriteMode, seed: u64) -> Coverage {
     }
     let mut rng = SimRng::new(seed);
     for i in 0..8 * n {
-        let len = rng.range_inclusive(1, 4);
+        let len = rng.range_inclusive(1, 8);
         let lba = rng.below(n - len + 1);
         if rng.chance(0.1) {
             vol.trim(lba, len)
