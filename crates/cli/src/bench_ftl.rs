@@ -63,11 +63,12 @@ pub struct BenchFtlArgs {
     /// Write with Zone Append instead of Zone Write.
     #[arg(long)]
     pub append: bool,
-    /// Background GC watermark (free zones).
-    #[arg(long, default_value_t = 3)]
+    /// Background GC watermark (free zones); 0: one above the foreground watermark.
+    #[arg(long, default_value_t = 0)]
     pub bg: u32,
-    /// Foreground GC watermark (free zones).
-    #[arg(long, default_value_t = 2)]
+    /// Foreground GC watermark (free zones); 0: the reserve garbage collection keeps (one
+    /// zone per GC stream its copies can go to: 1 with one user stream, 2 with --hot-cold).
+    #[arg(long, default_value_t = 0)]
     pub fg: u32,
     /// Garbage-collection lanes at most (0: as many as the spare affords). Each open lane
     /// keeps spare out of the log, so placement and victim choice are measured with 1.
@@ -156,10 +157,19 @@ pub async fn run(a: &BenchFtlArgs, out: &mut impl Write) -> CliResult {
         victim_policy: policy,
         hot_cold: a.hot_cold,
         hot_zones: 1,
-        gc_background_free_zones: a.bg,
-        gc_foreground_free_zones: a.fg,
         gc_lanes_max: a.gc_lanes,
         ..MountOptions::default()
+    };
+    // Users stop at the reserve, and collection starts one zone above: each zone held free
+    // beyond what collection needs is a zone out of the log.
+    let fg = match a.fg {
+        0 => ftl::plan::reserve_zones(&probe, &opts),
+        n => n,
+    };
+    let opts = MountOptions {
+        gc_foreground_free_zones: fg,
+        gc_background_free_zones: if a.bg == 0 { fg + 1 } else { a.bg },
+        ..opts
     };
     let (vol, _) = FtlVolume::mount(dev.clone(), opts).await.map_err(other)?;
     let n = vol.size_blocks();
@@ -213,6 +223,8 @@ pub async fn run(a: &BenchFtlArgs, out: &mut impl Write) -> CliResult {
         "write_amplification": wa,
         "zones_collected": after.gc_zones - before.gc_zones,
         "gc_lanes_max": a.gc_lanes,
+        "gc_foreground_free_zones": opts.gc_foreground_free_zones,
+        "gc_background_free_zones": opts.gc_background_free_zones,
         "stream_blocks": streams,
         "writes_per_sec": writes as f64 / secs,
     });

@@ -38,7 +38,7 @@ impl SpacePolicy {
         SpacePolicy {
             gc_background_free_zones: opts.gc_background_free_zones,
             gc_foreground_free_zones: opts.gc_foreground_free_zones,
-            reserve_zones: layout.reserve_zones,
+            reserve_zones: reserve_zones(layout, opts),
             victim_policy: opts.victim_policy,
         }
     }
@@ -64,6 +64,22 @@ impl SpacePolicy {
         let waits_at_or_below = self.floor(Stream::Hot, true);
         free < self.gc_background_free_zones || free <= waits_at_or_below
     }
+}
+
+/// Free zones garbage collection keeps for its next victim on a volume of `layout` mounted
+/// with `opts`: one per GC stream the victim's copies can go to, at most the layout's reserve.
+/// A victim's copies (valid blocks and live trim records) never outnumber the blocks it was
+/// written with, at most a fresh zone's payload, so each stream needs at most one fresh zone
+/// beyond its open zone's room: two while hot and
+/// cold copies may be split (`hot_cold`), one when every copy, trim records included, goes to
+/// the one GC stream (`Mapping::plan_round`). Each zone kept free is a zone out of the log:
+/// on 160 zones of 1,024 blocks at 80% utilisation the second one costs about 3% of write
+/// amplification (docs/BENCHMARKS.md). The price: a copy that fails for good at the floor
+/// seals its zone and leaves a one-zone reserve nothing to retry in, so the volume fails with
+/// no space where two zones would have absorbed that one failure.
+pub fn reserve_zones(layout: &Layout, opts: &MountOptions) -> u32 {
+    let streams = if opts.hot_cold { 2 } else { 1 };
+    layout.reserve_zones.min(streams).max(1)
 }
 
 /// Pacing of user writes while garbage collection owes free zones: between the background
@@ -161,7 +177,9 @@ pub fn tune_mount(layout: &Layout, mut opts: MountOptions) -> MountOptions {
         opts.gc_foreground_free_zones = FOREGROUND_FREE_ZONES_AUTO + u32::from(wide);
     }
     if opts.gc_background_free_zones == 0 {
-        let floor = opts.gc_foreground_free_zones.max(layout.reserve_zones);
+        let floor = opts
+            .gc_foreground_free_zones
+            .max(reserve_zones(layout, &opts));
         opts.gc_background_free_zones = floor + 1;
     }
     opts
@@ -458,7 +476,15 @@ impl Mapping {
                     _ => cold.push(*p),
                 }
             }
-            cold.extend(trims.iter().map(|(p, _)| *p));
+            // Live trim records are long-lived (they stay until a checkpoint covers them), so
+            // they go with the cold copies; with one GC stream, with the rest, so that a
+            // victim never needs a second fresh zone (`reserve_zones`).
+            let records = trims.iter().map(|(p, _)| *p);
+            if hot_cold {
+                cold.extend(records);
+            } else {
+                hot.extend(records);
+            }
             let more = [need[0] + hot.len() as u64, need[1] + cold.len() as u64];
             let first = round.victims.is_empty() && !must_fit;
             if !first && self.round_zones(more, slots, 1) > zones_budget {
@@ -841,6 +867,63 @@ pub(crate) mod tests {
         }
         m.counters.gc_blocks += 1_000;
         assert_eq!(m.plan_admit(1, &policy), Admit::Wait);
+    }
+
+    // Guards the one-zone reserve of a volume with one GC stream: live trim records went to
+    // the cold GC stream whatever the mount said, so a victim holding data and trim records
+    // could need a fresh zone for each stream while only one zone is kept free, and the
+    // round's copies would fail the volume with no space. With one GC stream every copy goes
+    // to it, and the first victim fits the one reserve zone.
+    #[test]
+    fn one_gc_stream_keeps_one_reserve_zone_and_its_victim_fits_it() {
+        let l = layout(40, 64, 1000);
+        let single = MountOptions {
+            hot_cold: false,
+            gc_foreground_free_zones: 1,
+            gc_background_free_zones: 2,
+            ..MountOptions::default()
+        };
+        let split = MountOptions {
+            hot_cold: true,
+            ..single
+        };
+        assert_eq!(reserve_zones(&l, &single), 1);
+        assert_eq!(reserve_zones(&l, &split), 2);
+        // The layout's reserve stays the most a mount keeps.
+        let one = Layout::new(l.geometry, l.op_permille, 1).expect("layout");
+        assert_eq!(reserve_zones(&one, &split), 1);
+        let policy = SpacePolicy::new(&single, &l);
+        assert_eq!(policy.floor(Stream::Hot, true), 1);
+        assert_eq!(SpacePolicy::new(&split, &l).floor(Stream::Hot, true), 2);
+
+        let mut m = Mapping::new(l);
+        let n = l.volume_blocks;
+        // A zone of trim records and data, then the data overwritten: the fewest valid
+        // blocks, so the victim, holds only trim records (live until a checkpoint).
+        let (z, _) = m.open_zone(Stream::Hot).expect("a free zone");
+        m.header_written(z);
+        let payload = m.zone_payload_blocks();
+        for i in 0..payload {
+            let r = m.reserve(z, 1);
+            let seq = m.take_seq();
+            if i % 4 == 0 {
+                m.complete_trim_record(z, r.offset, i, 1, seq);
+            } else {
+                m.complete_write(z, r.offset, i, 1, seq);
+            }
+        }
+        write_lbas(&mut m, 0..n);
+        // Every free zone but one is taken, and no GC zone is open: the copies have one zone.
+        while m.free_zones() > 1 {
+            m.open_zone(Stream::Cold).expect("a free zone");
+        }
+        let round = m
+            .plan_round(&policy, false, ROUND_VICTIMS_MAX, 1, false)
+            .expect("a victim");
+        assert_eq!(round.victims, vec![z]);
+        assert!(round.cold.is_empty(), "{round:?}");
+        assert_eq!(round.hot.len() as u64, payload.div_ceil(4));
+        assert!(m.round_zones([round.hot.len() as u64, 0], 1, 1) <= 1);
     }
 
     #[test]
