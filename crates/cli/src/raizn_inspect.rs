@@ -340,7 +340,7 @@ async fn check_members(m: &Members, out: &mut impl Write) -> CliResult {
     if c.lost.len() > parity {
         writeln!(
             out,
-            "array failed: {} member(s) lost, more than the {parity} parity unit(s) per stripe              cover; nothing verified",
+            "array failed: {} member(s) lost, more than the {parity} parity unit(s) per stripe cover; nothing verified",
             c.lost.len()
         )?;
     } else {
@@ -351,7 +351,7 @@ async fn check_members(m: &Members, out: &mut impl Write) -> CliResult {
                 "degraded: {}; {}",
                 degraded.join(", "),
                 match left {
-                    0 => "no redundancy is left, so complete stripes are read from the                           survivors (every unit must read) but their parity cannot be verified"
+                    0 => "no redundancy is left, so complete stripes are read from the survivors (every unit must read) but their parity cannot be verified"
                         .to_string(),
                     n => format!("{n} parity unit(s) per stripe left to verify the survivors against"),
                 }
