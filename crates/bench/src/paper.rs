@@ -344,8 +344,19 @@ pub(crate) async fn raizn_array(
     unit_bytes: u64,
     seed: u64,
 ) -> Result<raizn::RaiznVolume, String> {
+    raizn_array_with_parity(members, unit_bytes, 1, seed).await
+}
+
+/// `raizn_array` with `parity` parity units per stripe (1: XOR, 2: Reed-Solomon).
+pub(crate) async fn raizn_array_with_parity(
+    members: Vec<raizn::Member>,
+    unit_bytes: u64,
+    parity: u32,
+    seed: u64,
+) -> Result<raizn::RaiznVolume, String> {
     let cfg = raizn::RaiznConfig {
         stripe_unit_bytes: unit_bytes,
+        parity,
         ..raizn::RaiznConfig::new([seed as u8 | 1; 16])
     };
     raizn::RaiznVolume::format(members, cfg, false)

@@ -1,5 +1,6 @@
 //! `bench paper raizn-seq` on a small size: the array's sequential write and read figures
-//! come out finite and repeat exactly from the seed (virtual time).
+//! (one and two parity units per stripe) come out finite and repeat exactly from the seed
+//! (virtual time).
 
 #[test]
 fn raizn_seq_rows_are_finite_and_repeat() {
@@ -8,7 +9,7 @@ fn raizn_seq_rows_are_finite_and_repeat() {
         seed: 3,
     };
     let a = bench::paper::run("raizn-seq", &o).expect("raizn-seq");
-    assert_eq!(a.len(), 2);
+    assert_eq!(a.len(), 4);
     for r in &a {
         println!("{r:?}");
         assert!(r.measured.is_finite() && r.measured > 0.0, "{r:?}");

@@ -40,10 +40,21 @@ pub enum Cmd {
     Io(IoCmd),
     /// Inject a device-side fault: move a zone to read_only or offline.
     Fault(FaultArgs),
-    /// Run commands read from stdin, one per line, against one open device.
+    /// Run commands read from stdin, one per line, against one open device or RAIZN array.
     Session {
-        /// Device image, or zoned block device (/dev/...).
-        path: PathBuf,
+        /// Device image, or zoned block device (/dev/...); or give --raizn.
+        #[arg(required_unless_present = "raizn")]
+        path: Option<PathBuf>,
+        /// Run the session on a RAIZN array instead: its member images in order, comma
+        /// separated (a.img,b.img,c.img; `missing` for an absent member). The array stays
+        /// open between lines; zone, io and flush lines address it.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            conflicts_with = "path",
+            value_name = "IMG,IMG,..."
+        )]
+        raizn: Vec<PathBuf>,
         /// Delay completions in real time as this flash timing profile says (see `zonestack
         /// device profiles`); off by default.
         #[arg(long, value_name = "PROFILE")]

@@ -65,7 +65,8 @@ pub fn path_of(cmd: &Cmd) -> &Path {
         Cmd::Device(DeviceCmd::Create(a)) => &a.path,
         Cmd::Zone(_) | Cmd::Io(_) => target_of(cmd).map_or(Path::new(""), Target::path),
         Cmd::Fault(FaultArgs { path, .. }) => path,
-        Cmd::Session { path, .. } | Cmd::Flush { path } | Cmd::PowerLoss { path, .. } => path,
+        Cmd::Session { path, .. } => path.as_deref().unwrap_or(Path::new("")),
+        Cmd::Flush { path } | Cmd::PowerLoss { path, .. } => path,
         Cmd::Quickstart(_)
         | Cmd::Device(DeviceCmd::Profiles)
         | Cmd::Device(DeviceCmd::Check(_))

@@ -68,9 +68,17 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         Cmd::Device(DeviceCmd::Create(a)) => commands::create(&a, &mut out),
         Cmd::Device(DeviceCmd::Profiles) => commands::list_profiles(&mut out),
         Cmd::Device(DeviceCmd::Check(a)) => device_check::run(&a, &mut out).await,
-        Cmd::Session { path, timing } => {
+        Cmd::Session {
+            path,
+            raizn,
+            timing,
+        } => {
             // An unknown profile is refused before the image is opened.
             let profile = timing.as_deref().map(timing::profile_named).transpose()?;
+            let Some(path) = path else {
+                let m = members::Members::open(&raizn, false, true)?.with_timing(profile)?;
+                return session::run_array(m, std::io::stdin().lock(), &mut out).await;
+            };
             let mut dev = commands::open(&path)?;
             if let Some(p) = profile {
                 dev = match dev {

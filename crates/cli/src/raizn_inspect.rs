@@ -9,8 +9,11 @@
 //! Status reports each of these; check verifies the parity (XOR; Reed-Solomon with two parity units) (data and per-block metadata)
 //! of every stripe all members hold in full and names each stripe that does not add up.
 //! Incomplete stripes are protected by the partial-parity log, which only an open replays:
-//! they are counted, not verified. With a member absent or failed no stripe can be verified
-//! (a lost unit leaves nothing to check the parity against): check says so and verifies nothing.
+//! they are counted, not verified. With members absent or failed (at most the parity count)
+//! the array is degraded, which check says without calling it a problem: it reads every
+//! complete stripe's surviving units (each must read) and, while a parity unit per stripe
+//! is left beyond the lost ones (m = 2, one member lost), checks that they are one codeword.
+//! More members lost than the parity covers is a failed array: said, nothing verified.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -308,56 +311,89 @@ pub async fn check(paths: &[PathBuf], out: &mut impl Write) -> CliResult {
 /// What check found.
 #[derive(Default)]
 struct Findings {
+    /// Complete stripes whose units were checked against each other.
     verified: u64,
+    /// Complete stripes read in full from the survivors, with no redundancy left to check
+    /// them against (as many members lost as parity units).
+    read_only: u64,
     incomplete: u64,
     problems: Vec<String>,
 }
 
 async fn check_members(m: &Members, out: &mut impl Write) -> CliResult {
     let c = census(m).await?;
+    let l = layout_of(&c)?;
+    let parity = l.parity() as usize;
     let mut f = Findings::default();
+    let mut degraded = Vec::new();
     for (i, s) in c.states.iter().enumerate() {
-        if s != "ok" {
-            f.problems.push(format!("{}: {s}", m.name(i)));
+        match s.as_str() {
+            "ok" => {}
+            // A member the array lost within its parity's reach is the degraded state the
+            // array was built to run in: said, not a problem.
+            "absent" | "failed" if c.lost.len() <= parity => {
+                degraded.push(format!("{} {s}", m.name(i)))
+            }
+            _ => f.problems.push(format!("{}: {s}", m.name(i))),
         }
     }
-    let l = layout_of(&c)?;
-    if c.lost.is_empty() {
+    if c.lost.len() > parity {
+        writeln!(
+            out,
+            "array failed: {} member(s) lost, more than the {parity} parity unit(s) per stripe cover; nothing verified",
+            c.lost.len()
+        )?;
+    } else {
+        if !degraded.is_empty() {
+            let left = parity - c.lost.len();
+            writeln!(
+                out,
+                "degraded: {}; {}",
+                degraded.join(", "),
+                match left {
+                    0 => "no redundancy is left, so complete stripes are read from the survivors (every unit must read) but their parity cannot be verified"
+                        .to_string(),
+                    n => format!("{n} parity unit(s) per stripe left to verify the survivors against"),
+                }
+            )?;
+        }
         let zones = member_zones(m, &c).await?;
         for z in 0..l.logical_geometry().zone_count {
             check_zone(m, &l, &zones, z, &mut f).await?;
         }
-    } else {
-        writeln!(
-            out,
-            "parity not verified: {} cannot be read, and a lost unit leaves nothing to check \
-             the parity against",
-            c.lost
-                .iter()
-                .map(|i| m.name(*i))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )?;
     }
     for p in &f.problems {
         writeln!(out, "problem: {p}")?;
     }
-    let summary = format!(
-        "{} complete stripes verified, {} incomplete stripes (protected by partial parity) not checked",
-        f.verified, f.incomplete
+    let mut summary = format!("{} complete stripes verified", f.verified);
+    if f.read_only > 0 {
+        summary += &format!(
+            ", {} complete stripes read without redundancy to verify them",
+            f.read_only
+        );
+    }
+    summary += &format!(
+        ", {} incomplete stripes (protected by partial parity) not checked",
+        f.incomplete
     );
-    if f.problems.is_empty() {
-        writeln!(out, "clean: {summary}")?;
+    if f.problems.is_empty() && c.lost.len() <= parity {
+        let head = if degraded.is_empty() {
+            "clean"
+        } else {
+            "clean (degraded)"
+        };
+        writeln!(out, "{head}: {summary}")?;
         return Ok(());
     }
     Err(CliError::Other(format!(
         "array {}: {} problems; {summary}",
         uuid_text(&c.newest.array_uuid),
-        f.problems.len()
+        f.problems.len() + usize::from(c.lost.len() > parity)
     )))
 }
 
-/// Verifies the parity of every stripe of logical zone `z` that every member holds in full.
+/// Verifies the parity of every stripe of logical zone `z` that every member still in the
+/// array holds in full (a lost member, None in `zones`, holds nothing to verify).
 async fn check_zone(
     m: &Members,
     l: &ArrayLayout,
@@ -369,61 +405,113 @@ async fn check_zone(
     let su = l.su_blocks();
     let mut least = u64::MAX;
     let mut most = 0;
-    for d in zones {
-        let Some(d) = d.as_ref().and_then(|d| d.get(pz)) else {
-            return Err(CliError::Other(format!("a member reports no zone {pz}")));
+    let mut present = Vec::new();
+    for (i, d) in zones.iter().enumerate() {
+        let Some(d) = d else { continue };
+        let Some(d) = d.get(pz) else {
+            return Err(CliError::Other(format!(
+                "{} reports no zone {pz}",
+                m.name(i)
+            )));
         };
         if matches!(d.state, ZoneState::Offline) {
             f.problems
-                .push(format!("zone {z}: a member zone is offline"));
+                .push(format!("zone {z}: the zone of {} is offline", m.name(i)));
             return Ok(());
         }
         least = least.min(held(d));
         most = most.max(held(d));
+        present.push(i);
+    }
+    if present.is_empty() {
+        return Ok(());
     }
     let complete = least / su;
     f.incomplete += most.div_ceil(su) - complete;
+    let redundant = present.len() > l.data_units() as usize;
     for s in 0..complete {
-        if !stripe_adds_up(m, l, z, s).await? {
-            f.problems.push(format!(
-                "zone {z} stripe {s}: parity (on {}) does not match the data",
-                m.name(l.parity_member(s))
-            ));
+        match stripe_adds_up(m, l, &present, z, s).await? {
+            Some(true) => f.verified += 1,
+            None => f.read_only += 1,
+            Some(false) => {
+                let on = (0..l.members())
+                    .filter(|i| l.code_position(s, *i) >= l.data_units() as usize)
+                    .map(|i| m.name(i))
+                    .collect::<Vec<_>>()
+                    .join(" and ");
+                let what = if redundant && present.len() < l.members() {
+                    "the surviving units do not agree with each other"
+                } else {
+                    "does not match the data"
+                };
+                f.problems
+                    .push(format!("zone {z} stripe {s}: parity (on {on}) {what}"));
+                f.verified += 1;
+            }
         }
-        f.verified += 1;
     }
     Ok(())
 }
 
-/// Whether the parity units of stripe `s` (XOR with m = 1, Reed-Solomon with m = 2) are
-/// the code of its data units, data and per-block metadata alike.
-async fn stripe_adds_up(m: &Members, l: &ArrayLayout, z: u32, s: u64) -> Result<bool, CliError> {
+/// Whether the units of stripe `s` that the `present` members hold are one codeword of the
+/// stripe code (XOR with m = 1, Reed-Solomon with m = 2), data and per-block metadata
+/// alike: with every member present, the parity units against the code of the data units;
+/// with some lost, one present unit against its rebuild from the others. None when no more
+/// than `D` units are present: they were read, but nothing is left to check them against.
+async fn stripe_adds_up(
+    m: &Members,
+    l: &ArrayLayout,
+    present: &[usize],
+    z: u32,
+    s: u64,
+) -> Result<Option<bool>, CliError> {
     let g = l.member_geometry();
     let su = l.su_blocks() as usize;
     let (bs, oob) = (g.block_size as usize, g.oob_size as usize);
     let d = l.data_units() as usize;
-    let mut units = vec![(Vec::new(), Vec::new()); d + l.parity() as usize];
     let lba = l.member_zone_start(z) + s * su as u64;
-    for (i, dev) in m.devs.iter().enumerate() {
-        let Some(dev) = dev else {
+    // (code position, data, metadata) of every present member's unit.
+    let mut units = Vec::with_capacity(present.len());
+    for &i in present {
+        let Some(dev) = m.devs.get(i).and_then(|d| d.as_ref()) else {
             return Err(CliError::Other(format!("{} cannot be read", m.name(i))));
         };
         let mut data = vec![0u8; su * bs];
         let mut md = vec![0u8; su * oob];
         let meta = (oob > 0).then_some(&mut md[..]);
-        dev.read(lba, &mut data, meta).await?;
-        if let Some(u) = units.get_mut(l.code_position(s, i)) {
-            *u = (data, md);
-        }
+        dev.read(lba, &mut data, meta).await.map_err(|e| {
+            CliError::Other(format!("zone {z} stripe {s}: reading {}: {e}", m.name(i)))
+        })?;
+        units.push((l.code_position(s, i), data, md));
+    }
+    if units.len() <= d {
+        return Ok(None);
     }
     let code = l.code();
     let bad = |e: raizn::code::CodeError| CliError::Other(format!("zone {z} stripe {s}: {e}"));
-    let data: Vec<&[u8]> = units[..d].iter().map(|(u, _)| &u[..]).collect();
-    let meta: Vec<&[u8]> = units[..d].iter().map(|(_, u)| &u[..]).collect();
-    let pd = code.encode(&data).map_err(bad)?;
-    let pm = code.encode(&meta).map_err(bad)?;
-    Ok(units[d..]
-        .iter()
-        .zip(pd.iter().zip(&pm))
-        .all(|((ud, um), (p, q))| ud == p && um == q))
+    units.sort_by_key(|u| u.0);
+    if units.len() == l.members() {
+        let data: Vec<&[u8]> = units[..d].iter().map(|(_, u, _)| &u[..]).collect();
+        let meta: Vec<&[u8]> = units[..d].iter().map(|(_, _, u)| &u[..]).collect();
+        let pd = code.encode(&data).map_err(bad)?;
+        let pm = code.encode(&meta).map_err(bad)?;
+        return Ok(Some(
+            units[d..]
+                .iter()
+                .zip(pd.iter().zip(&pm))
+                .all(|((_, ud, um), (p, q))| ud == p && um == q),
+        ));
+    }
+    // Some unit is lost: `D` of the others determine the codeword, so the stripe adds up
+    // when the last present unit is what those rebuild.
+    let Some((last, rest)) = units.split_last() else {
+        return Ok(None);
+    };
+    let have_d: Vec<(usize, &[u8])> = rest.iter().map(|(p, u, _)| (*p, &u[..])).collect();
+    let have_m: Vec<(usize, &[u8])> = rest.iter().map(|(p, _, u)| (*p, &u[..])).collect();
+    let rd = code.rebuild(&have_d, &[last.0]).map_err(bad)?;
+    let rm = code.rebuild(&have_m, &[last.0]).map_err(bad)?;
+    Ok(Some(
+        rd.first().is_some_and(|u| *u == last.1) && rm.first().is_some_and(|u| *u == last.2),
+    ))
 }

@@ -1,18 +1,26 @@
-//! `zonestack session PATH`: one open device, commands from stdin one per line. Each line
-//! is a subcommand without `zonestack` and PATH; open zones stay open between lines because
-//! the device stays open. A failed line prints `error: line N: ...` in line and the session
-//! goes on; a line that is not UTF-8 or longer than `MAX_LINE_BYTES` fails the same way. The
-//! session exits 1 when any line failed.
+//! `zonestack session PATH` (or `session --raizn a.img,b.img,c.img`): one open device or RAIZN
+//! array, commands from stdin one per line. Each line is a subcommand without `zonestack` and
+//! PATH; open zones stay open between lines because the device stays open. A failed line
+//! prints `error: line N: ...` in line and the session goes on; a line that is not UTF-8 or
+//! longer than `MAX_LINE_BYTES` fails the same way. The session exits 1 when any line failed.
+//!
+//! On an array the zone, io and flush lines address the array (a `ZonedDevice` like one
+//! image); the lines only an emulator image has (`stats`, `power-loss`, `fault`, `device
+//! restart`) are refused, because an array has several images and no one of them is the
+//! device the line would name. At the end the array is flushed and its images closed.
 
 use std::io::{BufRead, Write};
 
 use clap::Parser;
 use std::path::Path;
 
-use crate::args::Cli;
+use zns::ZonedDevice;
+
+use crate::args::{Cli, Cmd};
 use crate::commands;
 use crate::error::{CliError, CliResult};
 use crate::lines::{BoundedLines, Line, MAX_LINE_BYTES};
+use crate::members::Members;
 use crate::opened::Opened;
 
 /// Subcommands followed by a second word before the PATH position.
@@ -35,12 +43,35 @@ pub fn argv_of(line: &str) -> Vec<String> {
     argv
 }
 
-async fn run_line(dev: &Opened, name: &Path, line: &str, out: &mut impl Write) -> CliResult {
-    match line {
-        "stats" => return commands::print_stats(dev.require_image("`stats`")?, out),
-        "help" => {
+/// What a session runs its lines on.
+pub enum SessionDevice<'a> {
+    /// One device image or drive, and the path that named it.
+    One { dev: &'a Opened, name: &'a Path },
+    /// A RAIZN array, open for the whole session, over `members`.
+    Array {
+        vol: &'a raizn::RaiznVolume,
+        members: &'a Members,
+    },
+}
+
+async fn run_line(dev: &SessionDevice<'_>, line: &str, out: &mut impl Write) -> CliResult {
+    match (line, dev) {
+        ("stats", SessionDevice::One { dev, .. }) => {
+            return commands::print_stats(dev.require_image("`stats`")?, out)
+        }
+        ("stats", SessionDevice::Array { .. }) => {
+            return Err(CliError::Usage(
+                "`stats` works on one emulator image, not inside a session of a RAIZN array".into(),
+            ))
+        }
+        ("help", _) => {
             writeln!(out, "lines are zonestack subcommands without PATH, e.g. `io write --lba 0 --blocks 1 --pattern 0xab`;")?;
-            writeln!(out, "also: flush, power-loss [--seed N], stats, quit")?;
+            match dev {
+                SessionDevice::One { .. } => {
+                    writeln!(out, "also: flush, power-loss [--seed N], stats, quit")?
+                }
+                SessionDevice::Array { .. } => writeln!(out, "also: flush, quit")?,
+            }
             return Ok(());
         }
         _ => {}
@@ -60,7 +91,44 @@ async fn run_line(dev: &Opened, name: &Path, line: &str, out: &mut impl Write) -
             "--log-level applies to the whole session: give it before `session`".into(),
         ));
     }
-    commands::execute(dev, name, &cli.cmd, out).await
+    match dev {
+        SessionDevice::One { dev, name } => commands::execute(dev, name, &cli.cmd, out).await,
+        SessionDevice::Array { vol, members } => {
+            execute_on_array(vol, members, &cli.cmd, out).await
+        }
+    }
+}
+
+/// Runs one session line's command on the array: zone and io commands as on one image,
+/// flush; everything else is refused with the reason.
+async fn execute_on_array(
+    vol: &raizn::RaiznVolume,
+    members: &Members,
+    cmd: &Cmd,
+    out: &mut impl Write,
+) -> CliResult {
+    match cmd {
+        Cmd::Zone(_) | Cmd::Io(_) => {
+            if commands::target_of(cmd).is_some_and(|t| !t.raizn.is_empty()) {
+                return Err(CliError::Usage(
+                    "--raizn cannot be used inside a session: the session's array is the target"
+                        .into(),
+                ));
+            }
+            // A reset of the array resets zones of every member: on drives, only with --force.
+            if members.devs.iter().flatten().any(|d| d.is_drive()) {
+                commands::guard_reset(vol, Path::new("the RAIZN array"), cmd).await?;
+            }
+            commands::execute_zoned(vol, cmd, out).await
+        }
+        Cmd::Flush { .. } => Ok(vol.flush().await?),
+        Cmd::PowerLoss { .. } | Cmd::Fault(_) | Cmd::Device(_) => Err(CliError::Usage(
+            "this line works on one emulator image, not inside a session of a RAIZN array".into(),
+        )),
+        _ => Err(CliError::Usage(
+            "this command cannot run inside a session".into(),
+        )),
+    }
 }
 
 /// What a session did with its lines.
@@ -89,8 +157,7 @@ fn report(out: &mut impl Write, tally: &mut Tally, number: u64, message: &str) -
 /// Runs the lines until the end of input or `quit`. An error here is an error of the output
 /// or of reading the input, which ends the session; a failed line does not.
 async fn run_lines(
-    dev: &Opened,
-    name: &Path,
+    dev: &SessionDevice<'_>,
     input: impl BufRead,
     out: &mut impl Write,
     tally: &mut Tally,
@@ -136,7 +203,7 @@ async fn run_lines(
         }
         tally.commands += 1;
         let mut buf = Vec::new();
-        match run_line(dev, name, line, &mut buf).await {
+        match run_line(dev, line, &mut buf).await {
             Ok(()) if buf.is_empty() => writeln!(out, "ok")?,
             Ok(()) => out.write_all(&buf)?,
             Err(e) => {
@@ -148,9 +215,9 @@ async fn run_lines(
     }
 }
 
-/// Runs every line of `input`, then closes the device. Fails (exit 1) when any line failed,
-/// when the input could not be read, or when the device could not be closed; each failed
-/// line has already printed its error, naming its line number.
+/// Runs every line of `input` on one device, then closes it. Fails (exit 1) when any line
+/// failed, when the input could not be read, or when the device could not be closed; each
+/// failed line has already printed its error, naming its line number.
 pub async fn run(
     dev: &Opened,
     name: &Path,
@@ -158,8 +225,41 @@ pub async fn run(
     out: &mut impl Write,
 ) -> CliResult {
     let mut tally = Tally::default();
-    let ran = run_lines(dev, name, input, out, &mut tally).await;
+    let ran = run_lines(&SessionDevice::One { dev, name }, input, out, &mut tally).await;
     let closed = dev.shutdown();
+    conclude(
+        ran,
+        &tally,
+        closed.map_err(|e| format!("closing the device: {}", e.message())),
+    )
+}
+
+/// Runs every line of `input` on the RAIZN array over `members` (opened here, which recovers
+/// it), then flushes the array and closes the images; fails as `run` does.
+pub async fn run_array(members: Members, input: impl BufRead, out: &mut impl Write) -> CliResult {
+    let vol = match crate::cmd_raizn::open_array(&members).await {
+        Ok(v) => v,
+        Err(e) => return crate::members::finish(members, Err(e)),
+    };
+    let mut tally = Tally::default();
+    let dev = SessionDevice::Array {
+        vol: &vol,
+        members: &members,
+    };
+    let ran = run_lines(&dev, input, out, &mut tally).await;
+    let flushed = vol
+        .flush()
+        .await
+        .map_err(|e| format!("flushing the array: {e}"));
+    drop(vol);
+    let closed = members
+        .close()
+        .map_err(|e| format!("closing the member images: {}", e.message()));
+    conclude(ran, &tally, flushed.and(closed))
+}
+
+/// The session's outcome from how its lines went and how the device was closed.
+fn conclude(ran: CliResult, tally: &Tally, closed: Result<(), String>) -> CliResult {
     let mut problems = Vec::new();
     if let Err(e) = ran {
         problems.push(e.message());
@@ -171,7 +271,7 @@ pub async fn run(
         ));
     }
     if let Err(e) = closed {
-        problems.push(format!("closing the device: {}", e.message()));
+        problems.push(e);
     }
     if problems.is_empty() {
         Ok(())

@@ -200,3 +200,30 @@ fn replace_refuses_data_own_members_and_other_geometries() {
     );
     verify(dir.path(), &list(&[s(&m[0]), s(&used), "missing"]));
 }
+
+#[test]
+fn replace_draws_a_progress_bar_on_a_terminal() {
+    // `script` runs the command on a pseudo-terminal, as a user at a shell would.
+    common::require("script", "bsdutils");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let m = degraded_array(dir.path());
+    let new = image(dir.path(), "new.img", "8");
+    let mut cmd = format!(
+        "{} raizn replace --member 1 --with {}",
+        env!("CARGO_BIN_EXE_zonestack"),
+        s(&new)
+    );
+    for p in &m {
+        cmd += &format!(" {}", s(p));
+    }
+    let out = common::run(std::process::Command::new("script").args(["-qec", &cmd, "/dev/null"]));
+    // The bar's message names the member and the zone it is at ...
+    assert!(
+        out.contains("rebuild of member 1 ("),
+        "no progress bar: {out}"
+    );
+    assert!(out.contains("(zone "), "no progress bar: {out}");
+    // ... and it is a bar, not the plain lines a pipe gets.
+    assert!(!out.contains("100%, done"), "{out}");
+    assert!(out.contains("the array is whole"), "{out}");
+}

@@ -39,8 +39,15 @@ pub fn fails(args: &[&str], code: i32) -> String {
 
 /// Runs `zonestack session PATH` with `script` on stdin and returns what it did.
 pub fn session(path: &str, script: &[u8]) -> Output {
+    session_with(&[path], script)
+}
+
+/// Runs `zonestack session ARGS...` (a path, or `--raizn a,b,c`) with `script` on stdin and
+/// returns what it did.
+pub fn session_with(args: &[&str], script: &[u8]) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_zonestack"))
-        .args(["session", path])
+        .arg("session")
+        .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

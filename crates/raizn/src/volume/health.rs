@@ -6,8 +6,10 @@
 //! `fail_member`. Up to m failures (the parity count) degrade the array: each is written
 //! (FUA) into a new superblock on every survivor before the command that found it
 //! completes, so a reopen stays degraded and never trusts the stale members again. One
-//! failure more makes the array failed: every command returns an error from then on and
-//! the failure names every failed member; data is never made up. Power may be lost while a superblock generation is being written: open takes
+//! failure more makes the array failed: from then on it is read-only where the data still
+//! is (a read of units on surviving members answers, a unit of a lost member fails with
+//! Unrecovered Read Error), every other command returns an error, and the failure names
+//! every failed member; data is never made up. Power may be lost while a superblock generation is being written: open takes
 //! the union of the failed members the survivors' newest superblocks record.
 //!
 //! Lock order: superblock generations are written under the general log lock
@@ -179,7 +181,8 @@ impl RaiznVolume {
         }
     }
 
-    /// Refuses every command once the array is failed.
+    /// Refuses a command that writes or changes state once the array is failed (reads and
+    /// reports answer on: `read_zone` refuses only the units of lost members).
     pub(super) fn check_usable(&self) -> NvmeResult<()> {
         match self.state.lock().health.broken {
             Some(_) => Err(ARRAY_FAILED),

@@ -614,6 +614,10 @@ impl RaiznVolume {
         let su = l.su_blocks();
         let (bs, oob) = (self.block_size(), self.oob());
         let failed = self.failed_in(zone);
+        // On a failed array (more members lost than the parity covers) no unit of a lost
+        // member can be rebuilt: the survivors' units are read, the others fail. The member
+        // that broke the array is not in `failed`; it may answer again with stale data.
+        let broken = self.state.lock().health.broken;
         let mut pieces = Vec::new();
         let (mut drest, mut mrest) = (data, meta);
         let mut cur = off;
@@ -627,6 +631,11 @@ impl RaiznVolume {
         }
         let reads = pieces.into_iter().map(|(cur, k, d, m)| async move {
             let p = l.place(zone, cur);
+            if let Some((lost, last)) = broken {
+                if lost.contains(p.member) || p.member == last {
+                    return Err(NvmeStatus::UnrecoveredReadError);
+                }
+            }
             if failed.contains(p.member) {
                 // Known failed (for this zone): not asked, and not noted again (noting the
                 // member a rebuild fills would stop the rebuild).
@@ -645,7 +654,13 @@ impl RaiznVolume {
         for r in join_all(reads).await {
             r?;
         }
-        self.persist_health().await
+        match self.persist_health().await {
+            // Every piece was read from a member that answered, or rebuilt from members that
+            // did: the data is right even if the array failed meanwhile, and a failed array
+            // has no superblock generation left to write.
+            Err(_) if self.state.lock().health.broken.is_some() => Ok(()),
+            r => r,
+        }
     }
 
     /// Rebuilds `k` blocks at offset `cur` of `zone` (within one unit) from the other units

@@ -351,7 +351,7 @@ impl ZonedDevice for RaiznVolume {
     }
 
     async fn read(&self, lba: Lba, buf: &mut [u8], meta: Option<&mut [u8]>) -> NvmeResult<()> {
-        self.check_usable()?;
+        // A failed array still reads what its survivors hold (`read_zone`): no check_usable.
         check_range(&self.geo, lba, (buf.len() / self.block_size()) as u64)?;
         let nlb = self.transfer_blocks(buf.len(), meta.as_ref().map(|m| m.len()))?;
         self.check_readable(lba, nlb)?;
@@ -486,7 +486,7 @@ impl ZonedDevice for RaiznVolume {
         partial: bool,
         max_zones: usize,
     ) -> NvmeResult<ZoneReport> {
-        self.check_usable()?;
+        // Read-only like a read: a failed array still reports its zones.
         let first = self.zone_of(lba)?;
         Ok(self
             .state
