@@ -83,7 +83,10 @@ impl EmuDevice {
         profile: TimingProfile,
         mode: ClockMode,
     ) -> Result<EmuDevice, EmuError> {
-        self.timing = Some(Timing::new(profile, self.geo, mode).map_err(EmuError::Config)?);
+        let timing = Timing::new(profile, self.geo, mode).map_err(EmuError::Config)?;
+        // The image's plugging order, before the resync that rebuilds TL-opened zones.
+        timing.set_plug_order(self.cfg.plug_order);
+        self.timing = Some(timing);
         // The device may already hold data (an image opened from disk): the model must count
         // it as on flash, or it would book programs for data whose buffer space it never took.
         let mut core = self.core.lock();
