@@ -167,6 +167,13 @@ impl EmuDevice {
         if let Some(t) = &self.timing {
             let g = self.geo;
             t.resync((0..g.zone_count).map(|z| c.zones.zone(z).wp - g.zone_start(z)));
+            // TL-opened zones keep their bitmap and old data across a restart.
+            for z in 0..g.zone_count {
+                if let Some(map) = c.zones.tl_map(z) {
+                    let old = c.zones.zone(z).data_end - g.zone_start(z);
+                    t.resync_tl(z, old, map.as_bytes());
+                }
+            }
         }
     }
 
