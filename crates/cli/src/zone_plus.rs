@@ -205,6 +205,27 @@ pub async fn tl_open(
     Ok(())
 }
 
+/// The `stats` line of a ZNS+ device with timing (`session --timing`): its plugging order,
+/// the bytes plugged into TL-opened zones, how many of them went ahead in idle chip time,
+/// and the copyback ratio of in-device copies. Nothing without ZNS+ or timing.
+pub fn print_plugging(dev: &emu::EmuDevice, out: &mut impl Write) -> CliResult {
+    let Some(c) = dev.timing_counters() else {
+        return Ok(());
+    };
+    if !dev.config().zns_plus {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "zns+: {}; plugged {} bytes, {} of them ahead in idle chip time; copyback ratio {:.2}",
+        plug_order_words(dev.config().plug_order),
+        c.plugged_bytes,
+        c.plugged_idle_bytes,
+        c.copyback_ratio()
+    )?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -235,25 +256,4 @@ mod tests {
             assert!(bitmap_from_ranges(bad, 16).is_err(), "{bad}");
         }
     }
-}
-
-/// The `stats` line of a ZNS+ device with timing (`session --timing`): its plugging order,
-/// the bytes plugged into TL-opened zones, how many of them went ahead in idle chip time,
-/// and the copyback ratio of in-device copies. Nothing without ZNS+ or timing.
-pub fn print_plugging(dev: &emu::EmuDevice, out: &mut impl Write) -> CliResult {
-    let Some(c) = dev.timing_counters() else {
-        return Ok(());
-    };
-    if !dev.config().zns_plus {
-        return Ok(());
-    }
-    writeln!(
-        out,
-        "zns+: {}; plugged {} bytes, {} of them ahead in idle chip time; copyback ratio {:.2}",
-        plug_order_words(dev.config().plug_order),
-        c.plugged_bytes,
-        c.plugged_idle_bytes,
-        c.copyback_ratio()
-    )?;
-    Ok(())
 }

@@ -3,16 +3,19 @@
 //! default is PPA-ordered plugging, and a bad value or the option without --zns-plus is a
 //! one-line usage error that creates nothing. A session with `--timing` plugs in the
 //! recorded order: under LBA-ordered plugging nothing is ever copied ahead of the write
-//! pointer, which its `stats` line shows.
+//! pointer, which its `stats` line shows (and its `device info` line shows the chunk mapping).
 
 mod common;
 
 use common::{fails, ok};
 use serde_json::Value;
 
+/// The plugging order `device info --json` reports, after checking that it reports the
+/// chunk mapping (identify_mapping) beside it.
 fn info_order(img: &str) -> Value {
     let v: Value =
         serde_json::from_str(&ok(&["device", "info", img, "--json"])).expect("info json");
+    assert!(v["zns_plus"]["chunk_blocks"].as_u64() >= Some(1), "{v}");
     v["zns_plus"]["plug_order"].clone()
 }
 
@@ -77,10 +80,13 @@ fn a_timed_session_plugs_in_the_recorded_order() {
         // passes the valid run 32-63, which the device plugs. Under PP its fully valid
         // chunks go ahead in the (real) time between the two commands, when their chips
         // idle; under LP never.
-        let script = "zone tl-open --zone 0 --valid 0-15,32-63\n\
+        let script = "device info\n\
+                      zone tl-open --zone 0 --valid 0-15,32-63\n\
                       io write --lba 16 --blocks 16 --pattern 0xa5\n\
                       stats\n";
         let o = session_timed(&img, script);
+        // identify_mapping in a session, with the timing model's layout.
+        assert!(o.contains("zns+ commands:    chunks of"), "{o}");
         let line = o
             .lines()
             .find(|l| l.starts_with("zns+:"))
