@@ -5,6 +5,7 @@
 //! chip time, including those PP had copied before the cut (its record of them was in
 //! controller memory). Under LBA-ordered plugging nothing goes ahead, before or after. The
 //! data read back is the same under both orders and every valid block keeps its old data.
+//! An image holding a TL-opened zone, reopened with timing, gives the model the same view.
 //!
 //! Regression: the model's resync after a power loss or restart reset every zone to "data up
 //! to the write pointer", forgetting TL-opened zones: their old data read as unwritten (no
@@ -156,4 +157,43 @@ fn ppa_ordered_plugging_goes_on_after_the_cut() {
             "restart {restart}: the data depends on the order"
         );
     }
+}
+
+/// The same view when an image holding a TL-opened zone is opened again and timing enabled:
+/// its old data is on flash and PP plugs its valid chunk ahead.
+#[test]
+fn a_reopened_image_keeps_the_tl_opened_zone_in_the_model() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("plus.img");
+    let g = common::timed_znsplus(8, ZONE).geometry();
+    let cfg = emu::EmuConfig {
+        zns_plus: true,
+        ..emu::EmuConfig::new(g)
+    };
+    SimRuntime::new().expect("runtime").block_on(async {
+        let dev = EmuDevice::create_file(&path, cfg, true).expect("image");
+        let old = vec![0x5Au8; 64 * BS];
+        for at in (0..ZONE).step_by(64) {
+            dev.write(at, &old, None, false).await.expect("fill");
+        }
+        // Chunks 0 and 1 are plugged at once (the WP passes them); 17 is chip 1's next page.
+        let map = valid_units(&[0, 1, 17]);
+        dev.tl_open(0, map.as_bytes()).await.expect("tl_open");
+        dev.shutdown().expect("shutdown");
+    });
+    SimRuntime::new().expect("runtime").block_on(async {
+        let p = emu::timing::timing_profile("femu-mlc").expect("femu-mlc");
+        let dev = EmuDevice::open_file(&path, false)
+            .and_then(|d| d.with_timing(p, emu::ClockMode::Virtual))
+            .expect("reopen with timing");
+        let mut buf = vec![0u8; CHUNK as usize * BS];
+        dev.read(64, &mut buf, None).await.expect("read old data");
+        assert!(buf.iter().all(|&b| b == 0x5A));
+        let c = dev.timing_counters().expect("timed");
+        assert!(c.flash.reads >= 1, "old data read without flash time");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        dev.flush().await.expect("a command after the idle time");
+        let ahead = dev.timing_counters().expect("timed").plugged_idle_bytes;
+        assert_eq!(ahead, CHUNK * BS as u64, "chunk 17 goes ahead");
+    });
 }
