@@ -23,6 +23,7 @@ pub mod zapraid_exp3;
 pub mod zns_fig1;
 pub mod znsplus_fig6;
 pub mod znsplus_fig8;
+pub mod znsplus_varmail;
 
 pub use paper::{Options, Row, PAPERS};
 pub use workload::{Job, Pattern, Report};

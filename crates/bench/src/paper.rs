@@ -95,7 +95,11 @@ pub const PAPERS: &[(&str, &str)] = &[
     ),
     (
         "znsplus-fig8",
-        "ZNS+ (OSDI '21) Fig. 8: host FTL throughput and WAF at 80-95% utilisation, host-copy GC vs zone_compaction (femu-mlc; no threaded logging yet)",
+        "ZNS+ (OSDI '21) Fig. 8: host FTL throughput and WAF at 80-95% utilisation, host-copy GC vs zone_compaction vs threaded logging (femu-mlc)",
+    ),
+    (
+        "znsplus-varmail",
+        "ZNS+ (OSDI '21) varmail imitation (Table 5, Fig. 7(a) setups): small synchronous rewrites, background plugging share and copyback ratio (femu-mlc)",
     ),
 ];
 
@@ -490,6 +494,9 @@ pub fn run(name: &str, o: &Options) -> Result<Vec<Row>, String> {
     }
     if name == "znsplus-fig8" {
         return crate::znsplus_fig8::rows(o);
+    }
+    if name == "znsplus-varmail" {
+        return crate::znsplus_varmail::rows(o);
     }
     let pts = points(name).ok_or_else(|| {
         let names: Vec<&str> = PAPERS.iter().map(|p| p.0).collect();

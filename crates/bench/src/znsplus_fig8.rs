@@ -54,9 +54,41 @@ pub struct Shape {
     pub op_permille: u32,
 }
 const WRITERS: usize = 16;
-/// File sizes in blocks: 64 to 256 KiB.
-const FILE_BLOCKS_MIN: u64 = 16;
-const FILE_BLOCKS_MAX: u64 = 64;
+
+/// The block workload of a point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workload {
+    /// Fig. 8's fileserver-like load: files of 64-256 KiB (mean 128 KiB, paper Table 3)
+    /// rewritten whole, no flushes.
+    Fileserver,
+    /// An imitation of filebench's varmail (paper Table 3: 28 KiB files, 16 threads; an
+    /// fsync after each append): files of 16-40 KiB (mean 28 KiB) rewritten whole, each
+    /// write followed by a Flush before that writer's next one, so the chips idle between
+    /// small synchronous requests. No file system: no creates, deletes or appends.
+    VarmailLike,
+}
+
+impl Workload {
+    /// File sizes in blocks, smallest and largest.
+    fn file_blocks(self) -> (u64, u64) {
+        match self {
+            Workload::Fileserver => (16, 64),
+            Workload::VarmailLike => (4, 10),
+        }
+    }
+
+    /// Each write is followed by a Flush (fsync).
+    fn syncs(self) -> bool {
+        self == Workload::VarmailLike
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Workload::Fileserver => "fileserver",
+            Workload::VarmailLike => "varmail-like",
+        }
+    }
+}
 
 /// The utilisations of the figure, and the paper's IZC/ZNS throughput at each.
 pub const PAPER_IZC_OVER_ZNS: [(u32, f64); 4] = [(80, 1.47), (85, 1.73), (90, 1.89), (95, 2.65)];
@@ -148,6 +180,9 @@ pub struct Point {
     /// Share of the plugged blocks copied ahead in idle chip time (PP; paper Table 5 "BP"
     /// gives it among all copied blocks).
     pub plugged_idle_share: f64,
+    /// The same bytes as a share of every block copied inside the device (compacted or
+    /// plugged), as the paper's Table 5 "BP" counts them.
+    pub copied_idle_share: f64,
     /// Partial units programmed padded (by Flush or FUA) per 1,000 user blocks.
     pub padded_per_kblock: f64,
 }
@@ -181,12 +216,13 @@ pub fn device(zones: u32, zone_blocks: u64, seed: u64) -> Result<Arc<EmuDevice>,
         .map_err(|e| e.to_string())
 }
 
-/// Files laid out back to back over `blocks`: (first block, length) each.
-fn files(blocks: u64, rng: &mut SimRng) -> Vec<(u64, u64)> {
+/// Files of `w`'s sizes laid out back to back over `blocks`: (first block, length) each.
+fn files(blocks: u64, w: Workload, rng: &mut SimRng) -> Vec<(u64, u64)> {
+    let (min, max) = w.file_blocks();
     let mut out = Vec::new();
     let mut at = 0;
     loop {
-        let n = rng.range_inclusive(FILE_BLOCKS_MIN, FILE_BLOCKS_MAX);
+        let n = rng.range_inclusive(min, max);
         if at + n > blocks {
             return out;
         }
@@ -195,22 +231,30 @@ fn files(blocks: u64, rng: &mut SimRng) -> Vec<(u64, u64)> {
     }
 }
 
-/// Rewrites files picked at random until `bytes` are written, `WRITERS` at a time.
+/// Rewrites files picked at random until `bytes` are written, `WRITERS` at a time, each
+/// write followed by a Flush when `sync`.
 async fn rewrite(
     vol: &FtlVolume,
     files: &[(u64, u64)],
     bytes: u64,
+    (w, sync): (Workload, bool),
     rng: &mut SimRng,
 ) -> Result<(), String> {
     let bs = u64::from(BLOCK_BYTES);
-    let data = vec![0x6du8; (FILE_BLOCKS_MAX * bs) as usize];
+    let data = vec![0x6du8; (w.file_blocks().1 * bs) as usize];
     let mut inflight = FuturesUnordered::new();
     let mut issued = 0u64;
     loop {
         while inflight.len() < WRITERS && issued < bytes && !files.is_empty() {
             let (lba, n) = files[rng.below(files.len() as u64) as usize];
             let buf = &data[..(n * bs) as usize];
-            inflight.push(async move { vol.write(lba, buf, false).await });
+            inflight.push(async move {
+                vol.write(lba, buf, false).await?;
+                if sync {
+                    vol.flush().await?;
+                }
+                Ok::<(), zns::BlockError>(())
+            });
             issued += n * bs;
         }
         match inflight.next().await {
@@ -220,9 +264,30 @@ async fn rewrite(
     }
 }
 
-/// One point: `setup` at `utilisation_pct`, `bytes` measured after the warm-up.
+/// One point of the fileserver-like workload: `setup` at `utilisation_pct`, `bytes`
+/// measured after the warm-up.
 pub fn measure(
     setup: Setup,
+    utilisation_pct: u32,
+    bytes: u64,
+    shape: Shape,
+    seed: u64,
+) -> Result<Point, String> {
+    measure_workload(
+        setup,
+        Workload::Fileserver,
+        utilisation_pct,
+        bytes,
+        shape,
+        seed,
+    )
+}
+
+/// One point of workload `w`: `setup` at `utilisation_pct`, `bytes` measured after the
+/// warm-up.
+pub fn measure_workload(
+    setup: Setup,
+    w: Workload,
     utilisation_pct: u32,
     bytes: u64,
     shape: Shape,
@@ -232,7 +297,7 @@ pub fn measure(
     rt.block_on(async {
         let dev = device(shape.zones, shape.zone_blocks, seed)?;
         dev.set_plug_order(setup.plug_order());
-        let err = |e: ftl::FtlError| format!("znsplus-fig8 {}: {e}", setup.name());
+        let err = |e: ftl::FtlError| format!("znsplus {} {}: {e}", w.name(), setup.name());
         let fmt = FormatOptions {
             threaded_logging: setup.threaded(),
             ..FormatOptions::with_op(shape.op_permille)
@@ -245,16 +310,18 @@ pub fn measure(
             .map_err(err)?;
         let mut rng = SimRng::new(seed);
         let footprint = vol.size_blocks() * u64::from(utilisation_pct) / 100;
-        let files = files(footprint, &mut rng);
+        let files = files(footprint, w, &mut rng);
         let written: u64 = files.iter().map(|f| f.1).sum();
         let bs = u64::from(BLOCK_BYTES);
         // Fill every file once, then warm up to a steady state of collection.
-        rewrite_all(&vol, &files).await?;
-        rewrite(&vol, &files, written * bs, &mut rng).await?;
+        // The warm-up does not sync: it only brings collection to a steady state (syncing
+        // it would multiply a point's wall time for the same state).
+        rewrite_all(&vol, &files, w).await?;
+        rewrite(&vol, &files, written * bs, (w, false), &mut rng).await?;
         let (s0, t0) = (dev.stats(), dev.timing_counters().ok_or("timing is off")?);
         let user0 = vol.stats().counters.user_blocks;
         let began = tokio::time::Instant::now();
-        rewrite(&vol, &files, bytes, &mut rng).await?;
+        rewrite(&vol, &files, bytes, (w, w.syncs()), &mut rng).await?;
         let secs = began.elapsed().as_secs_f64();
         let (s1, t1) = (dev.stats(), dev.timing_counters().ok_or("timing is off")?);
         let user = vol.stats().counters.user_blocks - user0;
@@ -273,6 +340,7 @@ pub fn measure(
         let busy = (t1.flash.die_busy_ns - t0.flash.die_busy_ns) as f64;
         let plugged_bytes = t1.plugged_bytes - t0.plugged_bytes;
         let idle_bytes = t1.plugged_idle_bytes - t0.plugged_idle_bytes;
+        let copied_bytes = (compacted + plugged) * bs;
         Ok(Point {
             setup,
             utilisation_pct,
@@ -293,14 +361,19 @@ pub fn measure(
             } else {
                 idle_bytes as f64 / plugged_bytes as f64
             },
+            copied_idle_share: if copied_bytes == 0 {
+                0.0
+            } else {
+                idle_bytes as f64 / copied_bytes as f64
+            },
         })
     })
 }
 
-/// Writes every file once, `WRITERS` at a time.
-async fn rewrite_all(vol: &FtlVolume, files: &[(u64, u64)]) -> Result<(), String> {
+/// Writes every file once, `WRITERS` at a time, without flushes.
+async fn rewrite_all(vol: &FtlVolume, files: &[(u64, u64)], w: Workload) -> Result<(), String> {
     let bs = u64::from(BLOCK_BYTES);
-    let data = vec![0x6du8; (FILE_BLOCKS_MAX * bs) as usize];
+    let data = vec![0x6du8; (w.file_blocks().1 * bs) as usize];
     let mut inflight = FuturesUnordered::new();
     let mut next = files.iter();
     loop {

@@ -182,6 +182,17 @@ pub struct CreateArgs {
     /// docs/ZNSPLUS.md); the image records it.
     #[arg(long)]
     pub zns_plus: bool,
+    /// How the device plugs the valid blocks of TL-opened zones on the timing model
+    /// (`--timing`): pp, PPA-ordered ahead of the write pointer in idle chip time (default),
+    /// or lp, LBA-ordered when the write pointer passes them. Timing only, never data; the
+    /// image records it. Needs --zns-plus.
+    #[arg(
+        long,
+        requires = "zns_plus",
+        value_name = "pp|lp",
+        value_parser = crate::zone_plus::parse_plug_order
+    )]
+    pub plug_order: Option<emu::timing::PlugOrder>,
     /// Seed for the device's own choices (append order, power-loss cut points).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,

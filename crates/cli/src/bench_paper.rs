@@ -14,8 +14,9 @@ use crate::error::{CliError, CliResult};
 pub struct BenchPaperArgs {
     /// Figure set: zapraid-fig1, zapraid-exp1, zapraid-exp2, zapraid-exp3, zapraid-compare,
     /// raizn-raw, raizn-fig9, raizn-fig10, raizn-fig12, raizn-seq, raizn-append, raizn-xor,
-    /// vroom-5.2.1, zns-5.1, zns-fig1, znsplus-fig6, znsplus-fig8 (both on the femu-mlc
-    /// profile), or all.
+    /// vroom-5.2.1, zns-5.1, zns-fig1, znsplus-fig6, znsplus-fig8, znsplus-varmail (an
+    /// imitation of the paper's fsync-heavy varmail; the three on the femu-mlc profile), or
+    /// all.
     pub name: String,
     /// Print one JSON object instead of a table.
     #[arg(long)]
@@ -185,7 +186,7 @@ pub async fn run(a: &BenchPaperArgs, out: &mut impl Write) -> CliResult {
         .iter()
         .filter(|r| r.figure.starts_with("raizn-xor"))
         .count();
-    // znsplus-fig6 and -fig8 run on the paper's own flash (femu-mlc); the others on the zn540.
+    // znsplus-* run on the paper's own flash (femu-mlc); the others on the zn540.
     let mlc = rows
         .iter()
         .filter(|r| r.figure.starts_with("znsplus-"))

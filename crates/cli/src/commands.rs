@@ -219,6 +219,7 @@ pub fn create(a: &CreateArgs, out: &mut impl Write) -> CliResult {
         volatile_cache: !a.no_write_cache,
         seed: a.seed,
         zns_plus: a.zns_plus,
+        plug_order: a.plug_order.unwrap_or_default(),
         ..EmuConfig::new(g)
     };
     let dev = EmuDevice::create_file(&a.path, cfg, a.force)
@@ -234,7 +235,14 @@ pub fn create(a: &CreateArgs, out: &mut impl Write) -> CliResult {
         g.block_size,
         g.oob_size,
         format_size(g.capacity_bytes()),
-        if a.zns_plus { ", ZNS+ commands" } else { "" }
+        if a.zns_plus {
+            format!(
+                ", ZNS+ commands ({})",
+                crate::zone_plus::plug_order_words(cfg.plug_order)
+            )
+        } else {
+            String::new()
+        }
     )?;
     Ok(())
 }
@@ -254,6 +262,8 @@ fn info(dev: &Opened, json: bool, out: &mut impl Write) -> CliResult {
     // A drive's write cache is the drive's; only an image's is known here.
     let cache = dev.image().map(|d| d.config().volatile_cache);
     let mapping = dev.identify_mapping();
+    // The plugging order is an emulated device's (recorded in its image).
+    let plugging = dev.image().map(|d| d.config().plug_order);
     if json {
         let v = json!({
             "zones": g.zone_count, "zone_size": g.zone_size, "zone_capacity": g.zone_capacity,
@@ -265,6 +275,7 @@ fn info(dev: &Opened, json: bool, out: &mut impl Write) -> CliResult {
                 "chunk_blocks": m.chunk_blocks, "zone_chips": m.zone_chips,
                 "chip_groups": m.chip_groups, "compaction_max_extents": m.compaction_max_extents,
                 "compaction_max_blocks": m.compaction_max_blocks,
+                "plug_order": plugging.map(|p| p.name()),
             })),
         });
         writeln!(out, "{v}")?;
@@ -331,6 +342,13 @@ fn info(dev: &Opened, json: bool, out: &mut impl Write) -> CliResult {
             m.compaction_max_extents,
             m.compaction_max_blocks
         )?;
+        if let Some(p) = plugging {
+            writeln!(
+                out,
+                "zns+ plugging:    {} (`--timing` only)",
+                crate::zone_plus::plug_order_words(p)
+            )?;
+        }
     }
     Ok(())
 }
@@ -687,7 +705,7 @@ pub fn print_stats(dev: &EmuDevice, out: &mut impl Write) -> CliResult {
         "zone resets: {resets}; errors: {}",
         s.errors.iter().sum::<u64>()
     )?;
-    Ok(())
+    crate::zone_plus::print_plugging(dev, out)
 }
 
 /// Runs one zone or I/O subcommand against any zoned device (an image or a RAIZN array).

@@ -27,6 +27,21 @@ pub fn parse_extent(text: &str) -> Result<CompactionExtent, String> {
     })
 }
 
+/// Parses `--plug-order`: `pp` or `lp`.
+pub fn parse_plug_order(text: &str) -> Result<emu::timing::PlugOrder, String> {
+    emu::timing::PlugOrder::from_name(text).ok_or_else(|| {
+        format!("'{text}' is not a plugging order: pp (PPA-ordered, idle time) or lp (LBA-ordered)")
+    })
+}
+
+/// The words `device create` and `device info` use for a plugging order.
+pub fn plug_order_words(order: emu::timing::PlugOrder) -> &'static str {
+    match order {
+        emu::timing::PlugOrder::Ppa => "PPA-ordered plugging in idle chip time",
+        emu::timing::PlugOrder::Lba => "LBA-ordered plugging",
+    }
+}
+
 /// The one-line refusal for a device without the ZNS+ commands.
 fn no_zns_plus(name: &Path, what: &str) -> CliError {
     CliError::Other(format!(
@@ -186,6 +201,27 @@ pub async fn tl_open(
         after.wp,
         after.wp - after.start,
         crate::commands::plural(valid_blocks, "valid block")
+    )?;
+    Ok(())
+}
+
+/// The `stats` line of a ZNS+ device with timing (`session --timing`): its plugging order,
+/// the bytes plugged into TL-opened zones, how many of them went ahead in idle chip time,
+/// and the copyback ratio of in-device copies. Nothing without ZNS+ or timing.
+pub fn print_plugging(dev: &emu::EmuDevice, out: &mut impl Write) -> CliResult {
+    let Some(c) = dev.timing_counters() else {
+        return Ok(());
+    };
+    if !dev.config().zns_plus {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "zns+: {}; plugged {} bytes, {} of them ahead in idle chip time; copyback ratio {:.2}",
+        plug_order_words(dev.config().plug_order),
+        c.plugged_bytes,
+        c.plugged_idle_bytes,
+        c.copyback_ratio()
     )?;
     Ok(())
 }

@@ -2,6 +2,8 @@
 
 use zns::Geometry;
 
+use crate::timing::PlugOrder;
+
 /// How an emulated device behaves beyond its geometry.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct EmuConfig {
@@ -19,6 +21,9 @@ pub struct EmuConfig {
     /// ZNS+ commands (docs/ZNSPLUS.md): identify_mapping, zone_compaction, tl_open. An image
     /// records it (superblock flag) with the valid bitmaps of its TL-opened zones.
     pub zns_plus: bool,
+    /// How the timing model plugs TL-opened zones (ZNS+ only; timing only, never data):
+    /// PPA-ordered in idle chip time by default, or LBA-ordered. An image records it.
+    pub plug_order: PlugOrder,
 }
 
 /// The reference defaults of ZNS-CONFORMANCE.md item 44 for blocks of `block_size` bytes.
@@ -118,6 +123,7 @@ impl EmuConfig {
             reorder_appends: true,
             host_sync: false,
             zns_plus: false,
+            plug_order: PlugOrder::Ppa,
         }
     }
 }

@@ -59,6 +59,8 @@ pub struct Superblock {
     pub seed: u64,
     /// The device has the ZNS+ commands, and the image the valid-bitmap region.
     pub zns_plus: bool,
+    /// ZNS+ only: the timing model plugs TL-opened zones LBA-ordered, not PPA-ordered.
+    pub lba_plugging: bool,
 }
 
 /// Byte offsets of the regions of an image with this geometry.
@@ -147,7 +149,9 @@ fn get_u64(b: &[u8], at: usize) -> u64 {
 const FLAG_CROSS_ZONE_READS: u32 = 1;
 const FLAG_VOLATILE_CACHE: u32 = 2;
 const FLAG_ZNS_PLUS: u32 = 4;
-const KNOWN_FLAGS: u32 = FLAG_CROSS_ZONE_READS | FLAG_VOLATILE_CACHE | FLAG_ZNS_PLUS;
+const FLAG_LBA_PLUGGING: u32 = 8;
+const KNOWN_FLAGS: u32 =
+    FLAG_CROSS_ZONE_READS | FLAG_VOLATILE_CACHE | FLAG_ZNS_PLUS | FLAG_LBA_PLUGGING;
 
 /// Encodes a superblock into its 4096-byte region.
 pub fn encode_superblock(sb: &Superblock) -> Vec<u8> {
@@ -178,6 +182,9 @@ pub fn encode_superblock(sb: &Superblock) -> Vec<u8> {
     }
     if sb.zns_plus {
         flags |= FLAG_ZNS_PLUS;
+    }
+    if sb.zns_plus && sb.lba_plugging {
+        flags |= FLAG_LBA_PLUGGING;
     }
     put_u32(&mut b, 72, flags);
     put_u32(&mut b, 76, if sb.clean { 0 } else { 1 });
@@ -219,6 +226,11 @@ pub fn decode_superblock(b: &[u8]) -> Result<Superblock, ImageError> {
         return Err(ImageError::BadGeometry(format!(
             "unknown feature flags {flags:#x}"
         )));
+    }
+    if flags & FLAG_LBA_PLUGGING != 0 && flags & FLAG_ZNS_PLUS == 0 {
+        return Err(ImageError::BadGeometry(
+            "a plugging order is recorded for a device without the ZNS+ commands".into(),
+        ));
     }
     let geometry = Geometry {
         block_size: get_u32(b, 16),
@@ -267,6 +279,7 @@ pub fn decode_superblock(b: &[u8]) -> Result<Superblock, ImageError> {
         clean,
         seed: get_u64(b, 104),
         zns_plus: flags & FLAG_ZNS_PLUS != 0,
+        lba_plugging: flags & FLAG_LBA_PLUGGING != 0,
     })
 }
 
@@ -504,6 +517,7 @@ mod tests {
             clean: false,
             seed: 99,
             zns_plus: false,
+            lba_plugging: false,
         };
         let b = encode_superblock(&sb);
         assert_eq!(decode_superblock(&b), Ok(sb));
@@ -646,6 +660,7 @@ mod tests {
             clean: true,
             seed: 3,
             zns_plus: false,
+            lba_plugging: false,
         };
         let mut b = encode_superblock(&sb);
         put_u32(&mut b, 8, 1);
@@ -666,12 +681,32 @@ mod tests {
             clean: true,
             seed: 5,
             zns_plus: false,
+            lba_plugging: false,
         };
         let plus = Superblock {
             zns_plus: true,
             ..plain
         };
         assert_eq!(decode_superblock(&encode_superblock(&plus)), Ok(plus));
+        let lp = Superblock {
+            lba_plugging: true,
+            ..plus
+        };
+        assert_eq!(decode_superblock(&encode_superblock(&lp)), Ok(lp));
+        // A plugging order means nothing without ZNS+: never written, refused when read.
+        let plain_lp = Superblock {
+            lba_plugging: true,
+            ..plain
+        };
+        let mut b = encode_superblock(&plain_lp);
+        assert_eq!(get_u32(&b, 72), FLAG_VOLATILE_CACHE);
+        put_u32(&mut b, 72, FLAG_VOLATILE_CACHE | FLAG_LBA_PLUGGING);
+        let crc = crc32c::crc32c(&b[..SB_CRC_AT]);
+        put_u32(&mut b, SB_CRC_AT, crc);
+        assert!(matches!(
+            decode_superblock(&b),
+            Err(ImageError::BadGeometry(_))
+        ));
         // Without ZNS+ the flags word is what format 2 always wrote.
         assert_eq!(get_u32(&encode_superblock(&plain), 72), FLAG_VOLATILE_CACHE);
         assert_eq!(

@@ -97,4 +97,10 @@ impl Timing {
     pub fn resync(&self, zone_wp_blocks: impl Iterator<Item = u64>) {
         self.model.lock().resync(zone_wp_blocks);
     }
+
+    /// After `resync`: `zone` is still TL-opened with `valid`, its old data ending
+    /// `old_data_blocks` from the zone start.
+    pub fn resync_tl(&self, zone: u32, old_data_blocks: u64, valid: &[u8]) {
+        self.model.lock().resync_tl(zone, old_data_blocks, valid);
+    }
 }

@@ -34,7 +34,7 @@ proptest! {
 
     #[test]
     fn corrupted_superblocks(flips in proptest::collection::vec((0usize..4096, any::<u8>()), 1..6), cut in 0usize..4200) {
-        let sb = Superblock { geometry: geometry(), volatile_cache: true, clean: true, seed: 1, zns_plus: false };
+        let sb = Superblock { geometry: geometry(), volatile_cache: true, clean: true, seed: 1, zns_plus: false, lba_plugging: false };
         let mut b = encode_superblock(&sb);
         for (at, v) in &flips {
             b[*at] ^= v;

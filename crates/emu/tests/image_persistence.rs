@@ -160,6 +160,7 @@ fn a_newer_format_version_is_refused() {
         clean: true,
         seed: 0,
         zns_plus: false,
+        lba_plugging: false,
     });
     let newer = image::VERSION + 1;
     sb[8..12].copy_from_slice(&newer.to_le_bytes());

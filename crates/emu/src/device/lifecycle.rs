@@ -56,6 +56,7 @@ impl EmuDevice {
             clean: false,
             seed: cfg.seed,
             zns_plus: cfg.zns_plus,
+            lba_plugging: cfg.plug_order == crate::timing::PlugOrder::Lba,
         };
         let store = FileStore::create(path, sb, cfg.host_sync, force)?;
         Ok(Self::assemble(
@@ -81,6 +82,11 @@ impl EmuDevice {
             reorder_appends: true,
             host_sync,
             zns_plus: sb.zns_plus,
+            plug_order: if sb.lba_plugging {
+                crate::timing::PlugOrder::Lba
+            } else {
+                crate::timing::PlugOrder::Ppa
+            },
         };
         Ok(Self::assemble(
             cfg,
@@ -107,6 +113,11 @@ impl EmuDevice {
             reorder_appends: true,
             host_sync: false,
             zns_plus: sb.zns_plus,
+            plug_order: if sb.lba_plugging {
+                crate::timing::PlugOrder::Lba
+            } else {
+                crate::timing::PlugOrder::Ppa
+            },
         };
         Ok(Self::assemble(
             cfg,

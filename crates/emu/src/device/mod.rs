@@ -83,7 +83,10 @@ impl EmuDevice {
         profile: TimingProfile,
         mode: ClockMode,
     ) -> Result<EmuDevice, EmuError> {
-        self.timing = Some(Timing::new(profile, self.geo, mode).map_err(EmuError::Config)?);
+        let timing = Timing::new(profile, self.geo, mode).map_err(EmuError::Config)?;
+        // The image's plugging order, before the resync that rebuilds TL-opened zones.
+        timing.set_plug_order(self.cfg.plug_order);
+        self.timing = Some(timing);
         // The device may already hold data (an image opened from disk): the model must count
         // it as on flash, or it would book programs for data whose buffer space it never took.
         let mut core = self.core.lock();
@@ -164,6 +167,13 @@ impl EmuDevice {
         if let Some(t) = &self.timing {
             let g = self.geo;
             t.resync((0..g.zone_count).map(|z| c.zones.zone(z).wp - g.zone_start(z)));
+            // TL-opened zones keep their bitmap and old data across a restart.
+            for z in 0..g.zone_count {
+                if let Some(map) = c.zones.tl_map(z) {
+                    let old = c.zones.zone(z).data_end - g.zone_start(z);
+                    t.resync_tl(z, old, map.as_bytes());
+                }
+            }
         }
     }
 

@@ -306,6 +306,35 @@ impl ZonedTiming {
         }
     }
 
+    /// After `resync`: `zone` is still TL-opened (ZNS+ keeps its bitmap across a power loss
+    /// or restart, docs/ZNSPLUS.md items 52-53), its old data (`old_data_blocks` from the
+    /// zone start) still in its old block group. Reads above the write pointer sense the old
+    /// blocks again, and under PPA-ordered plugging the fully valid units above the write
+    /// pointer may go ahead in idle time again. Which units PP had copied ahead before was
+    /// in controller memory, so they count as not copied: the device plugs them again
+    /// (timing only; the data is the same either way).
+    pub fn resync_tl(&mut self, zone: u32, old_data_blocks: u64, valid: &[u8]) {
+        let unit_blocks = self.p.unit_bytes() / u64::from(self.geo.block_size);
+        let slots = u64::from(self.p.dies_per_zone());
+        let ahead = (self.plug_order == PlugOrder::Ppa).then(|| {
+            Box::new(AheadPlugs::new(
+                valid,
+                unit_blocks,
+                self.geo.zone_capacity,
+                slots,
+            ))
+        });
+        let bs = u64::from(self.geo.block_size);
+        let Some(z) = self.zones.get_mut(zone as usize) else {
+            return;
+        };
+        z.old_data_bytes = old_data_blocks * bs;
+        z.ahead = ahead;
+        if z.ahead.is_some() && !self.ahead_zones.contains(&zone) {
+            self.ahead_zones.push(zone);
+        }
+    }
+
     fn host_ns(&self, bytes: u64) -> u64 {
         transfer_ns(bytes, self.p.host_bytes_per_sec)
     }
