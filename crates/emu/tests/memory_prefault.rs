@@ -4,12 +4,26 @@
 mod common;
 
 use common::block_on;
-use zns::ZonedDevice;
+use emu::{EmuConfig, EmuDevice};
+use zns::{Geometry, ZonedDevice};
+
+/// A device of 8 MiB of data, several of the memory store's 1 MiB chunks, so that one write
+/// allocates only part of it.
+fn device() -> EmuDevice {
+    let g = Geometry {
+        block_size: 4096,
+        zone_size: 256,
+        zone_capacity: 256,
+        mdts_blocks: 256,
+        ..common::small_geometry()
+    };
+    EmuDevice::new_memory(EmuConfig::new(g)).expect("valid geometry")
+}
 
 #[test]
 fn prefault_allocates_everything_once_and_keeps_data() {
     block_on(async {
-        let dev = common::memory(0);
+        let dev = device();
         let g = dev.geometry();
         let bs = g.block_size as usize;
         let first = common::block(bs, 0, 1);
