@@ -218,6 +218,14 @@ impl EmuDevice {
         self.core.lock().store.footprint_bytes()
     }
 
+    /// Allocates all the host memory a memory-backed device may use now, instead of on each
+    /// block's first write (a page fault and a page clear inside that write); returns the
+    /// bytes allocated. A file-backed device has nothing to do. Data already written is
+    /// kept, and the device may serve commands meanwhile.
+    pub fn prefault(&self) -> u64 {
+        self.store.prefault()
+    }
+
     /// Installs a fault plan, replacing the previous one.
     pub fn set_faults(&self, plan: FaultPlan) -> Result<(), EmuError> {
         plan.validate().map_err(EmuError::Config)?;
