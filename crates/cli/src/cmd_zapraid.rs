@@ -50,7 +50,8 @@ pub enum ZapraidCmd {
         #[arg(long, value_enum, default_value = "grouped")]
         mode: ModeArg,
         /// Stripes per group G with --mode grouped (at most the stripes of a segment; default
-        /// 256, or with in-band records 32 and at most a quarter of a segment).
+        /// 256 or a segment's stripes if fewer, or with in-band records 32 and at most a
+        /// quarter of a segment).
         #[arg(long)]
         group: Option<u32>,
         /// Keep the block records in-band (a summary block ending every group) even on

@@ -26,8 +26,8 @@ pub const GROUP_DEFAULT_IN_BAND: u32 = 32;
 /// How stripes are grouped, chosen at format (docs/DESIGN.md, "Stripe groups").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GroupMode {
-    /// `GROUP_DEFAULT` stripes per group, or with in-band records `GROUP_DEFAULT_IN_BAND`
-    /// (fewer if a summary block holds fewer records).
+    /// `GROUP_DEFAULT` stripes per group (all of a segment's if it has fewer), or with
+    /// in-band records `GROUP_DEFAULT_IN_BAND` (fewer if a summary block holds fewer records).
     Default,
     /// `G = 1`: every stripe is a Zone Write.
     ZoneWriteOnly,
@@ -45,7 +45,9 @@ impl GroupMode {
         match self {
             GroupMode::Default => match in_band {
                 Some(max) => GROUP_DEFAULT_IN_BAND.min(max),
-                None => GROUP_DEFAULT,
+                // A segment of fewer stripes than the paper's default is one group: a
+                // default that the members' geometry refuses would be no default.
+                None => GROUP_DEFAULT.min(stripes),
             },
             GroupMode::ZoneWriteOnly => 1,
             GroupMode::ZoneAppendOnly => stripes,
@@ -496,8 +498,15 @@ mod tests {
             d.group, 24,
             "a quarter of the segment, below GROUP_DEFAULT_IN_BAND"
         );
+        // Regression: the default group of 256 stripes was refused on members whose segment
+        // holds fewer stripes, so `zapraid format` without --group failed on small members.
+        let d = Layout::new(3, 1, GroupMode::DEFAULT, &four).expect("default layout");
+        assert_eq!(
+            d.group, 98,
+            "the whole segment when it has fewer than 256 stripes"
+        );
         assert!(matches!(
-            Layout::new(3, 1, GroupMode::DEFAULT, &four),
+            Layout::new(3, 1, GroupMode::Grouped(256), &four),
             Err(LayoutError::BadGroup { group: 256, .. })
         ));
         assert!(matches!(
