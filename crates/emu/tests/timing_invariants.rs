@@ -298,49 +298,6 @@ fn a_whole_unit_copied_to_the_same_die_uses_copyback() {
     assert_eq!(m.counters().flash.programs, 1);
 }
 
-// Regression: a Copy sensed a source unit once per range, so a collector copying the
-// scattered valid blocks of one unit in one command (blocks 0, 2 and 5, say) paid three flash
-// reads where a drive's own collector pays one; the host FTL's collection looked 2.5x as
-// read-hungry as the conventional drive's on the same flash.
-#[test]
-fn a_copy_senses_each_source_unit_once_however_many_ranges_it_holds() {
-    let p = timing_profile("zn540").expect("zn540");
-    let g = geometry();
-    let mut m = ZonedTiming::new(p, g, false).expect("model");
-    let unit_blocks = p.unit_bytes() / BS;
-    assert!(unit_blocks >= 6, "the test needs six blocks in a unit");
-    m.resync([4 * unit_blocks].into_iter().chain(std::iter::repeat(0)));
-    // Three separate ranges of unit 0 of zone 0, and one of unit 1, into zone 1.
-    let sources = [
-        CopyRange { lba: 0, blocks: 1 },
-        CopyRange { lba: 2, blocks: 1 },
-        CopyRange { lba: 5, blocks: 1 },
-        CopyRange {
-            lba: unit_blocks,
-            blocks: 1,
-        },
-    ];
-    let cmd = TimedCmd::Copy {
-        sources: &sources,
-        dest: g.zone_size,
-        fua: false,
-    };
-    let first = m.submit(0, &cmd);
-    assert_eq!(m.counters().flash.reads, 2);
-    // One sense of the unit then its blocks over the channel: the three ranges of unit 0
-    // cost one sense, not three.
-    let sense_and_three = p.page_read_ns + 3 * transfer_ns(BS, p.channel_bytes_per_sec);
-    assert!(first < 2 * p.page_read_ns + sense_and_three, "{first}");
-    // A second command senses the unit again: the pages are not kept between commands.
-    let cmd = TimedCmd::Copy {
-        sources: &sources[..1],
-        dest: g.zone_size + 3,
-        fua: false,
-    };
-    m.submit(first, &cmd);
-    assert_eq!(m.counters().flash.reads, 3);
-}
-
 #[test]
 fn reset_erases_the_blocks_the_zone_used() {
     let p = timing_profile("femu-mlc").expect("femu-mlc");

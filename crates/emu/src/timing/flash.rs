@@ -89,18 +89,6 @@ impl FlashArray {
         out
     }
 
-    /// Carries `bytes` more of a unit that the same command has already sensed (its pages are
-    /// in the page register or the controller) to the controller: the transfer, no sensing.
-    /// Returns when the data is in the controller.
-    pub fn read_sensed(&mut self, die: usize, now_ns: u64, ready_ns: u64, bytes: u64) -> u64 {
-        let ch = self.channel_of(die);
-        let xfer = transfer_ns(bytes, self.p.channel_bytes_per_sec);
-        let (start, _) = self.dies[die].array.reserve(now_ns, ready_ns, xfer);
-        let (_, out) = self.channels[ch].reserve(now_ns, start, xfer);
-        self.counters.die_busy_ns += xfer;
-        out
-    }
-
     /// Erases `blocks` blocks of one die back to back. Returns when the last one is erased.
     pub fn erase(&mut self, die: usize, now_ns: u64, ready_ns: u64, blocks: u64) -> u64 {
         let dur = self.p.block_erase_ns * blocks;

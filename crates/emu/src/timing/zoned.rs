@@ -13,8 +13,7 @@
 //! never written, costs no flash time), moves it over the channel, then over PCIe to the
 //! host. Flush and FUA program partial units padded and wait for every program booked.
 //! Reset erases the blocks the zone used on each die; Finish programs the last partial unit.
-//! Copy reads its sources on the device (each source unit sensed once per command, however
-//! many of its ranges hold pieces of it) and writes through the buffer, or uses copyback for
+//! Copy reads its sources on the device and writes through the buffer, or uses copyback for
 //! a whole unit whose source and destination share a die.
 
 use std::collections::VecDeque;
@@ -560,9 +559,6 @@ impl ZonedTiming {
         let c = self.front(self.p.ctrl_admin_ns);
         let (dz, mut doff) = self.zone_of(dest);
         let mut done = c;
-        // Source units this command has sensed: a Copy reads each unit once for all the
-        // ranges it holds, as a drive's own collector does, however the ranges are split.
-        let mut sensed: Vec<(u32, u64)> = Vec::new();
         for (sz, soff, len) in self.copy_pieces(sources, doff) {
             let src = self.locate(sz, soff);
             let dunit = doff / ub;
@@ -579,11 +575,7 @@ impl ZonedTiming {
                 done = done.max(end);
             } else {
                 let read = match src {
-                    Loc::Flash(die) if sensed.contains(&(sz, soff / ub)) => {
-                        self.flash.read_sensed(die, now, c, len)
-                    }
                     Loc::Flash(die) => {
-                        sensed.push((sz, soff / ub));
                         self.copied_units_read_program += 1;
                         self.flash.read(die, now, c, len)
                     }
