@@ -305,6 +305,21 @@ impl ZonedTiming {
         }
     }
 
+    /// Under PPA-ordered plugging, the plan of a TL-opened zone's units that may be copied
+    /// ahead in idle chip time (from its valid-block bitmap); none under LBA order.
+    fn ahead_plugs(&self, valid: &[u8]) -> Option<Box<AheadPlugs>> {
+        let unit_blocks = self.p.unit_bytes() / u64::from(self.geo.block_size);
+        let slots = u64::from(self.p.dies_per_zone());
+        (self.plug_order == PlugOrder::Ppa).then(|| {
+            Box::new(AheadPlugs::new(
+                valid,
+                unit_blocks,
+                self.geo.zone_capacity,
+                slots,
+            ))
+        })
+    }
+
     /// After `resync`: `zone` is still TL-opened (ZNS+ keeps its bitmap across a power loss
     /// or restart, docs/ZNSPLUS.md items 52-53), its old data (`old_data_blocks` from the
     /// zone start) still in its old block group. Reads above the write pointer sense the old
@@ -313,16 +328,7 @@ impl ZonedTiming {
     /// in controller memory, so they count as not copied: the device plugs them again
     /// (timing only; the data is the same either way).
     pub fn resync_tl(&mut self, zone: u32, old_data_blocks: u64, valid: &[u8]) {
-        let unit_blocks = self.p.unit_bytes() / u64::from(self.geo.block_size);
-        let slots = u64::from(self.p.dies_per_zone());
-        let ahead = (self.plug_order == PlugOrder::Ppa).then(|| {
-            Box::new(AheadPlugs::new(
-                valid,
-                unit_blocks,
-                self.geo.zone_capacity,
-                slots,
-            ))
-        });
+        let ahead = self.ahead_plugs(valid);
         let bs = u64::from(self.geo.block_size);
         let Some(z) = self.zones.get_mut(zone as usize) else {
             return;
@@ -600,16 +606,7 @@ impl ZonedTiming {
     /// for reads at or above the write pointer.
     fn tl_open(&mut self, zone: u32, valid: &[u8]) -> u64 {
         let c = self.front(self.p.ctrl_admin_ns);
-        let unit_blocks = self.p.unit_bytes() / u64::from(self.geo.block_size);
-        let slots = u64::from(self.p.dies_per_zone());
-        let ahead = (self.plug_order == PlugOrder::Ppa).then(|| {
-            Box::new(AheadPlugs::new(
-                valid,
-                unit_blocks,
-                self.geo.zone_capacity,
-                slots,
-            ))
-        });
+        let ahead = self.ahead_plugs(valid);
         if let Some(z) = self.zones.get_mut(zone as usize) {
             *z = ZoneTiming {
                 old_data_bytes: z.data_bytes.max(z.old_data_bytes),
