@@ -80,9 +80,18 @@ fn format_names_what_is_wrong_with_the_options() {
         2,
     );
     assert!(err.contains("fewer than 2 data blocks"), "{err}");
-    // The default group of 256 stripes does not fit these small zones: the error says why.
-    let err = fails(&with_members(&["zapraid", "format"], &m), 1);
+    // A group of 256 stripes does not fit these small zones: the error says why.
+    let err = fails(
+        &with_members(&["zapraid", "format", "--group", "256"], &m),
+        1,
+    );
     assert!(err.contains("256"), "{err}");
+    // Regression: the default group was 256 stripes whatever the members, so `zapraid
+    // format` without --group failed on small members; it is now the whole segment there.
+    let small = dir.path().join("small");
+    std::fs::create_dir(&small).expect("mkdir");
+    let text = ok(&with_members(&["zapraid", "format"], &members(&small, 3)));
+    assert!(text.contains("groups of"), "{text}");
     let thin = dir.path().join("thin.img");
     ok(&[
         "device",
