@@ -632,7 +632,10 @@ impl RaiznVolume {
         let reads = pieces.into_iter().map(|(cur, k, d, m)| async move {
             let p = l.place(zone, cur);
             if let Some((lost, last)) = broken {
-                if lost.contains(p.member) || p.member == last {
+                // Nor is a unit rebuilt from the others: with more members lost than the
+                // parity covers, a rebuild would read a lost member (which `read_member` does
+                // not refuse: a member recorded failed may still answer, with stale data).
+                if lost.contains(p.member) || p.member == last || failed.contains(p.member) {
                     return Err(NvmeStatus::UnrecoveredReadError);
                 }
             }
@@ -647,6 +650,9 @@ impl RaiznVolume {
                 Ok(()) => Ok(()),
                 Err(status) => {
                     self.note_member_error(p.member, status)?;
+                    if broken.is_some() {
+                        return Err(NvmeStatus::UnrecoveredReadError);
+                    }
                     self.reconstruct(zone, cur, k, d, m, zone_full).await
                 }
             }
