@@ -86,18 +86,7 @@ fn two_parity_units_and_one_member_lost_verifies_the_survivors() {
     );
     // Member 0's copy of logical zone 0 (its zone 3) is rewritten with other bytes: the
     // survivors of both complete stripes no longer agree.
-    ok(&["zone", "reset", s(&m[0]), "--zone", "3"]);
-    ok(&[
-        "io",
-        "write",
-        s(&m[0]),
-        "--lba",
-        "768",
-        "--blocks",
-        "32",
-        "--pattern",
-        "0x11",
-    ]);
+    common::rewrite_first_data_zone(s(&m[0]));
     let o = zonestack(&with_members(&["raizn", "check"], &gone));
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(1), "{out}");

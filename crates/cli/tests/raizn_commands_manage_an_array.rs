@@ -237,18 +237,7 @@ fn check_verifies_parity_and_names_a_bad_stripe() {
     );
     // Member 0's copy of logical zone 0 (its zone 3, after 3 metadata zones) is rewritten
     // with other bytes: its units no longer match the parity.
-    ok(&["zone", "reset", s(&m[0]), "--zone", "3"]);
-    ok(&[
-        "io",
-        "write",
-        s(&m[0]),
-        "--lba",
-        "768",
-        "--blocks",
-        "32",
-        "--pattern",
-        "0x11",
-    ]);
+    common::rewrite_first_data_zone(s(&m[0]));
     let o = common::zonestack(&with_members(&["raizn", "check"], &m));
     let text = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(1), "{text}");

@@ -34,6 +34,17 @@ fn list(m: &[PathBuf]) -> String {
     m.iter().map(|p| s(p)).collect::<Vec<_>>().join(",")
 }
 
+/// Formats a 3 + 1 ZapRAID array (groups of 16 stripes) on four new images in `dir`;
+/// returns the images and the member list `serve --zapraid` takes.
+fn zapraid_3_plus_1(dir: &Path) -> (Vec<PathBuf>, String) {
+    let m = images(dir, 4, "24");
+    let mut fmt = vec!["zapraid", "format", "--group", "16"];
+    fmt.extend(m.iter().map(|p| s(p)));
+    ok(&fmt);
+    let a = list(&m);
+    (m, a)
+}
+
 /// Starts `zonestack serve ARGS` on a Unix socket in `dir`; returns it and its URI.
 fn serve(dir: &Path, args: &[&str]) -> (Served, String) {
     let listen = format!("unix:{}", dir.join("nbd.sock").display());
@@ -90,11 +101,7 @@ fn fio_write_then_verify(dir: &Path, uri: &str, size: &str) {
 fn fio_verifies_through_the_zapraid_export() {
     require("fio", "fio");
     let dir = tempfile::tempdir().expect("tempdir");
-    let m = images(dir.path(), 4, "24");
-    let mut fmt = vec!["zapraid", "format", "--group", "16"];
-    fmt.extend(m.iter().map(|p| s(p)));
-    ok(&fmt);
-    let a = list(&m);
+    let (_, a) = zapraid_3_plus_1(dir.path());
     let (server, uri) = serve(dir.path(), &["--zapraid", &a]);
     assert!(
         server.started.contains("ZapRAID volume"),
@@ -144,11 +151,7 @@ fn fio_verify_only(dir: &Path, uri: &str, size: &str) {
 fn fio_verifies_through_the_zapraid_export_with_a_member_failed_mid_run() {
     require("fio", "fio");
     let dir = tempfile::tempdir().expect("tempdir");
-    let m = images(dir.path(), 4, "24");
-    let mut fmt = vec!["zapraid", "format", "--group", "16"];
-    fmt.extend(m.iter().map(|p| s(p)));
-    ok(&fmt);
-    let a = list(&m);
+    let (m, a) = zapraid_3_plus_1(dir.path());
     // Member 2 dies at its 300th command, while fio is writing.
     let (server, uri) = serve(
         dir.path(),
@@ -286,11 +289,7 @@ fn qemu_io_and_ext4_on_the_zapraid_export() {
 fn qemu_io_and_ext4_on_the_zapraid_export_with_a_member_failed_mid_run() {
     require_fs_clients();
     let dir = tempfile::tempdir().expect("tempdir");
-    let m = images(dir.path(), 4, "24");
-    let mut fmt = vec!["zapraid", "format", "--group", "16"];
-    fmt.extend(m.iter().map(|p| s(p)));
-    ok(&fmt);
-    let a = list(&m);
+    let (m, a) = zapraid_3_plus_1(dir.path());
     // Member 1 dies at its 200th command: after qemu-io's patterns, while mkfs.ext4 writes.
     let (server, uri) = serve(
         dir.path(),

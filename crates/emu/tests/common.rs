@@ -47,10 +47,10 @@ pub fn block(bs: usize, lba: u64, round: u64) -> Vec<u8> {
         .collect()
 }
 
-/// A ZNS+ device of `zones` zones of `zone_blocks` 4 KiB blocks on the femu-mlc timing model
-/// (ZNS+ Table 2) in virtual time; every zone may be open at once.
-pub fn timed_znsplus(zones: u32, zone_blocks: u64) -> EmuDevice {
-    let g = Geometry {
+/// `zones` zones of `zone_blocks` 4 KiB blocks, capacity = size, every zone may be open at
+/// once, copies of up to 4 ranges and 64 blocks: the geometry of the ZNS+ tests.
+pub fn znsplus_geometry(zones: u32, zone_blocks: u64) -> Geometry {
+    Geometry {
         block_size: 4096,
         oob_size: 0,
         zone_count: zones,
@@ -64,7 +64,13 @@ pub fn timed_znsplus(zones: u32, zone_blocks: u64) -> EmuDevice {
         copy_max_range_blocks: 64,
         copy_max_blocks: 64,
         cross_zone_reads: false,
-    };
+    }
+}
+
+/// A ZNS+ device of `zones` zones of `zone_blocks` 4 KiB blocks on the femu-mlc timing model
+/// (ZNS+ Table 2) in virtual time; every zone may be open at once.
+pub fn timed_znsplus(zones: u32, zone_blocks: u64) -> EmuDevice {
+    let g = znsplus_geometry(zones, zone_blocks);
     let cfg = EmuConfig {
         zns_plus: true,
         ..EmuConfig::new(g)

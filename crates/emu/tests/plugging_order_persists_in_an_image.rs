@@ -4,6 +4,8 @@
 //! copies a fully valid chunk ahead of the write pointer in idle chip time, LBA-ordered
 //! plugging never does. A plain image records no order.
 
+mod common;
+
 use std::path::Path;
 use std::time::Duration;
 
@@ -14,21 +16,7 @@ use zns::{Geometry, ValidBitmap, ZonedDevice};
 const ZONE: u64 = 512;
 
 fn geometry() -> Geometry {
-    Geometry {
-        block_size: 4096,
-        oob_size: 0,
-        zone_count: 4,
-        zone_size: ZONE,
-        zone_capacity: ZONE,
-        max_open: 4,
-        max_active: 4,
-        zasl_blocks: 64,
-        mdts_blocks: 64,
-        copy_max_ranges: 4,
-        copy_max_range_blocks: 64,
-        copy_max_blocks: 64,
-        cross_zone_reads: false,
-    }
+    common::znsplus_geometry(4, ZONE)
 }
 
 /// Creates an image with `order`, shuts it down, reopens it with timing (virtual clock),

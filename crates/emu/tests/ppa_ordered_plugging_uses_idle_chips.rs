@@ -11,25 +11,10 @@ use emu::timing::{timing_profile, PlugOrder, TimedCmd, TimingProfile, ZonedTimin
 use emu::SimRuntime;
 use zns::{Geometry, ValidBitmap, ZonedDevice};
 
-const BS: u64 = 4096;
 const ZONE: u64 = 512;
 
 fn geometry() -> Geometry {
-    Geometry {
-        block_size: BS as u32,
-        oob_size: 0,
-        zone_count: 4,
-        zone_size: ZONE,
-        zone_capacity: ZONE,
-        max_open: 4,
-        max_active: 4,
-        zasl_blocks: 64,
-        mdts_blocks: 64,
-        copy_max_ranges: 4,
-        copy_max_range_blocks: 64,
-        copy_max_blocks: 64,
-        cross_zone_reads: false,
-    }
+    common::znsplus_geometry(4, ZONE)
 }
 
 fn profile() -> TimingProfile {

@@ -14,6 +14,24 @@ pub fn zonestack(args: &[&str]) -> Output {
         .expect("run zonestack")
 }
 
+/// Rewrites an array member's copy of logical zone 0 (its zone 3, after the three metadata
+/// zones of the small member images these tests make) with 32 blocks of other bytes, so its
+/// units no longer match the stripes' parity.
+pub fn rewrite_first_data_zone(member: &str) {
+    ok(&["zone", "reset", member, "--zone", "3"]);
+    ok(&[
+        "io",
+        "write",
+        member,
+        "--lba",
+        "768",
+        "--blocks",
+        "32",
+        "--pattern",
+        "0x11",
+    ]);
+}
+
 /// Runs a command that must succeed; returns its stdout.
 pub fn ok(args: &[&str]) -> String {
     let o = zonestack(args);
