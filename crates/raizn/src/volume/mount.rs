@@ -261,6 +261,7 @@ impl RaiznVolume {
                     broken: None,
                     persisted: Failed::of(&persisted).unwrap_or_default(),
                     generation: first.generation,
+                    last_cause: None,
                 },
                 rebuild: None,
             }),
@@ -284,8 +285,12 @@ impl RaiznVolume {
             status,
         };
         let mut loaded = vol.load_logs().await.map_err(log_err)?;
-        vol.recover(&mut loaded, &folded).await?;
-        vol.finish_logs(loaded).await.map_err(log_err)?;
+        let recovered = vol.recover(&mut loaded, &folded).await;
+        vol.failed_while_recovering(&lost)?;
+        recovered?;
+        let opened = vol.finish_logs(loaded).await.map_err(log_err);
+        vol.failed_while_recovering(&lost)?;
+        opened?;
         let mut redo: Vec<u32> = folded.finishes.keys().copied().collect();
         redo.sort_unstable();
         for zone in redo {
@@ -300,6 +305,39 @@ impl RaiznVolume {
             .await
             .map_err(vol.recovery_err("recording the failure in the superblocks"))?;
         Ok(vol)
+    }
+
+    /// Err naming a member that failed while recovery ran (completing a reset, reading a
+    /// stripe) and that the open did not start without (`lost`), so `open_degraded` starts
+    /// over without it. Until the logs are rewritten, recovery counts that member's units
+    /// as present: its zones' write pointers may include units of incomplete stripes that
+    /// nothing can rebuild without it (their partial parity was never made durable), and
+    /// parity repair may need them. Once the logs hold a record of every incomplete stripe
+    /// (`finish_logs`), a failure is served degraded like any other.
+    fn failed_while_recovering(&self, lost: &[usize]) -> Result<(), RaiznError> {
+        let h = self.state.lock().health;
+        if h.broken.is_some() {
+            return Ok(());
+        }
+        let Some(member) = h
+            .failed
+            .as_slice()
+            .iter()
+            .copied()
+            .find(|m| !lost.contains(m))
+        else {
+            return Ok(());
+        };
+        let status = match h.last_cause {
+            Some((m, status)) if m == member => status,
+            // Noted without a command's answer: a member that stops answering.
+            _ => NvmeStatus::NamespaceNotReady,
+        };
+        Err(RaiznError::Member {
+            member,
+            what: "failing while open recovered the zones",
+            status,
+        })
     }
 
     /// The error of a recovery step run through the volume's own commands, which note a
