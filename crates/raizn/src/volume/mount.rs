@@ -484,7 +484,9 @@ impl RaiznVolume {
         if live.iter().all(|d| d.state == ZoneState::Empty) && failed_blocks == 0 {
             return Ok(lz(ZoneState::Empty, 0));
         }
-        if live.iter().all(|d| d.state == ZoneState::Full) {
+        if live.iter().all(|d| d.state == ZoneState::Full)
+            && !self.full_hides_stale_parity(zone, descs).await?
+        {
             return Ok(lz(ZoneState::Full, cap));
         }
         if let Some(wp) = finish {
@@ -514,6 +516,61 @@ impl RaiznVolume {
         self.declare_torn(zone, prefix, descs, &device_wps);
         self.repair_parity(zone, prefix, &wps).await?;
         Ok(lz(ZoneState::Closed, prefix))
+    }
+
+    /// Whether `zone`'s member zones, all Full on the members not failed, may still not make
+    /// a Full zone: a failed member's zone may not have been Full, and a survivor's zone
+    /// Full by writing may hold a parity unit an earlier open declared stale (a torn stripe:
+    /// the member kept the parity of a write whose data the cut took from the failed
+    /// member). True when a survivor's parity unit of a stripe where a failed member holds
+    /// data is not all held (stale, not relocated) and the stripe holds data on the
+    /// survivors: the failed unit cannot be rebuilt from it. A stale parity unit of a stripe
+    /// of zeros is what a Finish leaves past its write pointer, and rebuilds zeros.
+    async fn full_hides_stale_parity(
+        &self,
+        zone: u32,
+        descs: &[Option<ZoneDescriptor>],
+    ) -> Result<bool, RaiznError> {
+        let l = self.layout;
+        let su = l.su_blocks();
+        let fs: Vec<usize> = (0..descs.len()).filter(|m| descs[*m].is_none()).collect();
+        if fs.is_empty() {
+            return Ok(false);
+        }
+        let (bs, oob) = (self.block_size(), self.oob());
+        for s in 0..l.stripes_per_zone() {
+            if !fs.iter().any(|f| l.unit_of_member(s, *f).is_some()) {
+                continue;
+            }
+            let stale_parity = {
+                let r = self.reloc.lock();
+                l.parity_members(s).filter(|pm| !fs.contains(pm)).any(|pm| {
+                    r.get(zone, pm)
+                        .is_some_and(|e| (s * su..(s + 1) * su).any(|b| !e.held(b)))
+                })
+            };
+            if !stale_parity {
+                continue;
+            }
+            for k in 0..l.data_units() {
+                let m = l.data_member(s, k);
+                if fs.contains(&m) {
+                    continue;
+                }
+                let mut d = vec![0u8; su as usize * bs];
+                let mut md = vec![0u8; su as usize * oob];
+                self.read_member(m, zone, s * su, &mut d, &mut md)
+                    .await
+                    .map_err(member_err(
+                        m,
+                        "reading a stripe of a zone Full on the survivors",
+                    ))?;
+                if d.iter().chain(&md).any(|b| *b != 0) {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
     }
 
     /// A torn stripe: every surviving member zone that holds blocks past its share of the
