@@ -38,9 +38,9 @@
 //! `RAIZN_CUT_TRACE=1` to print each round. `RAIZN_CUT_SEEDS=<a>..<b>` runs seeds a to b-1
 //! instead of the suite's (no coverage floors then), for sweeps beyond them; with
 //! `RAIZN_CUT_KEEP_GOING=1` every schedule runs and the test fails at the end naming every
-//! failing seed. A sweep is fastest in a release build:
-//! `RAIZN_CUT_SEEDS=1010..8000 RAIZN_CUT_KEEP_GOING=1 cargo test --release -p raizn --test
-//! power_cut_with_io_in_flight`.
+//! failing seed, e.g. `RAIZN_CUT_SEEDS=1010..11010 RAIZN_CUT_KEEP_GOING=1 cargo test -p raizn
+//! --test power_cut_with_io_in_flight` (docs/TESTING.md has the sweeps run and what they
+//! found).
 
 mod common;
 
