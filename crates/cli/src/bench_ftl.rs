@@ -70,7 +70,7 @@ pub struct BenchFtlArgs {
     /// zone per GC stream its copies can go to: 1 with one user stream, 2 with --hot-cold).
     #[arg(long, default_value_t = 0)]
     pub fg: u32,
-    /// Garbage-collection lanes at most (0: as many as the spare affords). Each open lane
+    /// Garbage-collection lanes at most (0: a mounted volume's default, one). Each open lane
     /// keeps spare out of the log, so placement and victim choice are measured with 1.
     #[arg(long, default_value_t = 1)]
     pub gc_lanes: u32,

@@ -41,7 +41,7 @@ struct Slot {
 }
 
 /// A locked slot: its open zone and that zone's generation.
-type SlotGuard<'a> = tokio::sync::MutexGuard<'a, Option<(u32, u64)>>;
+pub(crate) type SlotGuard<'a> = tokio::sync::MutexGuard<'a, Option<(u32, u64)>>;
 
 /// Writes the volume's streams into data zones; owns the slots.
 pub(crate) struct StreamWriter {

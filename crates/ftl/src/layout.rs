@@ -94,10 +94,11 @@ pub struct MountOptions {
     /// device that executes a queue's commands in the order it receives them, as the emulated
     /// device does. Applies to plain Simple Copy with per-block metadata.
     pub copies_per_lane: u32,
-    /// Garbage-collection lanes (zones of the GC stream copied into at once) at most; 0 (the
-    /// default) takes as many as the spare affords (`plan::gc_lanes`). Each open lane's
-    /// unwritten tail is spare the collector cannot use, so a measurement of placement and
-    /// victim choice alone (`zonestack bench ftl`) runs with 1.
+    /// Garbage-collection lanes (zones of the GC stream copied into at once) at most, as many
+    /// as the spare affords up to this (`plan::gc_lanes`); 0 (the default) is
+    /// `plan::GC_LANES_AUTO`, one: a lane's copies run on into its next zone, so more lanes
+    /// add little in flight, and each open lane's unwritten tail is spare the collector cannot
+    /// use.
     pub gc_lanes_max: u32,
 }
 

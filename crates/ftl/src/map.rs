@@ -136,6 +136,8 @@ pub struct Counters {
     pub gc_round_flushes: u64,
     /// Rounds whose copies ran while the previous round's flush and resets were under way.
     pub gc_rounds_overlapped: u64,
+    /// Times a GC lane opened its next zone while copies to its full one were in flight.
+    pub gc_lane_zones_chained: u64,
 }
 
 /// Live contents of a zone: (pba, lba) of valid data, (pba, mark) of live trim records.

@@ -1,7 +1,8 @@
 //! Power cuts while user writes are paced by garbage collection (`plan::Throttle`) and
 //! collection copies through several GC lanes at once, with rounds that reset their victims
-//! without a device flush when the copies' FUA made them durable, and rounds whose copies run
-//! while the previous round flushes and resets its victims. Seeded schedules fill a
+//! without a device flush when the copies' FUA made them durable, rounds whose copies run
+//! while the previous round flushes and resets its victims, and lanes that go on copying into
+//! their next zone while the copies to their full one are in flight. Seeded schedules fill a
 //! volume whose spare affords four lanes and a wide throttled band, then overwrite it with
 //! concurrent writers, flushes, FUA writes and trims, cutting power (volatile write cache on)
 //! at random points. After every remount: flushed and FUA data reads back, nothing reads older
@@ -30,10 +31,12 @@ fn geometry() -> zns::Geometry {
     }
 }
 
-/// Options with a throttled band of 11 zones (background 14, floor 3).
+/// Options with a throttled band of 11 zones (background 14, floor 3) and up to four GC lanes
+/// (a volume takes one unless told).
 fn options(rng: &mut SimRng) -> MountOptions {
     MountOptions {
         hot_zones: rng.range_inclusive(1, 2) as u32,
+        gc_lanes_max: 4,
         gc_background_free_zones: 14,
         gc_foreground_free_zones: 3,
         write_mode: ftl::WriteMode::ZoneWrite,
@@ -50,6 +53,7 @@ struct Coverage {
     gc_rounds: u64,
     gc_rounds_unflushed: u64,
     gc_rounds_overlapped: u64,
+    gc_lane_zones_chained: u64,
 }
 
 async fn mount(dev: &Arc<EmuDevice>, opts: MountOptions, seed: u64) -> Arc<FtlVolume> {
@@ -65,6 +69,7 @@ fn account(vol: &FtlVolume, cov: &mut Coverage) {
     cov.gc_rounds += c.gc_rounds;
     cov.gc_rounds_unflushed += c.gc_rounds - c.gc_round_flushes;
     cov.gc_rounds_overlapped += c.gc_rounds_overlapped;
+    cov.gc_lane_zones_chained += c.gc_lane_zones_chained;
 }
 
 async fn schedule(seed: u64, ops: usize) -> Coverage {
@@ -200,15 +205,17 @@ fn power_cuts_while_user_writes_wait_for_collection_on_several_lanes() {
         total.gc_rounds += c.gc_rounds;
         total.gc_rounds_unflushed += c.gc_rounds_unflushed;
         total.gc_rounds_overlapped += c.gc_rounds_overlapped;
+        total.gc_lane_zones_chained += c.gc_lane_zones_chained;
     }
     println!(
-        "{} power cuts ({} in the throttled band), {} throttled waits, {} rounds ({} without a flush, {} overlapping a finish)",
+        "{} power cuts ({} in the throttled band), {} throttled waits, {} rounds ({} without a flush, {} overlapping a finish), {} lane zones opened with copies in flight",
         total.crashes,
         total.crashes_throttled,
         total.throttle_waits,
         total.gc_rounds,
         total.gc_rounds_unflushed,
-        total.gc_rounds_overlapped
+        total.gc_rounds_overlapped,
+        total.gc_lane_zones_chained
     );
     assert!(total.crashes >= 200, "only {} power cuts", total.crashes);
     assert!(
@@ -232,5 +239,10 @@ fn power_cuts_while_user_writes_wait_for_collection_on_several_lanes() {
         "only {} of {} rounds copied while the previous one finished",
         total.gc_rounds_overlapped,
         total.gc_rounds
+    );
+    assert!(
+        total.gc_lane_zones_chained >= 100,
+        "only {} lane zones opened while copies to the full one were in flight",
+        total.gc_lane_zones_chained
     );
 }

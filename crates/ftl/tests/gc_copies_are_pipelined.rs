@@ -99,3 +99,22 @@ fn one_lane_keeps_several_copies_in_flight() {
         "four per lane had {four:.2} copies in flight, one per lane {one:.2}"
     );
 }
+
+// Regression: a lane stopped issuing copies when its zone was fully reserved and waited for
+// every copy to that zone before it opened the next one, so a lane never had more copies in
+// flight than one zone holds (here 4 of 64 blocks) whatever `copies_per_lane` allowed, and
+// the pipeline drained at every zone boundary (docs/BENCHMARKS.md). A lane now goes on into
+// its next zone while the copies to the full one are in flight.
+#[test]
+fn a_lane_goes_on_into_its_next_zone_while_copies_are_in_flight() {
+    let rt = emu::timing::SimRuntime::new().expect("runtime");
+    let (four, _) = rt.block_on(run(4));
+    let rt = emu::timing::SimRuntime::new().expect("runtime");
+    let (sixteen, zones) = rt.block_on(run(16));
+    println!("copies in flight while copying: 4 per lane {four:.2}, 16 per lane {sixteen:.2}");
+    assert!(zones >= 10, "{zones} zones collected");
+    assert!(
+        sixteen > four * 1.1,
+        "sixteen per lane had {sixteen:.2} copies in flight, four per lane {four:.2}"
+    );
+}

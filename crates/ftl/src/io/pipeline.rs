@@ -24,10 +24,10 @@ use std::task::Poll;
 
 use zns::{CopyRange, NvmeStatus};
 
-use super::StreamWriter;
+use super::{SlotGuard, StreamWriter};
 use crate::activity::{Entered, Gauge};
 use crate::map::{Reservation, Stream};
-use crate::plan::WriteKind;
+use crate::plan::{Acquire, WriteKind};
 use crate::retry::retry;
 use crate::FtlError;
 
@@ -37,13 +37,15 @@ type CopyFuture<'a> = Pin<Box<dyn Future<Output = Result<(), NvmeStatus>> + Send
 struct InFlight<'a> {
     fut: CopyFuture<'a>,
     done: Option<Result<(), NvmeStatus>>,
+    /// The zone it writes to.
+    zone: u32,
     r: Reservation,
     /// Index in `srcs` of its first source.
     first: usize,
     ranges: Vec<CopyRange>,
     dest: zns::Lba,
     fua: bool,
-    /// Whether copies to the zone were in flight ahead of it when it was submitted.
+    /// Whether copies to its zone were in flight ahead of it when it was submitted.
     behind: bool,
     _copying: Entered<'a>,
 }
@@ -91,19 +93,35 @@ impl StreamWriter {
         depth: usize,
     ) -> Result<usize, FtlError> {
         let slot = self.lane_slot(stream, lane)?;
-        let (mut guard, z) = self.acquire_zone(slot, stream).await?;
-        let zone_start = self.shared.layout().data_zone_start(z);
+        let (mut guard, mut z) = self.acquire_zone(slot, stream).await?;
+        let mut zone_start = self.shared.layout().data_zone_start(z);
         let mut pipe: VecDeque<InFlight<'_>> = VecDeque::new();
         let (mut issued, mut moved) = (0usize, 0usize);
-        let mut full = false;
+        let mut stuck = false;
         let mut first_error: Option<FtlError> = None;
         loop {
-            while first_error.is_none() && !full && pipe.len() < depth && issued < srcs.len() {
+            while first_error.is_none() && !stuck && pipe.len() < depth && issued < srcs.len() {
                 let n = self.copy_batch(&srcs[issued..]);
                 let r = self.shared.map(|m| m.reserve(z, n as u64));
                 if r.blocks == 0 {
-                    full = true;
-                    break;
+                    // The zone is full: the lane goes on in a fresh zone while the copies to
+                    // this one are still in flight, so the pipeline does not drain at every
+                    // zone boundary. No zone to be had: what is in flight ends, and the
+                    // caller's next call reports the lack of space.
+                    match self.next_copy_zone(&mut guard, stream).await {
+                        Ok(Some(next)) => {
+                            if !pipe.is_empty() {
+                                self.shared.map(|m| m.counters.gc_lane_zones_chained += 1);
+                            }
+                            z = next;
+                            zone_start = self.shared.layout().data_zone_start(z);
+                        }
+                        Ok(None) => stuck = true,
+                        Err(e) => {
+                            first_error = Some(e);
+                        }
+                    }
+                    continue;
                 }
                 let n = r.blocks as usize;
                 let fua = durable && issued + n == srcs.len();
@@ -120,10 +138,11 @@ impl StreamWriter {
                     Poll::Ready(res) => Some(res),
                     Poll::Pending => None,
                 };
-                let behind = !pipe.is_empty();
+                let behind = pipe.iter().any(|c| c.zone == z);
                 pipe.push_back(InFlight {
                     fut,
                     done,
+                    zone: z,
                     r,
                     first: issued,
                     ranges,
@@ -142,6 +161,7 @@ impl StreamWriter {
                 None => c.fut.as_mut().await,
             };
             drop(c.fut);
+            let cz = c.zone;
             let res = match res {
                 // It overtook a copy ahead of it on the way to the device (a device that
                 // delays commands before it runs them), so it found the write pointer short of
@@ -158,11 +178,11 @@ impl StreamWriter {
                     let batch = &srcs[c.first..c.first + n];
                     self.shared.map(|m| {
                         for (k, &p) in batch.iter().enumerate() {
-                            m.complete_move(p, z, c.r.offset + k as u64);
+                            m.complete_move(p, cz, c.r.offset + k as u64);
                         }
-                        m.end_gc_write(z, c.r.offset, n as u64);
+                        m.end_gc_write(cz, c.r.offset, n as u64);
                         if c.fua {
-                            m.fua_ended(z);
+                            m.fua_ended(cz);
                         }
                     });
                     self.write_ended();
@@ -171,17 +191,46 @@ impl StreamWriter {
                     }
                 }
                 Err(e) => {
-                    self.write_failed(z, WriteKind::Copy).await;
+                    self.write_failed(cz, WriteKind::Copy).await;
                     first_error.get_or_insert(e.into());
                 }
             }
         }
-        if full || first_error.is_some() {
+        // A zone whose copy failed is sealed, so the slot will not use it again; a zone that
+        // is still open (the lane moved on to it before the failure) stays the lane's.
+        if stuck {
             *guard = None;
         }
         match first_error {
             Some(e) => Err(e),
             None => Ok(moved),
+        }
+    }
+
+    /// The zone the lane of `guard` copies into next, its current one being full: a fresh
+    /// zone of `stream` (its header written) if the GC streams may open one, else None.
+    async fn next_copy_zone(
+        &self,
+        guard: &mut SlotGuard<'_>,
+        stream: Stream,
+    ) -> Result<Option<u32>, FtlError> {
+        let plan = self
+            .shared
+            .map(|m| m.plan_acquire(**guard, stream, &self.policy));
+        if plan.wake_gc {
+            self.shared.wake_maintenance();
+        }
+        match plan.next {
+            Acquire::Use(z) => Ok(Some(z)),
+            Acquire::Open { zone, generation } => {
+                **guard = None;
+                if !self.shared.map(|m| m.tl_writing(zone)) {
+                    self.write_header(zone, generation).await?;
+                }
+                **guard = Some((zone, generation));
+                Ok(Some(zone))
+            }
+            _ => Ok(None),
         }
     }
 }
