@@ -161,6 +161,9 @@ impl<R: AsyncRead + Unpin> Inbox<R> {
         }
         out.copy_from_slice(&self.buf[..out.len()]);
         self.buf.advance(out.len());
+        // Only the header right after a large payload is read alone: requests without a
+        // payload (reads, flushes) after it are read many at once again.
+        self.large = false;
         Ok(true)
     }
 
@@ -254,6 +257,7 @@ mod tests {
         at: usize,
         step: usize,
         fail: Option<io::Error>,
+        reads: usize,
     }
 
     impl AsyncRead for Trickle {
@@ -265,6 +269,7 @@ mod tests {
             if self.at == self.data.len() {
                 return Poll::Ready(self.fail.take().map_or(Ok(()), Err));
             }
+            self.reads += 1;
             let n = self
                 .step
                 .min(self.data.len() - self.at)
@@ -282,6 +287,7 @@ mod tests {
             at: 0,
             step,
             fail: None,
+            reads: 0,
         }
     }
 
@@ -455,5 +461,29 @@ mod tests {
                 assert_eq!(at % ALIGN, 0, "request {i} at {at:x}");
             }
         }
+    }
+
+    #[tokio::test]
+    async fn headers_without_payload_after_a_large_write_are_read_many_at_once() {
+        let big = SHARE_MIN;
+        // A large write, then ten headers of requests without payload sent together.
+        let bytes = pattern(28 + big + 10 * 28);
+        let mut inbox = Inbox::new(trickle(bytes.clone(), 28 + big));
+        let mut header = [0u8; 28];
+        assert!(inbox.header(&mut header).await.expect("header"));
+        let data = inbox.payload(big).await.expect("payload");
+        assert_eq!(data[..], bytes[28..28 + big]);
+        let before = inbox.r.reads;
+        for i in 0..10 {
+            assert!(inbox.header(&mut header).await.expect("header"));
+            let at = 28 + big + i * 28;
+            assert_eq!(header[..], bytes[at..at + 28], "header {i}");
+        }
+        // One read of the first header alone (it may be a large write's), one for the rest.
+        assert!(
+            inbox.r.reads - before <= 2,
+            "{} reads",
+            inbox.r.reads - before
+        );
     }
 }
