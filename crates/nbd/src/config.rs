@@ -36,7 +36,8 @@ pub enum Listen {
 /// read buffers never exceed `server_max_in_flight_bytes` in total, and the server holds at
 /// most `max_connections * max_in_flight_bytes` of data (write payloads waiting for the server
 /// budget are bounded only by their connection's budget) plus one block per read-modify-write
-/// in flight. Requests of a client that vanished are dropped before they start (see
+/// in flight, plus each connection's receive chunks (at most 5 of 1 MiB, or of one request
+/// if larger, `inbox.rs`). Requests of a client that vanished are dropped before they start (see
 /// `conn.rs`), so a burst of disconnecting clients leaves at most the server budget's worth
 /// of work behind.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -27,11 +27,13 @@ use std::pin::{pin, Pin};
 use std::sync::Arc;
 use std::task::Poll;
 
+use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::{mpsc, watch};
 use zns::{BlockDevice, BlockResult};
 
 use crate::budget::{Budget, Closed, Held};
+use crate::inbox::Inbox;
 use crate::io as bio;
 use crate::locks::BlockLocks;
 use crate::negotiate::{self, ExportInfo, Next};
@@ -44,10 +46,6 @@ const MAX_OPTIONS: usize = 256;
 const MAX_OPTION_DATA: u32 = 16 * 1024;
 /// Reply bytes gathered before a write to the socket.
 const WRITE_BUFFER: usize = 64 * 1024;
-/// Request bytes read from the socket at once. At queue depth 16 a client sends many small
-/// requests back to back; one read takes them all instead of two reads per request (header,
-/// then payload). Payloads larger than this are read straight into their own buffer.
-const READ_BUFFER: usize = 64 * 1024;
 
 /// What every connection of one server shares.
 pub(crate) struct Shared {
@@ -106,7 +104,7 @@ where
     }
     // Buffered only now: the handshake reads exactly what it needs, so no byte the client
     // sent after it is left behind in a buffer that is dropped.
-    let r = tokio::io::BufReader::with_capacity(READ_BUFFER, r);
+    let r = Inbox::new(r);
     let (tx, rx) = mpsc::channel(shared.max_in_flight);
     // Set once the client's socket is closed: by the reader at end of file or a read error,
     // by the writer at a write error.
@@ -161,46 +159,6 @@ struct Reply {
     _held: Held,
 }
 
-/// Reads a request header; `Ok(false)` when the client closed cleanly between requests.
-async fn read_header<R: AsyncRead + Unpin>(
-    r: &mut R,
-    b: &mut [u8; proto::REQUEST_LEN],
-) -> io::Result<bool> {
-    let n = r.read(&mut b[..]).await?;
-    if n == 0 {
-        return Ok(false);
-    }
-    r.read_exact(&mut b[n..]).await?;
-    Ok(true)
-}
-
-/// Reads exactly `n` bytes into a new buffer. The bytes go straight into the buffer's spare
-/// capacity: zero-filling it first (`vec![0; n]` then `read_exact`) cost a memset of every
-/// write payload as large as the copy itself. A client that ends early is an
-/// `UnexpectedEof`, as with `read_exact`.
-async fn read_exactly<R: AsyncRead + Unpin>(r: &mut R, n: u32) -> io::Result<Vec<u8>> {
-    let n = n as usize;
-    let mut data = Vec::with_capacity(n);
-    // `take` bounds each read to what is left, so no read can grow the buffer.
-    let mut rest = r.take(n as u64);
-    while data.len() < n {
-        if rest.read_buf(&mut data).await? == 0 {
-            return Err(io::ErrorKind::UnexpectedEof.into());
-        }
-    }
-    debug_assert_eq!(data.len(), n);
-    Ok(data)
-}
-
-/// Skips `n` payload bytes of a refused write.
-async fn drain<R: AsyncRead + Unpin>(r: &mut R, n: u32) -> io::Result<()> {
-    let copied = tokio::io::copy(&mut r.take(u64::from(n)), &mut tokio::io::sink()).await?;
-    if copied < u64::from(n) {
-        return Err(io::ErrorKind::UnexpectedEof.into());
-    }
-    Ok(())
-}
-
 fn closed(_: Closed) -> ConnError {
     // The semaphores live as long as the server and are never closed.
     ConnError::Violation("in-flight budget closed")
@@ -209,21 +167,21 @@ fn closed(_: Closed) -> ConnError {
 /// Reads (or skips) what follows a request header; returns a WRITE's data, after taking the
 /// connection's budget for its bytes.
 async fn read_payload<R: AsyncRead + Unpin>(
-    r: &mut R,
+    r: &mut Inbox<R>,
     req: &Request,
     shared: &Shared,
     budget: &Budget,
     held: &mut Held,
-) -> Result<Vec<u8>, ConnError> {
+) -> Result<Bytes, ConnError> {
     match request::payload(req, &shared.limits) {
-        Payload::None => Ok(Vec::new()),
+        Payload::None => Ok(Bytes::new()),
         Payload::Data(n) => {
             held.add(budget.bytes(n).await.map_err(closed)?);
-            Ok(read_exactly(r, n).await?)
+            Ok(r.payload(n as usize).await?)
         }
         Payload::Drain(n) => {
-            drain(r, n).await?;
-            Ok(Vec::new())
+            r.skip(n as usize).await?;
+            Ok(Bytes::new())
         }
         Payload::Disconnect => Err(ConnError::Violation("write payload too large to skip")),
     }
@@ -315,7 +273,7 @@ async fn ready_now<F: Future + Unpin>(f: &mut F) -> Option<F::Output> {
 /// The reader: parses requests until the client disconnects or the server stops, and starts
 /// each valid one as its own task. Marks the client gone when its socket closes.
 async fn read_requests<R>(
-    r: R,
+    r: Inbox<R>,
     tx: mpsc::Sender<Reply>,
     shared: &Arc<Shared>,
     stop: watch::Receiver<bool>,
@@ -337,7 +295,7 @@ where
 
 /// Reads one request after another; see `read_requests`.
 async fn read_loop<R>(
-    mut r: R,
+    mut r: Inbox<R>,
     tx: mpsc::Sender<Reply>,
     shared: &Arc<Shared>,
     ends: &mut Ends,
@@ -348,7 +306,7 @@ where
     let budget = Budget::new(shared.max_in_flight, shared.max_in_flight_bytes);
     loop {
         let mut header = [0u8; proto::REQUEST_LEN];
-        let more = match ends.unless_ended(read_header(&mut r, &mut header)).await {
+        let more = match ends.unless_ended(r.header(&mut header)).await {
             Ok(more) => more?,
             Err(end) => return Ok(end),
         };
@@ -435,7 +393,7 @@ struct Task {
     shared: Arc<Shared>,
     req: Request,
     op: Op,
-    payload: Vec<u8>,
+    payload: Bytes,
     tx: mpsc::Sender<Reply>,
     gone: watch::Receiver<bool>,
     held: Held,
@@ -494,7 +452,7 @@ impl Task {
 }
 
 /// Runs one checked request on the volume; returns read data, if any.
-async fn execute(shared: &Shared, op: Op, payload: Vec<u8>) -> (BlockResult<()>, Vec<u8>) {
+async fn execute(shared: &Shared, op: Op, payload: Bytes) -> (BlockResult<()>, Vec<u8>) {
     let dev = shared.device.as_ref();
     let locks = &shared.locks;
     match op {
@@ -564,32 +522,5 @@ where
             w.shutdown().await?;
             Ok(())
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn a_payload_is_read_exactly_and_what_follows_stays_unread() {
-        let bytes: Vec<u8> = (0..300u32).map(|i| i as u8).collect();
-        // A reader that hands out at most 7 bytes per read, as a socket may.
-        let (mut tx, rx) = tokio::io::duplex(7);
-        let sent = bytes.clone();
-        let writer = tokio::spawn(async move { tx.write_all(&sent).await });
-        let mut r = rx;
-        let data = read_exactly(&mut r, 200).await.expect("payload");
-        assert_eq!(data, bytes[..200]);
-        let rest = read_exactly(&mut r, 100).await.expect("what follows");
-        assert_eq!(rest, bytes[200..]);
-        writer.await.expect("writer").expect("write");
-    }
-
-    #[tokio::test]
-    async fn a_client_that_ends_mid_payload_is_an_unexpected_eof() {
-        let mut r: &[u8] = &[1, 2, 3];
-        let e = read_exactly(&mut r, 4).await.expect_err("short");
-        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
     }
 }

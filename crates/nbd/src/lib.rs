@@ -19,6 +19,7 @@ mod budget;
 mod config;
 mod conn;
 mod error;
+mod inbox;
 mod io;
 mod locks;
 pub mod memdisk;

@@ -69,10 +69,37 @@ fn spans(
     })
 }
 
-type Chunk = RwLock<Option<Box<[u8]>>>;
+type Chunk = RwLock<Option<Aligned>>;
 
 /// The smallest page size of the hosts we run on; touching one byte per page maps it.
 const PAGE_BYTES: usize = 4096;
+
+/// A zeroed chunk whose first byte is page-aligned, so every block in it is too. Copies into
+/// the store then have a destination at a known alignment: a copy whose source sits at the
+/// same offset in a cache line runs about a third faster than one whose offsets differ, and
+/// callers can place their buffers to match (the NBD server's write payloads do). Made of
+/// one page more than asked, starting at the first page boundary in it.
+struct Aligned {
+    raw: Box<[u8]>,
+    start: usize,
+    len: usize,
+}
+
+impl Aligned {
+    fn zeroed(len: usize) -> Aligned {
+        let raw = vec![0u8; len + PAGE_BYTES].into_boxed_slice();
+        let start = (PAGE_BYTES - raw.as_ptr() as usize % PAGE_BYTES) % PAGE_BYTES;
+        Aligned { raw, start, len }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.raw[self.start..self.start + self.len]
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.raw[self.start..self.start + self.len]
+    }
+}
 
 /// A sparse byte array of fixed-size chunks allocated on first write. Each chunk has its own
 /// lock, so threads copying into different chunks do not wait for each other.
@@ -95,7 +122,7 @@ impl SparseBytes {
     pub fn read(&self, offset: u64, buf: &mut [u8]) {
         for (ci, co, bo, n) in spans(self.chunk_bytes, offset, buf.len()) {
             match &*self.chunks[ci].read() {
-                Some(c) => buf[bo..bo + n].copy_from_slice(&c[co..co + n]),
+                Some(c) => buf[bo..bo + n].copy_from_slice(&c.bytes()[co..co + n]),
                 None => buf[bo..bo + n].fill(0),
             }
         }
@@ -110,12 +137,12 @@ impl SparseBytes {
     fn write_chunk(&self, ci: usize, co: usize, data: &[u8]) {
         let mut guard = self.chunks[ci].write();
         let chunk = guard.get_or_insert_with(|| self.new_chunk());
-        chunk[co..co + data.len()].copy_from_slice(data);
+        chunk.bytes_mut()[co..co + data.len()].copy_from_slice(data);
     }
 
-    fn new_chunk(&self) -> Box<[u8]> {
+    fn new_chunk(&self) -> Aligned {
         self.allocated.fetch_add(1, Ordering::Relaxed);
-        vec![0u8; self.chunk_bytes].into_boxed_slice()
+        Aligned::zeroed(self.chunk_bytes)
     }
 
     /// Allocates every chunk not yet allocated and writes one byte of each of its pages.
@@ -132,7 +159,7 @@ impl SparseBytes {
             let mut c = self.new_chunk();
             // `black_box` keeps the compiler from dropping zero stores into memory it knows
             // was allocated zeroed; the stores are what make the kernel map the pages.
-            for page in std::hint::black_box(&mut c[..]).chunks_mut(PAGE_BYTES) {
+            for page in std::hint::black_box(c.bytes_mut()).chunks_mut(PAGE_BYTES) {
                 if let Some(b) = page.first_mut() {
                     *b = 0;
                 }
@@ -158,7 +185,7 @@ impl SparseBytes {
                     self.allocated.fetch_sub(1, Ordering::Relaxed);
                 }
             } else if let Some(c) = &mut *guard {
-                c[co as usize..(co + n) as usize].fill(0);
+                c.bytes_mut()[co as usize..(co + n) as usize].fill(0);
             }
             pos += n;
         }
@@ -252,6 +279,19 @@ mod tests {
         let mut one = [9u8; 1];
         s.read(2920, &mut one);
         assert_eq!(one, [0]);
+    }
+
+    #[test]
+    fn every_chunk_starts_on_a_page() {
+        let s = SparseBytes::new(1 << 22, 1 << 20);
+        s.write(5 << 20 >> 2, &[1]);
+        s.prefault();
+        for chunk in &s.chunks {
+            let guard = chunk.read();
+            let c = guard.as_ref().expect("allocated");
+            assert_eq!(c.bytes().as_ptr() as usize % PAGE_BYTES, 0);
+            assert_eq!(c.bytes().len(), 1 << 20);
+        }
     }
 
     #[test]
