@@ -18,12 +18,14 @@ mod general;
 mod health;
 mod io;
 mod mount;
+mod persist;
 mod pplog;
 mod rebuild;
 mod rebuild_log;
 mod reloc;
 
 pub use append::AppendStats;
+pub use persist::PersistStats;
 pub use pplog::PpStats;
 pub use reloc::RelocStats;
 
@@ -130,8 +132,15 @@ pub struct RaiznVolume {
     layout: ArrayLayout,
     geo: Geometry,
     /// The member devices: each is its slot (below), through which commands reach the
-    /// device in that position now.
+    /// device in that position now, behind its persistence tracking (`persist.rs`).
     members: Vec<Member>,
+    /// The same objects as `members`, typed for the writes that name their zone and for
+    /// the persistence state.
+    tracked: Vec<Arc<persist::Tracked>>,
+    /// Member flushes sent and left out (a leaf lock).
+    persist_stats: Mutex<PersistStats>,
+    /// Whether FUA and Flush flush every member regardless (`set_flush_every_member`).
+    flush_every: Mutex<bool>,
     /// Member positions whose device `replace_member` exchanges.
     slots: Vec<Arc<rebuild::Slot>>,
     uuid: [u8; 16],

@@ -208,7 +208,7 @@ impl RaiznVolume {
                 std::sync::Arc::new(Slot::new(dev))
             })
             .collect();
-        let members: Vec<Member> = slots.iter().map(|s| s.clone() as Member).collect();
+        let (members, tracked) = super::persist::track(&slots);
         let geos: Vec<Geometry> = members.iter().map(|m| m.geometry()).collect();
         let su_bytes = u64::from(first.su_blocks) * u64::from(first.member_geometry.block_size);
         let layout = ArrayLayout::new(&geos, first.parity, su_bytes)?;
@@ -238,6 +238,9 @@ impl RaiznVolume {
             layout,
             geo,
             members,
+            tracked,
+            persist_stats: Mutex::new(super::PersistStats::default()),
+            flush_every: Mutex::new(false),
             slots,
             uuid: first.array_uuid,
             sb: first,
