@@ -10,8 +10,9 @@
 //! Lock order: a logical zone's `ZoneIo` async lock (an append holds it only while it
 //! reserves its range; `append.rs`), then a member's partial-parity log lock, then the
 //! general log lock, then a member's swap lock, then the `State` lock, then a zone's append
-//! `Pipe` lock. The state and pipe locks are never held across an await. The `reloc` and
-//! statistics locks are leaves: never held across an await or while another lock is taken.
+//! `Pipe` lock. The state and pipe locks are never held across an await. The `reloc`,
+//! statistics and member persistence (`persist.rs`) locks are leaves: never held across an
+//! await or while another lock is taken.
 
 mod append;
 mod general;
