@@ -23,6 +23,7 @@ pub mod zapraid_exp2;
 pub mod zapraid_exp3;
 pub mod zns_fig1;
 pub mod znsplus_fig6;
+pub mod znsplus_fig7;
 pub mod znsplus_fig8;
 pub mod znsplus_varmail;
 

@@ -25,6 +25,10 @@ pub struct Row {
 pub struct Options {
     pub bytes_per_point: u64,
     pub seed: u64,
+    /// The timing profile of `znsplus-fig7`, `-fig8` and `-varmail`: one of
+    /// `znsplus_fig8::PROFILES`; None is the paper's default medium, femu-mlc. The other sets
+    /// ignore it.
+    pub profile: Option<&'static str>,
 }
 
 /// The reproducible figure sets: name and what they reproduce.
@@ -96,6 +100,10 @@ pub const PAPERS: &[(&str, &str)] = &[
     (
         "znsplus-fig6",
         "ZNS+ (OSDI '21) Fig. 6: segment compaction time, host copy vs in-storage zone compaction with and without copyback (femu-mlc)",
+    ),
+    (
+        "znsplus-fig7",
+        "ZNS+ (OSDI '21) Fig. 7 at block level: fileserver-like and varmail-like rewrites at 90%, ZNS / IZC / ZNS+ with and without copyback, and the FTL's metadata writes (femu-mlc)",
     ),
     (
         "znsplus-fig8",
@@ -498,6 +506,9 @@ pub fn run(name: &str, o: &Options) -> Result<Vec<Row>, String> {
     }
     if name == "znsplus-fig6" {
         return crate::znsplus_fig6::rows(o);
+    }
+    if name == "znsplus-fig7" {
+        return crate::znsplus_fig7::rows(o);
     }
     if name == "znsplus-fig8" {
         return crate::znsplus_fig8::rows(o);

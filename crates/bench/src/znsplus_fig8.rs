@@ -6,13 +6,17 @@
 //! and 3.93x.
 //!
 //! Setup, in virtual time on the `femu-mlc` profile (Table 2: 16 chips, 16 KiB pages, one
-//! zone striped over all 16 chips): 64 zones of 4 MiB (the paper's 32 MiB zones shrunk so
-//! a point stays small; each is still 16 stripes of 16 chunks), and the host FTL formatted
-//! with 15% over-provisioning (its checkpoint and reserve zones, 4 of the 64, come out of
-//! it; utilisation is of the volume the FTL exports, as the paper's is of the file system). Files of 64-256 KiB (mean 128 KiB, the paper's fileserver
-//! file size) fill `utilisation` of the volume; then 16 writers rewrite whole files picked
-//! uniformly at random, a warm-up of one footprint and then the measured bytes. Four
-//! setups on fresh devices from the same seed:
+//! zone striped over all 16 chips; `--profile` runs the figure on Table 2's TLC or ZNAND
+//! instead, for which the paper has only Table 4's IZC / ZNS at 90%): 64 zones of 32 MiB,
+//! the paper's zone (one 128-page flash block on each of the 16 chips; 4 MiB zones, used
+//! before, paid a whole block erase on each chip per 16 pages programmed, eight times the
+//! paper's erase share), a 2 GiB device, and the host FTL formatted with 15%
+//! over-provisioning (its checkpoint and reserve zones, 4 of the 64, come out of it;
+//! utilisation is of the volume the FTL exports, as the paper's is of the file system).
+//! Files of 64-256 KiB (mean 128 KiB, the paper's fileserver file size) fill `utilisation`
+//! of the volume; then 16 writers rewrite whole files picked uniformly at random, a warm-up
+//! of one footprint and then the measured bytes. Five setups on fresh devices from the same
+//! seed:
 //! - ZNS: collection reads the live blocks to the host and writes them back;
 //! - IZC, source order: `zone_compaction` with destinations packed in source order;
 //! - IZC, copyback-aware: `zone_compaction` placed as the paper's Fig. 5;
@@ -26,7 +30,7 @@
 
 use std::sync::Arc;
 
-use emu::timing::{timing_profile, PlugOrder};
+use emu::timing::{timing_profile, MovePaths, PlugOrder};
 use emu::{ClockMode, EmuConfig, EmuDevice, SimRuntime};
 use ftl::compaction::Placement;
 use ftl::{FormatOptions, FtlVolume, MountOptions};
@@ -35,14 +39,21 @@ use zns::{BlockDevice, Geometry, SimRng, ZonedDevice};
 
 use crate::paper::{Options, Row};
 
-/// The profile of the paper's default setup (Table 2, MLC).
+/// The profile of the paper's default setup (Table 2, MLC), the only medium of its Fig. 8.
 pub const PROFILE: &str = "femu-mlc";
+/// The media of the paper's Table 2, each a timing profile.
+pub const PROFILES: [&str; 3] = ["femu-mlc", "femu-tlc", "znand"];
+/// Paper Table 4: fileserver at the default utilisation (90%), IZC-D (every copy offloaded,
+/// as the FTL's: it has no page cache) over ZNS, per medium; IZC-H (cached chunks written by
+/// the host) in the comment: 1.43, 1.83, 2.10.
+pub const PAPER_TABLE4_IZC_D_OVER_ZNS: [(&str, f64); 3] =
+    [("femu-tlc", 1.12), ("femu-mlc", 1.75), ("znand", 2.33)];
 const BLOCK_BYTES: u32 = 4096;
-/// The figure's device: zones, blocks in each (4 MiB), and the FTL's over-provisioning (the
-/// FTL's two checkpoint zones and two reserve zones are paid from it).
+/// The figure's device: zones, blocks in each (32 MiB, the paper's zone), and the FTL's
+/// over-provisioning (the FTL's two checkpoint zones and two reserve zones are paid from it).
 pub const SHAPE: Shape = Shape {
     zones: 64,
-    zone_blocks: 1024,
+    zone_blocks: 8192,
     op_permille: 150,
 };
 
@@ -111,6 +122,11 @@ pub enum Setup {
     ZnsPlus,
     /// ZNS+ with LBA-ordered plugging.
     ZnsPlusLp,
+    /// Copyback-aware IZC on a device whose copies never use copyback (paper Fig. 7(a)'s
+    /// "IZC (w/o cpbk)").
+    IzcNoCopyback,
+    /// ZNS+ on a device whose copies and plugs never use copyback ("ZNS+ (w/o cpbk)").
+    ZnsPlusNoCopyback,
 }
 
 impl Setup {
@@ -129,12 +145,22 @@ impl Setup {
             Setup::IzcCopybackAware => "IZC copyback-aware",
             Setup::ZnsPlus => "ZNS+",
             Setup::ZnsPlusLp => "ZNS+ (LP)",
+            Setup::IzcNoCopyback => "IZC w/o copyback",
+            Setup::ZnsPlusNoCopyback => "ZNS+ w/o copyback",
         }
+    }
+
+    /// The device copies whole units by copyback where it can.
+    fn copyback(self) -> bool {
+        !matches!(self, Setup::IzcNoCopyback | Setup::ZnsPlusNoCopyback)
     }
 
     /// The volume is formatted with threaded logging.
     fn threaded(self) -> bool {
-        matches!(self, Setup::ZnsPlus | Setup::ZnsPlusLp)
+        matches!(
+            self,
+            Setup::ZnsPlus | Setup::ZnsPlusLp | Setup::ZnsPlusNoCopyback
+        )
     }
 
     /// How the device plugs TL-opened zones (only threaded logging opens any).
@@ -150,9 +176,11 @@ impl Setup {
         let (use_copy, compaction) = match self {
             Setup::Zns => (false, None),
             Setup::IzcSourceOrder => (false, Some(Placement::SourceOrder)),
-            Setup::IzcCopybackAware | Setup::ZnsPlus | Setup::ZnsPlusLp => {
-                (false, Some(Placement::CopybackAware))
-            }
+            Setup::IzcCopybackAware
+            | Setup::ZnsPlus
+            | Setup::ZnsPlusLp
+            | Setup::IzcNoCopyback
+            | Setup::ZnsPlusNoCopyback => (false, Some(Placement::CopybackAware)),
         };
         MountOptions {
             use_copy,
@@ -166,6 +194,8 @@ impl Setup {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Point {
     pub setup: Setup,
+    /// The timing profile (medium) the point ran on.
+    pub profile: &'static str,
     pub utilisation_pct: u32,
     pub mib_per_sec: f64,
     /// Device blocks written, copied or plugged per user block written, in the measured
@@ -185,11 +215,28 @@ pub struct Point {
     pub copied_idle_share: f64,
     /// Partial units programmed padded (by Flush or FUA) per 1,000 user blocks.
     pub padded_per_kblock: f64,
+    /// User blocks written in the measured phase.
+    pub user_blocks: u64,
+    /// Blocks moved (or read by the host) and their die time, by path, in the measured phase.
+    pub paths: MovePaths,
+    /// Die time of every program, read, erase and copyback in the measured phase.
+    pub die_busy_ns: u64,
+    /// Die time of the erases in the measured phase.
+    pub erase_ns: u64,
+    /// The FTL's own metadata blocks (checkpoints) per user block in the measured phase
+    /// (paper Fig. 7(b)'s node and metadata overhead has no other counterpart here).
+    pub meta_per_user: f64,
 }
 
-/// The device: femu-mlc timing over `zones` zones of `zone_blocks` 4 KiB blocks.
-pub fn device(zones: u32, zone_blocks: u64, seed: u64) -> Result<Arc<EmuDevice>, String> {
-    let p = timing_profile(PROFILE).ok_or("the femu-mlc timing profile is missing")?;
+/// The device: `profile`'s timing over `zones` zones of `zone_blocks` 4 KiB blocks.
+pub fn device(
+    profile: &str,
+    zones: u32,
+    zone_blocks: u64,
+    seed: u64,
+) -> Result<Arc<EmuDevice>, String> {
+    let p = timing_profile(profile)
+        .ok_or_else(|| format!("the {profile} timing profile is missing"))?;
     let g = Geometry {
         block_size: BLOCK_BYTES,
         oob_size: 16,
@@ -274,7 +321,7 @@ pub fn measure(
     seed: u64,
 ) -> Result<Point, String> {
     measure_workload(
-        setup,
+        (PROFILE, setup),
         Workload::Fileserver,
         utilisation_pct,
         bytes,
@@ -283,10 +330,10 @@ pub fn measure(
     )
 }
 
-/// One point of workload `w`: `setup` at `utilisation_pct`, `bytes` measured after the
-/// warm-up.
+/// One point of workload `w`: `setup` on timing profile `profile` at `utilisation_pct`,
+/// `bytes` measured after the warm-up.
 pub fn measure_workload(
-    setup: Setup,
+    (profile, setup): (&'static str, Setup),
     w: Workload,
     utilisation_pct: u32,
     bytes: u64,
@@ -295,8 +342,9 @@ pub fn measure_workload(
 ) -> Result<Point, String> {
     let rt = SimRuntime::new().map_err(|e| format!("cannot start a runtime: {e}"))?;
     rt.block_on(async {
-        let dev = device(shape.zones, shape.zone_blocks, seed)?;
+        let dev = device(profile, shape.zones, shape.zone_blocks, seed)?;
         dev.set_plug_order(setup.plug_order());
+        dev.set_copyback(setup.copyback());
         let err = |e: ftl::FtlError| format!("znsplus {} {}: {e}", w.name(), setup.name());
         let fmt = FormatOptions {
             threaded_logging: setup.threaded(),
@@ -319,12 +367,14 @@ pub fn measure_workload(
         rewrite_all(&vol, &files, w).await?;
         rewrite(&vol, &files, written * bs, (w, false), &mut rng).await?;
         let (s0, t0) = (dev.stats(), dev.timing_counters().ok_or("timing is off")?);
-        let user0 = vol.stats().counters.user_blocks;
+        let c0 = vol.stats().counters;
         let began = tokio::time::Instant::now();
         rewrite(&vol, &files, bytes, (w, w.syncs()), &mut rng).await?;
         let secs = began.elapsed().as_secs_f64();
         let (s1, t1) = (dev.stats(), dev.timing_counters().ok_or("timing is off")?);
-        let user = vol.stats().counters.user_blocks - user0;
+        let c1 = vol.stats().counters;
+        let user = c1.user_blocks - c0.user_blocks;
+        let meta = c1.meta_blocks - c0.meta_blocks;
         vol.unmount().await.map_err(err)?;
         let chunk = dev
             .identify_mapping()
@@ -336,13 +386,29 @@ pub fn measure_workload(
             + plugged;
         let compacted = s1.blocks_compacted - s0.blocks_compacted;
         let copybacks = t1.flash.copybacks - t0.flash.copybacks;
-        let dies = timing_profile(PROFILE).map_or(1, |p| p.dies());
+        let tp = timing_profile(profile).ok_or("timing profile")?;
+        let dies = tp.dies();
         let busy = (t1.flash.die_busy_ns - t0.flash.die_busy_ns) as f64;
         let plugged_bytes = t1.plugged_bytes - t0.plugged_bytes;
         let idle_bytes = t1.plugged_idle_bytes - t0.plugged_idle_bytes;
         let copied_bytes = (compacted + plugged) * bs;
+        let p = |a: fn(&MovePaths) -> emu::timing::PathCost| a(&t1.paths).since(&a(&t0.paths));
+        let paths = MovePaths {
+            copy_copyback: p(|m| m.copy_copyback),
+            copy_read_program: p(|m| m.copy_read_program),
+            plug_copyback: p(|m| m.plug_copyback),
+            plug_ahead: p(|m| m.plug_ahead),
+            plug_merged: p(|m| m.plug_merged),
+            host_read: p(|m| m.host_read),
+        };
         Ok(Point {
             setup,
+            profile,
+            user_blocks: user,
+            paths,
+            die_busy_ns: t1.flash.die_busy_ns - t0.flash.die_busy_ns,
+            erase_ns: (t1.flash.erases - t0.flash.erases) * tp.block_erase_ns,
+            meta_per_user: meta as f64 / user.max(1) as f64,
             utilisation_pct,
             mib_per_sec: (user * bs) as f64 / (1 << 20) as f64 / secs.max(1e-9),
             waf: flash as f64 / user.max(1) as f64,
@@ -391,22 +457,71 @@ async fn rewrite_all(vol: &FtlVolume, files: &[(u64, u64)], w: Workload) -> Resu
     }
 }
 
-/// Every setup at every utilisation of the figure.
+/// Every setup at every utilisation of the figure, on `o.profile` (femu-mlc by default).
 pub fn points(o: &Options, shape: Shape) -> Result<Vec<Point>, String> {
+    let profile = o.profile.unwrap_or(PROFILE);
     let mut out = Vec::new();
     for (u, _) in PAPER_IZC_OVER_ZNS {
         for s in Setup::ALL {
-            out.push(measure(s, u, o.bytes_per_point, shape, o.seed)?);
+            out.push(measure_workload(
+                (profile, s),
+                Workload::Fileserver,
+                u,
+                o.bytes_per_point,
+                shape,
+                o.seed,
+            )?);
         }
     }
     Ok(out)
 }
 
+/// Where a point's die time went, per user block: "total us (moved per user block x us per
+/// moved block, by path; erases us)".
+fn breakdown(p: &Point) -> String {
+    let user = p.user_blocks.max(1) as f64;
+    let m = &p.paths;
+    let mut parts = Vec::new();
+    for (name, c) in [
+        ("compaction copyback", m.copy_copyback),
+        ("compaction read+program", m.copy_read_program),
+        ("plug copyback at WP", m.plug_copyback),
+        ("plug copyback ahead", m.plug_ahead),
+        ("plug merged", m.plug_merged),
+        ("host read", m.host_read),
+    ] {
+        if c.blocks > 0 {
+            parts.push(format!(
+                "{name} {:.2} x {:.0}",
+                c.blocks as f64 / user,
+                c.us_per_block()
+            ));
+        }
+    }
+    format!(
+        "{}; erases {:.0} us",
+        parts.join(", "),
+        p.erase_ns as f64 / 1000.0 / user
+    )
+}
+
 /// The rows: per utilisation, IZC (copyback-aware, the paper's IZC) over ZNS throughput
 /// against the paper, the WAF ratio, and the copyback ratio; the source-order IZC in the
-/// labels.
+/// labels. The paper's Fig. 8 is on MLC only: on another profile the Fig. 8 rows have no
+/// paper value (NaN) and Table 4's IZC-D / ZNS at 90% is the one comparison the paper has.
+/// Last, per utilisation, each setup's die time per user block and where it went.
 pub fn rows_of(points: &[Point]) -> Vec<Row> {
     let mut rows = Vec::new();
+    let Some(profile) = points.first().map(|p| p.profile) else {
+        return rows;
+    };
+    let mlc = profile == PROFILE;
+    let fig8 = |v: f64| if mlc { v } else { f64::NAN };
+    let tag = if mlc {
+        String::new()
+    } else {
+        format!(" [{profile}]")
+    };
     for ((u, paper), (_, paper_plus)) in PAPER_IZC_OVER_ZNS.into_iter().zip(PAPER_ZNSPLUS_OVER_ZNS)
     {
         let at = |s: Setup| {
@@ -421,18 +536,33 @@ pub fn rows_of(points: &[Point]) -> Vec<Row> {
         ) else {
             continue;
         };
+        let izc_over_zns = cab.mib_per_sec / zns.mib_per_sec.max(1e-9);
         rows.push(Row::new(
             format!(
-                "znsplus-fig8 IZC / ZNS throughput, {u}% utilisation ({:.1} / {:.1} MiB/s; source-order IZC {:.1}; chip utilisation {:.0}% / {:.0}%)",
+                "znsplus-fig8{tag} IZC / ZNS throughput, {u}% utilisation ({:.1} / {:.1} MiB/s; source-order IZC {:.1}; chip utilisation {:.0}% / {:.0}%)",
                 cab.mib_per_sec,
                 zns.mib_per_sec,
                 cub.mib_per_sec,
                 cab.chip_utilisation * 100.0,
                 zns.chip_utilisation * 100.0
             ),
-            paper,
-            cab.mib_per_sec / zns.mib_per_sec.max(1e-9),
+            fig8(paper),
+            izc_over_zns,
         ));
+        if u == 90 {
+            if let Some(&(_, t4)) = PAPER_TABLE4_IZC_D_OVER_ZNS
+                .iter()
+                .find(|(n, _)| *n == profile)
+            {
+                rows.push(Row::new(
+                    format!(
+                        "znsplus-fig8{tag} IZC / ZNS throughput, {u}% utilisation, against Table 4's IZC-D on {profile}"
+                    ),
+                    t4,
+                    izc_over_zns,
+                ));
+            }
+        }
         if let Some(plus) = at(Setup::ZnsPlus) {
             let lp = at(Setup::ZnsPlusLp).map_or(String::new(), |lp| {
                 format!(
@@ -443,7 +573,7 @@ pub fn rows_of(points: &[Point]) -> Vec<Row> {
             });
             rows.push(Row::new(
                 format!(
-                    "znsplus-fig8 ZNS+ / ZNS throughput, {u}% utilisation ({:.1} / {:.1} MiB/s; WAF {:.2}, plugged {:.2} per user block, {:.0}% of it ahead in idle chip time; chip utilisation {:.0}%{lp})",
+                    "znsplus-fig8{tag} ZNS+ / ZNS throughput, {u}% utilisation ({:.1} / {:.1} MiB/s; WAF {:.2}, plugged {:.2} per user block, {:.0}% of it ahead in idle chip time; chip utilisation {:.0}%{lp})",
                     plus.mib_per_sec,
                     zns.mib_per_sec,
                     plus.waf,
@@ -451,21 +581,21 @@ pub fn rows_of(points: &[Point]) -> Vec<Row> {
                     plus.plugged_idle_share * 100.0,
                     plus.chip_utilisation * 100.0
                 ),
-                paper_plus,
+                fig8(paper_plus),
                 plus.mib_per_sec / zns.mib_per_sec.max(1e-9),
             ));
             rows.push(Row::new(
                 format!(
-                    "znsplus-fig8 ZNS+ / IZC throughput, {u}% utilisation ({:.1} / {:.1} MiB/s; padded programs per 1,000 user blocks {:.1} / {:.1})",
+                    "znsplus-fig8{tag} ZNS+ / IZC throughput, {u}% utilisation ({:.1} / {:.1} MiB/s; padded programs per 1,000 user blocks {:.1} / {:.1})",
                     plus.mib_per_sec, cab.mib_per_sec, plus.padded_per_kblock, cab.padded_per_kblock
                 ),
-                paper_plus / paper,
+                fig8(paper_plus / paper),
                 plus.mib_per_sec / cab.mib_per_sec.max(1e-9),
             ));
         }
         rows.push(Row::new(
             format!(
-                "znsplus-fig8 IZC / ZNS WAF, {u}% utilisation ({:.2} / {:.2})",
+                "znsplus-fig8{tag} IZC / ZNS WAF, {u}% utilisation ({:.2} / {:.2})",
                 cab.waf, zns.waf
             ),
             PAPER_WAF_IZC_OVER_ZNS,
@@ -473,12 +603,23 @@ pub fn rows_of(points: &[Point]) -> Vec<Row> {
         ));
         rows.push(Row::new(
             format!(
-                "znsplus-fig8 copyback ratio, copyback-aware IZC, {u}% utilisation (source order: {:.3})",
+                "znsplus-fig8{tag} copyback ratio, copyback-aware IZC, {u}% utilisation (source order: {:.3})",
                 cub.copyback_ratio
             ),
             PAPER_COPYBACK_RATIO,
             cab.copyback_ratio,
         ));
+        for p in [zns, cab].into_iter().chain(at(Setup::ZnsPlus)) {
+            rows.push(Row::new(
+                format!(
+                    "znsplus-fig8{tag} die time per user block (us), {}, {u}% utilisation (moved per user block x us per moved block: {})",
+                    p.setup.name(),
+                    breakdown(p)
+                ),
+                f64::NAN,
+                p.die_busy_ns as f64 / 1000.0 / p.user_blocks.max(1) as f64,
+            ));
+        }
     }
     rows
 }

@@ -8,15 +8,15 @@
 //! were plugged in the background, 11.3% of fileserver's).
 //!
 //! The same device, FTL and five setups as `znsplus_fig8` (ZNS; IZC in source order, which
-//! moves almost nothing by copyback, standing in for Fig. 7(a)'s "IZC (w/o cpbk)"; IZC
-//! copyback-aware; ZNS+ with PPA-ordered plugging; ZNS+ with LBA-ordered plugging) at 80%
+//! moves almost nothing by copyback; IZC copyback-aware (`znsplus_fig7` runs it with the
+//! device's copyback off, Fig. 7(a)'s "IZC (w/o cpbk)"); ZNS+ with PPA-ordered plugging; ZNS+ with LBA-ordered plugging) at 80%
 //! and 90% utilisation (90% is the paper's default). The paper prints no varmail throughput
 //! we can read reliably (Fig. 7(a)'s labels do not say which bar they belong to), so the
 //! rows compare what it does print for varmail, the background-plugging share (Table 5)
 //! and the copyback ratio (section 4.1: 74%), and give the throughputs in their labels.
 
 use crate::paper::{Options, Row};
-use crate::znsplus_fig8::{measure_workload, Point, Setup, Workload, SHAPE};
+use crate::znsplus_fig8::{measure_workload, Point, Setup, Workload, PROFILE, SHAPE};
 
 /// The utilisations of the rows.
 pub const UTILISATIONS: [u32; 2] = [80, 90];
@@ -31,7 +31,7 @@ pub fn points(o: &Options) -> Result<Vec<Point>, String> {
     for u in UTILISATIONS {
         for s in Setup::ALL {
             let p = measure_workload(
-                s,
+                (o.profile.unwrap_or(PROFILE), s),
                 Workload::VarmailLike,
                 u,
                 o.bytes_per_point,
@@ -65,7 +65,7 @@ pub fn rows_of(points: &[Point]) -> Vec<Row> {
         };
         rows.push(Row::new(
             format!(
-                "znsplus-varmail (imitation) ZNS+ copied blocks plugged in idle chip time, {u}% utilisation (of plugged blocks {:.0}%; MiB/s: ZNS {:.1}, IZC w/o copyback {:.1}, IZC {:.1}, ZNS+ {:.1}, ZNS+ LP {:.1}; chip utilisation ZNS {:.0}%, IZC {:.0}%, ZNS+ {:.0}%, LP {:.0}%)",
+                "znsplus-varmail (imitation) ZNS+ copied blocks plugged in idle chip time, {u}% utilisation (of plugged blocks {:.0}%; MiB/s: ZNS {:.1}, IZC source order {:.1}, IZC {:.1}, ZNS+ {:.1}, ZNS+ LP {:.1}; chip utilisation ZNS {:.0}%, IZC {:.0}%, ZNS+ {:.0}%, LP {:.0}%)",
                 pp.plugged_idle_share * 100.0,
                 zns.mib_per_sec,
                 cub.mib_per_sec,

@@ -44,6 +44,7 @@ fn fig1a_job_file_matches_the_paper_reproduction() {
         &bench::Options {
             bytes_per_point: 256 << 20,
             seed: 1,
+            profile: None,
         },
     )
     .expect("paper figures");

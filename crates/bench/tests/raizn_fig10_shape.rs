@@ -11,6 +11,7 @@ fn raizn_stays_flat_while_mdraid_collapses_under_device_gc() {
     let o = Options {
         bytes_per_point: 256 << 20,
         seed: 1,
+        profile: None,
     };
     let f = match run(&o) {
         Ok(f) => f,

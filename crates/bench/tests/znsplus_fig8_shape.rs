@@ -2,19 +2,21 @@
 //! collection by zone_compaction gives more throughput than by host read + write at a high
 //! utilisation, the copyback-aware placement makes most compacted blocks copybacks, and the
 //! write amplification stays about the same (the same blocks move, only the path differs);
-//! with threaded logging on as well (ZNS+) throughput rises again, and PPA-ordered plugging
-//! copies part of the plugged chunks in idle chip time where LBA-ordered plugging copies none.
+//! with threaded logging on as well (ZNS+) throughput stays near IZC's, every erase booked,
+//! and PPA-ordered plugging copies part of the plugged chunks in idle chip time where
+//! LBA-ordered plugging copies none. 32 MiB zones, as the paper's (with small zones a block
+//! erase per few pages programmed outweighs everything the setups differ in).
 
 use bench::znsplus_fig8::{measure, Setup, Shape};
 
 #[test]
 fn izc_outruns_the_host_copy_and_copyback_aware_placement_uses_copyback() {
     let shape = Shape {
-        zones: 32,
-        zone_blocks: 256,
+        zones: 24,
+        zone_blocks: 8192,
         op_permille: 250,
     };
-    let m = |s| measure(s, 90, 24 << 20, shape, 5).unwrap_or_else(|e| panic!("{e}"));
+    let m = |s| measure(s, 90, 32 << 20, shape, 5).unwrap_or_else(|e| panic!("{e}"));
     let (zns, cub, cab, plus) = (
         m(Setup::Zns),
         m(Setup::IzcSourceOrder),
@@ -32,23 +34,31 @@ fn izc_outruns_the_host_copy_and_copyback_aware_placement_uses_copyback() {
     assert_eq!(zns.copyback_ratio, 0.0);
     let waf = cab.waf / zns.waf;
     assert!((0.8..1.25).contains(&waf), "WAF ratio {waf}");
-    // Threaded logging writes into holes the device plugs around, instead of copying
-    // every victim: more throughput than IZC. It writes a little more flash than IZC (each
-    // turn fixes its zones' bitmaps when it chooses them, so a zone taken later plugs
-    // blocks invalidated while it waited); before turns shared their checkpoint it wrote
-    // less but ran barely faster. With the collector's rounds overlapping, threaded logging
-    // is chosen more often on this small device (1.66 plugged blocks per user block against
-    // 1.04): WAF 1.14x IZC's for 1.23x its throughput (measured 2026-11-24).
+    // Threaded logging moves the victims' valid blocks by plugging instead of compaction,
+    // on the same flash at about the same die time per block (a copyback either way for
+    // whole chunks), and this FTL pays no metadata for compaction that it could save: ZNS+
+    // runs about as fast as IZC, ahead of ZNS. Before the old block groups of re-opened
+    // zones were erased it ran 1.16-1.20x IZC on Fig. 8, all of it from the missing erases.
     assert!(plus.plugged_per_user > 0.1, "no threaded logging: {plus:?}");
     assert!(
-        plus.mib_per_sec > cab.mib_per_sec * 1.1,
-        "ZNS+ {plus:?} vs IZC {cab:?}"
+        plus.mib_per_sec > zns.mib_per_sec * 1.1,
+        "ZNS+ {plus:?} vs ZNS {zns:?}"
     );
-    assert!(plus.waf < cab.waf * 1.2, "ZNS+ {plus:?} vs IZC {cab:?}");
-    // PPA-ordered plugging copies some chunks ahead in idle chip time; LBA-ordered none.
+    let ratio = plus.mib_per_sec / cab.mib_per_sec;
+    assert!((0.8..1.25).contains(&ratio), "ZNS+ / IZC {ratio}");
+    assert!(plus.waf < cab.waf * 1.3, "ZNS+ {plus:?} vs IZC {cab:?}");
+    // Every erase is booked: per block written, ZNS+ erases about what IZC does.
+    let erase = |p: &bench::znsplus_fig8::Point| p.erase_ns as f64 / (p.waf * p.user_blocks as f64);
+    let e = erase(&plus) / erase(&cab);
+    assert!(
+        (0.7..1.4).contains(&e),
+        "erase per flash write, ZNS+ / IZC {e}"
+    );
+    // PPA-ordered plugging copies some chunks ahead in idle chip time (little: the chips
+    // are nearly always busy under this load); LBA-ordered none.
     let lp = m(Setup::ZnsPlusLp);
     println!("{lp:?}");
-    assert!(plus.plugged_idle_share > 0.05, "{plus:?}");
+    assert!(plus.plugged_idle_share > 0.0, "{plus:?}");
     assert_eq!(lp.plugged_idle_share, 0.0, "{lp:?}");
     assert!(lp.plugged_per_user > 0.1, "{lp:?}");
 }

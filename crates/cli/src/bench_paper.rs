@@ -14,9 +14,9 @@ use crate::error::{CliError, CliResult};
 pub struct BenchPaperArgs {
     /// Figure set: zapraid-fig1, zapraid-exp1, zapraid-exp2, zapraid-exp3, zapraid-compare,
     /// raizn-raw, raizn-fig9, raizn-fig10, raizn-fig12, raizn-seq, raizn-append, raizn-xor,
-    /// vroom-5.2.1, zns-5.1, zns-fig1, znsplus-fig6, znsplus-fig8, znsplus-varmail (an
-    /// imitation of the paper's fsync-heavy varmail; the three on the femu-mlc profile), or
-    /// all.
+    /// vroom-5.2.1, zns-5.1, zns-fig1, znsplus-fig6, znsplus-fig7, znsplus-fig8,
+    /// znsplus-varmail (an imitation of the paper's fsync-heavy varmail; the ZNS+ sets on the
+    /// femu-mlc profile, --profile changing fig7, fig8 and varmail), or all.
     pub name: String,
     /// Print one JSON object instead of a table.
     #[arg(long)]
@@ -27,6 +27,11 @@ pub struct BenchPaperArgs {
     /// Seed of the devices and workloads.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Timing profile of znsplus-fig7, znsplus-fig8 and znsplus-varmail: femu-mlc (the
+    /// paper's default, and the only medium of its Fig. 7 and 8), femu-tlc or znand (its
+    /// Table 2). znsplus-fig6 stays on femu-mlc and the other sets on zn540.
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
     /// Also write the rows as CSV and a plot to DIR/NAME.csv and DIR/NAME.png (and the
     /// throughput series of zns-fig1 and raizn-fig10 to DIR/FIGURE-series.csv and .png).
     #[arg(long, value_name = "DIR")]
@@ -76,9 +81,24 @@ pub async fn run(a: &BenchPaperArgs, out: &mut impl Write) -> CliResult {
         )));
     }
     let sets = names(&a.name)?;
+    let profile = match &a.profile {
+        None => None,
+        Some(p) => Some(
+            *bench::znsplus_fig8::PROFILES
+                .iter()
+                .find(|k| **k == p.as_str())
+                .ok_or_else(|| {
+                    CliError::Usage(format!(
+                        "unknown --profile '{p}'; the ZNS+ sets run on one of: {}",
+                        bench::znsplus_fig8::PROFILES.join(", ")
+                    ))
+                })?,
+        ),
+    };
     let o = bench::Options {
         bytes_per_point: a.size,
         seed: a.seed,
+        profile,
     };
     // The figures run on their own virtual-time runtime, which cannot nest inside this one.
     let (rows, series) = std::thread::spawn(move || {
@@ -130,7 +150,12 @@ pub async fn run(a: &BenchPaperArgs, out: &mut impl Write) -> CliResult {
     .map_err(CliError::Other)?;
     if let Some(dir) = &a.results {
         std::fs::create_dir_all(dir)?;
-        std::fs::write(dir.join(format!("{}.csv", a.name)), csv(&rows))?;
+        // A ZNS+ set on another medium than the paper's default is its own file.
+        let file = match o.profile.filter(|p| *p != "femu-mlc") {
+            Some(p) if a.name.starts_with("znsplus-") => format!("{}-{p}", a.name),
+            _ => a.name.clone(),
+        };
+        std::fs::write(dir.join(format!("{file}.csv")), csv(&rows))?;
         // Paper against measured, one bar per figure row (rows are unrelated measurements).
         let bars = crate::plot::ratios_of(&rows);
         let skipped = rows.len() - bars.len();
@@ -142,7 +167,7 @@ pub async fn run(a: &BenchPaperArgs, out: &mut impl Write) -> CliResult {
                 a.name, skipped
             )
         };
-        crate::plot::ratio_bars(&dir.join(format!("{}.png", a.name)), &caption, &bars)?;
+        crate::plot::ratio_bars(&dir.join(format!("{file}.png")), &caption, &bars)?;
         for s in series {
             std::fs::write(dir.join(format!("{}.csv", s.file)), s.csv)?;
             crate::plot::lines(
@@ -173,7 +198,13 @@ pub async fn run(a: &BenchPaperArgs, out: &mut impl Write) -> CliResult {
     )?;
     for r in &rows {
         // Ratios (znsplus-fig6) need their decimals; throughputs and latencies do not.
-        let places = if r.paper.abs() < 10.0 { 3 } else { 1 };
+        // A row without a paper value (NaN) goes by its measured value.
+        let scale = if r.paper.is_finite() {
+            r.paper
+        } else {
+            r.measured
+        };
+        let places = if scale.abs() < 10.0 { 3 } else { 1 };
         writeln!(
             out,
             "{:<width$}  {:>10.places$}  {:>10.places$}  {:>+7.2}%",
@@ -186,16 +217,18 @@ pub async fn run(a: &BenchPaperArgs, out: &mut impl Write) -> CliResult {
         .iter()
         .filter(|r| r.figure.starts_with("raizn-xor"))
         .count();
-    // znsplus-* run on the paper's own flash (femu-mlc); the others on the zn540.
+    // znsplus-* run on the paper's own flash (femu-mlc unless --profile); the others on the
+    // zn540.
+    let plus = o.profile.unwrap_or("femu-mlc");
     let mlc = rows
         .iter()
         .filter(|r| r.figure.starts_with("znsplus-"))
         .count();
-    let how = match (real, mlc, rows.len() - real - mlc) {
-        (0, 0, _) => "on the zn540 timing profile in virtual time",
-        (0, _, 0) => "on the femu-mlc timing profile in virtual time",
-        (_, 0, 0) => "in real time (CPU work)",
-        _ => "in virtual time on the zn540 timing profile (znsplus-* on femu-mlc, raizn-xor in real time)",
+    let how: String = match (real, mlc, rows.len() - real - mlc) {
+        (0, 0, _) => "on the zn540 timing profile in virtual time".into(),
+        (0, _, 0) => format!("on the {plus} timing profile in virtual time"),
+        (_, 0, 0) => "in real time (CPU work)".into(),
+        _ => format!("in virtual time on the zn540 timing profile (znsplus-* on {plus}, raizn-xor in real time)"),
     };
     writeln!(
         out,

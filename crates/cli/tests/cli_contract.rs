@@ -441,6 +441,10 @@ fn bench_paper_prints_rows_repeatably_and_refuses_unknown_sets() {
     assert!(table.contains("paper") && table.contains("measured") && table.contains("85.0"));
     let err = fails(&["bench", "paper", "no-such-figure"], 2);
     assert!(err.contains("zapraid-fig1"), "{err}");
+    // The ZNS+ sets' medium is one of the paper's Table 2; anything else is refused before
+    // a point runs.
+    let err = fails(&["bench", "paper", "znsplus-fig8", "--profile", "zn540"], 2);
+    assert!(err.contains("femu-tlc") && err.contains("znand"), "{err}");
 }
 
 #[test]

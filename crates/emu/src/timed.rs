@@ -81,6 +81,10 @@ impl Timing {
         self.model.lock().set_plug_order(order);
     }
 
+    pub fn set_copyback(&self, enabled: bool) {
+        self.model.lock().set_copyback(enabled);
+    }
+
     pub fn counters(&self) -> TimingCounters {
         self.model.lock().counters()
     }

@@ -121,3 +121,91 @@ fn plugging_copies_valid_chunks_by_copyback_and_merges_partial_ones() {
         assert!(buf[13 * 4096..].iter().all(|&b| b == 0x5A));
     });
 }
+
+/// One compaction of zone 0's first 64 blocks to the start of zone 1 (every chunk on its own
+/// chip), copyback on or off; returns the counters' difference.
+fn same_chip_compaction(copyback: bool) -> emu::timing::TimingCounters {
+    SimRuntime::new().expect("runtime").block_on(async move {
+        let dev = device();
+        dev.set_copyback(copyback);
+        fill_zone_0(&dev).await;
+        let b = dev.timing_counters().expect("timed");
+        let e = CompactionExtent {
+            src: 0,
+            dst: ZONE,
+            blocks: 64,
+        };
+        dev.zone_compaction(&[e]).await.expect("compaction");
+        dev.flush().await.expect("flush");
+        let c = dev.timing_counters().expect("timed");
+        let mut d = c;
+        d.flash.copybacks -= b.flash.copybacks;
+        d.copied_units_read_program -= b.copied_units_read_program;
+        d.paths.copy_copyback = c.paths.copy_copyback.since(&b.paths.copy_copyback);
+        d.paths.copy_read_program = c.paths.copy_read_program.since(&b.paths.copy_read_program);
+        d
+    })
+}
+
+#[test]
+fn without_copyback_whole_chunks_are_read_and_programmed_and_the_paths_say_so() {
+    let p = emu::timing::timing_profile("femu-mlc").expect("profile");
+    let on = same_chip_compaction(true);
+    assert_eq!((on.flash.copybacks, on.copied_units_read_program), (16, 0));
+    assert_eq!(on.paths.copy_copyback.blocks, 64);
+    assert_eq!(on.paths.copy_copyback.die_ns, 16 * p.copyback_ns);
+    assert_eq!(on.paths.copy_read_program.blocks, 0);
+    let off = same_chip_compaction(false);
+    assert_eq!(
+        (off.flash.copybacks, off.copied_units_read_program),
+        (0, 16)
+    );
+    assert_eq!(off.paths.copy_copyback.blocks, 0);
+    assert_eq!(off.paths.copy_read_program.blocks, 64);
+    // Each unit: its sensing and transfer, and its whole program.
+    let per_unit = off.paths.copy_read_program.die_ns / 16;
+    assert!(per_unit > p.page_read_ns + p.page_program_ns, "{per_unit}");
+    assert!(per_unit > p.copyback_ns, "a copyback is the faster path");
+}
+
+#[test]
+fn an_old_block_group_is_erased_once_superseded() {
+    SimRuntime::new().expect("runtime").block_on(async {
+        let dev = device();
+        fill_zone_0(&dev).await;
+        let mut map = ValidBitmap::empty(ZONE);
+        for b in (4..12).chain([13]) {
+            map.set(b, true);
+        }
+        let erases = |d: &EmuDevice| d.timing_counters().expect("timed").flash.erases;
+        let e0 = erases(&dev);
+        dev.tl_open(0, map.as_bytes()).await.expect("tl_open");
+        // The LogFBG comes pre-erased; the old group still holds the valid blocks.
+        assert_eq!(erases(&dev), e0);
+        // Write every hole: the zone fills, the device plugging the valid blocks.
+        let data = vec![0xA5u8; 64 * 4096];
+        dev.write(0, &data[..4 * 4096], None, false)
+            .await
+            .expect("0");
+        dev.write(12, &data[..4096], None, false).await.expect("12");
+        let mut at = 14;
+        while at < ZONE {
+            let n = (ZONE - at).min(64);
+            dev.write(at, &data[..(n * 4096) as usize], None, false)
+                .await
+                .expect("hole");
+            at += n;
+        }
+        dev.flush().await.expect("flush");
+        // TL-opened again: the first old group (one block on each of 16 chips) is freed.
+        dev.tl_open(0, map.as_bytes()).await.expect("tl_open again");
+        assert_eq!(erases(&dev), e0 + 16);
+        assert_eq!(dev.timing_counters().expect("timed").old_groups_erased, 1);
+        // Reset: the second old group (the first LogFBG) too; the new LogFBG is empty.
+        dev.zone_mgmt(zns::ZoneAction::Reset, 0, false)
+            .await
+            .expect("reset");
+        assert_eq!(erases(&dev), e0 + 32);
+        assert_eq!(dev.timing_counters().expect("timed").old_groups_erased, 2);
+    });
+}

@@ -117,6 +117,30 @@ fn whole_chunk_at(geo: &Geometry, m: &ChunkMapping, at: Lba, left: usize) -> boo
     off.is_multiple_of(cb) && left as u64 >= cb && off + cb <= geo.zone_capacity
 }
 
+/// The longest prefix of `srcs` (all of it, else halving) whose `placement` into `dst ..`
+/// fits in `max_extents` extents, so that a batch keeps its placement: a copyback-aware
+/// placement splits the source runs at every chunk it moves to its own chip, and a batch
+/// of a large zone's live blocks needs more extents than one command takes, which made
+/// such batches fall back to source order (few copybacks). At least 1.
+pub fn batch_fitting(
+    geo: &Geometry,
+    m: &ChunkMapping,
+    srcs: &[Lba],
+    dst: Lba,
+    placement: Placement,
+    max_extents: usize,
+) -> usize {
+    let mut n = srcs.len();
+    while n > 1 {
+        let order = place(geo, m, &srcs[..n], dst, placement);
+        if extents(geo, &srcs[..n], &order, dst).len() <= max_extents {
+            break;
+        }
+        n = n.div_ceil(2);
+    }
+    n
+}
+
 /// Takes a fully valid chunk from the chip with the most left.
 fn take_from_fullest(full: &mut BTreeMap<u32, VecDeque<usize>>) -> Option<usize> {
     let chip = full
@@ -250,6 +274,32 @@ mod tests {
         // chunk 2 of zone 1 (chip 0).
         assert_eq!(order[0], 2);
         assert_eq!(copyback_blocks(&geo, &m, &srcs, &order, dst), 4);
+    }
+
+    #[test]
+    fn a_batch_shrinks_until_its_placement_fits_one_command() {
+        let (geo, m) = fig5();
+        // Zone 0 fully valid: 8 chunks alternating chips 0 and 1; the destination starts
+        // on chip 1, so every chunk moves to another stripe position and splits the run.
+        let srcs: Vec<Lba> = (0..16).collect();
+        let dst = 32 + 2;
+        let all = place(&geo, &m, &srcs, dst, Placement::CopybackAware);
+        let need = extents(&geo, &srcs, &all, dst).len();
+        let max = 3;
+        assert!(need > max, "the whole batch fits already ({need} extents)");
+        let n = batch_fitting(&geo, &m, &srcs, dst, Placement::CopybackAware, max);
+        assert!(n < srcs.len() && n >= 2, "{n}");
+        let order = place(&geo, &m, &srcs[..n], dst, Placement::CopybackAware);
+        assert!(extents(&geo, &srcs[..n], &order, dst).len() <= max);
+        // The shrunk batch keeps its copybacks, which source order would not have.
+        assert!(copyback_blocks(&geo, &m, &srcs[..n], &order, dst) > 0);
+        let packed: Vec<usize> = (0..n).collect();
+        assert_eq!(copyback_blocks(&geo, &m, &srcs[..n], &packed, dst), 0);
+        // A batch that fits is left whole; source order needs only the runs.
+        assert_eq!(
+            batch_fitting(&geo, &m, &srcs, dst, Placement::SourceOrder, 1),
+            srcs.len()
+        );
     }
 
     #[test]

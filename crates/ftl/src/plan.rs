@@ -471,7 +471,7 @@ impl Mapping {
             // Copies are split by temperature, so blocks rewritten soon do not share zones
             // with blocks that stay.
             for (p, lba) in &data {
-                match self.classify_copy(*lba, hot_cold) {
+                match self.classify_copy(*lba, hot_cold, v) {
                     Stream::Gc => hot.push(*p),
                     _ => cold.push(*p),
                 }

@@ -278,4 +278,52 @@ mod tests {
         assert_eq!(write(&mut m, c), Stream::Cold);
         assert_eq!(write(&mut m, c), Stream::Hot);
     }
+
+    // Regression: a GC copy went to the hot GC stream whenever its block had been written
+    // within the last volume's worth of writes. A cold zone is collected about that long
+    // after it was written, so many of its survivors still counted as young and moved into
+    // hot zones, where they were copied again (80/20: the hot zones held 37,500 live blocks
+    // for 26,000 hot ones). Copies out of a cold zone go to the cold GC stream, and so do
+    // young blocks whose latest interval was long.
+    #[test]
+    fn copies_out_of_cold_zones_and_of_blocks_back_early_go_cold() {
+        use crate::map::Stream;
+        let mut m = mapping();
+        let n = m.layout.volume_blocks;
+        let hot = n / 5;
+        let mut rng = SimRng::new(5);
+        for _ in 0..20 * n {
+            let lba = if rng.chance(0.8) {
+                rng.below(hot)
+            } else {
+                hot + rng.below(n - hot)
+            };
+            write(&mut m, lba);
+        }
+        assert!(m.separating(), "80/20 must turn separation on");
+        let (hot_zone, _) = m.open_zone(Stream::Hot).expect("a free zone");
+        let (young_copies, _) = m.open_zone(Stream::Gc).expect("a free zone");
+        let (cold_zone, _) = m.open_zone(Stream::Cold).expect("a free zone");
+        let (old_copies, _) = m.open_zone(Stream::GcCold).expect("a free zone");
+        let found = m.free.back().copied().expect("a zone never opened");
+        // A hot block, rewritten twice in quick succession: young with a short interval.
+        write(&mut m, 0);
+        write(&mut m, 0);
+        assert_eq!(m.classify_copy(0, true, hot_zone), Stream::Gc);
+        assert_eq!(m.classify_copy(0, true, young_copies), Stream::Gc);
+        // The same block out of a cold zone, or of a zone a mount found, stays cold.
+        assert_eq!(m.classify_copy(0, true, cold_zone), Stream::GcCold);
+        assert_eq!(m.classify_copy(0, true, old_copies), Stream::GcCold);
+        assert_eq!(m.classify_copy(0, true, found), Stream::GcCold);
+        // A block back after a long absence: young, but its interval was long.
+        let c = n - 1;
+        write(&mut m, c);
+        for lba in 0..n {
+            write(&mut m, lba % hot);
+        }
+        write(&mut m, c);
+        assert_eq!(m.classify_copy(c, true, hot_zone), Stream::GcCold);
+        // Without separation, one GC stream.
+        assert_eq!(m.classify_copy(0, false, cold_zone), Stream::Gc);
+    }
 }

@@ -12,10 +12,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use emu::{EmuConfig, EmuDevice};
 use ftl::{FormatOptions, FtlVolume, MountOptions};
-use zns::{
-    BlockDevice, CopyRange, Geometry, Lba, NvmeResult, ReportFilter, SimRng, ZoneAction,
-    ZoneReport, ZonedDevice,
-};
+use zns::{BlockDevice, Geometry, Hook, Hooked, NvmeResult, OpKind, SimRng, ZoneAction};
 
 /// A drive like the VM's nvme0n2 (4 KiB blocks, no metadata, no Simple Copy), with
 /// `zone_count` zones of `zone_blocks` blocks.
@@ -37,63 +34,18 @@ fn drive_geometry(zone_count: u32, zone_blocks: u64) -> Geometry {
     }
 }
 
-/// A device whose every command completes after a random delay (virtual time).
+/// The hook of a device (`Hooked`) whose every command completes after a random delay
+/// (virtual time).
 struct Slow {
-    inner: Arc<EmuDevice>,
     rng: parking_lot::Mutex<SimRng>,
 }
 
-impl Slow {
-    async fn delay(&self) {
+#[async_trait]
+impl Hook for Slow {
+    async fn before(&self, _: OpKind, _: Option<ZoneAction>) -> NvmeResult<()> {
         let us = self.rng.lock().below(400);
         tokio::time::sleep(Duration::from_micros(us)).await;
-    }
-}
-
-#[async_trait]
-impl ZonedDevice for Slow {
-    fn geometry(&self) -> Geometry {
-        self.inner.geometry()
-    }
-    async fn read(&self, lba: Lba, buf: &mut [u8], meta: Option<&mut [u8]>) -> NvmeResult<()> {
-        self.delay().await;
-        self.inner.read(lba, buf, meta).await
-    }
-    async fn write(&self, lba: Lba, data: &[u8], meta: Option<&[u8]>, fua: bool) -> NvmeResult<()> {
-        self.delay().await;
-        self.inner.write(lba, data, meta, fua).await
-    }
-    async fn append(&self, z: Lba, data: &[u8], meta: Option<&[u8]>, fua: bool) -> NvmeResult<Lba> {
-        self.delay().await;
-        self.inner.append(z, data, meta, fua).await
-    }
-    async fn write_zeroes(&self, lba: Lba, blocks: u64, fua: bool) -> NvmeResult<()> {
-        self.delay().await;
-        self.inner.write_zeroes(lba, blocks, fua).await
-    }
-    async fn flush(&self) -> NvmeResult<()> {
-        self.delay().await;
-        self.inner.flush().await
-    }
-    async fn copy(&self, sources: &[CopyRange], dest: Lba, fua: bool) -> NvmeResult<()> {
-        self.delay().await;
-        self.inner.copy(sources, dest, fua).await
-    }
-    async fn zone_mgmt(&self, action: ZoneAction, zslba: Lba, select_all: bool) -> NvmeResult<()> {
-        self.delay().await;
-        self.inner.zone_mgmt(action, zslba, select_all).await
-    }
-    async fn report_zones(
-        &self,
-        lba: Lba,
-        filter: ReportFilter,
-        partial: bool,
-        max_zones: usize,
-    ) -> NvmeResult<ZoneReport> {
-        self.delay().await;
-        self.inner
-            .report_zones(lba, filter, partial, max_zones)
-            .await
+        Ok(())
     }
 }
 
@@ -179,10 +131,10 @@ async fn run(case: &Case, seed: u64) {
         })
         .expect("device"),
     );
-    let dev = Arc::new(Slow {
-        inner: emu,
+    let slow = Slow {
         rng: parking_lot::Mutex::new(SimRng::new(seed)),
-    });
+    };
+    let dev = Arc::new(Hooked::new(emu, slow));
     ftl::format(
         dev.as_ref(),
         FormatOptions::with_op(case.op_permille),

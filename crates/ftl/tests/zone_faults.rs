@@ -20,8 +20,8 @@ use common::{block, geometry, small_opts, version_of};
 use emu::EmuDevice;
 use ftl::{FormatOptions, FtlVolume, MountOptions, WriteMode};
 use zns::{
-    BlockDevice, BlockError, CopyRange, ErrorPlan, FaultyZoned, Geometry, Lba, NvmeResult,
-    NvmeStatus, OpKind, OpSet, ReportFilter, ZoneAction, ZoneReport, ZoneState, ZonedDevice,
+    BlockDevice, BlockError, ErrorPlan, FaultyZoned, Geometry, Hook, Hooked, NvmeResult,
+    NvmeStatus, OpKind, OpSet, ZoneAction, ZoneState, ZonedDevice,
 };
 
 type Faulty = FaultyZoned<Arc<EmuDevice>>;
@@ -251,50 +251,20 @@ fn a_failed_zone_header_write_does_not_stop_the_next_mount() {
     });
 }
 
-/// A device whose Zone Reset panics once armed: only garbage collection resets zones after a
-/// mount, so this panics inside the maintenance task.
+/// The hook of a device (`Hooked`) whose Zone Reset panics once armed: only garbage
+/// collection resets zones after a mount, so this panics inside the maintenance task.
+#[derive(Default)]
 struct PanicOnReset {
-    inner: Arc<EmuDevice>,
     armed: AtomicBool,
 }
 
 #[async_trait]
-impl ZonedDevice for PanicOnReset {
-    fn geometry(&self) -> Geometry {
-        self.inner.geometry()
-    }
-    async fn read(&self, lba: Lba, buf: &mut [u8], meta: Option<&mut [u8]>) -> NvmeResult<()> {
-        self.inner.read(lba, buf, meta).await
-    }
-    async fn write(&self, lba: Lba, data: &[u8], meta: Option<&[u8]>, fua: bool) -> NvmeResult<()> {
-        self.inner.write(lba, data, meta, fua).await
-    }
-    async fn append(&self, z: Lba, data: &[u8], meta: Option<&[u8]>, fua: bool) -> NvmeResult<Lba> {
-        self.inner.append(z, data, meta, fua).await
-    }
-    async fn write_zeroes(&self, lba: Lba, blocks: u64, fua: bool) -> NvmeResult<()> {
-        self.inner.write_zeroes(lba, blocks, fua).await
-    }
-    async fn flush(&self) -> NvmeResult<()> {
-        self.inner.flush().await
-    }
-    async fn copy(&self, sources: &[CopyRange], dest: Lba, fua: bool) -> NvmeResult<()> {
-        self.inner.copy(sources, dest, fua).await
-    }
-    async fn zone_mgmt(&self, action: ZoneAction, zslba: Lba, all: bool) -> NvmeResult<()> {
-        if action == ZoneAction::Reset && self.armed.load(Ordering::SeqCst) {
+impl Hook for PanicOnReset {
+    async fn before(&self, _: OpKind, action: Option<ZoneAction>) -> NvmeResult<()> {
+        if action == Some(ZoneAction::Reset) && self.armed.load(Ordering::SeqCst) {
             panic!("injected invariant failure in zone reset");
         }
-        self.inner.zone_mgmt(action, zslba, all).await
-    }
-    async fn report_zones(
-        &self,
-        lba: Lba,
-        filter: ReportFilter,
-        partial: bool,
-        max: usize,
-    ) -> NvmeResult<ZoneReport> {
-        self.inner.report_zones(lba, filter, partial, max).await
+        Ok(())
     }
 }
 
@@ -303,16 +273,16 @@ impl ZonedDevice for PanicOnReset {
 #[test]
 fn a_panic_in_garbage_collection_fails_the_volume_with_its_message() {
     runtime().block_on(async {
-        let dev = Arc::new(PanicOnReset {
-            inner: common::device(geometry(), 14),
-            armed: AtomicBool::new(false),
-        });
+        let dev = Arc::new(Hooked::new(
+            common::device(geometry(), 14),
+            PanicOnReset::default(),
+        ));
         ftl::format(dev.as_ref(), FormatOptions::with_op(580), 3, false)
             .await
             .expect("format");
         let as_dyn: Arc<dyn ZonedDevice> = dev.clone();
         let (vol, _) = FtlVolume::mount(as_dyn, small_opts()).await.expect("mount");
-        dev.armed.store(true, Ordering::SeqCst);
+        dev.hook.armed.store(true, Ordering::SeqCst);
         let bs = vol.block_size() as usize;
         let n = vol.size_blocks();
         let mut error = None;

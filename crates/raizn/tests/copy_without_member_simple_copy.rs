@@ -12,55 +12,25 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use emu::EmuDevice;
 use raizn::{Member, RaiznConfig, RaiznVolume};
-use zns::{
-    CopyRange, Geometry, Lba, NvmeResult, NvmeStatus, ReportFilter, ZoneAction, ZoneReport,
-    ZonedDevice,
-};
+use zns::{CopyRange, Hook, Hooked, NvmeResult, NvmeStatus, OpKind, ZoneAction, ZonedDevice};
 
 use common::{assert_blocks, block, block_on_paused, BS};
 
-/// A member without Simple Copy: every command but Copy goes to the emulated drive; Copy
-/// is refused and counted.
+/// A member without Simple Copy (`Hooked` over the emulated drive): every command but Copy
+/// goes to the drive; Copy is refused and counted.
+#[derive(Default)]
 struct NoCopy {
-    dev: Arc<EmuDevice>,
     copies: AtomicU64,
 }
 
 #[async_trait]
-impl ZonedDevice for NoCopy {
-    fn geometry(&self) -> Geometry {
-        self.dev.geometry()
-    }
-    async fn read(&self, lba: Lba, buf: &mut [u8], meta: Option<&mut [u8]>) -> NvmeResult<()> {
-        self.dev.read(lba, buf, meta).await
-    }
-    async fn write(&self, lba: Lba, data: &[u8], meta: Option<&[u8]>, fua: bool) -> NvmeResult<()> {
-        self.dev.write(lba, data, meta, fua).await
-    }
-    async fn append(&self, z: Lba, data: &[u8], meta: Option<&[u8]>, fua: bool) -> NvmeResult<Lba> {
-        self.dev.append(z, data, meta, fua).await
-    }
-    async fn write_zeroes(&self, lba: Lba, blocks: u64, fua: bool) -> NvmeResult<()> {
-        self.dev.write_zeroes(lba, blocks, fua).await
-    }
-    async fn flush(&self) -> NvmeResult<()> {
-        self.dev.flush().await
-    }
-    async fn copy(&self, _: &[CopyRange], _: Lba, _: bool) -> NvmeResult<()> {
+impl Hook for NoCopy {
+    async fn before(&self, op: OpKind, _: Option<ZoneAction>) -> NvmeResult<()> {
+        if op != OpKind::Copy {
+            return Ok(());
+        }
         self.copies.fetch_add(1, Ordering::Relaxed);
         Err(NvmeStatus::InvalidOpcode)
-    }
-    async fn zone_mgmt(&self, action: ZoneAction, zslba: Lba, all: bool) -> NvmeResult<()> {
-        self.dev.zone_mgmt(action, zslba, all).await
-    }
-    async fn report_zones(
-        &self,
-        lba: Lba,
-        filter: ReportFilter,
-        partial: bool,
-        max_zones: usize,
-    ) -> NvmeResult<ZoneReport> {
-        self.dev.report_zones(lba, filter, partial, max_zones).await
     }
 }
 
@@ -93,14 +63,9 @@ async fn assert_copied(v: &RaiznVolume, from: u64, src: u64, n: u64, what: &str)
 async fn copy_through(failed: Option<usize>) {
     let g = common::small_member_geometry();
     let emus = common::emu_members(&g, 3, 31);
-    let members: Vec<Arc<NoCopy>> = emus
+    let members: Vec<Arc<Hooked<Arc<EmuDevice>, NoCopy>>> = emus
         .iter()
-        .map(|e| {
-            Arc::new(NoCopy {
-                dev: e.clone(),
-                copies: AtomicU64::new(0),
-            })
-        })
+        .map(|e| Arc::new(Hooked::new(e.clone(), NoCopy::default())))
         .collect();
     let as_members = || {
         members
@@ -160,7 +125,7 @@ async fn copy_through(failed: Option<usize>) {
     assert_copied(&v, 40, 0, 9, &what).await;
     let asked: u64 = members
         .iter()
-        .map(|m| m.copies.load(Ordering::Relaxed))
+        .map(|m| m.hook.copies.load(Ordering::Relaxed))
         .sum();
     assert_eq!(asked, 0, "the array sent a member Copy");
 }

@@ -35,9 +35,12 @@
 //! with two members failed; floors count those reopens too.
 //!
 //! A failing schedule prints its seed; rerun it alone with `RAIZN_CUT_SEED=<seed>`, and add
-//! `RAIZN_CUT_TRACE=1` to print each round. `RAIZN_CUT_SEEDS=a..b` runs seeds a to b - 1
-//! instead of 0-1009 (without the coverage floors, which are set for those), and
-//! `RAIZN_CUT_KEEP_GOING=1` runs every schedule and names the failing ones.
+//! `RAIZN_CUT_TRACE=1` to print each round. `RAIZN_CUT_SEEDS=<a>..<b>` runs seeds a to b-1
+//! instead of the suite's (no coverage floors then), for sweeps beyond them; with
+//! `RAIZN_CUT_KEEP_GOING=1` every schedule runs and the test fails at the end naming every
+//! failing seed, e.g. `RAIZN_CUT_SEEDS=1010..11010 RAIZN_CUT_KEEP_GOING=1 cargo test -p raizn
+//! --test power_cut_with_io_in_flight` (docs/TESTING.md has the sweeps run and what they
+//! found).
 
 mod common;
 
@@ -1003,32 +1006,32 @@ async fn replace_failed(
     model.replace(m);
 }
 
-/// The seeds of `RAIZN_CUT_SEEDS=a..b` (b excluded); a malformed range is a usage error.
-fn seed_range(range: &str) -> Vec<u64> {
-    let parsed = range
-        .split_once("..")
-        .and_then(|(a, b)| Some((a.trim().parse::<u64>().ok()?, b.trim().parse::<u64>().ok()?)));
-    match parsed {
-        Some((a, b)) if a < b => (a..b).collect(),
-        _ => panic!("RAIZN_CUT_SEEDS={range}: expected a..b with a < b, as 1010..3000"),
+/// The schedules to run: `RAIZN_CUT_SEED=<seed>` runs one, `RAIZN_CUT_SEEDS=<a>..<b>` the
+/// seeds from a to b (b excluded), else the suite's 0..SCHEDULES. True when it is the suite.
+fn seeds_to_run() -> (Vec<u64>, bool) {
+    if let Ok(s) = std::env::var("RAIZN_CUT_SEED") {
+        match s.parse() {
+            Ok(seed) => return (vec![seed], false),
+            Err(e) => panic!("RAIZN_CUT_SEED={s}: {e}"),
+        }
     }
+    if let Ok(s) = std::env::var("RAIZN_CUT_SEEDS") {
+        let range = s.split_once("..").and_then(|(a, b)| {
+            Some((a.trim().parse::<u64>().ok()?, b.trim().parse::<u64>().ok()?))
+        });
+        match range {
+            Some((a, b)) if a < b => return ((a..b).collect(), false),
+            _ => panic!("RAIZN_CUT_SEEDS={s}: expected <first>..<end>, first below end"),
+        }
+    }
+    ((0..SCHEDULES).collect(), true)
 }
 
 #[test]
 fn power_cuts_with_writes_resets_and_member_failures_in_flight() {
-    let seeds: Vec<u64> = match std::env::var("RAIZN_CUT_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-    {
-        Some(seed) => vec![seed],
-        None => match std::env::var("RAIZN_CUT_SEEDS") {
-            Ok(range) => seed_range(&range),
-            Err(_) => (0..SCHEDULES).collect(),
-        },
-    };
-    // A range other than the default checks the schedules, not the floors (which are
-    // set for seeds 0-1009).
-    let floors = seeds.len() as u64 == SCHEDULES && seeds.first() == Some(&0);
+    let (seeds, suite) = seeds_to_run();
+    let keep_going = std::env::var("RAIZN_CUT_KEEP_GOING").is_ok();
+    let mut failing = Vec::new();
     let mut total = Coverage::default();
     for seed in &seeds {
         // Each schedule on a fresh thread: the emulator keeps thread-local state, which
@@ -1037,8 +1040,9 @@ fn power_cuts_with_writes_resets_and_member_failures_in_flight() {
         let c = match std::thread::spawn(move || runtime().block_on(schedule(seed, 12))).join() {
             Ok(c) => c,
             Err(panic) => {
-                if std::env::var("RAIZN_CUT_KEEP_GOING").is_ok() {
+                if keep_going {
                     eprintln!("schedule {seed} failed");
+                    failing.push(seed);
                     continue;
                 }
                 std::panic::resume_unwind(panic)
@@ -1046,8 +1050,15 @@ fn power_cuts_with_writes_resets_and_member_failures_in_flight() {
         };
         total.add(&c);
     }
+    assert!(
+        failing.is_empty(),
+        "{} of {} schedules failed: {failing:?}",
+        failing.len(),
+        seeds.len()
+    );
     println!("{total:?}");
-    if !floors {
+    if !suite {
+        // The floors are the suite's; a chosen seed or range only has to pass.
         return;
     }
     assert!(seeds.len() >= 1000, "{} schedules", seeds.len());

@@ -14,71 +14,25 @@ use common::{as_zoned, block, emu_members, opts, runtime};
 use tokio::sync::watch;
 use zapraid::{GroupMode, ZapRaidVolume};
 use zns::{
-    BlockDevice, CopyRange, Geometry, Lba, NvmeResult, ReportFilter, ZoneAction, ZoneReport,
-    ZonedDevice,
+    BlockDevice, Hook, Hooked, NvmeResult, OpKind, OpSet, ReportFilter, ZoneAction, ZonedDevice,
 };
 
-/// A member whose writes and appends wait until the gate is open (a slow drive).
-struct Gated {
-    inner: Arc<dyn ZonedDevice>,
+/// The hook of a member (`Hooked`) whose writes, appends, write zeroes and copies wait until
+/// the gate is open (a slow drive).
+struct Gate {
     open: watch::Receiver<bool>,
 }
 
-impl Gated {
-    async fn pass(&self) {
-        let mut open = self.open.clone();
-        open.wait_for(|o| *o)
-            .await
-            .expect("the gate's sender lives as long as the test");
-    }
-}
-
 #[async_trait]
-impl ZonedDevice for Gated {
-    fn geometry(&self) -> Geometry {
-        self.inner.geometry()
-    }
-    async fn read(&self, lba: Lba, buf: &mut [u8], meta: Option<&mut [u8]>) -> NvmeResult<()> {
-        self.inner.read(lba, buf, meta).await
-    }
-    async fn write(&self, lba: Lba, data: &[u8], meta: Option<&[u8]>, fua: bool) -> NvmeResult<()> {
-        self.pass().await;
-        self.inner.write(lba, data, meta, fua).await
-    }
-    async fn append(
-        &self,
-        zslba: Lba,
-        data: &[u8],
-        meta: Option<&[u8]>,
-        fua: bool,
-    ) -> NvmeResult<Lba> {
-        self.pass().await;
-        self.inner.append(zslba, data, meta, fua).await
-    }
-    async fn write_zeroes(&self, lba: Lba, blocks: u64, fua: bool) -> NvmeResult<()> {
-        self.pass().await;
-        self.inner.write_zeroes(lba, blocks, fua).await
-    }
-    async fn flush(&self) -> NvmeResult<()> {
-        self.inner.flush().await
-    }
-    async fn copy(&self, sources: &[CopyRange], dest: Lba, fua: bool) -> NvmeResult<()> {
-        self.pass().await;
-        self.inner.copy(sources, dest, fua).await
-    }
-    async fn zone_mgmt(&self, action: ZoneAction, zslba: Lba, select_all: bool) -> NvmeResult<()> {
-        self.inner.zone_mgmt(action, zslba, select_all).await
-    }
-    async fn report_zones(
-        &self,
-        lba: Lba,
-        filter: ReportFilter,
-        partial: bool,
-        max_zones: usize,
-    ) -> NvmeResult<ZoneReport> {
-        self.inner
-            .report_zones(lba, filter, partial, max_zones)
-            .await
+impl Hook for Gate {
+    async fn before(&self, op: OpKind, _: Option<ZoneAction>) -> NvmeResult<()> {
+        if OpSet::WRITES.contains(op) {
+            let mut open = self.open.clone();
+            open.wait_for(|o| *o)
+                .await
+                .expect("the gate's sender lives as long as the test");
+        }
+        Ok(())
     }
 }
 
@@ -108,10 +62,8 @@ fn no_write_completes_before_its_stripe_is_on_every_member() {
                     .into_iter()
                     .enumerate()
                     .map(|(i, d)| match i == gated {
-                        true => Arc::new(Gated {
-                            inner: d,
-                            open: rx.clone(),
-                        }) as Arc<dyn ZonedDevice>,
+                        true => Arc::new(Hooked::new(d, Gate { open: rx.clone() }))
+                            as Arc<dyn ZonedDevice>,
                         false => d,
                     })
                     .collect();

@@ -128,6 +128,16 @@ impl EmuDevice {
         }
     }
 
+    /// Turns the timing model's copyback on (the default) or off: off, every copy inside the
+    /// device is a read to the controller and a program, as on a controller without the
+    /// flash's copyback command (ZNS+ Fig. 7(a)'s "w/o cpbk"). No effect without timing, and
+    /// never on data.
+    pub fn set_copyback(&self, enabled: bool) {
+        if let Some(t) = &self.timing {
+            t.set_copyback(enabled);
+        }
+    }
+
     /// The ZNS+ chunk mapping (docs/ZNSPLUS.md) when the device has the ZNS+ commands: the
     /// timing model's units, dies per zone and die groups when timing is on, so the host
     /// places copies where the model does copybacks; `untimed_chunk_mapping` otherwise.

@@ -21,4 +21,4 @@ pub use flash::FlashCounters;
 pub use pagemap::{ConvCmd, GcCounters, PageMapped};
 pub use plugging::PlugOrder;
 pub use profile::{timing_profile, timing_profiles, TimingProfile};
-pub use zoned::{TimedCmd, TimingCounters, ZonedTiming};
+pub use zoned::{MovePaths, PathCost, TimedCmd, TimingCounters, ZonedTiming};

@@ -98,6 +98,66 @@ pub struct TimingCounters {
     pub plugged_idle_bytes: u64,
     /// Model time of the last submission, for utilisation figures.
     pub now_ns: u64,
+    /// Blocks moved inside the device and read by the host, and the die time they took, by
+    /// path (ZNS+ analysis: where a copy's flash time goes).
+    pub paths: MovePaths,
+    /// Old block groups of TL-opened zones erased once their data was superseded (the
+    /// zone TL-opened again after its LogFBG filled, or reset).
+    pub old_groups_erased: u64,
+}
+
+/// Blocks moved by one path and the die time booked for them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PathCost {
+    pub blocks: u64,
+    pub die_ns: u64,
+}
+
+impl PathCost {
+    fn add(&mut self, blocks: u64, die_ns: u64) {
+        self.blocks += blocks;
+        self.die_ns += die_ns;
+    }
+
+    /// Die time per block, in microseconds (0 when nothing moved).
+    pub fn us_per_block(&self) -> f64 {
+        if self.blocks == 0 {
+            0.0
+        } else {
+            self.die_ns as f64 / self.blocks as f64 / 1000.0
+        }
+    }
+
+    /// The difference of two readings.
+    pub fn since(&self, before: &PathCost) -> PathCost {
+        PathCost {
+            blocks: self.blocks - before.blocks,
+            die_ns: self.die_ns - before.die_ns,
+        }
+    }
+}
+
+/// Die time by the path that moved each block. A piece read to the controller and
+/// programmed counts its read and its share of its unit's program (bytes / unit bytes of
+/// tPROG); a copyback counts the whole copyback; a merged plug counts its read and its share
+/// of the program it joins (the host's data fills the rest of that unit).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MovePaths {
+    /// Copy and zone_compaction: whole units moved by copyback.
+    pub copy_copyback: PathCost,
+    /// Copy and zone_compaction: pieces read to the controller and programmed again.
+    pub copy_read_program: PathCost,
+    /// Plugging at the write pointer: whole valid units moved by copyback.
+    pub plug_copyback: PathCost,
+    /// Plugging ahead of the write pointer in idle die time (PPA-ordered): whole units by
+    /// copyback.
+    pub plug_ahead: PathCost,
+    /// Plugging of partly valid units: the valid blocks read and merged into the program
+    /// that carries the host's data of the same unit.
+    pub plug_merged: PathCost,
+    /// Host reads: sensing and channel transfer (a host-level copy's read half when the host
+    /// reads nothing else).
+    pub host_read: PathCost,
 }
 
 impl TimingCounters {
@@ -168,6 +228,12 @@ pub struct ZonedTiming {
     plugged_bytes: u64,
     plugged_idle_bytes: u64,
     plug_order: PlugOrder,
+    /// Whether copies of whole units inside a die use copyback (the flash's command); off,
+    /// every internal copy is a read to the controller and a program (paper Fig. 7(a)'s
+    /// "w/o cpbk" setups).
+    copyback: bool,
+    paths: MovePaths,
+    old_groups_erased: u64,
     /// Zones that may have units to plug ahead (PP), in TL_open order.
     ahead_zones: Vec<u32>,
 }
@@ -209,6 +275,9 @@ impl ZonedTiming {
             plugged_bytes: 0,
             plugged_idle_bytes: 0,
             plug_order: PlugOrder::default(),
+            copyback: true,
+            paths: MovePaths::default(),
+            old_groups_erased: 0,
             ahead_zones: Vec::new(),
         })
     }
@@ -224,6 +293,14 @@ impl ZonedTiming {
 
     pub fn plug_order(&self) -> PlugOrder {
         self.plug_order
+    }
+
+    /// Turns copyback on (the default) or off: off, a whole unit copied inside the device
+    /// is read to the controller and programmed again like any other piece, and PPA-ordered
+    /// plugging, which copies ahead by copyback only, plugs at the write pointer alone from
+    /// the next TL_open on.
+    pub fn set_copyback(&mut self, enabled: bool) {
+        self.copyback = enabled;
     }
 
     /// The latest submission instant seen.
@@ -274,6 +351,8 @@ impl ZonedTiming {
             plugged_bytes: self.plugged_bytes,
             plugged_idle_bytes: self.plugged_idle_bytes,
             now_ns: self.now_ns,
+            paths: self.paths,
+            old_groups_erased: self.old_groups_erased,
         }
     }
 
@@ -310,7 +389,7 @@ impl ZonedTiming {
     fn ahead_plugs(&self, valid: &[u8]) -> Option<Box<AheadPlugs>> {
         let unit_blocks = self.p.unit_bytes() / u64::from(self.geo.block_size);
         let slots = u64::from(self.p.dies_per_zone());
-        (self.plug_order == PlugOrder::Ppa).then(|| {
+        (self.plug_order == PlugOrder::Ppa && self.copyback).then(|| {
             Box::new(AheadPlugs::new(
                 valid,
                 unit_blocks,
@@ -338,6 +417,20 @@ impl ZonedTiming {
         if z.ahead.is_some() && !self.ahead_zones.contains(&zone) {
             self.ahead_zones.push(zone);
         }
+    }
+
+    /// Die time of reading `bytes` of one unit: sensing and the channel transfer.
+    fn read_die_ns(&self, bytes: u64) -> u64 {
+        self.p.page_read_ns + transfer_ns(bytes, self.p.channel_bytes_per_sec)
+    }
+
+    /// The share of a unit's program that `bytes` of it take.
+    fn program_share_ns(&self, bytes: u64) -> u64 {
+        self.p.page_program_ns * bytes / self.p.unit_bytes()
+    }
+
+    fn blocks_of(&self, bytes: u64) -> u64 {
+        bytes / u64::from(self.geo.block_size)
     }
 
     fn host_ns(&self, bytes: u64) -> u64 {
@@ -483,6 +576,8 @@ impl ZonedTiming {
         for (zone, off, len) in self.pieces(lba, blocks) {
             if let Loc::Flash(die) = self.locate(zone, off) {
                 ready = ready.max(self.flash.read(die, now, c, len));
+                let (b, ns) = (self.blocks_of(len), self.read_die_ns(len));
+                self.paths.host_read.add(b, ns);
             }
         }
         let dur = self.host_ns(blocks * bs);
@@ -520,19 +615,16 @@ impl ZonedTiming {
         let c = self.front(self.p.ctrl_admin_ns);
         let mut done = c;
         let ub = self.p.unit_bytes();
-        let per_zone = u64::from(self.p.dies_per_zone());
         for &zone in zones {
             let z = &self.zones[zone as usize];
             let ahead = z.ahead.as_ref().map_or(0, |a| a.done_end());
             let units = z.booked_bytes.max(z.padded_bytes).div_ceil(ub).max(ahead);
             let unbooked = z.data_bytes - z.booked_bytes;
             self.buffer.drop_bytes(unbooked);
-            for i in 0..per_zone.min(units) {
-                let on_die = units / per_zone + u64::from(i < units % per_zone);
-                let blocks = on_die.div_ceil(u64::from(self.p.pages_per_block));
-                let die = self.die_of(zone, i);
-                done = done.max(self.flash.erase(die, self.now_ns, c, blocks));
-            }
+            done = done.max(self.erase_units(zone, units, c));
+            // A zone reset while TL-opened, or after its LogFBG filled, frees its old block
+            // group too.
+            done = done.max(self.erase_old_group(zone, c));
             let seq = std::mem::take(&mut self.zones[zone as usize].sequencer);
             self.zones[zone as usize] = ZoneTiming {
                 sequencer: seq,
@@ -540,6 +632,34 @@ impl ZonedTiming {
             };
         }
         done
+    }
+
+    /// Erases the blocks the first `units` units of `zone` used on each of its dies.
+    fn erase_units(&mut self, zone: u32, units: u64, ready_ns: u64) -> u64 {
+        let per_zone = u64::from(self.p.dies_per_zone());
+        let mut done = ready_ns;
+        for i in 0..per_zone.min(units) {
+            let on_die = units / per_zone + u64::from(i < units % per_zone);
+            let blocks = on_die.div_ceil(u64::from(self.p.pages_per_block));
+            let die = self.die_of(zone, i);
+            done = done.max(self.flash.erase(die, self.now_ns, ready_ns, blocks));
+        }
+        done
+    }
+
+    /// Erases the old block group of `zone` (ZNS+: the blocks that held its data before a
+    /// TL_open), which returns to the free pool erased as a reset zone's blocks do. Nothing
+    /// for a zone with no old group. Returns when the last erase ends.
+    fn erase_old_group(&mut self, zone: u32, ready_ns: u64) -> u64 {
+        let Some(z) = self.zones.get_mut(zone as usize) else {
+            return ready_ns;
+        };
+        let old = std::mem::take(&mut z.old_data_bytes);
+        if old == 0 {
+            return ready_ns;
+        }
+        self.old_groups_erased += 1;
+        self.erase_units(zone, old.div_ceil(self.p.unit_bytes()), ready_ns)
     }
 
     fn finish(&mut self, zones: &[u32]) -> u64 {
@@ -570,9 +690,12 @@ impl ZonedTiming {
             let dunit = doff / ub;
             let whole = doff % ub == 0 && soff % ub == 0 && len == ub;
             let booked_here = self.zones[dz as usize].booked_bytes == doff;
-            if whole && booked_here && src == Loc::Flash(self.die_of(dz, dunit)) {
+            let same_die = src == Loc::Flash(self.die_of(dz, dunit));
+            if self.copyback && whole && booked_here && same_die {
                 let die = self.die_of(dz, dunit);
                 let end = self.flash.copyback(die, now, c);
+                let b = self.blocks_of(len);
+                self.paths.copy_copyback.add(b, self.p.copyback_ns);
                 let z = &mut self.zones[dz as usize];
                 z.inflight.push_back((dunit, end));
                 z.last_program_end_ns = z.last_program_end_ns.max(end);
@@ -580,13 +703,15 @@ impl ZonedTiming {
                 z.booked_bytes = doff + len;
                 done = done.max(end);
             } else {
-                let read = match src {
+                let (read, read_ns) = match src {
                     Loc::Flash(die) => {
                         self.copied_units_read_program += 1;
-                        self.flash.read(die, now, c, len)
+                        (self.flash.read(die, now, c, len), self.read_die_ns(len))
                     }
-                    Loc::Buffer | Loc::Unwritten => c,
+                    Loc::Buffer | Loc::Unwritten => (c, 0),
                 };
+                let (b, ns) = (self.blocks_of(len), read_ns + self.program_share_ns(len));
+                self.paths.copy_read_program.add(b, ns);
                 let ready = self.buffer.admit(c, len).max(read);
                 self.add_data(dz, doff + len, ready);
                 done = done.max(ready);
@@ -602,11 +727,22 @@ impl ZonedTiming {
     }
 
     /// TL_open: the zone's LogFBG starts empty (its blocks come pre-erased from the free
-    /// pool, so no erase is booked); the old block group keeps the old data for plugging and
-    /// for reads at or above the write pointer.
+    /// pool, so no erase is booked for them; the pool's blocks were erased when freed, as a
+    /// reset's and a superseded old group's are); the old block group keeps the old data for
+    /// plugging and for reads at or above the write pointer.
     fn tl_open(&mut self, zone: u32, valid: &[u8]) -> u64 {
         let c = self.front(self.p.ctrl_admin_ns);
         let ahead = self.ahead_plugs(valid);
+        // A zone TL-opened before whose LogFBG covers all its old data: that old block group
+        // held nothing more and is freed, erased, as the LogFBG becomes the zone's block
+        // group (paper 3.2.2). Its erases occupy the dies in the background.
+        if self
+            .zones
+            .get(zone as usize)
+            .is_some_and(|z| z.old_data_bytes > 0 && z.data_bytes >= z.old_data_bytes)
+        {
+            self.erase_old_group(zone, c);
+        }
         if let Some(z) = self.zones.get_mut(zone as usize) {
             *z = ZoneTiming {
                 old_data_bytes: z.data_bytes.max(z.old_data_bytes),
@@ -684,6 +820,8 @@ impl ZonedTiming {
         }
         let end = self.flash.copyback(die, from_ns, ready);
         self.plugged_idle_bytes += ub;
+        let b = self.blocks_of(ub);
+        self.paths.plug_ahead.add(b, self.p.copyback_ns);
         if let Some(a) = self.zones[zone as usize].ahead.as_deref_mut() {
             a.mark_done(unit, slot, end);
         }
@@ -712,8 +850,10 @@ impl ZonedTiming {
                 // PPA-ordered plugging copied it already, in idle die time.
                 z.data_bytes = off + len;
                 z.booked_bytes = off + len;
-            } else if whole {
+            } else if whole && self.copyback {
                 let end = self.flash.copyback(die, now, now);
+                let b = self.blocks_of(len);
+                self.paths.plug_copyback.add(b, self.p.copyback_ns);
                 let z = &mut self.zones[zone as usize];
                 z.inflight.push_back((unit, end));
                 z.last_program_end_ns = z.last_program_end_ns.max(end);
@@ -723,6 +863,11 @@ impl ZonedTiming {
             } else {
                 self.copied_units_read_program += 1;
                 let read = self.flash.read(die, now, now, len);
+                let (b, ns) = (
+                    self.blocks_of(len),
+                    self.read_die_ns(len) + self.program_share_ns(len),
+                );
+                self.paths.plug_merged.add(b, ns);
                 let ready = self.buffer.admit(now, len).max(read);
                 self.add_data(zone, off + len, ready);
                 done = done.max(ready);

@@ -75,7 +75,7 @@ impl StreamWriter {
             // Half the extent limit for the source runs leaves room for the runs a
             // copyback-aware placement splits; `compaction_extents` falls back to source order
             // (which needs exactly the runs) if it still needs too many.
-            Some((m, _)) => {
+            Some((m, placement)) => {
                 let lbas: Vec<zns::Lba> = srcs[..n]
                     .iter()
                     .map(|&p| self.shared.layout().pba_to_lba(p))
@@ -84,6 +84,12 @@ impl StreamWriter {
                 while n > 1 && compaction::source_runs(&g, &lbas[..n]) > limit {
                     n = n.div_ceil(2);
                 }
+                // And until the placement itself fits one command: the batch lands at the
+                // zone's next free block (this writer holds the zone).
+                let at = self.shared.map(|mm| mm.zone(z).reserved);
+                let dst = self.shared.layout().data_zone_start(z) + at;
+                let max = m.compaction_max_extents as usize;
+                n = compaction::batch_fitting(&g, &m, &lbas[..n], dst, placement, max);
             }
             None => {
                 while use_copy && n > 1 && ranges_for(n).len() > g.copy_max_ranges as usize {

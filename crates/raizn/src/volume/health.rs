@@ -113,6 +113,9 @@ pub(super) struct Health {
     pub persisted: Failed,
     /// The newest superblock generation written.
     pub generation: u64,
+    /// The last member a command found failed, with the status it answered: an open whose
+    /// recovery meets a failure starts over without that member, naming this cause.
+    pub last_cause: Option<(usize, NvmeStatus)>,
 }
 
 impl Health {
@@ -209,6 +212,7 @@ impl RaiznVolume {
             Ok(()) => {
                 if !was.contains(member) {
                     tracing::warn!(member, %status, "RAIZN member failed; the array is degraded");
+                    st.health.last_cause = Some((member, status));
                 }
                 Ok(())
             }

@@ -470,13 +470,19 @@ impl RaiznVolume {
             let s = z.wp / sdb;
             let mut runs: Vec<MemberRun> = (0..l.members()).map(|_| MemberRun::default()).collect();
             let mut any = false;
+            let member_cap = l.member_geometry().zone_capacity;
             for j in 0..l.parity() {
                 let pm = l.parity_member_at(s, j);
-                let have = descs.get(pm).copied().flatten();
-                let Some(d) = have.filter(|d| d.state != ZoneState::Full) else {
+                let Some(d) = descs.get(pm).copied().flatten() else {
                     continue;
                 };
-                let held = self.member_valid_wp(pm, zone, d.wp - d.start);
+                // A member zone Full by writing may still lack the parity: a torn stripe
+                // left its unit stale, and only a relocated copy stands in for it.
+                let device_wp = match d.state {
+                    ZoneState::Full => member_cap,
+                    _ => d.wp - d.start,
+                };
+                let held = self.member_valid_wp(pm, zone, device_wp);
                 let from = held.max(s * su);
                 if from >= (s + 1) * su {
                     continue;

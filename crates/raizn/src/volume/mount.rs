@@ -264,6 +264,7 @@ impl RaiznVolume {
                     broken: None,
                     persisted: Failed::of(&persisted).unwrap_or_default(),
                     generation: first.generation,
+                    last_cause: None,
                 },
                 rebuild: None,
             }),
@@ -287,8 +288,12 @@ impl RaiznVolume {
             status,
         };
         let mut loaded = vol.load_logs().await.map_err(log_err)?;
-        vol.recover(&mut loaded, &folded).await?;
-        vol.finish_logs(loaded).await.map_err(log_err)?;
+        let recovered = vol.recover(&mut loaded, &folded).await;
+        vol.failed_while_recovering(&lost)?;
+        recovered?;
+        let opened = vol.finish_logs(loaded).await.map_err(log_err);
+        vol.failed_while_recovering(&lost)?;
+        opened?;
         let mut redo: Vec<u32> = folded.finishes.keys().copied().collect();
         redo.sort_unstable();
         for zone in redo {
@@ -303,6 +308,39 @@ impl RaiznVolume {
             .await
             .map_err(vol.recovery_err("recording the failure in the superblocks"))?;
         Ok(vol)
+    }
+
+    /// Err naming a member that failed while recovery ran (completing a reset, reading a
+    /// stripe) and that the open did not start without (`lost`), so `open_degraded` starts
+    /// over without it. Until the logs are rewritten, recovery counts that member's units
+    /// as present: its zones' write pointers may include units of incomplete stripes that
+    /// nothing can rebuild without it (their partial parity was never made durable), and
+    /// parity repair may need them. Once the logs hold a record of every incomplete stripe
+    /// (`finish_logs`), a failure is served degraded like any other.
+    fn failed_while_recovering(&self, lost: &[usize]) -> Result<(), RaiznError> {
+        let h = self.state.lock().health;
+        if h.broken.is_some() {
+            return Ok(());
+        }
+        let Some(member) = h
+            .failed
+            .as_slice()
+            .iter()
+            .copied()
+            .find(|m| !lost.contains(m))
+        else {
+            return Ok(());
+        };
+        let status = match h.last_cause {
+            Some((m, status)) if m == member => status,
+            // Noted without a command's answer: a member that stops answering.
+            _ => NvmeStatus::NamespaceNotReady,
+        };
+        Err(RaiznError::Member {
+            member,
+            what: "failing while open recovered the zones",
+            status,
+        })
     }
 
     /// The error of a recovery step run through the volume's own commands, which note a
@@ -449,7 +487,9 @@ impl RaiznVolume {
         if live.iter().all(|d| d.state == ZoneState::Empty) && failed_blocks == 0 {
             return Ok(lz(ZoneState::Empty, 0));
         }
-        if live.iter().all(|d| d.state == ZoneState::Full) {
+        if live.iter().all(|d| d.state == ZoneState::Full)
+            && !self.full_hides_stale_parity(zone, descs).await?
+        {
             return Ok(lz(ZoneState::Full, cap));
         }
         if let Some(wp) = finish {
@@ -479,6 +519,61 @@ impl RaiznVolume {
         self.declare_torn(zone, prefix, descs, &device_wps);
         self.repair_parity(zone, prefix, &wps).await?;
         Ok(lz(ZoneState::Closed, prefix))
+    }
+
+    /// Whether `zone`'s member zones, all Full on the members not failed, may still not make
+    /// a Full zone: a failed member's zone may not have been Full, and a survivor's zone
+    /// Full by writing may hold a parity unit an earlier open declared stale (a torn stripe:
+    /// the member kept the parity of a write whose data the cut took from the failed
+    /// member). True when a survivor's parity unit of a stripe where a failed member holds
+    /// data is not all held (stale, not relocated) and the stripe holds data on the
+    /// survivors: the failed unit cannot be rebuilt from it. A stale parity unit of a stripe
+    /// of zeros is what a Finish leaves past its write pointer, and rebuilds zeros.
+    async fn full_hides_stale_parity(
+        &self,
+        zone: u32,
+        descs: &[Option<ZoneDescriptor>],
+    ) -> Result<bool, RaiznError> {
+        let l = self.layout;
+        let su = l.su_blocks();
+        let fs: Vec<usize> = (0..descs.len()).filter(|m| descs[*m].is_none()).collect();
+        if fs.is_empty() {
+            return Ok(false);
+        }
+        let (bs, oob) = (self.block_size(), self.oob());
+        for s in 0..l.stripes_per_zone() {
+            if !fs.iter().any(|f| l.unit_of_member(s, *f).is_some()) {
+                continue;
+            }
+            let stale_parity = {
+                let r = self.reloc.lock();
+                l.parity_members(s).filter(|pm| !fs.contains(pm)).any(|pm| {
+                    r.get(zone, pm)
+                        .is_some_and(|e| (s * su..(s + 1) * su).any(|b| !e.held(b)))
+                })
+            };
+            if !stale_parity {
+                continue;
+            }
+            for k in 0..l.data_units() {
+                let m = l.data_member(s, k);
+                if fs.contains(&m) {
+                    continue;
+                }
+                let mut d = vec![0u8; su as usize * bs];
+                let mut md = vec![0u8; su as usize * oob];
+                self.read_member(m, zone, s * su, &mut d, &mut md)
+                    .await
+                    .map_err(member_err(
+                        m,
+                        "reading a stripe of a zone Full on the survivors",
+                    ))?;
+                if d.iter().chain(&md).any(|b| *b != 0) {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
     }
 
     /// A torn stripe: every surviving member zone that holds blocks past its share of the

@@ -335,15 +335,19 @@ impl RaiznVolume {
         Ok(())
     }
 
-    /// Whether a record of `zone`'s stripe `stripe` at `generation` still protects data:
-    /// the zone's write pointer is inside that stripe and the generation is current.
+    /// Whether a record of `zone`'s stripe `stripe` at `generation` may still protect data:
+    /// the generation is current and the stripe is not below the one the zone's write
+    /// pointer is in. A stripe past the write pointer's is one a write in flight logged
+    /// before it completes (the write pointer moves when it does), so its record is kept:
+    /// dropping it left the acknowledged write unprotected.
     fn pp_live(&self, zone: u32, stripe: u64, generation: u64) -> bool {
         let sdb = self.layout.stripe_data_blocks();
         let st = self.state.lock();
         let current = st.generations.get(zone as usize).copied();
-        st.table.zone(zone).is_some_and(|z| {
-            z.state.is_active() && z.wp / sdb == stripe && !z.wp.is_multiple_of(sdb)
-        }) && current == Some(generation)
+        st.table
+            .zone(zone)
+            .is_some_and(|z| z.state.is_active() && stripe >= z.wp / sdb)
+            && current == Some(generation)
     }
 
     /// Collects `member`'s log: its live records are rewritten compactly. Every member is

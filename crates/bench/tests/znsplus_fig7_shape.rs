@@ -1,0 +1,54 @@
+//! ZNS+ Fig. 7's block-level rows: turning the device's copyback off slows copyback-aware
+//! IZC on a small femu-mlc device with the paper's 32 MiB zones (its compacted chunks go
+//! through the controller instead) and ZNS+ then plugs nothing by copyback nor ahead; and
+//! the rows of a set of points are the ten the figure prints, finite, three with a paper
+//! value.
+
+use bench::znsplus_fig7::{rows_of, SETUPS, UTILISATION};
+use bench::znsplus_fig8::{measure_workload, Setup, Shape, Workload};
+
+#[test]
+fn copyback_off_is_slower_and_every_row_is_finite() {
+    let shape = Shape {
+        zones: 24,
+        zone_blocks: 8192,
+        op_permille: 250,
+    };
+    let m = |s| {
+        measure_workload(
+            ("femu-mlc", s),
+            Workload::Fileserver,
+            UTILISATION,
+            16 << 20,
+            shape,
+            5,
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let (izc, izc0, plus0) = (
+        m(Setup::IzcCopybackAware),
+        m(Setup::IzcNoCopyback),
+        m(Setup::ZnsPlusNoCopyback),
+    );
+    println!("{izc:?}\n{izc0:?}\n{plus0:?}");
+    assert!(izc.copyback_ratio > 0.8, "{izc:?}");
+    assert_eq!(izc0.copyback_ratio, 0.0, "{izc0:?}");
+    // The same blocks move (the FTL does not know), only the device's path differs.
+    assert_eq!(izc.waf, izc0.waf);
+    assert!(izc.mib_per_sec > izc0.mib_per_sec, "{izc:?} vs {izc0:?}");
+    assert_eq!(plus0.copyback_ratio, 0.0, "{plus0:?}");
+    assert!(plus0.plugged_per_user > 0.0 && plus0.plugged_idle_share == 0.0);
+    // The rows, from these points standing in for every setup and both workloads.
+    let points: Vec<_> = [Workload::Fileserver, Workload::VarmailLike]
+        .into_iter()
+        .flat_map(|w| SETUPS.map(|setup| (w, bench::znsplus_fig8::Point { setup, ..izc })))
+        .collect();
+    let rows = rows_of(&points);
+    assert_eq!(rows.len(), 10, "{rows:?}");
+    for r in &rows {
+        assert!(r.figure.starts_with("znsplus-fig7"), "{r:?}");
+        assert!(r.measured.is_finite() && r.measured > 0.0, "{r:?}");
+    }
+    // The paper's values: the fileserver's two throughput ratios and varmail's metadata.
+    assert_eq!(rows.iter().filter(|r| r.paper.is_finite()).count(), 3);
+}

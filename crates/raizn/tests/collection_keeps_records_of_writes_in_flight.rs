@@ -1,0 +1,106 @@
+//! A partial-parity log collected while a write is in flight keeps its record. A write ending
+//! inside a stripe appends its record, then (FUA) flushes every member, and only then moves
+//! the zone's write pointer (an append also waits for the appends before it to commit); a
+//! write to another zone whose record finds the same member's log full collects it
+//! meanwhile. The collection kept only records of the stripe the write pointer was in, so it
+//! dropped the record of a write into the next stripe: the write was acknowledged
+//! unprotected, and with the member of its data failed it could not be read back (crash
+//! schedules 7168, 10674).
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use emu::EmuDevice;
+use futures::future::join;
+use raizn::{Member, RaiznConfig, RaiznVolume};
+use zns::{FaultyZoned, ZonedDevice};
+
+use common::{assert_blocks, block, BS};
+
+type Faulty = FaultyZoned<Arc<EmuDevice>>;
+
+async fn write(v: &RaiznVolume, lba: u64, n: u64, salt: u64, fua: bool) {
+    let (mut d, mut m) = (Vec::new(), Vec::new());
+    for b in lba..lba + n {
+        let (bd, bm) = block(b, salt);
+        d.extend(bd);
+        m.extend(bm);
+    }
+    if let Err(e) = v.write(lba, &d, Some(&m), fua).await {
+        panic!("write {lba}+{n}: {e}");
+    }
+}
+
+/// Zone 2 written to 12 blocks, zone 1 to 16; `fill` one-block writes into zone 1's second
+/// stripe (their records fill the log of member 1, which holds the parity of every zone's
+/// second stripe with 3 members); then at once a FUA write of zone 2's blocks 12..20 (into its second stripe:
+/// its record, then a flush, then the write pointer moves) and, `after` ms later, one-block
+/// writes to zone 1. Returns whether a collection ran while they were in flight.
+async fn run(fill: u64, after: u64, seed: u64) -> bool {
+    let g = common::small_member_geometry();
+    let emus = common::emu_members(&g, 3, seed);
+    let faulty: Vec<Arc<Faulty>> = emus
+        .iter()
+        .enumerate()
+        .map(|(i, e)| Arc::new(FaultyZoned::new(e.clone(), seed * 3 + i as u64)))
+        .collect();
+    for f in &faulty {
+        f.set_in_flight_delay(Duration::from_millis(2));
+    }
+    let cfg = RaiznConfig {
+        stripe_unit_bytes: 8 * BS as u64,
+        ..RaiznConfig::new([14; 16])
+    };
+    let members: Vec<Member> = faulty.iter().map(|f| f.clone() as Member).collect();
+    let v = match RaiznVolume::format(members, cfg, false).await {
+        Ok(v) => v,
+        Err(e) => panic!("format: {e}"),
+    };
+    let (z1, z2) = (v.geometry().zone_start(1), v.geometry().zone_start(2));
+    write(&v, z2, 12, 2, false).await;
+    write(&v, z1, 16, 1, false).await;
+    for k in 16..16 + fill {
+        write(&v, z1 + k, 1, 1, false).await;
+    }
+    let before = v.pp_stats().collections;
+    let later = async {
+        tokio::time::sleep(Duration::from_millis(after)).await;
+        for k in 16 + fill..20 + fill {
+            write(&v, z1 + k, 1, 1, false).await;
+        }
+    };
+    join(write(&v, z2 + 12, 8, 2, true), later).await;
+    let collected = v.pp_stats().collections > before;
+    // The FUA write is durable and protected: with the member of its second stripe's data
+    // failed, it reads back from that stripe's record.
+    let lost = v.layout().place(2, 16).member;
+    if let Err(e) = v.fail_member(lost).await {
+        panic!("fail member {lost}: {e}");
+    }
+    assert_blocks(
+        &v,
+        z2..z2 + 20,
+        2,
+        &format!("fill {fill}, after {after} ms, seed {seed}, member {lost} failed"),
+    )
+    .await;
+    collected
+}
+
+#[test]
+fn collection_keeps_the_record_of_a_write_in_flight() {
+    let mut collected = 0;
+    for fill in 0..12 {
+        for after in 0..4 {
+            for seed in 0..3 {
+                collected += u64::from(common::block_on_paused(run(fill, after, seed)));
+            }
+        }
+    }
+    assert!(
+        collected >= 5,
+        "collections among the writes in flight: {collected}"
+    );
+}
