@@ -2,7 +2,7 @@
 //! contract"; the paper's persistence bitmap, Fig. 6): 4 KiB FUA writes at queue depth 1 on
 //! one logical zone, and on four zones at once (one writer each), of a 5-member array of
 //! timed zn540 members, in virtual time. Each point runs twice on a fresh array: flushing
-//! every member after every FUA write (the rule before, `set_flush_every_member(true)`),
+//! every member after every FUA write (a volume's default, `set_flush_every_member(true)`),
 //! and flushing only the members holding something of the write's zone not known durable.
 //! The row is the second's IOPS over the first's, measured in the same run.
 

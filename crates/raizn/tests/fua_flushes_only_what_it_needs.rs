@@ -150,6 +150,8 @@ async fn array(seed: u64) -> Array {
         Ok(v) => v,
         Err(e) => panic!("format: {e}"),
     };
+    // The persistence state decides which members a FUA write or Flush flushes.
+    vol.set_flush_every_member(false);
     Array { emus, counted, vol }
 }
 

@@ -297,9 +297,10 @@ impl RaiznVolume {
     }
 
     /// Makes every FUA write and Flush flush every member that has not failed (true), or
-    /// only the members holding something they need that is not known durable (false, the
-    /// default). For measurements against the simple rule, and for the tests that show what
-    /// the persistence state saves.
+    /// only the members holding something they need that is not known durable (false). A
+    /// volume opens with true: with the rule on, more stripes tear at a power cut and the
+    /// members' fixed partial-parity logs overflow more often (docs/DESIGN.md, "Persistence
+    /// state").
     pub fn set_flush_every_member(&self, every: bool) {
         *self.flush_every.lock() = every;
     }
