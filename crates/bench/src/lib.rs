@@ -11,6 +11,7 @@ pub mod raizn_append;
 pub mod raizn_fig10;
 pub mod raizn_fig12;
 pub mod raizn_fig9;
+pub mod raizn_fua;
 pub mod raizn_seq;
 pub mod raizn_xor;
 pub mod series;

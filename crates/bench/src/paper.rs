@@ -74,6 +74,10 @@ pub const PAPERS: &[(&str, &str)] = &[
         "RAIZN Zone Append at queue depth: one zone's append throughput at QD8 against QD1 (the paper serialises appends)",
     ),
     (
+        "raizn-fua",
+        "RAIZN persistence bitmap (ASPLOS '23 Fig. 6): 4 KiB FUA writes on one zone and on four, against flushing every member",
+    ),
+    (
         "raizn-seq",
         "RAIZN (ASPLOS '23) section 6.1: 5-member array sequential write and read against 4x and 5x one device",
     ),
@@ -478,6 +482,9 @@ pub fn run(name: &str, o: &Options) -> Result<Vec<Row>, String> {
     }
     if name == "raizn-append" {
         return crate::raizn_append::rows(o);
+    }
+    if name == "raizn-fua" {
+        return crate::raizn_fua::rows(o);
     }
     if name == "raizn-seq" {
         return crate::raizn_seq::rows(o);

@@ -2,12 +2,13 @@
 //! RAIZN (ASPLOS '23). docs/DESIGN.md ("RAIZN") describes the design, docs/FORMAT.md the
 //! metadata records.
 //!
-//! The sans-IO core (`layout`, `code`, `meta`, `zones`, `reloc`) is plain synchronous code; the
+//! The sans-IO core (`layout`, `code`, `meta`, `zones`, `reloc`, `persist`) is plain synchronous code; the
 //! `volume` module does the member I/O.
 
 pub mod code;
 pub mod layout;
 pub mod meta;
+pub mod persist;
 pub mod reloc;
 
 pub use layout::{ArrayLayout, LayoutError, Placement};
@@ -16,6 +17,6 @@ pub mod volume;
 pub mod zones;
 
 pub use volume::{
-    AppendStats, Member, MetaStats, RaiznConfig, RaiznError, RaiznVolume, RebuildProgress,
-    RebuildReport, RelocStats,
+    AppendStats, Member, MetaStats, PersistStats, RaiznConfig, RaiznError, RaiznVolume,
+    RebuildProgress, RebuildReport, RelocStats,
 };

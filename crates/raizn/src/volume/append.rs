@@ -278,8 +278,9 @@ impl RaiznVolume {
         }
         if fua {
             // Every earlier append of the zone has committed: their blocks and records are
-            // written, and this flush makes them durable with this one's.
-            self.flush_members().await?;
+            // written (their member writes completed), and this flush of the members
+            // holding any of them not known durable makes them durable with this one's.
+            self.flush_zone(zone).await?;
         }
         Ok(off)
     }

@@ -328,7 +328,7 @@ impl RaiznVolume {
             .map(|(m, (wp, seq))| {
                 let (checkpoint, rec) = (checkpoint.clone(), &rec);
                 async move {
-                    let dev = self.members.get(m).ok_or((m, NvmeStatus::InternalError))?;
+                    let dev = self.tracked.get(m).ok_or((m, NvmeStatus::InternalError))?;
                     if *wp + 1 > cap {
                         let blocks = self.encode_checkpoint(m, &checkpoint)?;
                         self.collect_general(m, &blocks).await.map_err(|e| (m, e))?;
@@ -339,14 +339,18 @@ impl RaiznVolume {
                     let block = self.encode_rec(m, rec, *seq).map_err(|e| (m, e))?;
                     let g = dev.geometry();
                     let md = vec![0u8; g.oob_size as usize];
-                    dev.write(
-                        g.zone_start(GENERAL_ZONE) + *wp,
-                        &block,
-                        (g.oob_size > 0).then_some(&md[..]),
-                        fua,
-                    )
-                    .await
-                    .map_err(|e| (m, e))?;
+                    let (lba, oob) = (g.zone_start(GENERAL_ZONE) + *wp, g.oob_size > 0);
+                    let oob = oob.then_some(&md[..]);
+                    let written = match rec {
+                        // A write of the zone's new generation depends on this record (an
+                        // open without it would take the reset as cut short and reset the
+                        // zone again): that zone's FUA writes flush it (`persist.rs`).
+                        Rec::Generation(zone, _) => {
+                            dev.write_for(*zone, lba, &block, oob, fua).await
+                        }
+                        _ => dev.write(lba, &block, oob, fua).await,
+                    };
+                    written.map_err(|e| (m, e))?;
                     *wp += 1;
                     Ok::<(), (usize, NvmeStatus)>(())
                 }

@@ -101,8 +101,10 @@ impl RaiznVolume {
             }
         }
         if fua {
-            // Everything before this write in its zone must be durable too (docs/DESIGN.md).
-            self.flush_members().await?;
+            // Everything before this write in its zone must be durable too, and what it
+            // depends on: the members holding any of it not known durable are flushed
+            // (docs/DESIGN.md, "Durability contract").
+            self.flush_zone(zone).await?;
         } else {
             // A failure met by this write is recorded before the write completes.
             self.persist_health().await?;
@@ -356,28 +358,6 @@ impl RaiznVolume {
             }
         }
         Ok(())
-    }
-
-    /// Flushes every member that has not failed, and the member being rebuilt (its rebuilt
-    /// zones take writes).
-    pub(super) async fn flush_members(&self) -> NvmeResult<()> {
-        let failed = self.state.lock().health.failed;
-        let failed = match self.rebuilding() {
-            Some(r) => failed.without(r),
-            None => failed,
-        };
-        let flushes = self
-            .members
-            .iter()
-            .enumerate()
-            .filter(|(m, _)| !failed.contains(*m))
-            .map(|(m, d)| async move { d.flush().await.map_err(|e| (m, e)) });
-        for r in join_all(flushes).await {
-            if let Err((m, status)) = r {
-                self.note_member_error(m, status)?;
-            }
-        }
-        self.persist_health().await
     }
 
     /// Applies `action` to `zone` on every member that has not failed.

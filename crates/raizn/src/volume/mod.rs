@@ -10,20 +10,23 @@
 //! Lock order: a logical zone's `ZoneIo` async lock (an append holds it only while it
 //! reserves its range; `append.rs`), then a member's partial-parity log lock, then the
 //! general log lock, then a member's swap lock, then the `State` lock, then a zone's append
-//! `Pipe` lock. The state and pipe locks are never held across an await. The `reloc` and
-//! statistics locks are leaves: never held across an await or while another lock is taken.
+//! `Pipe` lock. The state and pipe locks are never held across an await. The `reloc`,
+//! statistics and member persistence (`persist.rs`) locks are leaves: never held across an
+//! await or while another lock is taken.
 
 mod append;
 mod general;
 mod health;
 mod io;
 mod mount;
+mod persist;
 mod pplog;
 mod rebuild;
 mod rebuild_log;
 mod reloc;
 
 pub use append::AppendStats;
+pub use persist::PersistStats;
 pub use pplog::PpStats;
 pub use reloc::RelocStats;
 
@@ -130,8 +133,15 @@ pub struct RaiznVolume {
     layout: ArrayLayout,
     geo: Geometry,
     /// The member devices: each is its slot (below), through which commands reach the
-    /// device in that position now.
+    /// device in that position now, behind its persistence tracking (`persist.rs`).
     members: Vec<Member>,
+    /// The same objects as `members`, typed for the writes that name their zone and for
+    /// the persistence state.
+    tracked: Vec<Arc<persist::Tracked>>,
+    /// Member flushes sent and left out (a leaf lock).
+    persist_stats: Mutex<PersistStats>,
+    /// Whether FUA and Flush flush every member regardless (`set_flush_every_member`).
+    flush_every: Mutex<bool>,
     /// Member positions whose device `replace_member` exchanges.
     slots: Vec<Arc<rebuild::Slot>>,
     uuid: [u8; 16],

@@ -208,7 +208,7 @@ impl RaiznVolume {
                 std::sync::Arc::new(Slot::new(dev))
             })
             .collect();
-        let members: Vec<Member> = slots.iter().map(|s| s.clone() as Member).collect();
+        let (members, tracked) = super::persist::track(&slots);
         let geos: Vec<Geometry> = members.iter().map(|m| m.geometry()).collect();
         let su_bytes = u64::from(first.su_blocks) * u64::from(first.member_geometry.block_size);
         let layout = ArrayLayout::new(&geos, first.parity, su_bytes)?;
@@ -238,6 +238,11 @@ impl RaiznVolume {
             layout,
             geo,
             members,
+            tracked,
+            persist_stats: Mutex::new(super::PersistStats::default()),
+            // Every member until the members' logs absorb the extra torn stripes that skipped
+            // flushes leave at a power cut (docs/DESIGN.md, "Persistence state").
+            flush_every: Mutex::new(true),
             slots,
             uuid: first.array_uuid,
             sb: first,

@@ -205,7 +205,10 @@ impl RaiznVolume {
         data.extend_from_slice(bulk);
         let mut md = vec![0u8; oob];
         md.extend_from_slice(bulk_meta);
-        let dev = self.members.get(member).ok_or(NvmeStatus::InternalError)?;
+        let dev = self.tracked.get(member).ok_or(NvmeStatus::InternalError)?;
+        // A record is about one logical zone (partial parity or relocated blocks): that
+        // zone's FUA writes depend on it (`persist.rs`).
+        let about = self.zone_of(h.start_lba)?;
         let mdts = u64::from(self.layout.member_geometry().mdts_blocks);
         let lba = self.log_zone_start(zone) + off;
         let total = (data.len() / bs) as u64;
@@ -214,7 +217,7 @@ impl RaiznVolume {
             let n = mdts.min(total - done);
             let (a, b) = (done as usize, (done + n) as usize);
             let m = (oob > 0).then(|| &md[a * oob..b * oob]);
-            dev.write(lba + done, &data[a * bs..b * bs], m, false)
+            dev.write_for(about, lba + done, &data[a * bs..b * bs], m, false)
                 .await?;
             done += n;
         }
