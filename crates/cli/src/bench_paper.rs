@@ -13,8 +13,8 @@ use crate::error::{CliError, CliResult};
 #[derive(Args, Debug)]
 pub struct BenchPaperArgs {
     /// Figure set: zapraid-fig1, zapraid-exp1, zapraid-exp2, zapraid-exp3, zapraid-compare,
-    /// raizn-raw, raizn-fig9, raizn-fig10, raizn-fig12, raizn-seq, raizn-append, raizn-xor,
-    /// vroom-5.2.1, zns-5.1, zns-fig1, znsplus-fig6, znsplus-fig7, znsplus-fig8,
+    /// raizn-raw, raizn-fig9, raizn-fig10, raizn-fig12, raizn-seq, raizn-append, raizn-fua,
+    /// raizn-xor, vroom-5.2.1, zns-5.1, zns-fig1, znsplus-fig6, znsplus-fig7, znsplus-fig8,
     /// znsplus-varmail (an imitation of the paper's fsync-heavy varmail; the ZNS+ sets on the
     /// femu-mlc profile, --profile changing fig7, fig8 and varmail), or all.
     pub name: String,
