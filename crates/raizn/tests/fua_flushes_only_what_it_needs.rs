@@ -4,7 +4,7 @@
 //! right after a FUA write completes loses nothing of it, whichever members lose their
 //! caches and whichever member is then missing.
 //!
-//! Every member sits behind `Counted`, which counts the flushes it receives, so the tests
+//! Every member sits behind `Counted` (a `Hooked` drive), which counts the flushes it receives, so the tests
 //! see what the volume sent rather than what it says it sent. Before the persistence state,
 //! a FUA write and a Flush flushed every member: the first two tests fail then (as they do
 //! with `set_flush_every_member(true)`, which they also check).
@@ -18,62 +18,27 @@ use async_trait::async_trait;
 use common::{block, block_on_paused, emu_members, small_member_geometry, BS};
 use emu::EmuDevice;
 use raizn::{Member, RaiznConfig, RaiznVolume};
-use zns::{
-    CopyRange, Geometry, Lba, NvmeResult, ReportFilter, ZoneAction, ZoneReport, ZonedDevice,
-};
+use zns::{Hook, Hooked, NvmeResult, OpKind, ReportFilter, ZoneAction, ZonedDevice};
 
 const MEMBERS: usize = 5;
 const SU: u64 = 8;
 
-/// A member that counts the flushes it receives.
-struct Counted {
-    dev: Arc<EmuDevice>,
-    flushes: AtomicU64,
-}
+/// The hook of a member that counts the flushes it receives (`Hooked` over the emulated
+/// drive).
+#[derive(Default)]
+struct FlushCount(AtomicU64);
 
 #[async_trait]
-impl ZonedDevice for Counted {
-    fn geometry(&self) -> Geometry {
-        self.dev.geometry()
-    }
-    async fn read(&self, lba: Lba, buf: &mut [u8], meta: Option<&mut [u8]>) -> NvmeResult<()> {
-        self.dev.read(lba, buf, meta).await
-    }
-    async fn write(&self, lba: Lba, data: &[u8], meta: Option<&[u8]>, fua: bool) -> NvmeResult<()> {
-        self.dev.write(lba, data, meta, fua).await
-    }
-    async fn append(
-        &self,
-        zslba: Lba,
-        data: &[u8],
-        meta: Option<&[u8]>,
-        fua: bool,
-    ) -> NvmeResult<Lba> {
-        self.dev.append(zslba, data, meta, fua).await
-    }
-    async fn write_zeroes(&self, lba: Lba, blocks: u64, fua: bool) -> NvmeResult<()> {
-        self.dev.write_zeroes(lba, blocks, fua).await
-    }
-    async fn flush(&self) -> NvmeResult<()> {
-        self.flushes.fetch_add(1, Ordering::Relaxed);
-        self.dev.flush().await
-    }
-    async fn copy(&self, sources: &[CopyRange], dest: Lba, fua: bool) -> NvmeResult<()> {
-        self.dev.copy(sources, dest, fua).await
-    }
-    async fn zone_mgmt(&self, action: ZoneAction, zslba: Lba, select_all: bool) -> NvmeResult<()> {
-        self.dev.zone_mgmt(action, zslba, select_all).await
-    }
-    async fn report_zones(
-        &self,
-        lba: Lba,
-        filter: ReportFilter,
-        partial: bool,
-        max_zones: usize,
-    ) -> NvmeResult<ZoneReport> {
-        self.dev.report_zones(lba, filter, partial, max_zones).await
+impl Hook for FlushCount {
+    async fn before(&self, op: OpKind, _action: Option<ZoneAction>) -> NvmeResult<()> {
+        if op == OpKind::Flush {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
     }
 }
+
+type Counted = Hooked<Arc<EmuDevice>, FlushCount>;
 
 struct Array {
     emus: Vec<Arc<EmuDevice>>,
@@ -86,7 +51,7 @@ impl Array {
     fn flushes(&self) -> Vec<u64> {
         self.counted
             .iter()
-            .map(|c| c.flushes.load(Ordering::Relaxed))
+            .map(|c| c.hook.0.load(Ordering::Relaxed))
             .collect()
     }
 
@@ -134,12 +99,7 @@ async fn array(seed: u64) -> Array {
     let emus = emu_members(&small_member_geometry(), MEMBERS, seed);
     let counted: Vec<Arc<Counted>> = emus
         .iter()
-        .map(|e| {
-            Arc::new(Counted {
-                dev: e.clone(),
-                flushes: AtomicU64::new(0),
-            })
-        })
+        .map(|e| Arc::new(Hooked::new(e.clone(), FlushCount::default())))
         .collect();
     let cfg = RaiznConfig {
         stripe_unit_bytes: SU * BS as u64,
