@@ -17,20 +17,12 @@ use futures::future::join;
 use raizn::{Member, RaiznConfig, RaiznVolume};
 use zns::{FaultyZoned, ZonedDevice};
 
-use common::{assert_blocks, block, BS};
+use common::{assert_blocks, BS};
 
 type Faulty = FaultyZoned<Arc<EmuDevice>>;
 
 async fn write(v: &RaiznVolume, lba: u64, n: u64, salt: u64, fua: bool) {
-    let (mut d, mut m) = (Vec::new(), Vec::new());
-    for b in lba..lba + n {
-        let (bd, bm) = block(b, salt);
-        d.extend(bd);
-        m.extend(bm);
-    }
-    if let Err(e) = v.write(lba, &d, Some(&m), fua).await {
-        panic!("write {lba}+{n}: {e}");
-    }
+    common::write_blocks(v, lba..lba + n, salt, fua).await
 }
 
 /// Zone 2 written to 12 blocks, zone 1 to 16; `fill` one-block writes into zone 1's second

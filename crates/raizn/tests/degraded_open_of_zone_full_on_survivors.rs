@@ -31,15 +31,7 @@ async fn run(seed: u64) {
     assert_eq!(s + 1, l.stripes_per_zone(), "the last stripe");
     for at in (0..WRITTEN).step_by(9) {
         let n = 9.min(WRITTEN - at);
-        let (mut d, mut m) = (Vec::new(), Vec::new());
-        for lba in at..at + n {
-            let (bd, bm) = block(lba, 4);
-            d.extend(bd);
-            m.extend(bm);
-        }
-        if let Err(e) = v.write(at, &d, Some(&m), false).await {
-            panic!("write {at}: {e}");
-        }
+        common::write_blocks(&v, at..at + n, 4, false).await;
     }
     if let Err(e) = v.flush().await {
         panic!("flush: {e}");

@@ -73,15 +73,7 @@ async fn run(nth: u64) -> (bool, bool) {
     let lost = l.place(0, s * sdb).member;
     for at in (0..WRITTEN).step_by(7) {
         let n = 7.min(WRITTEN - at);
-        let (mut d, mut m) = (Vec::new(), Vec::new());
-        for lba in at..at + n {
-            let (bd, bm) = block(lba, 5);
-            d.extend(bd);
-            m.extend(bm);
-        }
-        if let Err(e) = v.write(at, &d, Some(&m), false).await {
-            panic!("write {at}: {e}");
-        }
+        common::write_blocks(&v, at..at + n, 5, false).await;
     }
     if let Err(e) = v.flush().await {
         panic!("flush: {e}");

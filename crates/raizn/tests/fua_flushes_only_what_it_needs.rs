@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use common::{block, block_on_paused, emu_members, small_member_geometry, BS};
+use common::{block_on_paused, emu_members, small_member_geometry, BS};
 use emu::EmuDevice;
 use raizn::{Member, RaiznConfig, RaiznVolume};
 use zns::{Hook, Hooked, NvmeResult, OpKind, ReportFilter, ZoneAction, ZonedDevice};
@@ -67,15 +67,7 @@ impl Array {
     async fn write(&self, zone: u32, off: u64, blocks: u64, salt: u64, fua: bool) {
         let g = self.vol.geometry();
         let lba = g.zone_start(zone) + off;
-        let (mut d, mut m) = (Vec::new(), Vec::new());
-        for b in lba..lba + blocks {
-            let (bd, bm) = block(b, salt);
-            d.extend(bd);
-            m.extend(bm);
-        }
-        if let Err(e) = self.vol.write(lba, &d, Some(&m), fua).await {
-            panic!("write of {blocks} blocks at {lba}: {e}");
-        }
+        common::write_blocks(&self.vol, lba..lba + blocks, salt, fua).await;
     }
 
     async fn flush(&self) {

@@ -16,7 +16,7 @@ use zns::{
     ZonedDevice,
 };
 
-use common::{assert_blocks, block, BS};
+use common::{assert_blocks, BS};
 
 type Faulty = FaultyZoned<Arc<EmuDevice>>;
 
@@ -25,12 +25,7 @@ fn members(faulty: &[Arc<Faulty>]) -> Vec<Member> {
 }
 
 async fn write(v: &RaiznVolume, lbas: std::ops::Range<u64>, salt: u64, fua: bool) -> bool {
-    let (mut d, mut m) = (Vec::new(), Vec::new());
-    for lba in lbas.clone() {
-        let (bd, bm) = block(lba, salt);
-        d.extend(bd);
-        m.extend(bm);
-    }
+    let (d, m) = common::blocks(lbas.clone(), salt);
     v.write(lbas.start, &d, Some(&m), fua).await.is_ok()
 }
 

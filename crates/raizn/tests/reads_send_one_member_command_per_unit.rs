@@ -54,15 +54,7 @@ async fn small_reads_at_depth_are_one_member_read_each() {
     // Four complete stripes (2 data units of 8 blocks each).
     let blocks = 4 * 2 * UNIT;
     for at in (zs..zs + blocks).step_by(16) {
-        let (mut d, mut m) = (Vec::new(), Vec::new());
-        for lba in at..at + 16 {
-            let (bd, bm) = block(lba, SALT);
-            d.extend(bd);
-            m.extend(bm);
-        }
-        if let Err(e) = v.write(at, &d, Some(&m), false).await {
-            panic!("write at {at}: {e}");
-        }
+        common::write_blocks(&v, at..at + 16, SALT, false).await;
     }
     if let Err(e) = v.flush().await {
         panic!("flush: {e}");

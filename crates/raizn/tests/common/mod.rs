@@ -40,6 +40,25 @@ pub fn block(lba: u64, salt: u64) -> (Vec<u8>, Vec<u8>) {
     (d, m)
 }
 
+/// The data and metadata of `block` for each of `lbas`, in one buffer each.
+pub fn blocks(lbas: Range<u64>, salt: u64) -> (Vec<u8>, Vec<u8>) {
+    let (mut d, mut m) = (Vec::new(), Vec::new());
+    for lba in lbas {
+        let (bd, bm) = block(lba, salt);
+        d.extend(bd);
+        m.extend(bm);
+    }
+    (d, m)
+}
+
+/// Writes `blocks(lbas, salt)` to `v` in one command; a failure panics naming the range.
+pub async fn write_blocks(v: &RaiznVolume, lbas: Range<u64>, salt: u64, fua: bool) {
+    let (d, m) = blocks(lbas.clone(), salt);
+    if let Err(e) = zns::ZonedDevice::write(v, lbas.start, &d, Some(&m), fua).await {
+        panic!("write {lbas:?}: {e}");
+    }
+}
+
 /// Reads `lbas` of `v` with their metadata and checks each against `block(lba, salt)`; a
 /// failure names `what` and the block.
 pub async fn assert_blocks(v: &RaiznVolume, lbas: Range<u64>, salt: u64, what: &str) {
