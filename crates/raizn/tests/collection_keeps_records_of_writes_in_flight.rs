@@ -9,17 +9,13 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use emu::EmuDevice;
 use futures::future::join;
 use raizn::{Member, RaiznConfig, RaiznVolume};
-use zns::{FaultyZoned, ZonedDevice};
+use zns::ZonedDevice;
 
 use common::{assert_blocks, BS};
-
-type Faulty = FaultyZoned<Arc<EmuDevice>>;
 
 async fn write(v: &RaiznVolume, lba: u64, n: u64, salt: u64, fua: bool) {
     common::write_blocks(v, lba..lba + n, salt, fua).await
@@ -33,11 +29,7 @@ async fn write(v: &RaiznVolume, lba: u64, n: u64, salt: u64, fua: bool) {
 async fn run(fill: u64, after: u64, seed: u64) -> bool {
     let g = common::small_member_geometry();
     let emus = common::emu_members(&g, 3, seed);
-    let faulty: Vec<Arc<Faulty>> = emus
-        .iter()
-        .enumerate()
-        .map(|(i, e)| Arc::new(FaultyZoned::new(e.clone(), seed * 3 + i as u64)))
-        .collect();
+    let faulty = common::faulty_members(&emus, seed * 3);
     for f in &faulty {
         f.set_in_flight_delay(Duration::from_millis(2));
     }
@@ -45,7 +37,7 @@ async fn run(fill: u64, after: u64, seed: u64) -> bool {
         stripe_unit_bytes: 8 * BS as u64,
         ..RaiznConfig::new([14; 16])
     };
-    let members: Vec<Member> = faulty.iter().map(|f| f.clone() as Member).collect();
+    let members: Vec<Member> = common::as_members(&faulty);
     let v = match RaiznVolume::format(members, cfg, false).await {
         Ok(v) => v,
         Err(e) => panic!("format: {e}"),

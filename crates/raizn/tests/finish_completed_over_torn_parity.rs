@@ -10,19 +10,15 @@ mod common;
 
 use std::sync::Arc;
 
-use emu::EmuDevice;
 use raizn::{Member, RaiznConfig, RaiznVolume};
-use zns::{
-    ErrorPlan, FaultyZoned, NvmeStatus, OpKind, OpSet, ReportFilter, ZoneAction, ZoneState,
-    ZonedDevice,
-};
+use zns::{ErrorPlan, NvmeStatus, OpKind, OpSet, ReportFilter, ZoneAction, ZoneState, ZonedDevice};
 
 use common::{assert_blocks, block, BS};
 
 /// Logical blocks written to zone 0: four whole stripes of 16 and 3 blocks of the fifth.
 const WRITTEN: u64 = 67;
 
-type Faulty = FaultyZoned<Arc<EmuDevice>>;
+use common::Faulty;
 
 fn members(faulty: &[Arc<Faulty>], leave_out: Option<usize>) -> Vec<Option<Member>> {
     faulty
@@ -52,16 +48,12 @@ async fn zone0(v: &RaiznVolume) -> (ZoneState, u64) {
 async fn run(nth: u64) -> (bool, bool) {
     let g = common::small_member_geometry();
     let emus = common::emu_members(&g, 3, 1173 + nth);
-    let faulty: Vec<Arc<Faulty>> = emus
-        .iter()
-        .enumerate()
-        .map(|(i, e)| Arc::new(FaultyZoned::new(e.clone(), nth * 3 + i as u64)))
-        .collect();
+    let faulty = common::faulty_members(&emus, nth * 3);
     let cfg = RaiznConfig {
         stripe_unit_bytes: 8 * BS as u64,
         ..RaiznConfig::new([11; 16])
     };
-    let all: Vec<Member> = faulty.iter().map(|f| f.clone() as Member).collect();
+    let all: Vec<Member> = common::as_members(&faulty);
     let v = match RaiznVolume::format(all, cfg, false).await {
         Ok(v) => v,
         Err(e) => panic!("format: {e}"),

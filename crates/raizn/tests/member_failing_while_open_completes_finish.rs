@@ -5,11 +5,8 @@
 
 mod common;
 
-use std::sync::Arc;
-
-use emu::EmuDevice;
-use raizn::{Member, RaiznConfig, RaiznError, RaiznVolume};
-use zns::{ErrorPlan, FaultyZoned, NvmeStatus, OpKind, OpSet, ZoneAction, ZoneState, ZonedDevice};
+use raizn::{RaiznConfig, RaiznError, RaiznVolume};
+use zns::{ErrorPlan, NvmeStatus, OpKind, OpSet, ZoneAction, ZoneState, ZonedDevice};
 
 use common::BS;
 const WRITTEN: u64 = 11;
@@ -20,26 +17,16 @@ fn block(lba: u64) -> (Vec<u8>, Vec<u8>) {
     common::block(lba, 3)
 }
 
-type Faulty = FaultyZoned<Arc<EmuDevice>>;
-
-fn members(faulty: &[Arc<Faulty>]) -> Vec<Member> {
-    faulty.iter().map(|f| f.clone() as Member).collect()
-}
-
 /// Returns the member the reopened array names failed.
 async fn run(nth: u64) -> Option<usize> {
     let g = common::small_member_geometry();
     let emus = common::emu_members(&g, 3, 977 + nth);
-    let faulty: Vec<Arc<Faulty>> = emus
-        .iter()
-        .enumerate()
-        .map(|(i, e)| Arc::new(FaultyZoned::new(e.clone(), nth * 3 + i as u64)))
-        .collect();
+    let faulty = common::faulty_members(&emus, nth * 3);
     let cfg = RaiznConfig {
         stripe_unit_bytes: 8 * BS as u64,
         ..RaiznConfig::new([5; 16])
     };
-    let v = match RaiznVolume::format(members(&faulty), cfg, false).await {
+    let v = match RaiznVolume::format(common::as_members(&faulty), cfg, false).await {
         Ok(v) => v,
         Err(e) => panic!("format: {e}"),
     };
@@ -83,7 +70,7 @@ async fn run(nth: u64) -> Option<usize> {
     if let Err(e) = faulty[2].set_errors(fail) {
         panic!("error plan: {e}");
     }
-    let v = match RaiznVolume::open(members(&faulty)).await {
+    let v = match RaiznVolume::open(common::as_members(&faulty)).await {
         Ok(v) => v,
         Err(e @ RaiznError::TooManyFailed { .. }) => {
             panic!("member 2 failing at its report {nth} of the open: {e}")

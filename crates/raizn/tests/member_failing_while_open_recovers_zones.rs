@@ -7,22 +7,12 @@
 
 mod common;
 
-use std::sync::Arc;
-
-use emu::EmuDevice;
-use raizn::{Member, RaiznConfig, RaiznVolume};
-use zns::{
-    ErrorPlan, FaultyZoned, NvmeStatus, OpKind, OpSet, ReportFilter, ZoneAction, ZoneState,
-    ZonedDevice,
-};
+use raizn::{RaiznConfig, RaiznVolume};
+use zns::{ErrorPlan, NvmeStatus, OpKind, OpSet, ReportFilter, ZoneAction, ZoneState, ZonedDevice};
 
 use common::{assert_blocks, BS};
 
-type Faulty = FaultyZoned<Arc<EmuDevice>>;
-
-fn members(faulty: &[Arc<Faulty>]) -> Vec<Member> {
-    faulty.iter().map(|f| f.clone() as Member).collect()
-}
+use common::Faulty;
 
 async fn write(v: &RaiznVolume, lbas: std::ops::Range<u64>, salt: u64, fua: bool) -> bool {
     let (d, m) = common::blocks(lbas.clone(), salt);
@@ -45,17 +35,13 @@ async fn run(parity: u32) {
     let n = 2 + parity as usize;
     let g = common::small_member_geometry();
     let emus = common::emu_members(&g, n, 1774 + u64::from(parity));
-    let faulty: Vec<Arc<Faulty>> = emus
-        .iter()
-        .enumerate()
-        .map(|(i, e)| Arc::new(FaultyZoned::new(e.clone(), 40 + i as u64)))
-        .collect();
+    let faulty = common::faulty_members(&emus, 40);
     let cfg = RaiznConfig {
         stripe_unit_bytes: 8 * BS as u64,
         parity,
         ..RaiznConfig::new([12; 16])
     };
-    let v = match RaiznVolume::format(members(&faulty), cfg, false).await {
+    let v = match RaiznVolume::format(common::as_members(&faulty), cfg, false).await {
         Ok(v) => v,
         Err(e) => panic!("format: {e}"),
     };
@@ -108,7 +94,7 @@ async fn run(parity: u32) {
     if let Err(e) = faulty[data_member].set_errors(fail) {
         panic!("error plan: {e}");
     }
-    let v = match RaiznVolume::open(members(&faulty)).await {
+    let v = match RaiznVolume::open(common::as_members(&faulty)).await {
         Ok(v) => v,
         Err(e) => panic!("m = {parity}: open with member {data_member} failing: {e}"),
     };

@@ -233,7 +233,7 @@ impl Coverage {
     }
 }
 
-type Faulty = FaultyZoned<Arc<EmuDevice>>;
+use common::Faulty;
 
 struct Rig {
     seed: u64,
@@ -653,11 +653,7 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
     let parity = parity_of(seed);
     let n = if rng.chance(0.5) { 3 } else { 4 } + parity as usize - 1;
     let emus = common::emu_members(&member_geo_for(parity), n, seed);
-    let faulty: Vec<Arc<Faulty>> = emus
-        .iter()
-        .enumerate()
-        .map(|(i, e)| Arc::new(FaultyZoned::new(e.clone(), seed * 7 + i as u64)))
-        .collect();
+    let faulty = common::faulty_members(&emus, seed * 7);
     for f in &faulty {
         f.set_in_flight_delay(Duration::from_millis(2));
     }

@@ -138,8 +138,20 @@ pub fn emu_members(g: &Geometry, n: usize, seed: u64) -> Vec<Arc<EmuDevice>> {
         .collect()
 }
 
-pub fn as_members(devs: &[Arc<EmuDevice>]) -> Vec<Member> {
+/// `devs` as the members a volume takes.
+pub fn as_members<D: zns::ZonedDevice + 'static>(devs: &[Arc<D>]) -> Vec<Member> {
     devs.iter().map(|d| d.clone() as Member).collect()
+}
+
+/// An emulated member behind fault injection.
+pub type Faulty = zns::FaultyZoned<Arc<EmuDevice>>;
+
+/// `emus`, each behind its own `FaultyZoned`, seeded `first_seed`, `first_seed + 1`, ...
+pub fn faulty_members(emus: &[Arc<EmuDevice>], first_seed: u64) -> Vec<Arc<Faulty>> {
+    emus.iter()
+        .enumerate()
+        .map(|(i, e)| Arc::new(zns::FaultyZoned::new(e.clone(), first_seed + i as u64)))
+        .collect()
 }
 
 /// Builds RAIZN arrays of `members` memory devices for the conformance kit.
