@@ -1,8 +1,9 @@
 //! One client connection: the handshake, then the transmission phase with many requests in
 //! flight and replies sent as they complete, in any order.
 //!
-//! Shape: a reader parses requests and spawns one task per request (bounded by a count and a
-//! byte budget); a writer, polled in the same task as the reader, sends each reply when its
+//! Shape: a reader parses requests and starts each one (bounded by a count and a byte
+//! budget): it polls the request once itself, and a request that has to wait goes on as a task
+//! of its own; a writer, polled in the same task as the reader, sends each reply when its
 //! request finishes. The connection ends when the reader has stopped and every request task
 //! has finished (handed back its reply, or been dropped because the client left), so a
 //! connection that is gone has nothing left running.
@@ -355,7 +356,23 @@ where
             gone,
             held,
         };
-        tokio::spawn(task.run());
+        start(task).await;
+    }
+}
+
+/// Starts a request: its first poll runs here, in the reader, and only a request that has to
+/// wait (for a block lock, for space on the volume, for a device that completes later) goes
+/// on as a task of its own. On an in-memory volume almost every request completes in that
+/// first poll, and spawning it cost more than its work: a task allocation, a trip through the
+/// run queue and the runtime's task list, and a wake-up of the task.
+///
+/// A request that does not complete registered the reader's waker in its first poll; the
+/// task it continues in polls it again at once (a new task is always polled), which
+/// registers the task's own waker, so no wake-up is lost; the reader's may come spuriously.
+async fn start(task: Task) {
+    let mut run = Box::pin(task.run());
+    if ready_now(&mut run).await.is_none() {
+        tokio::spawn(run);
     }
 }
 
