@@ -40,7 +40,9 @@
 //! `RAIZN_CUT_KEEP_GOING=1` every schedule runs and the test fails at the end naming every
 //! failing seed, e.g. `RAIZN_CUT_SEEDS=1010..11010 RAIZN_CUT_KEEP_GOING=1 cargo test -p raizn
 //! --test power_cut_with_io_in_flight` (docs/TESTING.md has the sweeps run and what they
-//! found).
+//! found). `RAIZN_CUT_FLUSH_RULE=dirty` (or `every`) runs every schedule with that flush rule
+//! of FUA writes and Flush instead of the volume's default (docs/DESIGN.md, "Persistence
+//! state").
 
 mod common;
 
@@ -675,6 +677,7 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
         Ok(v) => v,
         Err(e) => panic!("seed {seed}: format: {e}"),
     };
+    apply_flush_rule(&v);
     let g = v.geometry();
     let sdb = v.layout().stripe_data_blocks();
     let max_blocks = u64::from(g.mdts_blocks.min(g.zasl_blocks)).min(40);
@@ -906,6 +909,7 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
             Ok(v) => v,
             Err(e) => panic!("{what}: reopen: {e}"),
         };
+        apply_flush_rule(&v);
         if let (None, Some(m)) = (rig.failed, rig.armed) {
             // The armed member may have failed during the cut round or at this open, or not
             // yet; the open must not name any other.
@@ -1000,6 +1004,18 @@ async fn replace_failed(
     )
     .await;
     model.replace(m);
+}
+
+/// The flush rule of FUA writes and Flush (docs/DESIGN.md, "Persistence state"):
+/// `RAIZN_CUT_FLUSH_RULE=dirty` flushes only the members holding something not durable,
+/// `RAIZN_CUT_FLUSH_RULE=every` every member; unset, the volume's default.
+fn apply_flush_rule(v: &RaiznVolume) {
+    match std::env::var("RAIZN_CUT_FLUSH_RULE").as_deref() {
+        Ok("dirty") => v.set_flush_every_member(false),
+        Ok("every") => v.set_flush_every_member(true),
+        Ok(other) => panic!("RAIZN_CUT_FLUSH_RULE={other}: expected dirty or every"),
+        Err(_) => {}
+    }
 }
 
 /// The schedules to run: `RAIZN_CUT_SEED=<seed>` runs one, `RAIZN_CUT_SEEDS=<a>..<b>` the

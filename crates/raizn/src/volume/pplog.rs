@@ -246,7 +246,7 @@ impl RaiznVolume {
     /// The records that restore `member`'s relocation state of every zone (sequence
     /// numbers unset), for a rewrite of its log.
     fn reloc_records_of(&self, member: usize) -> Vec<RelocRecord> {
-        let run = self.reloc_run_max();
+        let run = self.reloc_checkpoint_run_max();
         let r = self.reloc.lock();
         let mut out = Vec::new();
         for zone in r.zones_of(member) {
@@ -284,12 +284,9 @@ impl RaiznVolume {
         let blocks = 1 + (data.len() / self.block_size()) as u64;
         let cap = self.layout.member_geometry().zone_capacity;
         if log.wp + blocks > cap {
-            // An error here is the caller's to note, as any error of this member's write.
-            self.collect_log(member, &mut log).await?;
-        }
-        if log.wp + blocks > cap {
-            tracing::warn!(member, zone, "relocation log full of live records");
-            return Err(NvmeStatus::ZoneInvalidWrite);
+            return self
+                .relocate_by_collection(member, &mut log, zone, generation, inline, data, bulk_meta)
+                .await;
         }
         let rec = RelocRecord {
             zone,
@@ -333,6 +330,52 @@ impl RaiznVolume {
             }
         }
         Ok(())
+    }
+
+    /// `append_reloc_record` when the record does not fit the log: the blocks enter the
+    /// relocation state first and the collection writes the state (these blocks merged into
+    /// the runs beside them) before any partial-parity record, so the relocation is refused
+    /// only when relocated blocks alone exceed the log zone. The state is restored when the
+    /// collection fails, since the write does (an error here is the caller's to note, as any
+    /// error of this member's write).
+    #[allow(clippy::too_many_arguments)]
+    async fn relocate_by_collection(
+        &self,
+        member: usize,
+        log: &mut PpLog,
+        zone: u32,
+        generation: u64,
+        inline: meta::RelocInline,
+        data: &[u8],
+        bulk_meta: &[u8],
+    ) -> NvmeResult<()> {
+        let before = {
+            let mut r = self.reloc.lock();
+            match r.get_mut(zone, member) {
+                Some(e) if e.generation == generation => {
+                    let before = e.clone();
+                    e.apply_blocks(
+                        inline.first,
+                        inline.epoch,
+                        data,
+                        bulk_meta,
+                        self.block_size(),
+                    );
+                    Some(before)
+                }
+                // The zone was reset since: nothing of its old contents is kept.
+                _ => None,
+            }
+        };
+        let collected = self.collect_log(member, log).await;
+        if let (Err(status), Some(before)) = (collected, before) {
+            // The write fails: its blocks are not the zone's.
+            tracing::warn!(member, zone, %status, "relocation by collection failed");
+            if let Some(e) = self.reloc.lock().get_mut(zone, member) {
+                *e = before;
+            }
+        }
+        collected
     }
 
     /// Whether a record of `zone`'s stripe `stripe` at `generation` may still protect data:
@@ -380,6 +423,8 @@ impl RaiznVolume {
 
     /// Replaces `member`'s log by `records`, through the swap zone: swap reset and written,
     /// flushed; log reset and written, flushed; swap reset. Records get new sequence numbers.
+    /// Relocated blocks go first (they are data); the partial-parity records take the room
+    /// left.
     pub(super) async fn rewrite_log(
         &self,
         member: usize,

@@ -178,6 +178,14 @@ impl RaiznVolume {
         self.layout.su_blocks().min(mdts.saturating_sub(1)).max(1)
     }
 
+    /// Bulk blocks of one relocation record a collection writes: runs of relocated blocks
+    /// are not cut at stripe units there, only below the member's transfer limit with the
+    /// header block (fewer headers in the log: a torn unit's neighbours share one).
+    pub(super) fn reloc_checkpoint_run_max(&self) -> u64 {
+        let mdts = u64::from(self.layout.member_geometry().mdts_blocks);
+        mdts.saturating_sub(1).max(1)
+    }
+
     /// Declares member `m`'s blocks of `zone` from `from` to its device write pointer stale
     /// (recovery, after a torn stripe); the open's log rewrite persists the range.
     pub(super) fn declare_stale(

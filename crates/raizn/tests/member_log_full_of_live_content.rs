@@ -1,0 +1,203 @@
+//! A member's partial-parity log zone full of live content (relocated units and the records
+//! of incomplete stripes) must not refuse a relocation, part of a write the volume has
+//! accepted (docs/DESIGN.md, "Room in the member log"): a collection writes the relocated
+//! blocks of the write that did not fit before any partial-parity record. Members: 3,
+//! 48-block zones, 8-block stripe units, so member 0 holds the parity (and the log records)
+//! of stripe 2 of every zone, and five zones written to 40 blocks fill 45 of its 48 log
+//! blocks with live records.
+
+mod common;
+
+use std::sync::Arc;
+
+use emu::EmuDevice;
+use raizn::layout::META_ZONES;
+use raizn::{Member, RaiznConfig, RaiznVolume};
+use zns::{ErrorPlan, NvmeStatus, OpSet, ReportFilter, ZonedDevice};
+
+use common::{assert_blocks, block_on_paused, blocks, write_blocks, Faulty, BS};
+
+/// Zones written to 40 blocks (stripe 2 incomplete, its record on member 0).
+const FILLERS: std::ops::Range<u64> = 1..6;
+
+struct Array {
+    emus: Vec<Arc<EmuDevice>>,
+    faulty: Vec<Arc<Faulty>>,
+    v: RaiznVolume,
+}
+
+fn members(faulty: &[Arc<Faulty>]) -> Vec<Member> {
+    faulty.iter().map(|f| f.clone() as Member).collect()
+}
+
+async fn format(seed: u64) -> Array {
+    let g = common::unlimited_member_geometry(BS, common::OOB, META_ZONES + 8, 48);
+    let emus = common::emu_members(&g, 3, seed);
+    let faulty = common::faulty_members(&emus, seed * 5);
+    let cfg = RaiznConfig {
+        stripe_unit_bytes: 8 * BS as u64,
+        ..RaiznConfig::new([0x4c; 16])
+    };
+    let v = match RaiznVolume::format(members(&faulty), cfg, false).await {
+        Ok(v) => v,
+        Err(e) => panic!("seed {seed}: format: {e}"),
+    };
+    Array { emus, faulty, v }
+}
+
+fn power_loss(emus: &[Arc<EmuDevice>], seed: u64) {
+    for (i, e) in emus.iter().enumerate() {
+        if let Err(err) = e.power_loss(seed + i as u64) {
+            panic!("power loss: {err}");
+        }
+    }
+}
+
+async fn reopen(a: Array, seed: u64, what: &str) -> Array {
+    let Array { emus, faulty, v } = a;
+    drop(v);
+    power_loss(&emus, seed);
+    for f in &faulty {
+        f.clear_errors();
+        f.restore_power();
+    }
+    let v = match RaiznVolume::open(members(&faulty)).await {
+        Ok(v) => v,
+        Err(e) => panic!("{what}: reopen: {e}"),
+    };
+    Array { emus, faulty, v }
+}
+
+async fn wp(v: &RaiznVolume, zone: u64) -> u64 {
+    let start = zone * v.geometry().zone_size;
+    match v.report_zones(start, ReportFilter::All, false, 1).await {
+        Ok(r) => r.zones[0].wp - start,
+        Err(e) => panic!("report zone {zone}: {e}"),
+    }
+}
+
+/// Zone 0 holds blocks 0..20 and a torn stripe: member 0 holds its unit of logical 24..32
+/// (member blocks 8..16) of a write the cut lost elsewhere, so those blocks are stale and a
+/// write of them is relocated into member 0's log. Then zones 1..6 are written to 40 blocks
+/// and flushed: member 0's log holds the stale range and five live 9-block records.
+async fn torn_and_full(seed: u64) -> Array {
+    let a = format(seed).await;
+    write_blocks(&a.v, 0..20, 0, false).await;
+    if let Err(e) = a.v.flush().await {
+        panic!("flush: {e}");
+    }
+    let l = *a.v.layout();
+    let torn = l.place(0, 24);
+    assert_eq!((torn.member, torn.lba - l.member_zone_start(0)), (0, 8));
+    let (d, m) = blocks(24..32, 77);
+    if let Err(e) = a.emus[0].write(torn.lba, &d, Some(&m), false).await {
+        panic!("torn unit: {e}");
+    }
+    if let Err(e) = a.emus[0].flush().await {
+        panic!("flush torn unit: {e}");
+    }
+    let a = reopen(a, seed, "after the tear").await;
+    assert_eq!(wp(&a.v, 0).await, 20, "recovered prefix");
+    let zs = a.v.geometry().zone_size;
+    for z in FILLERS {
+        for s in 0..5 {
+            let lbas = z * zs + s * 8..z * zs + s * 8 + 8;
+            write_blocks(&a.v, lbas, 0, false).await;
+        }
+    }
+    if let Err(e) = a.v.flush().await {
+        panic!("flush: {e}");
+    }
+    a
+}
+
+async fn check_fillers(v: &RaiznVolume, what: &str) {
+    let zs = v.geometry().zone_size;
+    for z in FILLERS {
+        assert!(wp(v, z).await >= 40, "{what}: zone {z}");
+        assert_blocks(v, z * zs..z * zs + 40, 0, what).await;
+    }
+}
+
+async fn relocation_into_a_full_log(seed: u64) {
+    let a = torn_and_full(seed).await;
+    let before = a.v.pp_stats();
+    // Blocks 24..32 go to member 0's log: 9 blocks that the live content leaves no room for.
+    let (d, m) = blocks(20..32, 1);
+    let r = a.v.write(20, &d, Some(&m), false).await;
+    assert_eq!(r, Ok(()), "the relocation must not be refused");
+    assert!(a.v.reloc_stats().blocks >= 8, "{:?}", a.v.reloc_stats());
+    let after = a.v.pp_stats();
+    assert!(after.collections > before.collections, "{after:?}");
+    // The relocated unit is data: one record (a stripe that was complete on the members
+    // after the flush, its parity missing) yields to it and is counted.
+    assert_eq!(after.unprotected - before.unprotected, 1, "{after:?}");
+    assert_blocks(&a.v, 0..20, 0, "old data").await;
+    assert_blocks(&a.v, 20..32, 1, "relocated write").await;
+    check_fillers(&a.v, "before the cut").await;
+    if let Err(e) = a.v.flush().await {
+        panic!("flush: {e}");
+    }
+    let a = reopen(a, seed * 3, "after the relocation").await;
+    assert_eq!(wp(&a.v, 0).await, 32);
+    assert_blocks(&a.v, 0..20, 0, "old data after the cut").await;
+    assert_blocks(&a.v, 20..32, 1, "relocated write after the cut").await;
+    check_fillers(&a.v, "after the cut").await;
+}
+
+#[test]
+fn a_relocation_into_a_log_full_of_live_records_is_not_refused() {
+    for seed in 1..4 {
+        block_on_paused(relocation_into_a_full_log(seed));
+    }
+}
+
+/// Power cut at every command of member 0 from the relocating write on (the collection
+/// that writes the relocation: flush, swap, log, swap reset), then reopen: zone 0 holds its
+/// old blocks and a prefix of the write, the filler zones everything, and the reopen never
+/// trips over a half-written log or swap zone.
+async fn cut_at(seed: u64, cut: Option<u64>) -> u64 {
+    let a = torn_and_full(seed).await;
+    let start = a.faulty[0].counters().commands;
+    if let Some(n) = cut {
+        let plan = ErrorPlan {
+            ops: OpSet::ALL,
+            fail_nth: Some(n),
+            repeat: u64::MAX / 2,
+            status: NvmeStatus::AbortedPowerLoss,
+            ..ErrorPlan::default()
+        };
+        if let Err(e) = a.faulty[0].set_errors(plan) {
+            panic!("{e}");
+        }
+    }
+    let (d, m) = blocks(20..32, 1);
+    let r = a.v.write(20, &d, Some(&m), false).await;
+    if cut.is_none() {
+        assert_eq!(r, Ok(()), "seed {seed}: the relocation must not be refused");
+    }
+    let commands = a.faulty[0].counters().commands - start;
+    for f in &a.faulty {
+        f.cut_power();
+    }
+    let what = format!("seed {seed} cut {cut:?}");
+    let a = reopen(a, seed * 7 + cut.unwrap_or(0), &what).await;
+    let w = wp(&a.v, 0).await;
+    assert!((20..=32).contains(&w), "{what}: zone 0 back at {w}");
+    assert_blocks(&a.v, 0..20, 0, &what).await;
+    assert_blocks(&a.v, 20..w, 1, &what).await;
+    check_fillers(&a.v, &what).await;
+    commands
+}
+
+#[test]
+fn every_cut_point_of_a_relocating_collection_keeps_the_log() {
+    block_on_paused(async {
+        let seed = 11;
+        let total = cut_at(seed, None).await;
+        assert!(total > 15, "member 0 saw only {total} commands");
+        for cut in 1..=total {
+            cut_at(seed, Some(cut)).await;
+        }
+    });
+}
