@@ -118,7 +118,10 @@ async fn assert_zeros_after(v: &RaiznVolume, cap: u64, what: &str) {
         if let Err(e) = v.read(lba, &mut d, None).await {
             panic!("{what}: read {lba}: {e}");
         }
-        assert!(d.iter().all(|b| *b == 0), "{what}: block {lba} is not zeros");
+        assert!(
+            d.iter().all(|b| *b == 0),
+            "{what}: block {lba} is not zeros"
+        );
     }
 }
 
@@ -235,8 +238,7 @@ fn a_version_1_array_opens_as_before_and_is_written_as_version_2() {
                 .await
                 .iter()
                 .filter(|b| {
-                    meta::decode_record(b).map(|(h, _)| h.kind)
-                        != Ok(RecordType::FinishedZones)
+                    meta::decode_record(b).map(|(h, _)| h.kind) != Ok(RecordType::FinishedZones)
                 })
                 .map(|b| as_version(b, 1))
                 .collect();
@@ -250,12 +252,14 @@ fn a_version_1_array_opens_as_before_and_is_written_as_version_2() {
         for (i, e) in t.emus.iter().enumerate() {
             let recs = general_records(e).await;
             assert!(
-                recs.iter().all(|b| meta::record_version(b) == meta::VERSION),
+                recs.iter()
+                    .all(|b| meta::record_version(b) == meta::VERSION),
                 "member {i}: a record of another version after the open"
             );
             let finished = recs.iter().any(|b| match meta::decode_record(b) {
                 Ok((h, p)) if h.kind == RecordType::FinishedZones => {
-                    meta::FinishedZones::decode(p, 5).is_ok_and(|f| f.zones.iter().any(|(z, _)| *z == 0))
+                    meta::FinishedZones::decode(p, 5)
+                        .is_ok_and(|f| f.zones.iter().any(|(z, _)| *z == 0))
                 }
                 _ => false,
             });
@@ -271,13 +275,13 @@ fn a_version_1_array_opens_as_before_and_is_written_as_version_2() {
         let mut recs = general_records(e).await;
         recs[0] = as_version(&recs[0], meta::VERSION + 1);
         rewrite_general(e, &recs).await;
-        let members: Vec<Option<Member>> = t
-            .emus
-            .iter()
-            .map(|e| Some(e.clone() as Member))
-            .collect();
+        let members: Vec<Option<Member>> =
+            t.emus.iter().map(|e| Some(e.clone() as Member)).collect();
         match RaiznVolume::open_degraded(members).await {
-            Ok(_) => panic!("an array with a version {} record opened", meta::VERSION + 1),
+            Ok(_) => panic!(
+                "an array with a version {} record opened",
+                meta::VERSION + 1
+            ),
             Err(e) => assert!(
                 e.to_string().contains("newer than this build"),
                 "refused for another reason: {e}"

@@ -914,7 +914,11 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
             Err(e) => panic!("{what}: reopen: {e}"),
         };
         if trace {
-            println!("{what}: reopened: {:?}, {:?}", v.pp_stats(), v.reloc_stats());
+            println!(
+                "{what}: reopened: {:?}, {:?}",
+                v.pp_stats(),
+                v.reloc_stats()
+            );
         }
         if let (None, Some(m)) = (rig.failed, rig.armed) {
             // The armed member may have failed during the cut round or at this open, or not

@@ -57,7 +57,11 @@ async fn run(seed: u64) {
     }
     let (d, m) = common::blocks(HELD..HELD + 2, 1);
     let refused = v.write(HELD, &d, Some(&m), false).await;
-    assert_eq!(refused, Err(NvmeStatus::InvalidField), "seed {seed}: the write");
+    assert_eq!(
+        refused,
+        Err(NvmeStatus::InvalidField),
+        "seed {seed}: the write"
+    );
     faulty[pm].clear_errors();
     // A record into another zone's first stripe (the same parity member) collects that
     // member's log, whose tail the refused write left unknown.
