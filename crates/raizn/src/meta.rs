@@ -1,5 +1,6 @@
 //! Encoders and decoders of RAIZN's metadata records: the record header, the superblock,
-//! generation counters and the zone-reset log (docs/FORMAT.md, "RAIZN array").
+//! generation counters, the zone-reset log and the finished zones (docs/FORMAT.md, "RAIZN
+//! array").
 //!
 //! Fault model: the bytes come from a member device and may be anything: a block never
 //! written (zeros), a torn write, another record type, or a record from a newer build.
@@ -9,8 +10,12 @@ use zns::Geometry;
 
 /// Magic of every record header.
 pub const MAGIC: [u8; 8] = *b"ZSTKRZMD";
-/// Record format version this build writes and reads.
-pub const VERSION: u16 = 1;
+/// Record format version this build writes. Version 2 added the finished-zones record
+/// (type 7); the other records are unchanged.
+pub const VERSION: u16 = 2;
+/// The oldest record format version this build reads: version 1 arrays open (docs/FORMAT.md
+/// says how) and are written as version 2 from then on.
+pub const OLDEST_VERSION: u16 = 1;
 /// Bytes of the record header.
 pub const HEADER_BYTES: usize = 64;
 /// Bytes of the superblock's inline payload.
@@ -31,6 +36,7 @@ pub enum RecordType {
     PartialParity = 4,
     Relocated = 5,
     RebuiltZones = 6,
+    FinishedZones = 7,
 }
 
 impl RecordType {
@@ -42,6 +48,7 @@ impl RecordType {
             RecordType::PartialParity,
             RecordType::Relocated,
             RecordType::RebuiltZones,
+            RecordType::FinishedZones,
         ]
         .into_iter()
         .find(|t| *t as u16 == v)
@@ -163,8 +170,8 @@ pub fn decode_record(b: &[u8]) -> Result<(RecordHeader, &[u8]), MetaError> {
     if version > VERSION {
         return Err(MetaError::NewerVersion(version));
     }
-    if version == 0 {
-        return corrupt("version 0");
+    if version < OLDEST_VERSION {
+        return corrupt(format!("version {version}"));
     }
     let kind_raw = u16_at(b, 10);
     let Some(kind) = RecordType::from_u16(kind_raw) else {
@@ -524,6 +531,74 @@ impl RebuiltZones {
             target_generation,
             zones: out,
         })
+    }
+}
+
+/// The format version of the record in header block `b` (bytes 8..10), for a block that
+/// `decode_record` accepted.
+pub fn record_version(b: &[u8]) -> u16 {
+    match b.get(8..10) {
+        Some(v) => u16_at(v, 0),
+        None => 0,
+    }
+}
+
+/// Zones a completed Finish sealed (type 7, version 2): each zone with the generation it was
+/// finished in. Written by checkpoints of the general zone (a zone's zone-log record of the
+/// Finish is not kept once the Finish completed), so that open tells a finished zone from
+/// one whose member zones a torn stripe filled.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FinishedZones {
+    pub zones: Vec<(u32, u64)>,
+}
+
+/// Bytes of a finished-zones payload before its entries.
+const FINISHED_HEAD_BYTES: usize = 8;
+/// Bytes of one finished-zones entry.
+const FINISHED_ENTRY_BYTES: usize = 12;
+
+impl FinishedZones {
+    /// Entries that fit one header block of `block_size` bytes.
+    pub fn per_block(block_size: usize) -> usize {
+        (block_size.saturating_sub(HEADER_BYTES + FINISHED_HEAD_BYTES) / FINISHED_ENTRY_BYTES)
+            .max(1)
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut p =
+            Vec::with_capacity(FINISHED_HEAD_BYTES + FINISHED_ENTRY_BYTES * self.zones.len());
+        p.extend_from_slice(&(self.zones.len() as u32).to_le_bytes());
+        p.extend_from_slice(&0u32.to_le_bytes());
+        for (z, g) in &self.zones {
+            p.extend_from_slice(&z.to_le_bytes());
+            p.extend_from_slice(&g.to_le_bytes());
+        }
+        p
+    }
+
+    /// Decodes a payload against an array of `zones` logical zones.
+    pub fn decode(p: &[u8], zones: u32) -> Result<FinishedZones, MetaError> {
+        if p.len() < FINISHED_HEAD_BYTES {
+            return corrupt("finished-zones payload shorter than 8 bytes");
+        }
+        let count = u32_at(p, 0);
+        if u32_at(p, 4) != 0 {
+            return corrupt("finished-zones reserved bytes 4..8 are not zero");
+        }
+        let expected = FINISHED_HEAD_BYTES as u64 + FINISHED_ENTRY_BYTES as u64 * u64::from(count);
+        if count == 0 || p.len() as u64 != expected {
+            return corrupt(format!("{count} finished zones in {} bytes", p.len()));
+        }
+        let mut out = Vec::with_capacity(count as usize);
+        for i in 0..count as usize {
+            let at = FINISHED_HEAD_BYTES + FINISHED_ENTRY_BYTES * i;
+            let (z, g) = (u32_at(p, at), u64_at(p, at + 4));
+            if z >= zones || g >= COUNTER_LIMIT {
+                return corrupt(format!("finished zone {z} generation {g} of {zones} zones"));
+            }
+            out.push((z, g));
+        }
+        Ok(FinishedZones { zones: out })
     }
 }
 

@@ -46,6 +46,7 @@ proptest! {
         let _ = meta::decode_generations(&bytes, 100);
         let _ = meta::decode_zone_log(&bytes, 100);
         let _ = meta::RebuiltZones::decode(&bytes, 5, 100);
+        let _ = meta::FinishedZones::decode(&bytes, 100);
         let bulk = bytes.first().copied().map_or(0, u32::from);
         let _ = meta::RelocInline::decode(&bytes, bulk, 5, 48);
     }
@@ -76,6 +77,18 @@ proptest! {
             prop_assert!(meta::RebuiltZones::decode(&r.encode(), 5, r.zones[0].0).is_err());
         }
         prop_assert!(meta::RebuiltZones::decode(&r.encode(), member, 100).is_err());
+    }
+
+    #[test]
+    fn finished_zones_round_trip(zones in proptest::collection::vec((0u32..100, 0u64..(1 << 63)), 1..40)) {
+        let f = meta::FinishedZones { zones };
+        prop_assert_eq!(meta::FinishedZones::decode(&f.encode(), 100), Ok(f.clone()));
+        // A zone beyond the array, no entries, or a cut payload: corruption.
+        let top = f.zones.iter().map(|(z, _)| *z).max().unwrap_or(0);
+        prop_assert!(meta::FinishedZones::decode(&f.encode(), top).is_err());
+        prop_assert!(meta::FinishedZones::decode(&meta::FinishedZones::default().encode(), 100).is_err());
+        let e = f.encode();
+        prop_assert!(meta::FinishedZones::decode(&e[..e.len() - 1], 100).is_err());
     }
 
     #[test]
@@ -167,13 +180,27 @@ fn typed_errors_name_what_is_wrong() {
     assert_eq!(Superblock::decode(&torn), Err(MetaError::Checksum));
     // A newer version with a valid CRC is refused as newer, not as damage.
     let mut newer = good.clone();
-    newer[8] = 2;
+    newer[8..10].copy_from_slice(&(meta::VERSION + 1).to_le_bytes());
     let crc = crc32c::crc32c_append(
         crc32c::crc32c(&newer[..60]),
         &newer[64..64 + meta::SUPERBLOCK_BYTES],
     );
     newer[60..64].copy_from_slice(&crc.to_le_bytes());
-    assert_eq!(Superblock::decode(&newer), Err(MetaError::NewerVersion(2)));
+    assert_eq!(
+        Superblock::decode(&newer),
+        Err(MetaError::NewerVersion(meta::VERSION + 1))
+    );
+    // Version 1 (the records this version did not change) is still read.
+    let mut v1 = good.clone();
+    v1[8..10].copy_from_slice(&1u16.to_le_bytes());
+    let crc = crc32c::crc32c_append(
+        crc32c::crc32c(&v1[..60]),
+        &v1[64..64 + meta::SUPERBLOCK_BYTES],
+    );
+    v1[60..64].copy_from_slice(&crc.to_le_bytes());
+    assert_eq!(Superblock::decode(&v1), Ok(sb));
+    assert_eq!(meta::record_version(&v1), 1);
+    assert_eq!(meta::record_version(&good), meta::VERSION);
     use meta::ZoneLogAction::{Finish, Reset};
     assert!(matches!(
         meta::decode_zone_log(&meta::encode_zone_log(100, Reset), 100),

@@ -859,6 +859,13 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
             }
         }
         count_collections(&v, &mut cov);
+        if trace {
+            println!(
+                "{what}: at the cut: {:?}, {:?}",
+                v.pp_stats(),
+                v.reloc_stats()
+            );
+        }
         drop(v);
         for (e, f) in rig.emus.iter().zip(&rig.faulty) {
             if let Err(err) = e.power_loss(rng.next_u64()) {
@@ -910,6 +917,13 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
             Err(e) => panic!("{what}: reopen: {e}"),
         };
         apply_flush_rule(&v);
+        if trace {
+            println!(
+                "{what}: reopened: {:?}, {:?}",
+                v.pp_stats(),
+                v.reloc_stats()
+            );
+        }
         if let (None, Some(m)) = (rig.failed, rig.armed) {
             // The armed member may have failed during the cut round or at this open, or not
             // yet; the open must not name any other.
@@ -980,7 +994,11 @@ async fn replace_failed(
     let faulty = Arc::new(FaultyZoned::new(emu.clone(), rig.seed * 11 + cov.rebuilds));
     faulty.set_in_flight_delay(Duration::from_millis(2));
     if let Err(e) = v.replace_member(f, faulty.clone() as Member).await {
-        panic!("{what}: replace member {f}: {e}");
+        panic!(
+            "{what}: replace member {f}: {e} ({:?}, {:?})",
+            v.pp_stats(),
+            v.reloc_stats()
+        );
     }
     // With two failed, the other one stays failed until it is replaced too.
     let left: Vec<usize> = rig.second.into_iter().collect();

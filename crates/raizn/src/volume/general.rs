@@ -16,12 +16,15 @@
 //! reset record's generation + 1. A reset record with no generation record past it is a
 //! reset that may not have reached every member: open resets the zone again. A finish record
 //! of the zone's current generation is a finish that may not have reached every member: open
-//! finishes the zone again (docs/DESIGN.md, "Zone log").
+//! finishes the zone again (docs/DESIGN.md, "Zone log"). A Finish's record is not kept by a
+//! collection once the Finish completed; the checkpoint lists the zones finished in their
+//! current generation instead (a finished-zones record), so open still tells a finished
+//! zone from one whose member zones a torn stripe filled.
 //!
 //! Lock order: the general log lock (`RaiznVolume::general`) is taken after a zone's and a
 //! partial-parity log's locks and before a member's swap lock and the `State` lock.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use futures::future::join_all;
 use zns::{NvmeResult, NvmeStatus, ReportFilter, ZoneAction, ZoneState, ZonedDevice};
@@ -57,6 +60,9 @@ pub(super) struct GeneralLog {
     /// The zones the current rebuild completed on its new member, as the survivors' records
     /// say (a collection keeps them); None when no rebuild is recorded.
     pub rebuilt: Option<meta::RebuiltZones>,
+    /// Zones known Full in a generation (a Finish completed in it, or open found them Full),
+    /// by zone: a collection keeps those of the zone's current generation.
+    pub finished: BTreeMap<u32, u64>,
 }
 
 /// One member's general zone as open reads it.
@@ -68,6 +74,8 @@ pub(super) struct GeneralImage {
     pub records: Vec<(RecordHeader, Vec<u8>)>,
     /// Blocks written in the general zone.
     pub wp: u64,
+    /// The highest record format version among `records`.
+    pub version: u16,
 }
 
 /// What the general zones of the survivors say about the logical zones.
@@ -76,8 +84,14 @@ pub(super) struct Folded {
     pub generations: Vec<u64>,
     /// Zones whose reset may have reached only some members.
     pub resets: Vec<u32>,
-    /// Zones whose finish may have reached only some members, and their write pointer then.
+    /// Zones finished in their current generation, and their write pointer when the Finish
+    /// was logged (the capacity when only a finished-zones record names the zone): a finish
+    /// that may have reached only some members, or one that completed.
     pub finishes: HashMap<u32, u64>,
+    /// Every survivor's general zone is of format version 1, which kept no record of the
+    /// finishes that completed: a zone whose surviving member zones are all Full is taken
+    /// as Full, as that version did (docs/FORMAT.md).
+    pub legacy: bool,
     /// Highest zone log or generation record sequence number of every member.
     pub seq: Vec<u64>,
     /// The rebuilt-zones records of the newest rebuild target, merged.
@@ -86,11 +100,9 @@ pub(super) struct Folded {
 
 /// Every valid record of one metadata zone of `dev`, from its start up to the first block
 /// that is not a whole record; the zone's write pointer.
-async fn scan(
-    i: usize,
-    dev: &dyn ZonedDevice,
-    zone: u32,
-) -> Result<(Vec<(RecordHeader, Vec<u8>)>, u64, Option<MetaError>), ReadSb> {
+type Scanned = (Vec<(RecordHeader, Vec<u8>)>, u64, Option<MetaError>, u16);
+
+async fn scan(i: usize, dev: &dyn ZonedDevice, zone: u32) -> Result<Scanned, ReadSb> {
     let g = dev.geometry();
     let start = g.zone_start(zone);
     let r = dev
@@ -104,6 +116,7 @@ async fn scan(
     };
     let mut block = vec![0u8; g.block_size as usize];
     let mut out = Vec::new();
+    let mut version = 0;
     for b in 0..wp {
         dev.read(start + b, &mut block, None)
             .await
@@ -112,30 +125,34 @@ async fn scan(
             Ok((h, _)) if matches!(h.kind, RecordType::PartialParity | RecordType::Relocated) => {
                 // The swap zone holding a partial-parity collection: not general records.
                 let why = MetaError::Corrupt(format!("a {:?} record", h.kind));
-                return Ok((out, wp, Some(why).filter(|_| b == 0)));
+                return Ok((out, wp, Some(why).filter(|_| b == 0), version));
             }
-            Ok((h, p)) => out.push((h, p.to_vec())),
+            Ok((h, p)) => {
+                version = version.max(meta::record_version(&block));
+                out.push((h, p.to_vec()))
+            }
             Err(why @ (MetaError::NotARecord | MetaError::Checksum)) => {
-                return Ok((out, wp, Some(why).filter(|_| b == 0)))
+                return Ok((out, wp, Some(why).filter(|_| b == 0), version))
             }
             Err(why) => return Err(ReadSb::Invalid(RaiznError::NotFormatted { member: i, why })),
         }
     }
     let empty = out.is_empty().then_some(MetaError::NotARecord);
-    Ok((out, wp, empty))
+    Ok((out, wp, empty, version))
 }
 
 /// Member `i`'s general zone (and a general checkpoint left in its swap zone by a cut
 /// collection) and its current superblock, the valid one of the highest generation.
 pub(super) async fn read_general(i: usize, dev: &dyn ZonedDevice) -> Result<GeneralImage, ReadSb> {
-    let (mut records, wp, general_err) = scan(i, dev, GENERAL_ZONE).await?;
+    let (mut records, wp, general_err, mut version) = scan(i, dev, GENERAL_ZONE).await?;
     let starts_with_sb = |r: &[(RecordHeader, Vec<u8>)]| {
         r.first().map(|(h, _)| h.kind) == Some(RecordType::Superblock)
     };
     let general_ok = general_err.is_none() && starts_with_sb(&records);
-    let (swap, _, _) = scan(i, dev, SWAP_ZONE).await?;
+    let (swap, _, _, swap_version) = scan(i, dev, SWAP_ZONE).await?;
     if starts_with_sb(&swap) {
         records.extend(swap);
+        version = version.max(swap_version);
     } else if !general_ok {
         let why = general_err.unwrap_or(MetaError::Corrupt(
             "the general zone does not start with a superblock".into(),
@@ -159,7 +176,12 @@ pub(super) async fn read_general(i: usize, dev: &dyn ZonedDevice) -> Result<Gene
         member: i,
         why: MetaError::NotARecord,
     }))?;
-    Ok(GeneralImage { sb, records, wp })
+    Ok(GeneralImage {
+        sb,
+        records,
+        wp,
+        version,
+    })
 }
 
 /// Folds the survivors' general records into the zones' generations and the commands a
@@ -173,7 +195,12 @@ pub(super) fn fold(
     let mut gen_rec = vec![0u64; zones as usize];
     let mut reset: Vec<Option<u64>> = vec![None; zones as usize];
     let mut finish: HashMap<u32, (u64, u64)> = HashMap::new();
+    let mut finished = vec![None::<u64>; zones as usize];
     let mut seq = vec![0u64; images.len()];
+    let legacy = images
+        .iter()
+        .flatten()
+        .all(|img| img.version < meta::VERSION);
     for (m, img) in images.iter().enumerate() {
         let Some(img) = img else { continue };
         let bad = |why: MetaError| RaiznError::NotFormatted { member: m, why };
@@ -214,6 +241,13 @@ pub(super) fn fold(
                         meta::RebuiltZones::decode(p, images.len() as u32, zones).map_err(bad)?;
                     merge_rebuilt(&mut rebuilt, r);
                 }
+                RecordType::FinishedZones => {
+                    for (z, g) in meta::FinishedZones::decode(p, zones).map_err(bad)?.zones {
+                        if let Some(x) = finished.get_mut(z as usize) {
+                            *x = Some(x.map_or(g, |x| x.max(g)));
+                        }
+                    }
+                }
                 _ => {}
             }
             if h.kind != RecordType::Superblock {
@@ -226,6 +260,7 @@ pub(super) fn fold(
     let mut f = Folded {
         seq,
         rebuilt,
+        legacy,
         ..Folded::default()
     };
     for z in 0..zones {
@@ -242,6 +277,9 @@ pub(super) fn fold(
             if *fg == g {
                 f.finishes.insert(z, *wp);
             }
+        }
+        if finished[z as usize] == Some(g) {
+            f.finishes.entry(z).or_insert(geo.zone_capacity);
         }
     }
     Ok(f)
@@ -300,7 +338,14 @@ impl RaiznVolume {
         new_generation: Option<u64>,
     ) -> NvmeResult<()> {
         let mut log = self.general.lock().await;
-        log.pending.remove(&zone);
+        match log.pending.remove(&zone) {
+            Some(e) if e.action == ZoneLogAction::Finish => {
+                log.finished.insert(zone, e.generation);
+            }
+            _ => {
+                log.finished.remove(&zone);
+            }
+        }
         if let Some(g) = new_generation {
             self.append_general(&mut log, targets, Rec::Generation(zone, g), false)
                 .await?;
@@ -369,17 +414,25 @@ impl RaiznVolume {
         let st = self.state.lock();
         let mut entries: Vec<ZoneLogEntry> = log.pending.values().copied().collect();
         entries.sort_by_key(|e| e.zone);
+        let finished = log
+            .finished
+            .iter()
+            .filter(|(z, g)| st.generations.get(**z as usize) == Some(*g))
+            .map(|(z, g)| (*z, *g))
+            .collect();
         Checkpoint {
             sb_generation: st.health.generation,
             failed: st.health.persisted,
             generations: st.generations.clone(),
             pending: entries,
             rebuilt: log.rebuilt.clone(),
+            finished,
         }
     }
 
     /// Member `m`'s blocks of `c`: superblock first, then generation records, then the
-    /// pending zone log entries, all flagged *checkpoint*.
+    /// pending zone log entries, the rebuilt zones and the finished zones, all flagged
+    /// *checkpoint*.
     fn encode_checkpoint(
         &self,
         m: usize,
@@ -416,6 +469,16 @@ impl RaiznVolume {
                         .map_err(err)?,
                 );
             }
+        }
+        for chunk in c.finished.chunks(meta::FinishedZones::per_block(bs)) {
+            seq += 1;
+            let part = meta::FinishedZones {
+                zones: chunk.to_vec(),
+            };
+            out.push(
+                self.encode_finished(&part, seq, FLAG_CHECKPOINT)
+                    .map_err(err)?,
+            );
         }
         let cap = self.layout.member_geometry().zone_capacity;
         if out.len() as u64 >= cap {
@@ -498,6 +561,27 @@ impl RaiznVolume {
         meta::encode_record(&h, &p, self.block_size())
     }
 
+    fn encode_finished(
+        &self,
+        f: &meta::FinishedZones,
+        seq: u64,
+        flags: u16,
+    ) -> Result<Vec<u8>, MetaError> {
+        let p = f.encode();
+        let h = RecordHeader {
+            kind: RecordType::FinishedZones,
+            inline_len: p.len() as u32,
+            start_lba: 0,
+            end_lba: 0,
+            generation: 0,
+            sequence: seq,
+            bulk_blocks: 0,
+            bulk_crc: 0,
+            flags,
+        };
+        meta::encode_record(&h, &p, self.block_size())
+    }
+
     fn encode_rec(&self, m: usize, rec: &Rec, seq: u64) -> NvmeResult<Vec<u8>> {
         let r = match rec {
             Rec::Superblock(generation, failed) => self.superblock_of(m, *generation, *failed),
@@ -505,6 +589,7 @@ impl RaiznVolume {
             Rec::Generation(zone, g) => self.encode_gens(*zone, &[*g], seq, 0),
             Rec::Generations(first, gens) => self.encode_gens(*first, gens, seq, 0),
             Rec::Rebuilt(r) => self.encode_rebuilt(r, seq, 0),
+            Rec::Finished(f) => self.encode_finished(f, seq, 0),
         };
         r.map_err(|_| NvmeStatus::InternalError)
     }
@@ -543,16 +628,46 @@ impl RaiznVolume {
     /// next one to fail would reopen at an older generation, and recovery would drop the
     /// partial-parity records of its current one. Resets while this runs log on the other
     /// members (the member still counts as failed), so one of those m + 1 always survives.
+    /// The finished zones go with them, for the same reason (a Finish's zone-log record is
+    /// on m + 1 members too).
     pub(super) async fn seed_generations(&self, member: usize) -> NvmeResult<()> {
         let mut log = self.general.lock().await;
-        let gens = self.state.lock().generations.clone();
+        let c = self.checkpoint_blocks(&log);
         let per = gens_per_block(self.block_size());
-        for (k, chunk) in gens.chunks(per).enumerate() {
+        for (k, chunk) in c.generations.chunks(per).enumerate() {
             let first = u32::try_from(k * per).map_err(|_| NvmeStatus::InternalError)?;
             let rec = Rec::Generations(first, chunk.to_vec());
             self.append_general(&mut log, &[member], rec, true).await?;
         }
+        for chunk in c
+            .finished
+            .chunks(meta::FinishedZones::per_block(self.block_size()))
+        {
+            let rec = Rec::Finished(meta::FinishedZones {
+                zones: chunk.to_vec(),
+            });
+            self.append_general(&mut log, &[member], rec, true).await?;
+        }
         Ok(())
+    }
+
+    /// Notes every zone Full now as finished in its current generation (at open, before the
+    /// general zones are checkpointed: the member zones of a zone open found Full, or whose
+    /// logged Finish it completed, are Full on the media).
+    pub(super) async fn note_full_zones(&self) {
+        let mut log = self.general.lock().await;
+        let st = self.state.lock();
+        for z in 0..self.geo.zone_count {
+            let full = st.table.zone(z).map(|lz| lz.state) == Some(ZoneState::Full);
+            match (full, st.generations.get(z as usize)) {
+                (true, Some(g)) => {
+                    log.finished.insert(z, *g);
+                }
+                _ => {
+                    log.finished.remove(&z);
+                }
+            }
+        }
     }
 
     /// Rewrites every survivor's general zone as a checkpoint (at open, after the logged
@@ -595,6 +710,7 @@ pub(super) struct Checkpoint {
     generations: Vec<u64>,
     pending: Vec<ZoneLogEntry>,
     rebuilt: Option<meta::RebuiltZones>,
+    finished: Vec<(u32, u64)>,
 }
 
 /// A record to append to the general zone.
@@ -608,4 +724,6 @@ pub(super) enum Rec {
     Generations(u32, Vec<u64>),
     /// Zones a rebuild completed.
     Rebuilt(meta::RebuiltZones),
+    /// Zones finished in their current generation.
+    Finished(meta::FinishedZones),
 }

@@ -656,9 +656,41 @@ impl RaiznVolume {
     }
 
     /// Rebuilds `k` blocks at offset `cur` of `zone` (within one unit) from the other units
-    /// of the stripe and its parity. Only complete stripes (and those of a Full zone, whose
-    /// parity Finish wrote) have parity on the members.
+    /// of the stripe and its parity (`reconstruct_once`). A member that another command
+    /// fails while this reads it may have answered with what it no longer holds (it failed
+    /// on a write the stripe depends on, or lost its data): when a member failed meanwhile
+    /// the rebuild is done again without it, and when the array failed meanwhile the read
+    /// fails (Unrecovered Read Error, as a failed array's reads of lost units do), so no
+    /// data is made up from a member the array no longer trusts. At most m + 1 tries: each
+    /// retry follows a new failure, and one more than the parity fails the array.
     async fn reconstruct(
+        &self,
+        zone: u32,
+        cur: u64,
+        k: u64,
+        data: &mut [u8],
+        meta: &mut [u8],
+        zone_full: bool,
+    ) -> NvmeResult<()> {
+        let health = |v: &RaiznVolume| (v.failed_in(zone), v.state.lock().health.broken);
+        for _ in 0..=self.layout.parity() {
+            let (before, _) = health(self);
+            self.reconstruct_once(zone, cur, k, data, meta, zone_full)
+                .await?;
+            let (after, broken) = health(self);
+            if broken.is_some() {
+                return Err(NvmeStatus::UnrecoveredReadError);
+            }
+            if after.as_slice().iter().all(|m| before.contains(*m)) {
+                return Ok(());
+            }
+        }
+        Err(NvmeStatus::UnrecoveredReadError)
+    }
+
+    /// One try of `reconstruct`. Only complete stripes (and those of a Full zone, whose
+    /// parity Finish wrote) have parity on the members.
+    async fn reconstruct_once(
         &self,
         zone: u32,
         cur: u64,

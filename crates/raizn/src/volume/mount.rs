@@ -255,6 +255,8 @@ impl RaiznVolume {
                     .rebuilt
                     .clone()
                     .filter(|r| failed.contains(r.member as usize)),
+                // Every zone open finds Full (`note_full_zones`, below).
+                finished: Default::default(),
             }),
             swap: (0..n).map(|_| tokio::sync::Mutex::new(())).collect(),
             state: Mutex::new(State {
@@ -303,6 +305,7 @@ impl RaiznVolume {
                 .await
                 .map_err(vol.recovery_err("completing a finish cut short by power loss"))?;
         }
+        vol.note_full_zones().await;
         vol.checkpoint_general().await?;
         // The failure the open started with, or one a member met during recovery (its
         // commands note it and go on degraded, as at run time).
@@ -399,7 +402,10 @@ impl RaiznVolume {
                 continue;
             }
             let finish = folded.finishes.get(&z).copied();
-            zones.push(self.recover_zone(z, &descs, loaded, finish).await?);
+            zones.push(
+                self.recover_zone(z, &descs, loaded, finish, folded.legacy)
+                    .await?,
+            );
         }
         let g = self.geo;
         let mut st = self.state.lock();
@@ -422,13 +428,16 @@ impl RaiznVolume {
     }
 
     /// One logical zone from its member zones (`descs[j]` is member j's; None for the
-    /// failed member).
+    /// failed member). `finish`: the zone was finished in its current generation (a logged
+    /// Finish, cut short or completed), with its write pointer then; `legacy`: the general
+    /// zones are of format version 1, which did not record completed finishes.
     async fn recover_zone(
         &self,
         zone: u32,
         descs: &[Option<ZoneDescriptor>],
         loaded: &mut Loaded,
         finish: Option<u64>,
+        legacy: bool,
     ) -> Result<LogicalZone, RaiznError> {
         let l = self.layout;
         let cap = self.geo.zone_capacity;
@@ -489,7 +498,14 @@ impl RaiznVolume {
         if live.iter().all(|d| d.state == ZoneState::Empty) && failed_blocks == 0 {
             return Ok(lz(ZoneState::Empty, 0));
         }
-        if live.iter().all(|d| d.state == ZoneState::Full)
+        // Member zones all Full make a Full zone when a Finish sealed it, or when they hold
+        // every data block (written to the capacity). Otherwise a torn stripe filled them:
+        // a member kept units of a write the cut took from the others (stale past its share
+        // of the write pointer), while the member holding the stripe's parity failed, so
+        // nothing on the survivors tells this from a Finish but the record of one.
+        let sealed = finish.is_some() || readable >= cap || legacy;
+        if sealed
+            && live.iter().all(|d| d.state == ZoneState::Full)
             && !self.full_hides_stale_parity(zone, descs).await?
         {
             return Ok(lz(ZoneState::Full, cap));

@@ -142,9 +142,10 @@ impl RaiznVolume {
         {
             Ok(()) => {}
             Err(e) => {
-                // The log's tail is unknown now; the next open collects it.
+                // The log's tail is unknown now; the next record collects it first. The
+                // stripe's older record, if any, is still valid there and stays in use (a
+                // member failing makes all of them moot).
                 log.wp = cap;
-                log.index.remove(&(rec.zone, rec.stripe));
                 return self.note_member_error(member, e);
             }
         }
