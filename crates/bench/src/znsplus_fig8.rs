@@ -388,7 +388,6 @@ pub fn measure_workload(
         let copybacks = t1.flash.copybacks - t0.flash.copybacks;
         let tp = timing_profile(profile).ok_or("timing profile")?;
         let dies = tp.dies();
-        let busy = (t1.flash.die_busy_ns - t0.flash.die_busy_ns) as f64;
         let plugged_bytes = t1.plugged_bytes - t0.plugged_bytes;
         let idle_bytes = t1.plugged_idle_bytes - t0.plugged_idle_bytes;
         let copied_bytes = (compacted + plugged) * bs;
@@ -418,7 +417,9 @@ pub fn measure_workload(
             } else {
                 (copybacks * chunk) as f64 / (compacted + plugged) as f64
             },
-            chip_utilisation: busy / (f64::from(dies) * secs.max(1e-9) * 1e9),
+            // Die time spent in the measured phase over the dies' time in it (model time of
+            // its first and last submission): work booked past its end is not counted.
+            chip_utilisation: t1.chip_utilisation_since(&t0, dies),
             plugged_per_user: plugged as f64 / user.max(1) as f64,
             padded_per_kblock: (t1.padded_programs - t0.padded_programs) as f64 * 1000.0
                 / user.max(1) as f64,

@@ -209,3 +209,46 @@ fn an_old_block_group_is_erased_once_superseded() {
         assert_eq!(dev.timing_counters().expect("timed").old_groups_erased, 2);
     });
 }
+
+/// Chip utilisation counts the die time spent up to the present, not work booked past it: a
+/// burst of writes completes into the write buffer (and a Plug is booked without anyone
+/// waiting) long before the dies run it, so the die time booked by the last submission can
+/// exceed what the dies could have done by then. Before the counters said what was booked
+/// ahead, a bench dividing booked time by elapsed time printed utilisations above 100%.
+#[test]
+fn chip_utilisation_counts_only_die_time_already_spent() {
+    SimRuntime::new().expect("runtime").block_on(async {
+        let dev = device();
+        let before = dev.timing_counters().expect("timed");
+        let data = vec![0x11u8; 64 * 4096];
+        for at in (0..ZONE).step_by(64) {
+            dev.write(at, &data, None, false).await.expect("write");
+        }
+        let c = dev.timing_counters().expect("timed");
+        let span = 16 * (c.now_ns - before.now_ns);
+        let booked = c.flash.die_busy_ns - before.flash.die_busy_ns;
+        assert!(
+            booked > span,
+            "the burst booked {booked} ns in {span} die-ns"
+        );
+        let u = c.chip_utilisation_since(&before, 16);
+        assert!(u > 0.0 && u <= 1.0, "chip utilisation {u}");
+        assert!(c.die_booked_ahead_ns > 0 && c.die_booked_ahead_ns <= c.flash.die_busy_ns);
+        assert!(c.chip_utilisation(16) <= 1.0);
+        // Once everything has run, what was booked is what was spent.
+        dev.flush().await.expect("flush");
+        dev.zone_mgmt(zns::ZoneAction::Open, 2 * ZONE, false)
+            .await
+            .expect("a later submission (controller time only)");
+        let after = dev.timing_counters().expect("timed");
+        assert_eq!(after.die_booked_ahead_ns, 0);
+        assert_eq!(after.die_done_ns(), after.flash.die_busy_ns);
+        let whole = after.chip_utilisation_since(&before, 16);
+        let expect = (after.flash.die_busy_ns - before.flash.die_busy_ns) as f64
+            / (16 * (after.now_ns - before.now_ns)) as f64;
+        assert!(
+            (whole - expect).abs() < 1e-12 && whole <= 1.0,
+            "{whole} against {expect}"
+        );
+    });
+}

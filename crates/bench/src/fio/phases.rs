@@ -57,8 +57,10 @@ pub(super) fn phase_json(name: &str, a: &Sample, b: &Sample) -> Value {
     let span_ns = u64::try_from(b.at.duration_since(a.at).as_nanos()).unwrap_or(u64::MAX);
     let mut v = json!({"phase": name, "seconds": span_ns as f64 / 1e9});
     if let (Some((fa, dies)), Some((fb, _))) = (a.flash, b.flash) {
+        // Die time spent in the phase, not booked in it (work booked past its end is not
+        // counted, so the share never exceeds 1).
+        let busy = fb.die_done_ns().saturating_sub(fa.die_done_ns());
         let (x, y) = (fa.flash, fb.flash);
-        let busy = y.die_busy_ns.saturating_sub(x.die_busy_ns);
         v["die_busy_share"] = json!(ratio(busy, span_ns.saturating_mul(u64::from(dies))));
         v["programs"] = json!(y.programs.saturating_sub(x.programs));
         v["padded_programs"] = json!(fb.padded_programs.saturating_sub(fa.padded_programs));

@@ -17,8 +17,8 @@ pub struct FlashCounters {
     pub programs: u64,
     pub erases: u64,
     pub copybacks: u64,
-    /// Nanoseconds dies were booked, summed over dies (chip utilisation = this over dies x
-    /// elapsed time).
+    /// Nanoseconds dies were booked, summed over dies. Work is booked when submitted, so this
+    /// includes time still to come; chip utilisation uses `TimingCounters::die_done_ns`.
     pub die_busy_ns: u64,
 }
 
@@ -112,6 +112,11 @@ impl FlashArray {
     /// When a copyback on `die` ready at `ready_ns` would start, without booking it.
     pub fn copyback_start(&self, die: usize, ready_ns: u64) -> u64 {
         self.dies[die].array.first_fit(ready_ns, self.p.copyback_ns)
+    }
+
+    /// Die time booked to run after `t`, summed over dies.
+    pub fn die_booked_after_ns(&self, t: u64) -> u64 {
+        self.dies.iter().map(|d| d.array.booked_after_ns(t)).sum()
     }
 
     /// The latest end of every program and copyback issued so far.

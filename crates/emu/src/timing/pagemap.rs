@@ -167,6 +167,8 @@ impl PageMapped {
             buffer_waits: self.buffer.waits,
             buffer_wait_ns: self.buffer.wait_ns,
             buffer_overcommits: self.buffer.overcommits,
+            now_ns: self.now_ns,
+            die_booked_ahead_ns: self.flash.die_booked_after_ns(self.now_ns),
             ..TimingCounters::default()
         }
     }

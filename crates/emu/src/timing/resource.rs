@@ -76,6 +76,14 @@ impl Resource {
         (start, self.booked.len())
     }
 
+    /// Time promised to run after `t`: the parts of the booked intervals that lie past it.
+    pub fn booked_after_ns(&self, t: u64) -> u64 {
+        self.booked
+            .iter()
+            .map(|b| b.end_ns.saturating_sub(b.start_ns.max(t)))
+            .sum()
+    }
+
     /// When the resource finishes everything promised so far.
     pub fn last_end_ns(&self) -> u64 {
         self.booked.back().map_or(0, |b| b.end_ns)
@@ -123,6 +131,10 @@ mod tests {
         assert_eq!(r.last_end_ns(), 170);
         assert_eq!(r.reserve(0, 5, 0), (5, 5));
         assert_eq!(r.trace().len(), 6);
+        // Booked 10..170 busy, all but the first 50 ns past 60 (the 50..60 gap is idle).
+        assert_eq!(r.booked_after_ns(0), 150);
+        assert_eq!(r.booked_after_ns(60), 110);
+        assert_eq!(r.booked_after_ns(170), 0);
         assert!(disjoint(r.trace()));
         // Past intervals are forgotten once the present passes them.
         assert_eq!(r.reserve(200, 200, 1), (200, 201));

@@ -98,6 +98,9 @@ pub struct TimingCounters {
     pub plugged_idle_bytes: u64,
     /// Model time of the last submission, for utilisation figures.
     pub now_ns: u64,
+    /// Die time booked to run after `now_ns` (programs the write buffer queued, plugs,
+    /// copies): part of `flash.die_busy_ns` that has not happened yet.
+    pub die_booked_ahead_ns: u64,
     /// Blocks moved inside the device and read by the host, and the die time they took, by
     /// path (ZNS+ analysis: where a copy's flash time goes).
     pub paths: MovePaths,
@@ -171,13 +174,30 @@ impl TimingCounters {
         }
     }
 
-    /// Mean share of time the `dies` dies were busy, up to the last submission.
+    /// Die time spent up to `now_ns`, summed over dies: what was booked less what is booked
+    /// to run later. Nothing submitted later can run before `now_ns`, so the difference of
+    /// two readings is exactly the die time spent between them.
+    pub fn die_done_ns(&self) -> u64 {
+        self.flash.die_busy_ns - self.die_booked_ahead_ns
+    }
+
+    /// Mean share of time the `dies` dies were busy, up to the last submission (never above
+    /// 1: work booked past it is not counted).
     pub fn chip_utilisation(&self, dies: u32) -> f64 {
-        let span = self.now_ns.saturating_mul(u64::from(dies));
+        self.chip_utilisation_since(&TimingCounters::default(), dies)
+    }
+
+    /// Mean share of time the `dies` dies were busy between the reading `before` and this
+    /// one (model time of their last submissions).
+    pub fn chip_utilisation_since(&self, before: &TimingCounters, dies: u32) -> f64 {
+        let span = self
+            .now_ns
+            .saturating_sub(before.now_ns)
+            .saturating_mul(u64::from(dies));
         if span == 0 {
             0.0
         } else {
-            (self.flash.die_busy_ns as f64 / span as f64).min(1.0)
+            self.die_done_ns().saturating_sub(before.die_done_ns()) as f64 / span as f64
         }
     }
 }
@@ -351,6 +371,7 @@ impl ZonedTiming {
             plugged_bytes: self.plugged_bytes,
             plugged_idle_bytes: self.plugged_idle_bytes,
             now_ns: self.now_ns,
+            die_booked_ahead_ns: self.flash.die_booked_after_ns(self.now_ns),
             paths: self.paths,
             old_groups_erased: self.old_groups_erased,
         }
