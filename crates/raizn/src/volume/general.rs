@@ -546,19 +546,7 @@ impl RaiznVolume {
         seq: u64,
         flags: u16,
     ) -> Result<Vec<u8>, MetaError> {
-        let p = r.encode();
-        let h = RecordHeader {
-            kind: RecordType::RebuiltZones,
-            inline_len: p.len() as u32,
-            start_lba: 0,
-            end_lba: 0,
-            generation: 0,
-            sequence: seq,
-            bulk_blocks: 0,
-            bulk_crc: 0,
-            flags,
-        };
-        meta::encode_record(&h, &p, self.block_size())
+        self.encode_zone_list(RecordType::RebuiltZones, &r.encode(), seq, flags)
     }
 
     fn encode_finished(
@@ -567,9 +555,19 @@ impl RaiznVolume {
         seq: u64,
         flags: u16,
     ) -> Result<Vec<u8>, MetaError> {
-        let p = f.encode();
+        self.encode_zone_list(RecordType::FinishedZones, &f.encode(), seq, flags)
+    }
+
+    /// A record whose inline payload `p` lists zones (no LBA range, no generation of its own).
+    fn encode_zone_list(
+        &self,
+        kind: RecordType,
+        p: &[u8],
+        seq: u64,
+        flags: u16,
+    ) -> Result<Vec<u8>, MetaError> {
         let h = RecordHeader {
-            kind: RecordType::FinishedZones,
+            kind,
             inline_len: p.len() as u32,
             start_lba: 0,
             end_lba: 0,
@@ -579,7 +577,7 @@ impl RaiznVolume {
             bulk_crc: 0,
             flags,
         };
-        meta::encode_record(&h, &p, self.block_size())
+        meta::encode_record(&h, p, self.block_size())
     }
 
     fn encode_rec(&self, m: usize, rec: &Rec, seq: u64) -> NvmeResult<Vec<u8>> {

@@ -268,9 +268,10 @@ impl RaiznVolume {
         out
     }
 
-    /// Appends a relocation record of `member`'s zone of `zone` to the member's log (collected
-    /// first when full). A log full of live records refuses the write (Zone Invalid Write):
-    /// relocated data cannot be dropped the way partial parity can.
+    /// Appends a relocation record of `member`'s zone of `zone` to the member's log; when it
+    /// does not fit, the collection writes it (`relocate_by_collection`). Relocated data
+    /// cannot be dropped the way partial parity can: only relocated blocks alone exceeding the
+    /// log zone refuse the write (Zone Invalid Write).
     pub(super) async fn append_reloc_record(
         &self,
         member: usize,
