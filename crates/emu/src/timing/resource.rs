@@ -131,8 +131,8 @@ mod tests {
         assert_eq!(r.last_end_ns(), 170);
         assert_eq!(r.reserve(0, 5, 0), (5, 5));
         assert_eq!(r.trace().len(), 6);
-        // Booked 10..170 busy, all but the first 50 ns past 60 (the 50..60 gap is idle).
-        assert_eq!(r.booked_after_ns(0), 150);
+        // 10..170 is booked without a gap (160 ns), 110 ns of it past 60.
+        assert_eq!(r.booked_after_ns(0), 160);
         assert_eq!(r.booked_after_ns(60), 110);
         assert_eq!(r.booked_after_ns(170), 0);
         assert!(disjoint(r.trace()));
