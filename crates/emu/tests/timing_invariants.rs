@@ -316,3 +316,47 @@ fn reset_erases_the_blocks_the_zone_used() {
     m.submit(done, &TimedCmd::Reset { zones: &[0] });
     assert_eq!(m.counters().flash.erases, 3);
 }
+
+#[test]
+fn a_copy_senses_each_source_unit_once_however_many_ranges_hit_it() {
+    let p = timing_profile("zn540").expect("zn540");
+    let g = geometry();
+    let mut m = ZonedTiming::new(p, g, false).expect("model");
+    let unit_blocks = p.unit_bytes() / BS;
+    assert!(unit_blocks >= 8, "the ranges below need 8 blocks in a unit");
+    // Zone 0 holds four units on flash; zone 1 is empty.
+    m.resync([4 * unit_blocks].into_iter().chain(std::iter::repeat(0)));
+    // Three ranges of unit 0 (blocks 0, 2, 4-5) and one of unit 1 (its block 1): the
+    // scattered valid blocks of two units, as a collector copies them.
+    let sources = [
+        CopyRange { lba: 0, blocks: 1 },
+        CopyRange { lba: 2, blocks: 1 },
+        CopyRange { lba: 4, blocks: 2 },
+        CopyRange {
+            lba: unit_blocks + 1,
+            blocks: 1,
+        },
+    ];
+    let cmd = TimedCmd::Copy {
+        sources: &sources,
+        dest: g.zone_size,
+        fua: false,
+    };
+    let done = m.submit(0, &cmd);
+    let c = m.counters();
+    // One sense per source unit, and the channel carries each block once.
+    assert_eq!(c.flash.reads, 2);
+    let xfer =
+        transfer_ns(4 * BS, p.channel_bytes_per_sec) + transfer_ns(BS, p.channel_bytes_per_sec);
+    assert_eq!(c.flash.die_busy_ns, 2 * p.page_read_ns + xfer);
+    assert_eq!(c.paths.copy_read_program.blocks, 5);
+    assert_eq!(
+        c.paths.copy_read_program.die_ns,
+        2 * p.page_read_ns + xfer + p.page_program_ns * 5 * BS / p.unit_bytes()
+    );
+    // The destination's partial unit waits in the buffer: the copy ends when the later
+    // of the two reads has brought its data to the controller (units 0 and 1 sit on
+    // different dies, so both are sensed at once).
+    let read0 = p.page_read_ns + transfer_ns(4 * BS, p.channel_bytes_per_sec);
+    assert_eq!(done, p.submit_ns + p.ctrl_admin_ns + read0 + p.complete_ns);
+}

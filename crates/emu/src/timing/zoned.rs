@@ -700,19 +700,48 @@ impl ZonedTiming {
         done
     }
 
+    /// Copy: a whole unit whose source and destination share a die moves by copyback; every
+    /// other piece is read to the controller and programmed through the buffer. The
+    /// controller reads each source unit on flash once per command, as one sense and one
+    /// transfer of every byte the command takes from it (as the conventional drive's
+    /// collector reads a victim unit once for all its live slots), however many ranges or
+    /// pieces hit that unit.
     fn copy(&mut self, sources: &[CopyRange], dest: Lba, fua: bool) -> u64 {
         let now = self.now_ns;
         let ub = self.p.unit_bytes();
         let c = self.front(self.p.ctrl_admin_ns);
-        let (dz, mut doff) = self.zone_of(dest);
-        let mut done = c;
-        for (sz, soff, len) in self.copy_pieces(sources, doff) {
+        let (dz, doff0) = self.zone_of(dest);
+        // Each piece's path, decided before anything is booked (booking changes where the
+        // destination's data sits, not where the sources are).
+        let mut plan = Vec::new();
+        let mut doff = doff0;
+        for (sz, soff, len) in self.copy_pieces(sources, doff0) {
             let src = self.locate(sz, soff);
             let dunit = doff / ub;
             let whole = doff % ub == 0 && soff % ub == 0 && len == ub;
-            let booked_here = self.zones[dz as usize].booked_bytes == doff;
             let same_die = src == Loc::Flash(self.die_of(dz, dunit));
-            if self.copyback && whole && booked_here && same_die {
+            plan.push((sz, soff, len, src, whole && same_die));
+            doff += len;
+        }
+        // One read per distinct source unit on flash, of every byte read from it (pieces
+        // meant for copyback aside): (zone, unit, die, bytes, when the data is in the
+        // controller once booked), in the order of first use.
+        let mut reads: Vec<(u32, u64, usize, u64, Option<u64>)> = Vec::new();
+        for &(sz, soff, len, src, whole_same_die) in &plan {
+            if let (Loc::Flash(die), false) = (src, self.copyback && whole_same_die) {
+                let unit = soff / ub;
+                match reads.iter_mut().find(|r| r.0 == sz && r.1 == unit) {
+                    Some(r) => r.3 += len,
+                    None => reads.push((sz, unit, die, len, None)),
+                }
+            }
+        }
+        let mut doff = doff0;
+        let mut done = c;
+        for (sz, soff, len, src, whole_same_die) in plan {
+            let dunit = doff / ub;
+            let booked_here = self.zones[dz as usize].booked_bytes == doff;
+            if self.copyback && whole_same_die && booked_here {
                 let die = self.die_of(dz, dunit);
                 let end = self.flash.copyback(die, now, c);
                 let b = self.blocks_of(len);
@@ -727,7 +756,23 @@ impl ZonedTiming {
                 let (read, read_ns) = match src {
                     Loc::Flash(die) => {
                         self.copied_units_read_program += 1;
-                        (self.flash.read(die, now, c, len), self.read_die_ns(len))
+                        let unit = soff / ub;
+                        let xfer = transfer_ns(len, self.p.channel_bytes_per_sec);
+                        match reads.iter_mut().find(|r| r.0 == sz && r.1 == unit) {
+                            // The unit's first piece books its read and counts the sensing;
+                            // the others count their transfer.
+                            Some(r) => match r.4 {
+                                Some(end) => (end, xfer),
+                                None => {
+                                    let end = self.flash.read(r.2, now, c, r.3);
+                                    r.4 = Some(end);
+                                    (end, self.p.page_read_ns + xfer)
+                                }
+                            },
+                            // A whole unit meant for copyback whose destination was not
+                            // booked up to it after all: a read of its own.
+                            None => (self.flash.read(die, now, c, len), self.read_die_ns(len)),
+                        }
                     }
                     Loc::Buffer | Loc::Unwritten => (c, 0),
                 };
