@@ -127,6 +127,16 @@ pub enum Setup {
     IzcNoCopyback,
     /// ZNS+ on a device whose copies and plugs never use copyback ("ZNS+ (w/o cpbk)").
     ZnsPlusNoCopyback,
+    /// ZNS with the paper's foreground compaction: a write that finds collection due waits,
+    /// with every writer after it, until collection has freed what it wanted and a
+    /// checkpoint is written (F2FS's foreground segment compaction, paper section 2.3).
+    ZnsFg,
+    /// Copyback-aware IZC with foreground compaction.
+    IzcFg,
+    /// ZNS+ with foreground compaction: threaded logging reclaims without the stop, and
+    /// only a compaction hybrid recycling chooses (or one due while no re-opened zone has
+    /// room) stops the writes.
+    ZnsPlusFg,
 }
 
 impl Setup {
@@ -147,6 +157,9 @@ impl Setup {
             Setup::ZnsPlusLp => "ZNS+ (LP)",
             Setup::IzcNoCopyback => "IZC w/o copyback",
             Setup::ZnsPlusNoCopyback => "ZNS+ w/o copyback",
+            Setup::ZnsFg => "ZNS-fg",
+            Setup::IzcFg => "IZC-fg",
+            Setup::ZnsPlusFg => "ZNS+-fg",
         }
     }
 
@@ -159,9 +172,17 @@ impl Setup {
     fn threaded(self) -> bool {
         matches!(
             self,
-            Setup::ZnsPlus | Setup::ZnsPlusLp | Setup::ZnsPlusNoCopyback
+            Setup::ZnsPlus | Setup::ZnsPlusLp | Setup::ZnsPlusNoCopyback | Setup::ZnsPlusFg
         )
     }
+
+    /// Writes stop for foreground compaction, as the paper's F2FS does.
+    pub fn foreground(self) -> bool {
+        matches!(self, Setup::ZnsFg | Setup::IzcFg | Setup::ZnsPlusFg)
+    }
+
+    /// The foreground-compaction setups, the paper's configuration (labelled rows).
+    pub const FOREGROUND: [Setup; 3] = [Setup::ZnsFg, Setup::IzcFg, Setup::ZnsPlusFg];
 
     /// How the device plugs TL-opened zones (only threaded logging opens any).
     fn plug_order(self) -> PlugOrder {
@@ -174,13 +195,15 @@ impl Setup {
 
     fn options(self) -> MountOptions {
         let (use_copy, compaction) = match self {
-            Setup::Zns => (false, None),
+            Setup::Zns | Setup::ZnsFg => (false, None),
             Setup::IzcSourceOrder => (false, Some(Placement::SourceOrder)),
             Setup::IzcCopybackAware
             | Setup::ZnsPlus
             | Setup::ZnsPlusLp
             | Setup::IzcNoCopyback
-            | Setup::ZnsPlusNoCopyback => (false, Some(Placement::CopybackAware)),
+            | Setup::ZnsPlusNoCopyback
+            | Setup::IzcFg
+            | Setup::ZnsPlusFg => (false, Some(Placement::CopybackAware)),
         };
         MountOptions {
             use_copy,
@@ -226,6 +249,12 @@ pub struct Point {
     /// The FTL's own metadata blocks (checkpoints) per user block in the measured phase
     /// (paper Fig. 7(b)'s node and metadata overhead has no other counterpart here).
     pub meta_per_user: f64,
+    /// Foreground compactions the writes stopped for, per GiB of user writes (0 unless
+    /// `Setup::foreground`).
+    pub fg_stops_per_gib: f64,
+    /// Plugged blocks invalidated while their re-opened zone waited for the hot stream
+    /// (`TlCounters::stale_plugged_blocks`), per user block.
+    pub stale_plugged_per_user: f64,
 }
 
 /// The device: `profile`'s timing over `zones` zones of `zone_blocks` 4 KiB blocks.
@@ -278,13 +307,46 @@ fn files(blocks: u64, w: Workload, rng: &mut SimRng) -> Vec<(u64, u64)> {
     }
 }
 
+/// The writers' stop for foreground compaction: each write of a foreground setup first
+/// takes the gate, and the one that finds a compaction due (`FtlVolume::compaction_due`)
+/// holds it until the compaction and its checkpoint are done, so no later write starts
+/// meanwhile (F2FS's writers stop so in `f2fs_balance_fs`). Writes already issued go on.
+struct Gate {
+    on: bool,
+    lock: tokio::sync::Mutex<()>,
+    /// Compactions the writes stopped for.
+    stops: std::sync::atomic::AtomicU64,
+}
+
+impl Gate {
+    fn new(on: bool) -> Gate {
+        Gate {
+            on,
+            lock: tokio::sync::Mutex::new(()),
+            stops: Default::default(),
+        }
+    }
+
+    async fn pass(&self, vol: &FtlVolume) -> Result<(), zns::BlockError> {
+        if !self.on {
+            return Ok(());
+        }
+        let _held = self.lock.lock().await;
+        if vol.compaction_due() && vol.compact_and_wait().await? {
+            self.stops
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        Ok(())
+    }
+}
+
 /// Rewrites files picked at random until `bytes` are written, `WRITERS` at a time, each
-/// write followed by a Flush when `sync`.
+/// write followed by a Flush when `sync`, each passing `gate` first.
 async fn rewrite(
     vol: &FtlVolume,
     files: &[(u64, u64)],
     bytes: u64,
-    (w, sync): (Workload, bool),
+    (w, sync, gate): (Workload, bool, &Gate),
     rng: &mut SimRng,
 ) -> Result<(), String> {
     let bs = u64::from(BLOCK_BYTES);
@@ -296,6 +358,7 @@ async fn rewrite(
             let (lba, n) = files[rng.below(files.len() as u64) as usize];
             let buf = &data[..(n * bs) as usize];
             inflight.push(async move {
+                gate.pass(vol).await?;
                 vol.write(lba, buf, false).await?;
                 if sync {
                     vol.flush().await?;
@@ -365,14 +428,23 @@ pub fn measure_workload(
         // The warm-up does not sync: it only brings collection to a steady state (syncing
         // it would multiply a point's wall time for the same state).
         rewrite_all(&vol, &files, w).await?;
-        rewrite(&vol, &files, written * bs, (w, false), &mut rng).await?;
+        let gate = Gate::new(setup.foreground());
+        rewrite(&vol, &files, written * bs, (w, false, &gate), &mut rng).await?;
+        let stops0 = gate.stops.load(std::sync::atomic::Ordering::Relaxed);
         let (s0, t0) = (dev.stats(), dev.timing_counters().ok_or("timing is off")?);
-        let c0 = vol.stats().counters;
+        let (c0, stale0) = {
+            let st = vol.stats();
+            (st.counters, st.threaded.stale_plugged_blocks)
+        };
         let began = tokio::time::Instant::now();
-        rewrite(&vol, &files, bytes, (w, w.syncs()), &mut rng).await?;
+        rewrite(&vol, &files, bytes, (w, w.syncs(), &gate), &mut rng).await?;
+        let stops = gate.stops.load(std::sync::atomic::Ordering::Relaxed) - stops0;
         let secs = began.elapsed().as_secs_f64();
         let (s1, t1) = (dev.stats(), dev.timing_counters().ok_or("timing is off")?);
-        let c1 = vol.stats().counters;
+        let (c1, stale1) = {
+            let st = vol.stats();
+            (st.counters, st.threaded.stale_plugged_blocks)
+        };
         let user = c1.user_blocks - c0.user_blocks;
         let meta = c1.meta_blocks - c0.meta_blocks;
         vol.unmount().await.map_err(err)?;
@@ -408,6 +480,8 @@ pub fn measure_workload(
             die_busy_ns: t1.flash.die_busy_ns - t0.flash.die_busy_ns,
             erase_ns: (t1.flash.erases - t0.flash.erases) * tp.block_erase_ns,
             meta_per_user: meta as f64 / user.max(1) as f64,
+            stale_plugged_per_user: (stale1 - stale0) as f64 / user.max(1) as f64,
+            fg_stops_per_gib: stops as f64 * (1u64 << 30) as f64 / (user.max(1) * bs) as f64,
             utilisation_pct,
             mib_per_sec: (user * bs) as f64 / (1 << 20) as f64 / secs.max(1e-9),
             waf: flash as f64 / user.max(1) as f64,
@@ -463,7 +537,7 @@ pub fn points(o: &Options, shape: Shape) -> Result<Vec<Point>, String> {
     let profile = o.profile.unwrap_or(PROFILE);
     let mut out = Vec::new();
     for (u, _) in PAPER_IZC_OVER_ZNS {
-        for s in Setup::ALL {
+        for s in Setup::ALL.into_iter().chain(Setup::FOREGROUND) {
             out.push(measure_workload(
                 (profile, s),
                 Workload::Fileserver,
@@ -574,11 +648,12 @@ pub fn rows_of(points: &[Point]) -> Vec<Row> {
             });
             rows.push(Row::new(
                 format!(
-                    "znsplus-fig8{tag} ZNS+ / ZNS throughput, {u}% utilisation ({:.1} / {:.1} MiB/s; WAF {:.2}, plugged {:.2} per user block, {:.0}% of it ahead in idle chip time; chip utilisation {:.0}%{lp})",
+                    "znsplus-fig8{tag} ZNS+ / ZNS throughput, {u}% utilisation ({:.1} / {:.1} MiB/s; WAF {:.2}, plugged {:.2} per user block ({:.2} invalidated while its zone waited), {:.0}% of it ahead in idle chip time; chip utilisation {:.0}%{lp})",
                     plus.mib_per_sec,
                     zns.mib_per_sec,
                     plus.waf,
                     plus.plugged_per_user,
+                    plus.stale_plugged_per_user,
                     plus.plugged_idle_share * 100.0,
                     plus.chip_utilisation * 100.0
                 ),
@@ -610,6 +685,37 @@ pub fn rows_of(points: &[Point]) -> Vec<Row> {
             PAPER_COPYBACK_RATIO,
             cab.copyback_ratio,
         ));
+        // The paper's configuration: writes stop for foreground compaction (labelled rows).
+        if let (Some(zf), Some(izf), Some(pf)) =
+            (at(Setup::ZnsFg), at(Setup::IzcFg), at(Setup::ZnsPlusFg))
+        {
+            let chip = |p: &Point| p.chip_utilisation * 100.0;
+            let ratio = |a: &Point, b: &Point| a.mib_per_sec / b.mib_per_sec.max(1e-9);
+            rows.push(Row::new(
+                format!(
+                    "znsplus-fig8{tag} IZC-fg / ZNS-fg throughput, {u}% utilisation, foreground compaction ({:.1} / {:.1} MiB/s; stops per GiB {:.1} / {:.1}; WAF {:.2} / {:.2}; chip utilisation {:.0}% / {:.0}%)",
+                    izf.mib_per_sec, zf.mib_per_sec, izf.fg_stops_per_gib, zf.fg_stops_per_gib, izf.waf, zf.waf, chip(izf), chip(zf)
+                ),
+                fig8(paper),
+                ratio(izf, zf),
+            ));
+            rows.push(Row::new(
+                format!(
+                    "znsplus-fig8{tag} ZNS+-fg / ZNS-fg throughput, {u}% utilisation, foreground compaction ({:.1} / {:.1} MiB/s)",
+                    pf.mib_per_sec, zf.mib_per_sec
+                ),
+                fig8(paper_plus),
+                ratio(pf, zf),
+            ));
+            rows.push(Row::new(
+                format!(
+                    "znsplus-fig8{tag} ZNS+-fg / IZC-fg throughput, {u}% utilisation, foreground compaction ({:.1} / {:.1} MiB/s; stops per GiB {:.1} / {:.1}; WAF {:.2} / {:.2}; plugged {:.2} per user block, {:.2} of it invalidated while its zone waited; chip utilisation {:.0}% / {:.0}%)",
+                    pf.mib_per_sec, izf.mib_per_sec, pf.fg_stops_per_gib, izf.fg_stops_per_gib, pf.waf, izf.waf, pf.plugged_per_user, pf.stale_plugged_per_user, chip(pf), chip(izf)
+                ),
+                fig8(paper_plus / paper),
+                ratio(pf, izf),
+            ));
+        }
         for p in [zns, cab].into_iter().chain(at(Setup::ZnsPlus)) {
             rows.push(Row::new(
                 format!(

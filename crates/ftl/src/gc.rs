@@ -548,6 +548,41 @@ impl Maintenance {
         false
     }
 
+    /// Whether a file system that stops its writes for collection, as F2FS's foreground
+    /// segment compaction does (ZNS+ paper section 2.3), would stop them now: collection is
+    /// wanted, has something to reclaim, and no zone re-opened by threaded logging gives the
+    /// hot stream room (threaded logging reclaims without the stop).
+    pub(crate) fn compaction_due(&self) -> bool {
+        let policy = self.shared.opts().victim_policy;
+        self.shared
+            .map(|m| self.policy.gc_wanted(m.free_zones()) && m.reclaimable(policy) && !m.tl_live())
+    }
+
+    /// Foreground compaction: wakes the maintenance task and waits, woken by every change of
+    /// space (collection's resets signal it), until `compaction_due` is false, then writes a
+    /// checkpoint as F2FS does after a foreground compaction. False, with nothing written,
+    /// when no compaction was due. A volume that fails meanwhile returns its failure.
+    pub(crate) async fn compact_and_wait(&self) -> Result<bool, FtlError> {
+        let mut waited = false;
+        loop {
+            let waiting = self.shared.space_notified();
+            tokio::pin!(waiting);
+            waiting.as_mut().enable();
+            self.shared.check_failed()?;
+            if !self.compaction_due() {
+                break;
+            }
+            waited = true;
+            self.shared.wake_maintenance();
+            let _waiting = self.shared.activity().enter(Gauge::SpaceWaits);
+            waiting.await;
+        }
+        if waited {
+            self.checkpoint().await?;
+        }
+        Ok(waited)
+    }
+
     /// Writes a checkpoint of the current mapping into the slot not holding the newest one.
     pub(crate) async fn checkpoint(&self) -> Result<(), FtlError> {
         let mut cur = self.ckpt.lock().await;

@@ -83,6 +83,9 @@ pub struct TlCounters {
     pub plugged_blocks: u64,
     /// Blocks handed to writes in holes.
     pub hole_blocks: u64,
+    /// Of `plugged_blocks`, those invalidated between the turn that fixed the zone's bitmap
+    /// and the hot stream taking the zone: the device keeps them though nothing maps them.
+    pub stale_plugged_blocks: u64,
     /// Times hybrid recycling chose compaction instead.
     pub compaction_chosen: u64,
     /// Turns that chose two zones or more (sharing one checkpoint).
@@ -271,7 +274,7 @@ impl Mapping {
 
     /// Whether a threaded zone still gives the hot stream room: pending, ready, or being
     /// written with holes left.
-    fn tl_live(&self) -> bool {
+    pub fn tl_live(&self) -> bool {
         self.threaded.zones.iter().any(|t| match t.stage {
             Stage::Pending | Stage::Ready => true,
             Stage::Writing => {
@@ -371,6 +374,12 @@ impl Mapping {
         let z = t.zone;
         let first = t.valid.next_invalid(0);
         let plugged = t.valid.count_valid(0, t.valid.blocks());
+        let now = self.tl_bitmap(z);
+        let t = self.tl_entry(z).expect("the zone just taken");
+        let stale = (0..t.valid.blocks())
+            .filter(|&o| t.valid.is_valid(o) && !now.is_valid(o))
+            .count() as u64;
+        self.threaded.counters.stale_plugged_blocks += stale;
         self.threaded.counters.opens += 1;
         self.threaded.counters.plugged_blocks += plugged;
         self.counters.stream_zones[stream.index()] += 1;

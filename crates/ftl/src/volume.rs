@@ -293,6 +293,21 @@ impl FtlVolume {
         self.maint.abort().await;
     }
 
+    /// Whether a write should wait for a foreground compaction now (`compact_and_wait`):
+    /// collection is wanted and threaded logging gives no room. For a caller that imitates a
+    /// file system which stops its writes for collection (F2FS, ZNS+ paper section 2.3);
+    /// the FTL's own collection runs beside the writes either way.
+    pub fn compaction_due(&self) -> bool {
+        self.maint.compaction_due()
+    }
+
+    /// Foreground compaction: waits until collection has freed what it wanted, then writes
+    /// a checkpoint; false (nothing written) when none was due. The caller holds its writes
+    /// meanwhile; the FTL does not.
+    pub async fn compact_and_wait(&self) -> Result<bool, FtlError> {
+        self.maint.compact_and_wait().await
+    }
+
     pub fn stats(&self) -> FtlStats {
         let opts = *self.shared.opts();
         let checkpoints = self.maint.checkpoints();

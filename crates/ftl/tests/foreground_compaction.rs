@@ -1,0 +1,112 @@
+//! Foreground compaction (`FtlVolume::compaction_due`, `compact_and_wait`), the path a caller
+//! imitating F2FS's stop of its writes uses: once collection is due, the wait ends only when
+//! collection has freed what it wanted, a checkpoint follows, and nothing is written when
+//! none was due. A failure while waiting (collection's copies failing for good) or of the
+//! checkpoint (its flush failing) returns the volume's failure instead of hanging.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{block, device, fresh, geometry, runtime, small_opts, version_of};
+use ftl::{FormatOptions, FtlVolume};
+use zns::{BlockDevice, ErrorPlan, FaultyZoned, NvmeStatus, OpKind, OpSet, SimRng, ZonedDevice};
+
+#[test]
+fn a_foreground_compaction_waits_until_collection_is_no_longer_due_then_checkpoints() {
+    runtime().block_on(async {
+        let dev = device(geometry(), 3);
+        let vol = fresh(&dev, 300, small_opts()).await;
+        let n = vol.size_blocks();
+        let bs = vol.block_size() as usize;
+        assert!(!vol.compaction_due(), "a fresh volume needs no compaction");
+        let before = vol.stats().checkpoints;
+        assert!(!vol.compact_and_wait().await.expect("nothing due"));
+        assert_eq!(
+            vol.stats().checkpoints,
+            before,
+            "nothing due, nothing written"
+        );
+        let mut latest = vec![0u64; n as usize];
+        let mut rng = SimRng::new(3);
+        let mut stops = 0;
+        for version in 1..=(6 * n) {
+            if vol.compaction_due() {
+                let before = vol.stats().checkpoints;
+                assert!(vol.compact_and_wait().await.expect("compaction"));
+                assert!(
+                    !vol.compaction_due(),
+                    "the wait ended with collection still due"
+                );
+                assert!(vol.stats().checkpoints > before, "no checkpoint after it");
+                stops += 1;
+            }
+            let lba = rng.below(n);
+            vol.write(lba, &block(bs, version), false)
+                .await
+                .expect("write");
+            latest[lba as usize] = version;
+        }
+        assert!(stops > 3, "only {stops} foreground compactions");
+        let mut buf = vec![0u8; bs];
+        for (lba, &v) in latest.iter().enumerate() {
+            vol.read(lba as u64, &mut buf).await.expect("read");
+            assert_eq!(version_of(&buf), Some(v), "block {lba}");
+        }
+        vol.unmount().await.expect("unmount");
+    });
+}
+
+/// Writes at random until a compaction is due, then installs `plan` and waits for it.
+async fn wait_under(plan: ErrorPlan) -> String {
+    let emu = device(geometry(), 5);
+    let faulty = Arc::new(FaultyZoned::new(emu, 5));
+    let dev: Arc<dyn ZonedDevice> = faulty.clone();
+    ftl::format(dev.as_ref(), FormatOptions::with_op(300), 5, false)
+        .await
+        .expect("format");
+    let (vol, _) = FtlVolume::mount(dev, small_opts()).await.expect("mount");
+    let n = vol.size_blocks();
+    let bs = vol.block_size() as usize;
+    let mut rng = SimRng::new(5);
+    let mut version = 0;
+    while !vol.compaction_due() {
+        version += 1;
+        assert!(version < 20 * n, "no compaction ever due");
+        vol.write(rng.below(n), &block(bs, version), false)
+            .await
+            .expect("write");
+    }
+    faulty.set_errors(plan).expect("plan");
+    let e = vol
+        .compact_and_wait()
+        .await
+        .expect_err("a compaction that cannot succeed succeeded");
+    vol.crash().await;
+    e.to_string()
+}
+
+#[test]
+fn a_failure_while_waiting_or_of_the_checkpoint_is_returned() {
+    runtime().block_on(async {
+        // Every copy and write fails for good: collection gives up and fails the volume,
+        // which wakes the waiter.
+        let e = wait_under(ErrorPlan {
+            ops: OpSet::of(&[OpKind::Write, OpKind::Copy, OpKind::Append]),
+            probability: 1.0,
+            status: NvmeStatus::InternalError,
+            ..ErrorPlan::default()
+        })
+        .await;
+        assert!(e.to_lowercase().contains("internal"), "{e}");
+        // Every flush fails: the round's flush or the checkpoint's fails.
+        let e = wait_under(ErrorPlan {
+            ops: OpSet::of(&[OpKind::Flush]),
+            probability: 1.0,
+            status: NvmeStatus::DataTransferError,
+            ..ErrorPlan::default()
+        })
+        .await;
+        assert!(e.to_lowercase().contains("transfer"), "{e}");
+    });
+}
