@@ -132,7 +132,18 @@ impl RaiznVolume {
                 images.push(None);
                 continue;
             };
-            match general::read_general(i, dev.as_ref()).await {
+            // Before anything resets a swap zone (super::swap).
+            let read = match super::swap::settle_swap(dev.as_ref()).await {
+                Ok(copied) => {
+                    if copied {
+                        tracing::info!(member = i, "completed a collection cut by power loss");
+                    }
+                    general::read_general(i, dev.as_ref()).await
+                }
+                Err(status) if member_failed(status) => Err(ReadSb::Device(status)),
+                Err(status) => return Err(member_err(i, "settling the swap zone")(status)),
+            };
+            match read {
                 Ok(img) => {
                     sbs.push(Some(img.sb));
                     images.push(Some(img));
