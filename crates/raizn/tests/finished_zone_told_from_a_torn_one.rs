@@ -22,7 +22,7 @@ use raizn::meta::{self, RecordType};
 use raizn::{Member, RaiznVolume};
 use zns::{ReportFilter, ZoneAction, ZoneState, ZonedDevice};
 
-use common::{assert_blocks, block, small_array, BS};
+use common::{assert_blocks, block, reopen, small_array, BS};
 
 /// Logical blocks written when the tear comes: five whole stripes of 16 and 5 blocks of the
 /// last (its first data unit partly).
@@ -36,18 +36,6 @@ async fn zone0(v: &RaiznVolume) -> (ZoneState, u64) {
     match v.report_zones(0, ReportFilter::All, false, 1).await {
         Ok(r) => (r.zones[0].state, r.zones[0].wp),
         Err(e) => panic!("report: {e}"),
-    }
-}
-
-async fn open(emus: &[Arc<EmuDevice>], leave_out: Option<usize>, what: &str) -> RaiznVolume {
-    let members: Vec<Option<Member>> = emus
-        .iter()
-        .enumerate()
-        .map(|(i, e)| (leave_out != Some(i)).then(|| e.clone() as Member))
-        .collect();
-    match RaiznVolume::open_degraded(members).await {
-        Ok(v) => v,
-        Err(e) => panic!("{what}: open: {e}"),
     }
 }
 
@@ -91,7 +79,7 @@ async fn torn_zone(seed: u64) -> (Torn, RaiznVolume) {
     if let Err(e) = emus[second].write(lba, &d, Some(&m), true).await {
         panic!("torn units: {e}");
     }
-    let v = open(&emus, None, "after the tear").await;
+    let v = reopen(&emus, None, "after the tear").await;
     assert_eq!(
         zone0(&v).await,
         (ZoneState::Closed, TORN_AT),
@@ -134,7 +122,7 @@ fn degraded_open_does_not_count_a_zone_filled_by_a_tear_as_full() {
             drop(v);
             // The parity member of the last stripe gone: both survivors' zones are Full.
             let what = format!("seed {seed}: without member {}", t.parity);
-            let v = open(&t.emus, Some(t.parity), &what).await;
+            let v = reopen(&t.emus, Some(t.parity), &what).await;
             assert_eq!(zone0(&v).await, (ZoneState::Closed, WRITTEN), "{what}");
             assert_blocks(&v, 0..WRITTEN, SALT, &what).await;
             // The zone takes writes at its write pointer (relocated on the torn member).
@@ -163,7 +151,7 @@ async fn finished_torn_zone(seed: u64, lose_parity: bool) {
     // Each open checkpoints the general zones, which drops the Finish's zone-log record:
     // the second open knows the zone finished only from the checkpoint.
     for k in 0..2 {
-        let v = open(&t.emus, None, "after the finish").await;
+        let v = reopen(&t.emus, None, "after the finish").await;
         assert_eq!(
             zone0(&v).await,
             (ZoneState::Full, cap),
@@ -172,7 +160,7 @@ async fn finished_torn_zone(seed: u64, lose_parity: bool) {
     }
     let lost = if lose_parity { t.parity } else { t.second };
     let what = format!("seed {seed}: finished, without member {lost}");
-    let v = open(&t.emus, Some(lost), &what).await;
+    let v = reopen(&t.emus, Some(lost), &what).await;
     assert_eq!(zone0(&v).await, (ZoneState::Full, cap), "{what}");
     assert_blocks(&v, 0..WRITTEN, SALT, &what).await;
     assert_zeros_after(&v, cap, &what).await;
@@ -230,7 +218,7 @@ fn a_version_1_array_opens_as_before_and_is_written_as_version_2() {
             panic!("finish: {e}");
         }
         drop(v);
-        drop(open(&t.emus, None, "after the finish").await);
+        drop(reopen(&t.emus, None, "after the finish").await);
         // What version 1 left: the same records (without the finished-zones one, which it
         // did not have) stamped version 1.
         for e in &t.emus {
@@ -244,7 +232,7 @@ fn a_version_1_array_opens_as_before_and_is_written_as_version_2() {
                 .collect();
             rewrite_general(e, &old).await;
         }
-        let v = open(&t.emus, None, "version 1").await;
+        let v = reopen(&t.emus, None, "version 1").await;
         assert_eq!(zone0(&v).await, (ZoneState::Full, cap), "version 1");
         assert_blocks(&v, 0..WRITTEN, SALT, "version 1").await;
         drop(v);
@@ -266,7 +254,7 @@ fn a_version_1_array_opens_as_before_and_is_written_as_version_2() {
             assert!(finished, "member {i}: no record of zone 0 finished");
         }
         let what = format!("upgraded, without member {}", t.parity);
-        let v = open(&t.emus, Some(t.parity), &what).await;
+        let v = reopen(&t.emus, Some(t.parity), &what).await;
         assert_eq!(zone0(&v).await, (ZoneState::Full, cap), "{what}");
         assert_blocks(&v, 0..WRITTEN, SALT, &what).await;
         drop(v);

@@ -120,3 +120,85 @@ fn member_failing_while_open_completes_a_reset_is_not_counted_for_the_zones() {
     common::block_on_paused(run(1));
     common::block_on_paused(run(2));
 }
+
+/// A Finish, then a Reset whose zone-log record reached one of the zone log's two members
+/// (the other refused its write, as a power cut between them would leave it); open completes
+/// the reset, and the member holding the record fails at that moment. The open that starts
+/// over without it must still know of the reset: the first attempt had already reset the
+/// survivors' member zones, and without the record the finished zone came back Full over
+/// them, reading zeros where its data was (crash schedule 240 of a later run).
+async fn reset_record_on_one_member(seed: u64) {
+    let g = common::small_member_geometry();
+    let emus = common::emu_members(&g, 3, seed);
+    let faulty = common::faulty_members(&emus, seed * 3);
+    let cfg = RaiznConfig {
+        stripe_unit_bytes: 8 * BS as u64,
+        ..RaiznConfig::new([13; 16])
+    };
+    let v = match RaiznVolume::format(common::as_members(&faulty), cfg, false).await {
+        Ok(v) => v,
+        Err(e) => panic!("format: {e}"),
+    };
+    if !write(&v, 0..20, 1, true).await {
+        panic!("write failed");
+    }
+    if let Err(e) = v.zone_mgmt(ZoneAction::Finish, 0, false).await {
+        panic!("finish: {e}");
+    }
+    // Zone 0's log members are 0 and 1; member 1 refuses the reset's record.
+    refuse(&faulty[1], OpKind::Write);
+    assert!(
+        v.zone_mgmt(ZoneAction::Reset, 0, false).await.is_err(),
+        "seed {seed}: the reset whose record member 1 refused"
+    );
+    faulty[1].clear_errors();
+    drop(v);
+    for e in &emus {
+        if let Err(err) = e.restart() {
+            panic!("member restart: {err}");
+        }
+    }
+    let fail = ErrorPlan {
+        ops: OpSet::of(&[OpKind::ZoneMgmt]),
+        fail_nth: Some(1),
+        repeat: 1 << 40,
+        status: NvmeStatus::NamespaceNotReady,
+        ..ErrorPlan::default()
+    };
+    if let Err(e) = faulty[0].set_errors(fail) {
+        panic!("error plan: {e}");
+    }
+    let v = match RaiznVolume::open(common::as_members(&faulty)).await {
+        Ok(v) => v,
+        Err(e) => panic!("seed {seed}: open with member 0 failing: {e}"),
+    };
+    assert_eq!(v.failed_members(), vec![0], "seed {seed}");
+    let zone = match v.report_zones(0, ReportFilter::All, false, 1).await {
+        Ok(r) => r.zones[0],
+        Err(e) => panic!("report: {e}"),
+    };
+    // The reset was logged and reached the survivors: the zone is reset (its old data, had
+    // no member zone been reset, would be the other answer).
+    assert_eq!(
+        (zone.state, zone.wp),
+        (ZoneState::Empty, 0),
+        "seed {seed}: zone 0"
+    );
+    drop(v);
+    let v = match RaiznVolume::open(common::as_members(&faulty)).await {
+        Ok(v) => v,
+        Err(e) => panic!("seed {seed}: reopen: {e}"),
+    };
+    let zone = match v.report_zones(0, ReportFilter::All, false, 1).await {
+        Ok(r) => r.zones[0],
+        Err(e) => panic!("report: {e}"),
+    };
+    assert_eq!(zone.state, ZoneState::Empty, "seed {seed}: zone 0 reopened");
+}
+
+#[test]
+fn a_reset_logged_on_a_member_failing_while_open_completes_it_stays_reset() {
+    for seed in 1..4 {
+        common::block_on_paused(reset_record_on_one_member(seed));
+    }
+}

@@ -11,7 +11,8 @@ mod common;
 use std::sync::Arc;
 
 use emu::EmuDevice;
-use raizn::layout::META_ZONES;
+use raizn::layout::{GENERAL_ZONE, META_ZONES, PARTIAL_PARITY_ZONE, SWAP_ZONE};
+use raizn::meta::{self, RecordType};
 use raizn::{Member, RaiznConfig, RaiznVolume};
 use zns::{ErrorPlan, NvmeStatus, OpSet, ReportFilter, ZonedDevice};
 
@@ -199,5 +200,141 @@ fn every_cut_point_of_a_relocating_collection_keeps_the_log() {
         for cut in 1..=total {
             cut_at(seed, Some(cut)).await;
         }
+    });
+}
+
+/// The array of `torn_and_full` after the relocating write and a flush, its power then cut:
+/// member 0's log holds the relocated unit (data a flush made durable) and the records.
+async fn relocated_and_cut(seed: u64) -> (Vec<Arc<EmuDevice>>, Vec<Arc<Faulty>>) {
+    let a = torn_and_full(seed).await;
+    write_blocks(&a.v, 20..32, 1, false).await;
+    if let Err(e) = a.v.flush().await {
+        panic!("flush: {e}");
+    }
+    let Array { emus, faulty, v } = a;
+    drop(v);
+    power_loss(&emus, seed);
+    (emus, faulty)
+}
+
+/// Opens the array with member 0 failing from its `cut`-th command of the open on as a
+/// power cut would (never with None), then cuts the power; returns member 0's commands.
+async fn open_cut(emus: &[Arc<EmuDevice>], faulty: &[Arc<Faulty>], cut: Option<u64>) -> u64 {
+    for f in faulty {
+        f.clear_errors();
+        f.restore_power();
+    }
+    let start = faulty[0].counters().commands;
+    if let Some(n) = cut {
+        let plan = ErrorPlan {
+            ops: OpSet::ALL,
+            fail_nth: Some(n),
+            repeat: u64::MAX / 2,
+            status: NvmeStatus::AbortedPowerLoss,
+            ..ErrorPlan::default()
+        };
+        if let Err(e) = faulty[0].set_errors(plan) {
+            panic!("{e}");
+        }
+    }
+    let opened = RaiznVolume::open(members(faulty)).await;
+    if cut.is_none() {
+        if let Err(e) = &opened {
+            panic!("open without a cut: {e}");
+        }
+    }
+    drop(opened);
+    let commands = faulty[0].counters().commands - start;
+    for f in faulty {
+        f.cut_power();
+    }
+    power_loss(emus, commands);
+    commands
+}
+
+/// Blocks member 0's metadata zone `zone` holds.
+async fn zone_blocks(emu: &EmuDevice, zone: u32) -> u64 {
+    let start = emu.geometry().zone_start(zone);
+    match emu.report_zones(start, ReportFilter::All, false, 1).await {
+        Ok(r) => r.zones[0].wp - start,
+        Err(e) => panic!("report: {e}"),
+    }
+}
+
+/// Whether member 0's swap zone holds more than the zone it was collected for (the general
+/// zone or the log, by its first record's type): a collection cut after that zone's reset,
+/// the swap zone's image the only whole one.
+async fn swap_ahead(emu: &EmuDevice) -> bool {
+    let swap = zone_blocks(emu, SWAP_ZONE).await;
+    if swap == 0 {
+        return false;
+    }
+    let mut b = vec![0u8; BS];
+    if let Err(e) = emu
+        .read(emu.geometry().zone_start(SWAP_ZONE), &mut b, None)
+        .await
+    {
+        panic!("read swap: {e}");
+    }
+    let home = match meta::decode_record(&b) {
+        Ok((h, _)) if matches!(h.kind, RecordType::PartialParity | RecordType::Relocated) => {
+            PARTIAL_PARITY_ZONE
+        }
+        _ => GENERAL_ZONE,
+    };
+    zone_blocks(emu, home).await < swap
+}
+
+/// After every cut: a clean open brings zone 0 back with its old blocks and the relocated
+/// write, and the filler zones whole.
+async fn check_after_cuts(faulty: &[Arc<Faulty>], what: &str) {
+    for f in faulty {
+        f.clear_errors();
+        f.restore_power();
+    }
+    let v = match RaiznVolume::open(members(faulty)).await {
+        Ok(v) => v,
+        Err(e) => panic!("{what}: open: {e}"),
+    };
+    assert_eq!(wp(&v, 0).await, 32, "{what}: zone 0");
+    assert_blocks(&v, 0..20, 0, what).await;
+    assert_blocks(&v, 20..32, 1, what).await;
+    check_fillers(&v, what).await;
+}
+
+/// An open collects every log and general zone through the swap zone. A cut after the home
+/// zone's reset leaves the swap zone holding the only complete image (member 0's: the
+/// relocated unit, or its general checkpoint); the next open must not reset the swap zone
+/// before the image is home again. Every cut point of that open is tried after every cut
+/// point of the first open that leaves member 0's swap zone ahead of its home zone.
+#[test]
+fn an_open_cut_after_a_collection_cut_keeps_the_swap_zone_image() {
+    block_on_paused(async {
+        let seed = 5;
+        let (emus, faulty) = relocated_and_cut(seed).await;
+        let total = open_cut(&emus, &faulty, None).await;
+        assert!(total > 20, "member 0 saw only {total} commands at open");
+        let mut left_in_swap = 0;
+        for n in 1..=total {
+            let (emus, faulty) = relocated_and_cut(seed).await;
+            open_cut(&emus, &faulty, Some(n)).await;
+            if !swap_ahead(&emus[0]).await {
+                check_after_cuts(&faulty, &format!("cut {n}")).await;
+                continue;
+            }
+            left_in_swap += 1;
+            let second = open_cut(&emus, &faulty, None).await;
+            check_after_cuts(&faulty, &format!("cut {n}, then none")).await;
+            for k in 1..=second {
+                let (emus, faulty) = relocated_and_cut(seed).await;
+                open_cut(&emus, &faulty, Some(n)).await;
+                open_cut(&emus, &faulty, Some(k)).await;
+                check_after_cuts(&faulty, &format!("cut {n}, then {k}")).await;
+            }
+        }
+        assert!(
+            left_in_swap >= 4,
+            "only {left_in_swap} cuts left the swap zone written"
+        );
     });
 }

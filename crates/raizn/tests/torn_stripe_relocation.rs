@@ -13,7 +13,7 @@ use emu::EmuDevice;
 use raizn::{Member, RaiznVolume};
 use zns::{ReportFilter, ZoneState, ZonedDevice};
 
-use common::{assert_blocks, block, block_on_paused, small_array, BS, OOB};
+use common::{assert_blocks, block, block_on_paused, reopen, small_array, BS, OOB};
 
 /// Writes `lbas` with `block(lba, salt)` in writes of at most `step` blocks.
 async fn write_range(v: &RaiznVolume, lbas: std::ops::Range<u64>, salt: u64, step: u64) {
@@ -93,18 +93,6 @@ async fn torn_array(seed: u64) -> (Vec<Arc<EmuDevice>>, RaiznVolume, usize) {
     };
     assert_eq!(zone0(&v).await, (ZoneState::Closed, 20), "recovered prefix");
     (emus, v, torn.member)
-}
-
-async fn reopen(emus: &[Arc<EmuDevice>], leave_out: Option<usize>, what: &str) -> RaiznVolume {
-    let members: Vec<Option<Member>> = emus
-        .iter()
-        .enumerate()
-        .map(|(i, e)| (leave_out != Some(i)).then(|| e.clone() as Member))
-        .collect();
-    match RaiznVolume::open_degraded(members).await {
-        Ok(v) => v,
-        Err(e) => panic!("{what}: reopen: {e}"),
-    }
 }
 
 async fn write_past_the_torn_stripe(seed: u64, failed: Option<usize>) {

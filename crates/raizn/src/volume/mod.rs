@@ -24,6 +24,7 @@ mod pplog;
 mod rebuild;
 mod rebuild_log;
 mod reloc;
+mod swap;
 
 pub use append::AppendStats;
 pub use persist::PersistStats;

@@ -15,7 +15,7 @@ use super::pplog::{Loaded, PpLog};
 use super::rebuild::Slot;
 use super::{Member, PpStats, RaiznConfig, RaiznError, RaiznVolume, State, ZoneIo};
 use crate::layout::{ArrayLayout, GENERAL_ZONE, META_ZONES};
-use crate::meta::Superblock;
+use crate::meta::{Superblock, ZoneLogAction};
 use crate::zones::{LogicalZone, ZoneTable};
 
 fn member_err(member: usize, what: &'static str) -> impl Fn(NvmeStatus) -> RaiznError {
@@ -132,7 +132,18 @@ impl RaiznVolume {
                 images.push(None);
                 continue;
             };
-            match general::read_general(i, dev.as_ref()).await {
+            // Before anything resets a swap zone (super::swap).
+            let read = match super::swap::settle_swap(dev.as_ref()).await {
+                Ok(copied) => {
+                    if copied {
+                        tracing::info!(member = i, "completed a collection cut by power loss");
+                    }
+                    general::read_general(i, dev.as_ref()).await
+                }
+                Err(status) if member_failed(status) => Err(ReadSb::Device(status)),
+                Err(status) => return Err(member_err(i, "settling the swap zone")(status)),
+            };
+            match read {
                 Ok(img) => {
                     sbs.push(Some(img.sb));
                     images.push(Some(img));
@@ -390,10 +401,27 @@ impl RaiznVolume {
                 }
             }
             if folded.resets.contains(&z) {
-                // A logged reset that may have reached only some members: done again.
+                // A logged reset that may have reached only some members: done again, logged
+                // again first on the zone log's members, as a Reset at run time is. The
+                // record found may be on one member only (the cut came between its writes),
+                // and if that member fails now the open starts over without it: it must
+                // still find the reset once member zones were reset here, or it takes the
+                // zone for what the survivors hold (a zone finished before, back Full over
+                // reset member zones).
+                let generation = self.generation(z).unwrap_or(1).saturating_sub(1);
+                let entry = general::ZoneLogEntry {
+                    zone: z,
+                    action: ZoneLogAction::Reset,
+                    generation,
+                    wp: 0,
+                };
+                self.log_zone(entry)
+                    .await
+                    .map_err(self.recovery_err("logging a reset cut short by power loss"))?;
                 self.members_mgmt(ZoneAction::Reset, z)
                     .await
                     .map_err(self.recovery_err("completing a reset cut short by power loss"))?;
+                self.general.lock().await.pending.remove(&z);
                 zones.push(LogicalZone {
                     state: ZoneState::Empty,
                     wp: 0,

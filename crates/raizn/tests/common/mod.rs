@@ -86,6 +86,20 @@ pub async fn small_array(seed: u64, uuid: u8) -> (Vec<Arc<EmuDevice>>, RaiznVolu
     }
 }
 
+/// Opens the array on `emus`, every member but `leave_out` present (a degraded open when
+/// one is left out); a failure panics naming `what`.
+pub async fn reopen(emus: &[Arc<EmuDevice>], leave_out: Option<usize>, what: &str) -> RaiznVolume {
+    let members: Vec<Option<Member>> = emus
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (leave_out != Some(i)).then(|| e.clone() as Member))
+        .collect();
+    match RaiznVolume::open_degraded(members).await {
+        Ok(v) => v,
+        Err(e) => panic!("{what}: reopen: {e}"),
+    }
+}
+
 /// Runs `f` to completion on a current-thread runtime whose clock is paused, so that the
 /// volume's timers fire at once and a run is repeatable.
 pub fn block_on_paused<F: Future>(f: F) -> F::Output {
