@@ -64,6 +64,15 @@ impl SpacePolicy {
         let waits_at_or_below = self.floor(Stream::Hot, true);
         free < self.gc_background_free_zones || free <= waits_at_or_below
     }
+
+    /// Whether garbage collection should start another round while the previous round's
+    /// finish (its flush and resets) is still to come: `free` free zones and `resetting`
+    /// zones that finish frees (the victims picked and not reset). Judged on the space the
+    /// finish leaves: a round started on `free` alone collects before any collection is
+    /// wanted, taking victims that would have lost more blocks by the time they were needed.
+    pub fn gc_wanted_after_finish(&self, free: u32, resetting: u32) -> bool {
+        self.gc_wanted(free.saturating_add(resetting))
+    }
 }
 
 /// Free zones garbage collection keeps for its next victim on a volume of `layout` mounted
