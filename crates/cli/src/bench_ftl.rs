@@ -67,7 +67,7 @@ pub struct BenchFtlArgs {
     #[arg(long, default_value_t = 0)]
     pub bg: u32,
     /// Foreground GC watermark (free zones); 0: the reserve garbage collection keeps (one
-    /// zone per GC stream its copies can go to: 1 with one user stream, 2 with --hot-cold).
+    /// zone, with or without --hot-cold).
     #[arg(long, default_value_t = 0)]
     pub fg: u32,
     /// Garbage-collection lanes at most (0: a mounted volume's default, one). Each open lane
@@ -232,6 +232,7 @@ pub async fn run(a: &BenchFtlArgs, out: &mut impl Write) -> CliResult {
         "zones_collected": after.gc_zones - before.gc_zones,
         "gc_rounds": after.gc_rounds - before.gc_rounds,
         "gc_stale_copies": after.gc_stale_copies - before.gc_stale_copies,
+        "gc_merged_victims": after.gc_merged_victims - before.gc_merged_victims,
         "free_zones_mean": free_sum as f64 / samples.max(1) as f64,
         "open_tail_blocks_mean": tail_sum as f64 / samples.max(1) as f64,
         "gc_rounds_overlapped": after.gc_rounds_overlapped - before.gc_rounds_overlapped,

@@ -141,6 +141,9 @@ pub struct Counters {
     /// Copies whose source had been overwritten or trimmed by the time they completed: blocks
     /// written for nothing (counted in `gc_blocks` too).
     pub gc_stale_copies: u64,
+    /// Victims whose copies all went to one GC stream because the free zones and the GC
+    /// zones' room could not take them split by temperature (`Mapping::plan_round`).
+    pub gc_merged_victims: u64,
 }
 
 /// Live contents of a zone: (pba, lba) of valid data, (pba, mark) of live trim records.
