@@ -67,7 +67,7 @@ pub struct BenchFtlArgs {
     #[arg(long, default_value_t = 0)]
     pub bg: u32,
     /// Foreground GC watermark (free zones); 0: the reserve garbage collection keeps (one
-    /// zone per GC stream its copies can go to: 1 with one user stream, 2 with --hot-cold).
+    /// zone, with or without --hot-cold).
     #[arg(long, default_value_t = 0)]
     pub fg: u32,
     /// Garbage-collection lanes at most (0: a mounted volume's default, one). Each open lane
@@ -193,10 +193,18 @@ pub async fn run(a: &BenchFtlArgs, out: &mut impl Write) -> CliResult {
     let before = vol.stats().counters;
     let t = Instant::now();
     let writes = (a.passes * n as f64) as u64;
-    for _ in 0..writes {
+    // Spare out of the log, sampled every 64 writes: free zones and open zones' tails.
+    let (mut samples, mut free_sum, mut tail_sum) = (0u64, 0u64, 0u64);
+    for i in 0..writes {
         vol.write(pick(&mut rng), &block, false)
             .await
             .map_err(other)?;
+        if i % 64 == 0 {
+            let s = vol.stats();
+            samples += 1;
+            free_sum += u64::from(s.free_zones);
+            tail_sum += s.open_tail_blocks;
+        }
     }
     let secs = t.elapsed().as_secs_f64();
     let after = vol.stats().counters;
@@ -222,6 +230,12 @@ pub async fn run(a: &BenchFtlArgs, out: &mut impl Write) -> CliResult {
         "measured_writes": writes,
         "write_amplification": wa,
         "zones_collected": after.gc_zones - before.gc_zones,
+        "gc_rounds": after.gc_rounds - before.gc_rounds,
+        "gc_stale_copies": after.gc_stale_copies - before.gc_stale_copies,
+        "gc_merged_victims": after.gc_merged_victims - before.gc_merged_victims,
+        "free_zones_mean": free_sum as f64 / samples.max(1) as f64,
+        "open_tail_blocks_mean": tail_sum as f64 / samples.max(1) as f64,
+        "gc_rounds_overlapped": after.gc_rounds_overlapped - before.gc_rounds_overlapped,
         "gc_lanes_max": a.gc_lanes,
         "gc_foreground_free_zones": opts.gc_foreground_free_zones,
         "gc_background_free_zones": opts.gc_background_free_zones,

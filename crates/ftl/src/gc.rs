@@ -203,8 +203,14 @@ impl Maintenance {
         &'a self,
         finishing: &mut Option<Finish<'a>>,
     ) -> Result<(), FtlError> {
-        let (free, filled) = self.shared.map(|m| (m.free_zones(), m.filled_since_ckpt));
-        let need_gc = self.policy.gc_wanted(free);
+        let (free, resetting, filled) = self
+            .shared
+            .map(|m| (m.free_zones(), m.collecting_zones(), m.filled_since_ckpt));
+        // While a finish is to come, its resets count as space (`gc_wanted_after_finish`).
+        let need_gc = match finishing {
+            Some(_) => self.policy.gc_wanted_after_finish(free, resetting),
+            None => self.policy.gc_wanted(free),
+        };
         let need_ckpt = filled >= self.shared.opts().checkpoint_every_zones;
         let mut progressed = false;
         // Threaded logging gives the hot stream room without a free zone (gc/tl.rs).

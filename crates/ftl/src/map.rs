@@ -138,6 +138,12 @@ pub struct Counters {
     pub gc_rounds_overlapped: u64,
     /// Times a GC lane opened its next zone while copies to its full one were in flight.
     pub gc_lane_zones_chained: u64,
+    /// Copies whose source had been overwritten or trimmed by the time they completed: blocks
+    /// written for nothing (counted in `gc_blocks` too).
+    pub gc_stale_copies: u64,
+    /// Victims whose copies all went to one GC stream because the free zones and the GC
+    /// zones' room could not take them split by temperature (`Mapping::plan_round`).
+    pub gc_merged_victims: u64,
 }
 
 /// Live contents of a zone: (pba, lba) of valid data, (pba, mark) of live trim records.
@@ -617,6 +623,7 @@ impl Mapping {
             }
         };
         self.counters.gc_blocks += 1;
+        self.counters.gc_stale_copies += u64::from(tag == Tag::Unknown);
         self.count_stream(z, 1);
         tag
     }
@@ -691,6 +698,11 @@ impl Mapping {
     /// Whether garbage collection is working on a zone right now.
     pub fn collecting_any(&self) -> bool {
         self.zones.iter().any(|z| z.collecting)
+    }
+
+    /// Zones garbage collection has picked and not reset yet.
+    pub fn collecting_zones(&self) -> u32 {
+        self.zones.iter().filter(|z| z.collecting).count() as u32
     }
 
     /// Whether some open zone still has writes in flight (it may fill and become a victim).

@@ -1,10 +1,12 @@
-//! A volume whose copies all go to one GC stream (mounted without hot/cold separation) keeps
-//! one reserve zone instead of two (`ftl::plan::reserve_zones`), and user writes stop with
-//! one zone free. Garbage collection must still always finish its victim: a nearly full
-//! volume (90% of the data zones' payload live) is overwritten many times with writes, trims (whose
-//! records are copied too) and flushes, in Zone Write and Zone Append mode and without
-//! per-block metadata, and every write must succeed, the free zones must reach the one-zone
-//! reserve (so the rule was exercised), and every block must read its latest version.
+//! A volume keeps one reserve zone for garbage collection (`ftl::plan::reserve_zones`), and
+//! user writes stop with one zone free, whether its copies all go to one GC stream (mounted
+//! without hot/cold separation) or are split over two (with it: a victim the free zone cannot
+//! take split goes whole to one stream). Garbage collection must still always finish its
+//! victim: a nearly full volume (90% of the data zones' payload live) is overwritten many
+//! times with writes, trims (whose records are copied too) and flushes, in Zone Write and Zone
+//! Append mode and without per-block metadata, uniformly without separation and 80/20 with
+//! it, and every write must succeed, the free zones must reach the one-zone reserve (so the
+//! rule was exercised), and every block must read its latest version.
 
 mod common;
 
@@ -17,10 +19,12 @@ struct Coverage {
     free_min: u32,
     gc_zones: u64,
     trims: u64,
+    merged: u64,
+    cold_user_blocks: u64,
 }
 
-async fn run(oob_size: u32, write_mode: WriteMode, seed: u64) -> Coverage {
-    let what = format!("oob {oob_size}, {write_mode:?}, seed {seed}");
+async fn run(oob_size: u32, write_mode: WriteMode, seed: u64, hot_cold: bool) -> Coverage {
+    let what = format!("oob {oob_size}, {write_mode:?}, seed {seed}, hot/cold {hot_cold}");
     let g = zns::Geometry {
         oob_size,
         zone_count: 40,
@@ -50,7 +54,7 @@ async fn run(oob_size: u32, write_mode: WriteMode, seed: u64) -> Coverage {
         .expect("format");
     let opts = MountOptions {
         write_mode,
-        hot_cold: false,
+        hot_cold,
         hot_zones: 1,
         gc_foreground_free_zones: 1,
         gc_background_free_zones: 2,
@@ -76,7 +80,12 @@ async fn run(oob_size: u32, write_mode: WriteMode, seed: u64) -> Coverage {
     let mut rng = SimRng::new(seed);
     for i in 0..8 * n {
         let len = rng.range_inclusive(1, 8);
-        let lba = rng.below(n - len + 1);
+        // With separation, 80% of the writes go to the first fifth of the volume.
+        let lba = if hot_cold && rng.chance(0.8) {
+            rng.below(n / 5 - len + 1)
+        } else {
+            rng.below(n - len + 1)
+        };
         if rng.chance(0.1) {
             vol.trim(lba, len)
                 .await
@@ -115,6 +124,8 @@ async fn run(oob_size: u32, write_mode: WriteMode, seed: u64) -> Coverage {
     let stats = vol.stats();
     cov.gc_zones = stats.counters.gc_zones;
     cov.trims = stats.counters.trims;
+    cov.merged = stats.counters.gc_merged_victims;
+    cov.cold_user_blocks = stats.counters.stream_blocks[ftl::map::Stream::Cold.index()];
     vol.unmount().await.expect("unmount");
     cov
 }
@@ -128,12 +139,21 @@ fn one_reserve_zone_always_collects() {
             (0, WriteMode::ZoneWrite),
         ] {
             for seed in 1..=3 {
-                let cov = run(oob, mode, seed).await;
-                let what = format!("oob {oob}, {mode:?}, seed {seed}: {cov:?}");
-                // The volume ran at its floor: at most the one reserve zone free.
-                assert!(cov.free_min <= 1, "{what}");
-                assert!(cov.gc_zones >= 100, "{what}");
-                assert!(cov.trims >= 50, "{what}");
+                for hot_cold in [false, true] {
+                    let cov = run(oob, mode, seed, hot_cold).await;
+                    let what = format!("oob {oob}, {mode:?}, seed {seed}, {hot_cold}: {cov:?}");
+                    // The volume ran at its floor: at most the one reserve zone free.
+                    assert!(cov.free_min <= 1, "{what}");
+                    assert!(cov.gc_zones >= 100, "{what}");
+                    assert!(cov.trims >= 50, "{what}");
+                    if hot_cold {
+                        // Separation was on, and victims went whole to one GC stream.
+                        assert!(cov.cold_user_blocks >= 1_000, "{what}");
+                        assert!(cov.merged >= 10, "{what}");
+                    } else {
+                        assert_eq!(cov.merged, 0, "{what}");
+                    }
+                }
             }
         }
     });
