@@ -382,24 +382,39 @@ impl RaiznVolume {
 
     /// Whether a record of `zone`'s stripe `stripe` at `generation` may still protect data:
     /// the generation is current and the stripe is not below the one the zone's write
-    /// pointer is in. A stripe past the write pointer's is one a write in flight logged
-    /// before it completes (the write pointer moves when it does), so its record is kept:
-    /// dropping it left the acknowledged write unprotected.
-    fn pp_live(&self, zone: u32, stripe: u64, generation: u64) -> bool {
+    /// pointer was in when the collection's flush began (`flushed_wps`, per zone). A stripe
+    /// past the write pointer's is one a write in flight logged before it completes (the
+    /// write pointer moves when it does), so its record is kept: dropping it left the
+    /// acknowledged write unprotected. A stripe a write completed after the flush began is
+    /// kept too: the flush need not cover that write's units and parity, so the record is
+    /// what rebuilds the stripe's durable prefix after a power cut.
+    fn pp_live(&self, zone: u32, stripe: u64, generation: u64, flushed_wps: &[u64]) -> bool {
         let sdb = self.layout.stripe_data_blocks();
         let st = self.state.lock();
         let current = st.generations.get(zone as usize).copied();
-        st.table
-            .zone(zone)
-            .is_some_and(|z| z.state.is_active() && stripe >= z.wp / sdb)
-            && current == Some(generation)
+        st.table.zone(zone).is_some_and(|z| {
+            let wp = flushed_wps
+                .get(zone as usize)
+                .map_or(z.wp, |f| z.wp.min(*f));
+            z.state.is_active() && stripe >= wp / sdb
+        }) && current == Some(generation)
+    }
+
+    /// Every zone's write pointer now: what a flush begun after this covers.
+    fn zone_wps(&self) -> Vec<u64> {
+        let st = self.state.lock();
+        (0..self.geo.zone_count)
+            .map(|z| st.table.zone(z).map_or(0, |z| z.wp))
+            .collect()
     }
 
     /// Collects `member`'s log: its live records are rewritten compactly. Every member is
     /// flushed first: a collection keeps only the newest record of a stripe, which may cover
     /// data not yet durable on the other members, and must not outlive the older records
-    /// that cover what is.
+    /// that cover what is. Which stripes are complete is judged by the write pointers from
+    /// before the flush: a write completing while it runs is not covered by it.
     async fn collect_log(&self, member: usize, log: &mut PpLog) -> NvmeResult<()> {
+        let flushed_wps = self.zone_wps();
         self.flush_members().await?;
         let mut live = Vec::new();
         let mut entries: Vec<((u32, u64), PpEntry)> =
@@ -407,7 +422,7 @@ impl RaiznVolume {
         // In a fixed order, so a run is reproducible (member commands are counted by tests).
         entries.sort_by_key(|(k, _)| *k);
         for ((zone, stripe), e) in entries {
-            if self.pp_live(zone, stripe, e.generation) {
+            if self.pp_live(zone, stripe, e.generation, &flushed_wps) {
                 let (data, meta) = self.read_pp_bulk(member, &e).await?;
                 live.push(PpRecord {
                     zone,
