@@ -49,6 +49,25 @@ use crate::zones::ZoneTable;
 /// A member device.
 pub type Member = Arc<dyn ZonedDevice>;
 
+/// Reads `blocks` blocks of `dev` from `lba`, with their metadata, in commands of at most the
+/// device's MDTS: (data, metadata).
+async fn read_run(dev: &dyn ZonedDevice, lba: u64, blocks: u64) -> NvmeResult<(Vec<u8>, Vec<u8>)> {
+    let g = dev.geometry();
+    let (bs, oob) = (g.block_size as usize, g.oob_size as usize);
+    let mdts = u64::from(g.mdts_blocks).max(1);
+    let mut data = vec![0u8; blocks as usize * bs];
+    let mut meta = vec![0u8; blocks as usize * oob];
+    let mut done = 0u64;
+    while done < blocks {
+        let n = mdts.min(blocks - done);
+        let (a, b) = (done as usize, (done + n) as usize);
+        let m = (oob > 0).then(|| &mut meta[a * oob..b * oob]);
+        dev.read(lba + done, &mut data[a * bs..b * bs], m).await?;
+        done += n;
+    }
+    Ok((data, meta))
+}
+
 /// Settings of a new array.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RaiznConfig {

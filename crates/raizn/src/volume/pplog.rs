@@ -512,21 +512,9 @@ impl RaiznVolume {
 
     /// Reads the parity blocks of a record.
     async fn read_pp_bulk(&self, member: usize, e: &PpEntry) -> NvmeResult<(Vec<u8>, Vec<u8>)> {
-        let (bs, oob) = (self.block_size(), self.oob());
         let dev = self.members.get(member).ok_or(NvmeStatus::InternalError)?;
-        let mut data = vec![0u8; e.bulk as usize * bs];
-        let mut meta = vec![0u8; e.bulk as usize * oob];
         let lba = self.log_zone_start(PARTIAL_PARITY_ZONE) + e.off + 1;
-        let mdts = u64::from(self.layout.member_geometry().mdts_blocks);
-        let mut done = 0u64;
-        while done < e.bulk {
-            let n = mdts.min(e.bulk - done);
-            let (a, b) = (done as usize, (done + n) as usize);
-            let m = (oob > 0).then(|| &mut meta[a * oob..b * oob]);
-            dev.read(lba + done, &mut data[a * bs..b * bs], m).await?;
-            done += n;
-        }
-        Ok((data, meta))
+        super::read_run(dev.as_ref(), lba, e.bulk).await
     }
 
     /// Every valid record of metadata zone `zone` of `member`, in log order; a torn record
@@ -544,18 +532,7 @@ impl RaiznVolume {
             ZoneState::Full => self.layout.member_geometry().zone_capacity,
             _ => desc.wp.saturating_sub(start),
         };
-        let (bs, oob) = (self.block_size(), self.oob());
-        let mut data = vec![0u8; wp as usize * bs];
-        let mut md = vec![0u8; wp as usize * oob];
-        let mdts = u64::from(self.layout.member_geometry().mdts_blocks);
-        let mut done = 0u64;
-        while done < wp {
-            let n = mdts.min(wp - done);
-            let (a, b) = (done as usize, (done + n) as usize);
-            let m = (oob > 0).then(|| &mut md[a * oob..b * oob]);
-            dev.read(start + done, &mut data[a * bs..b * bs], m).await?;
-            done += n;
-        }
+        let (data, md) = super::read_run(dev.as_ref(), start, wp).await?;
         Ok(self.parse_log(member, &data, &md, wp))
     }
 

@@ -42,17 +42,7 @@ async fn image(dev: &dyn ZonedDevice, zone: u32) -> NvmeResult<Image> {
         None => 0,
     };
     let (bs, oob) = (g.block_size as usize, g.oob_size as usize);
-    let mut data = vec![0u8; wp as usize * bs];
-    let mut md = vec![0u8; wp as usize * oob];
-    let mdts = u64::from(g.mdts_blocks).max(1);
-    let mut done = 0u64;
-    while done < wp {
-        let n = mdts.min(wp - done);
-        let (a, b) = (done as usize, (done + n) as usize);
-        let m = (oob > 0).then(|| &mut md[a * oob..b * oob]);
-        dev.read(start + done, &mut data[a * bs..b * bs], m).await?;
-        done += n;
-    }
+    let (mut data, mut md) = super::read_run(dev, start, wp).await?;
     let mut at = 0u64;
     let mut kind = None;
     while at < wp {
