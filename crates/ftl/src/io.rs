@@ -601,29 +601,32 @@ impl StreamWriter {
     }
 
     /// Trim or write zeroes: the range reads as zeros; a trim record makes that survive a
-    /// crash once flushed (or at once with FUA).
+    /// crash once flushed (or at once with FUA). Returns whether a record was written: none
+    /// is when nothing in the range is mapped, and then the zeros may rest on an earlier trim
+    /// record not yet durable, which a FUA caller must flush (`FtlVolume::write_zeroes`).
     pub(crate) async fn trim_blocks(
         &self,
         lba: Lba,
         blocks: u64,
         fua: bool,
-    ) -> Result<(), FtlError> {
+    ) -> Result<bool, FtlError> {
         self.shared.check_failed()?;
         if blocks == 0 {
-            return Ok(());
+            return Ok(false);
         }
         let seq = self.shared.map(|m| m.trim(lba, blocks));
-        if let Some(seq) = seq {
-            self.put(
-                Stream::Hot,
-                Payload::Trim {
-                    record: TrimRecord { lba, blocks, seq },
-                },
-                fua,
-            )
-            .await?;
-        }
-        Ok(())
+        let Some(seq) = seq else {
+            return Ok(false);
+        };
+        self.put(
+            Stream::Hot,
+            Payload::Trim {
+                record: TrimRecord { lba, blocks, seq },
+            },
+            fua,
+        )
+        .await?;
+        Ok(true)
     }
 }
 

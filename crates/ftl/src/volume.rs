@@ -378,7 +378,8 @@ impl BlockDevice for FtlVolume {
         {
             return Err(BlockError::OutOfRange);
         }
-        Ok(self.writer.trim_blocks(lba, blocks, false).await?)
+        self.writer.trim_blocks(lba, blocks, false).await?;
+        Ok(())
     }
 
     async fn write_zeroes(&self, lba: Lba, blocks: u64, fua: bool) -> BlockResult<()> {
@@ -388,6 +389,12 @@ impl BlockDevice for FtlVolume {
         {
             return Err(BlockError::OutOfRange);
         }
-        Ok(self.writer.trim_blocks(lba, blocks, fua).await?)
+        let recorded = self.writer.trim_blocks(lba, blocks, fua).await?;
+        // Nothing in the range was mapped: its zeros may come from a trim whose record is
+        // not durable yet, and a FUA command promises them durable now.
+        if fua && !recorded && blocks > 0 {
+            self.maint.flush().await?;
+        }
+        Ok(())
     }
 }
