@@ -9,13 +9,10 @@
 
 mod common;
 
-use std::time::Duration;
-
-use futures::future::join;
-use raizn::{Member, RaiznConfig, RaiznVolume};
+use raizn::RaiznVolume;
 use zns::ZonedDevice;
 
-use common::{assert_blocks, BS};
+use common::assert_blocks;
 
 async fn write(v: &RaiznVolume, lba: u64, n: u64, salt: u64, fua: bool) {
     common::write_blocks(v, lba..lba + n, salt, fua).await
@@ -31,42 +28,16 @@ async fn write(v: &RaiznVolume, lba: u64, n: u64, salt: u64, fua: bool) {
 /// flight.
 async fn run(fill: u64, after: u64, seed: u64, lost_unit: u64) -> bool {
     let what = format!("fill {fill}, after {after} ms, seed {seed}, unit {lost_unit} lost");
-    let g = common::small_member_geometry();
-    let emus = common::emu_members(&g, 3, seed);
-    let faulty = common::faulty_members(&emus, seed * 3);
-    for f in &faulty {
-        f.set_in_flight_delay(Duration::from_millis(2));
-    }
-    let cfg = RaiznConfig {
-        stripe_unit_bytes: 8 * BS as u64,
-        ..RaiznConfig::new([15; 16])
-    };
-    let members: Vec<Member> = common::as_members(&faulty);
-    let v = match RaiznVolume::format(members, cfg, false).await {
-        Ok(v) => v,
-        Err(e) => panic!("{what}: format: {e}"),
-    };
+    let (emus, faulty, v) = common::delayed_small_array(seed, 15).await;
     // The flush rule under which the schedule failed: only members holding something not
     // durable are flushed.
     v.set_flush_every_member(false);
-    let (z1, z2) = (v.geometry().zone_start(1), v.geometry().zone_start(2));
+    let z2 = v.geometry().zone_start(2);
     write(&v, z2, 28, 2, false).await;
     if let Err(e) = v.flush().await {
         panic!("{what}: flush: {e}");
     }
-    write(&v, z1, 16, 1, false).await;
-    for k in 16..16 + fill {
-        write(&v, z1 + k, 1, 1, false).await;
-    }
-    let before = v.pp_stats().collections;
-    let later = async {
-        tokio::time::sleep(Duration::from_millis(after)).await;
-        for k in 16 + fill..20 + fill {
-            write(&v, z1 + k, 1, 1, false).await;
-        }
-    };
-    join(write(&v, z2 + 28, 8, 3, false), later).await;
-    let collected = v.pp_stats().collections > before;
+    let collected = common::collect_while(&v, fill, after, write(&v, z2 + 28, 8, 3, false)).await;
     let lost = v.layout().place(2, 16 + lost_unit * 8).member;
     drop(v);
     for (i, e) in emus.iter().enumerate() {

@@ -9,54 +9,25 @@
 
 mod common;
 
-use std::time::Duration;
-
-use futures::future::join;
-use raizn::{Member, RaiznConfig, RaiznVolume};
+use raizn::RaiznVolume;
 use zns::ZonedDevice;
 
-use common::{assert_blocks, BS};
+use common::assert_blocks;
 
 async fn write(v: &RaiznVolume, lba: u64, n: u64, salt: u64, fua: bool) {
     common::write_blocks(v, lba..lba + n, salt, fua).await
 }
 
-/// Zone 2 written to 12 blocks, zone 1 to 16; `fill` one-block writes into zone 1's second
-/// stripe (their records fill the log of member 1, which holds the parity of every zone's
-/// second stripe with 3 members); then at once a FUA write of zone 2's blocks 12..20 (into its second stripe:
-/// its record, then a flush, then the write pointer moves) and, `after` ms later, one-block
-/// writes to zone 1. Returns whether a collection ran while they were in flight.
+/// Zone 2 written to 12 blocks, then (`common::collect_while`) zone 1 to 16 and `fill`
+/// one-block writes into its second stripe; then at once a FUA write of zone 2's blocks 12..20
+/// (into its second stripe: its record, then a flush, then the write pointer moves) and,
+/// `after` ms later, one-block writes to zone 1. Returns whether a collection ran while they
+/// were in flight.
 async fn run(fill: u64, after: u64, seed: u64) -> bool {
-    let g = common::small_member_geometry();
-    let emus = common::emu_members(&g, 3, seed);
-    let faulty = common::faulty_members(&emus, seed * 3);
-    for f in &faulty {
-        f.set_in_flight_delay(Duration::from_millis(2));
-    }
-    let cfg = RaiznConfig {
-        stripe_unit_bytes: 8 * BS as u64,
-        ..RaiznConfig::new([14; 16])
-    };
-    let members: Vec<Member> = common::as_members(&faulty);
-    let v = match RaiznVolume::format(members, cfg, false).await {
-        Ok(v) => v,
-        Err(e) => panic!("format: {e}"),
-    };
-    let (z1, z2) = (v.geometry().zone_start(1), v.geometry().zone_start(2));
+    let (_emus, _faulty, v) = common::delayed_small_array(seed, 14).await;
+    let z2 = v.geometry().zone_start(2);
     write(&v, z2, 12, 2, false).await;
-    write(&v, z1, 16, 1, false).await;
-    for k in 16..16 + fill {
-        write(&v, z1 + k, 1, 1, false).await;
-    }
-    let before = v.pp_stats().collections;
-    let later = async {
-        tokio::time::sleep(Duration::from_millis(after)).await;
-        for k in 16 + fill..20 + fill {
-            write(&v, z1 + k, 1, 1, false).await;
-        }
-    };
-    join(write(&v, z2 + 12, 8, 2, true), later).await;
-    let collected = v.pp_stats().collections > before;
+    let collected = common::collect_while(&v, fill, after, write(&v, z2 + 12, 8, 2, true)).await;
     // The FUA write is durable and protected: with the member of its second stripe's data
     // failed, it reads back from that stripe's record.
     let lost = v.layout().place(2, 16).member;

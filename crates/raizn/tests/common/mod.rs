@@ -86,6 +86,55 @@ pub async fn small_array(seed: u64, uuid: u8) -> (Vec<Arc<EmuDevice>>, RaiznVolu
     }
 }
 
+/// Three `small_member_geometry` members (seeded), each behind fault injection whose commands
+/// wait 2 ms on their way to the device (so a collection can start while a write is in
+/// flight), and a RAIZN array formatted on them with a stripe unit of 8 blocks.
+pub async fn delayed_small_array(
+    seed: u64,
+    uuid: u8,
+) -> (Vec<Arc<EmuDevice>>, Vec<Arc<Faulty>>, RaiznVolume) {
+    let emus = emu_members(&small_member_geometry(), 3, seed);
+    let faulty = faulty_members(&emus, seed * 3);
+    for f in &faulty {
+        f.set_in_flight_delay(std::time::Duration::from_millis(2));
+    }
+    let cfg = RaiznConfig {
+        stripe_unit_bytes: 8 * BS as u64,
+        ..RaiznConfig::new([uuid; 16])
+    };
+    match RaiznVolume::format(as_members(&faulty), cfg, false).await {
+        Ok(v) => (emus, faulty, v),
+        Err(e) => panic!("seed {seed}: format: {e}"),
+    }
+}
+
+/// On an array of `delayed_small_array`: zone 1 written to 16 blocks, then `fill` one-block
+/// writes into its second stripe (their records fill the log of member 1, which holds the
+/// parity of every zone's second stripe with 3 members); then `other` runs while, `after` ms
+/// later, four more one-block writes to zone 1 log records that collect that log. Returns
+/// whether a collection ran meanwhile.
+pub async fn collect_while<F: Future<Output = ()>>(
+    v: &RaiznVolume,
+    fill: u64,
+    after: u64,
+    other: F,
+) -> bool {
+    let z1 = zns::ZonedDevice::geometry(v).zone_start(1);
+    write_blocks(v, z1..z1 + 16, 1, false).await;
+    for k in 16..16 + fill {
+        write_blocks(v, z1 + k..z1 + k + 1, 1, false).await;
+    }
+    let before = v.pp_stats().collections;
+    let later = async {
+        tokio::time::sleep(std::time::Duration::from_millis(after)).await;
+        for k in 16 + fill..20 + fill {
+            write_blocks(v, z1 + k..z1 + k + 1, 1, false).await;
+        }
+    };
+    futures::future::join(other, later).await;
+    v.pp_stats().collections > before
+}
+
 /// Opens the array on `emus`, every member but `leave_out` present (a degraded open when
 /// one is left out); a failure panics naming `what`.
 pub async fn reopen(emus: &[Arc<EmuDevice>], leave_out: Option<usize>, what: &str) -> RaiznVolume {
