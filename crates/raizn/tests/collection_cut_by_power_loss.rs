@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use emu::EmuDevice;
 use raizn::{Member, RaiznConfig, RaiznVolume};
-use zns::{ErrorPlan, FaultyZoned, NvmeStatus, OpSet, SimRng, ZonedDevice};
+use zns::{FaultyZoned, SimRng, ZonedDevice};
 
 const BS: usize = 4096;
 const OOB: usize = 16;
@@ -50,16 +50,7 @@ async fn run(seed: u64, cut_at: Option<u64>) -> Run {
     };
     let start = faulty[2].counters().commands;
     if let Some(n) = cut_at {
-        let plan = ErrorPlan {
-            ops: OpSet::ALL,
-            fail_nth: Some(n),
-            repeat: u64::MAX / 2,
-            status: NvmeStatus::AbortedPowerLoss,
-            ..ErrorPlan::default()
-        };
-        if let Err(e) = faulty[2].set_errors(plan) {
-            panic!("{e}");
-        }
+        common::cut_power_at(&faulty[2], n);
     }
     let mut rng = SimRng::new(seed);
     let zone_size = v.geometry().zone_size;

@@ -14,7 +14,7 @@ use emu::EmuDevice;
 use raizn::layout::{GENERAL_ZONE, META_ZONES, PARTIAL_PARITY_ZONE, SWAP_ZONE};
 use raizn::meta::{self, RecordType};
 use raizn::{Member, RaiznConfig, RaiznVolume};
-use zns::{ErrorPlan, NvmeStatus, OpSet, ReportFilter, ZonedDevice};
+use zns::{ReportFilter, ZonedDevice};
 
 use common::{assert_blocks, block_on_paused, blocks, write_blocks, Faulty, BS};
 
@@ -161,16 +161,7 @@ async fn cut_at(seed: u64, cut: Option<u64>) -> u64 {
     let a = torn_and_full(seed).await;
     let start = a.faulty[0].counters().commands;
     if let Some(n) = cut {
-        let plan = ErrorPlan {
-            ops: OpSet::ALL,
-            fail_nth: Some(n),
-            repeat: u64::MAX / 2,
-            status: NvmeStatus::AbortedPowerLoss,
-            ..ErrorPlan::default()
-        };
-        if let Err(e) = a.faulty[0].set_errors(plan) {
-            panic!("{e}");
-        }
+        common::cut_power_at(&a.faulty[0], n);
     }
     let (d, m) = blocks(20..32, 1);
     let r = a.v.write(20, &d, Some(&m), false).await;
@@ -226,16 +217,7 @@ async fn open_cut(emus: &[Arc<EmuDevice>], faulty: &[Arc<Faulty>], cut: Option<u
     }
     let start = faulty[0].counters().commands;
     if let Some(n) = cut {
-        let plan = ErrorPlan {
-            ops: OpSet::ALL,
-            fail_nth: Some(n),
-            repeat: u64::MAX / 2,
-            status: NvmeStatus::AbortedPowerLoss,
-            ..ErrorPlan::default()
-        };
-        if let Err(e) = faulty[0].set_errors(plan) {
-            panic!("{e}");
-        }
+        common::cut_power_at(&faulty[0], n);
     }
     let opened = RaiznVolume::open(members(faulty)).await;
     if cut.is_none() {

@@ -217,6 +217,21 @@ pub fn faulty_members(emus: &[Arc<EmuDevice>], first_seed: u64) -> Vec<Arc<Fault
         .collect()
 }
 
+/// From the `n`-th command on (counted from now), every command to `member` fails as if
+/// power were lost (Aborted: Power Loss), as a member the power left first.
+pub fn cut_power_at(member: &Faulty, n: u64) {
+    let plan = zns::ErrorPlan {
+        ops: zns::OpSet::ALL,
+        fail_nth: Some(n),
+        repeat: u64::MAX / 2,
+        status: zns::NvmeStatus::AbortedPowerLoss,
+        ..zns::ErrorPlan::default()
+    };
+    if let Err(e) = member.set_errors(plan) {
+        panic!("{e}");
+    }
+}
+
 /// Builds RAIZN arrays of `members` memory devices for the conformance kit.
 pub struct RaiznFactory {
     pub members: usize,
