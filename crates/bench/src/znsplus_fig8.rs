@@ -28,6 +28,7 @@
 //! headers play their part), and no reads, stats or deletes beside the writes; the paper's
 //! 50 threads become 16 writers.
 
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use emu::timing::{timing_profile, MovePaths, PlugOrder};
@@ -208,6 +209,9 @@ impl Setup {
         MountOptions {
             use_copy,
             compaction,
+            // F2FS's foreground compaction takes one victim at a time, each ended by a
+            // checkpoint before the next is chosen.
+            serial_collection: self.foreground(),
             ..MountOptions::default()
         }
     }
@@ -249,9 +253,22 @@ pub struct Point {
     /// The FTL's own metadata blocks (checkpoints) per user block in the measured phase
     /// (paper Fig. 7(b)'s node and metadata overhead has no other counterpart here).
     pub meta_per_user: f64,
+    /// Checkpoint blocks the FTL wrote per user block in the measured phase.
+    pub checkpoint_per_user: f64,
     /// Foreground compactions the writes stopped for, per GiB of user writes (0 unless
     /// `Setup::foreground`).
     pub fg_stops_per_gib: f64,
+    /// Share of the measured time the writes were stopped for foreground compaction.
+    pub fg_stopped_share: f64,
+    /// Share of die time busy while the writes were stopped (paper Fig. 10's point: the
+    /// chips idle during a segment compaction).
+    pub fg_stop_chip_utilisation: f64,
+    /// Victims collected one at a time (`MountOptions::serial_collection`) per GiB of user
+    /// writes.
+    pub serial_victims_per_gib: f64,
+    /// Mean model time of such a victim's copies, checkpoint and reset, in ms (paper Fig. 6's
+    /// phases).
+    pub serial_ms: [f64; 3],
     /// Plugged blocks invalidated while their re-opened zone waited for the hot stream
     /// (`TlCounters::stale_plugged_blocks`), per user block.
     pub stale_plugged_per_user: f64,
@@ -309,21 +326,64 @@ fn files(blocks: u64, w: Workload, rng: &mut SimRng) -> Vec<(u64, u64)> {
 
 /// The writers' stop for foreground compaction: each write of a foreground setup first
 /// takes the gate, and the one that finds a compaction due (`FtlVolume::compaction_due`)
-/// holds it until the compaction and its checkpoint are done, so no later write starts
-/// meanwhile (F2FS's writers stop so in `f2fs_balance_fs`). Writes already issued go on.
+/// holds it until the compaction and its checkpoint are done (with the setups' serial
+/// collection: every victim's copies, checkpoint and reset, one victim after another), so
+/// no later write starts meanwhile (F2FS's writers stop so in `f2fs_balance_fs`). Writes
+/// already issued go on.
 struct Gate {
     on: bool,
     lock: tokio::sync::Mutex<()>,
+    /// The device, read before and after each stop (the dies' busy time during stops).
+    dev: Arc<EmuDevice>,
     /// Compactions the writes stopped for.
-    stops: std::sync::atomic::AtomicU64,
+    stops: AtomicU64,
+    /// Model time the writes stopped for (the volume's clock), the device's model time
+    /// over the same stops, and the die time spent in them.
+    stopped_ns: AtomicU64,
+    stopped_dev_ns: AtomicU64,
+    stopped_die_ns: AtomicU64,
+}
+
+/// What a gate counted up to a moment: stops, their model time, the device's model time in
+/// them and the die time spent in them.
+#[derive(Clone, Copy, Debug, Default)]
+struct StopCounts {
+    stops: u64,
+    ns: u64,
+    dev_ns: u64,
+    die_ns: u64,
+}
+
+impl StopCounts {
+    fn since(self, before: StopCounts) -> StopCounts {
+        StopCounts {
+            stops: self.stops - before.stops,
+            ns: self.ns - before.ns,
+            dev_ns: self.dev_ns - before.dev_ns,
+            die_ns: self.die_ns - before.die_ns,
+        }
+    }
 }
 
 impl Gate {
-    fn new(on: bool) -> Gate {
+    fn new(on: bool, dev: Arc<EmuDevice>) -> Gate {
         Gate {
             on,
             lock: tokio::sync::Mutex::new(()),
+            dev,
             stops: Default::default(),
+            stopped_ns: Default::default(),
+            stopped_dev_ns: Default::default(),
+            stopped_die_ns: Default::default(),
+        }
+    }
+
+    fn counts(&self) -> StopCounts {
+        StopCounts {
+            stops: self.stops.load(Relaxed),
+            ns: self.stopped_ns.load(Relaxed),
+            dev_ns: self.stopped_dev_ns.load(Relaxed),
+            die_ns: self.stopped_die_ns.load(Relaxed),
         }
     }
 
@@ -332,9 +392,20 @@ impl Gate {
             return Ok(());
         }
         let _held = self.lock.lock().await;
-        if vol.compaction_due() && vol.compact_and_wait().await? {
-            self.stops
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if !vol.compaction_due() {
+            return Ok(());
+        }
+        let (t0, began) = (self.dev.timing_counters(), tokio::time::Instant::now());
+        if vol.compact_and_wait().await? {
+            self.stops.fetch_add(1, Relaxed);
+            let ns = began.elapsed().as_nanos() as u64;
+            self.stopped_ns.fetch_add(ns, Relaxed);
+            if let (Some(t0), Some(t1)) = (t0, self.dev.timing_counters()) {
+                self.stopped_dev_ns
+                    .fetch_add(t1.now_ns.saturating_sub(t0.now_ns), Relaxed);
+                self.stopped_die_ns
+                    .fetch_add(t1.die_done_ns().saturating_sub(t0.die_done_ns()), Relaxed);
+            }
         }
         Ok(())
     }
@@ -428,24 +499,39 @@ pub fn measure_workload(
         // The warm-up does not sync: it only brings collection to a steady state (syncing
         // it would multiply a point's wall time for the same state).
         rewrite_all(&vol, &files, w).await?;
-        let gate = Gate::new(setup.foreground());
+        let gate = Gate::new(setup.foreground(), dev.clone());
         rewrite(&vol, &files, written * bs, (w, false, &gate), &mut rng).await?;
-        let stops0 = gate.stops.load(std::sync::atomic::Ordering::Relaxed);
+        let stops0 = gate.counts();
         let (s0, t0) = (dev.stats(), dev.timing_counters().ok_or("timing is off")?);
-        let (c0, stale0) = {
+        let (c0, stale0, ckpt0) = {
             let st = vol.stats();
-            (st.counters, st.threaded.stale_plugged_blocks)
+            (
+                st.counters,
+                st.threaded.stale_plugged_blocks,
+                st.checkpoint_bytes,
+            )
         };
         let began = tokio::time::Instant::now();
         rewrite(&vol, &files, bytes, (w, w.syncs(), &gate), &mut rng).await?;
-        let stops = gate.stops.load(std::sync::atomic::Ordering::Relaxed) - stops0;
+        let stopped = gate.counts().since(stops0);
         let secs = began.elapsed().as_secs_f64();
         let (s1, t1) = (dev.stats(), dev.timing_counters().ok_or("timing is off")?);
-        let (c1, stale1) = {
+        let (c1, stale1, ckpt1) = {
             let st = vol.stats();
-            (st.counters, st.threaded.stale_plugged_blocks)
+            (
+                st.counters,
+                st.threaded.stale_plugged_blocks,
+                st.checkpoint_bytes,
+            )
         };
         let user = c1.user_blocks - c0.user_blocks;
+        let victims = c1.serial_victims - c0.serial_victims;
+        let per_victim_ms = |a: u64, b: u64| (a - b) as f64 / 1e6 / victims.max(1) as f64;
+        let serial_ms = [
+            per_victim_ms(c1.serial_copy_ns, c0.serial_copy_ns),
+            per_victim_ms(c1.serial_checkpoint_ns, c0.serial_checkpoint_ns),
+            per_victim_ms(c1.serial_reset_ns, c0.serial_reset_ns),
+        ];
         let meta = c1.meta_blocks - c0.meta_blocks;
         vol.unmount().await.map_err(err)?;
         let chunk = dev
@@ -480,8 +566,19 @@ pub fn measure_workload(
             die_busy_ns: t1.flash.die_busy_ns - t0.flash.die_busy_ns,
             erase_ns: (t1.flash.erases - t0.flash.erases) * tp.block_erase_ns,
             meta_per_user: meta as f64 / user.max(1) as f64,
+            checkpoint_per_user: (ckpt1 - ckpt0) as f64 / bs as f64 / user.max(1) as f64,
             stale_plugged_per_user: (stale1 - stale0) as f64 / user.max(1) as f64,
-            fg_stops_per_gib: stops as f64 * (1u64 << 30) as f64 / (user.max(1) * bs) as f64,
+            fg_stops_per_gib: stopped.stops as f64 * (1u64 << 30) as f64
+                / (user.max(1) * bs) as f64,
+            fg_stopped_share: stopped.ns as f64 / 1e9 / secs.max(1e-9),
+            fg_stop_chip_utilisation: if stopped.dev_ns == 0 {
+                0.0
+            } else {
+                stopped.die_ns as f64 / (stopped.dev_ns * u64::from(dies)) as f64
+            },
+            serial_victims_per_gib: victims as f64 * (1u64 << 30) as f64
+                / (user.max(1) * bs) as f64,
+            serial_ms,
             utilisation_pct,
             mib_per_sec: (user * bs) as f64 / (1 << 20) as f64 / secs.max(1e-9),
             waf: flash as f64 / user.max(1) as f64,
@@ -549,6 +646,27 @@ pub fn points(o: &Options, shape: Shape) -> Result<Vec<Point>, String> {
         }
     }
     Ok(out)
+}
+
+/// The stops of foreground setups, each "setup: share of the time stopped, chip utilisation
+/// while stopped, checkpoint blocks per user block, copyback ratio, victims per GiB and each
+/// victim's copies / checkpoint / reset in ms".
+fn stops_of(points: &[&Point]) -> String {
+    let one = |p: &Point| {
+        format!(
+            "{} stopped {:.0}% of the time, chips {:.0}% busy then, checkpoint blocks per user block {:.3}, copyback ratio {:.2}, {:.1} victims per GiB of {:.1} / {:.1} / {:.1} ms copies / checkpoint / reset",
+            p.setup.name(),
+            p.fg_stopped_share * 100.0,
+            p.fg_stop_chip_utilisation * 100.0,
+            p.checkpoint_per_user,
+            p.copyback_ratio,
+            p.serial_victims_per_gib,
+            p.serial_ms[0],
+            p.serial_ms[1],
+            p.serial_ms[2]
+        )
+    };
+    points.iter().map(|p| one(p)).collect::<Vec<_>>().join("; ")
 }
 
 /// Where a point's die time went, per user block: "total us (moved per user block x us per
@@ -693,8 +811,8 @@ pub fn rows_of(points: &[Point]) -> Vec<Row> {
             let ratio = |a: &Point, b: &Point| a.mib_per_sec / b.mib_per_sec.max(1e-9);
             rows.push(Row::new(
                 format!(
-                    "znsplus-fig8{tag} IZC-fg / ZNS-fg throughput, {u}% utilisation, foreground compaction ({:.1} / {:.1} MiB/s; stops per GiB {:.1} / {:.1}; WAF {:.2} / {:.2}; chip utilisation {:.0}% / {:.0}%)",
-                    izf.mib_per_sec, zf.mib_per_sec, izf.fg_stops_per_gib, zf.fg_stops_per_gib, izf.waf, zf.waf, chip(izf), chip(zf)
+                    "znsplus-fig8{tag} IZC-fg / ZNS-fg throughput, {u}% utilisation, foreground compaction ({:.1} / {:.1} MiB/s; stops per GiB {:.1} / {:.1}; WAF {:.2} / {:.2}; chip utilisation {:.0}% / {:.0}%; {})",
+                    izf.mib_per_sec, zf.mib_per_sec, izf.fg_stops_per_gib, zf.fg_stops_per_gib, izf.waf, zf.waf, chip(izf), chip(zf), stops_of(&[izf, zf])
                 ),
                 fig8(paper),
                 ratio(izf, zf),
@@ -709,8 +827,8 @@ pub fn rows_of(points: &[Point]) -> Vec<Row> {
             ));
             rows.push(Row::new(
                 format!(
-                    "znsplus-fig8{tag} ZNS+-fg / IZC-fg throughput, {u}% utilisation, foreground compaction ({:.1} / {:.1} MiB/s; stops per GiB {:.1} / {:.1}; WAF {:.2} / {:.2}; plugged {:.2} per user block, {:.2} of it invalidated while its zone waited; chip utilisation {:.0}% / {:.0}%)",
-                    pf.mib_per_sec, izf.mib_per_sec, pf.fg_stops_per_gib, izf.fg_stops_per_gib, pf.waf, izf.waf, pf.plugged_per_user, pf.stale_plugged_per_user, chip(pf), chip(izf)
+                    "znsplus-fig8{tag} ZNS+-fg / IZC-fg throughput, {u}% utilisation, foreground compaction ({:.1} / {:.1} MiB/s; stops per GiB {:.1} / {:.1}; WAF {:.2} / {:.2}; plugged {:.2} per user block, {:.2} of it invalidated while its zone waited; chip utilisation {:.0}% / {:.0}%; {})",
+                    pf.mib_per_sec, izf.mib_per_sec, pf.fg_stops_per_gib, izf.fg_stops_per_gib, pf.waf, izf.waf, pf.plugged_per_user, pf.stale_plugged_per_user, chip(pf), chip(izf), stops_of(&[pf, izf])
                 ),
                 fig8(paper_plus / paper),
                 ratio(pf, izf),

@@ -74,6 +74,9 @@ pub(crate) struct Maintenance {
     /// Collected victims whose reset waits until the writes that invalidated their blocks
     /// are durable (a leaf lock, never held across an await).
     deferred: Mutex<Vec<u32>>,
+    /// A victim of serial collection (`MountOptions::serial_collection`) is being collected:
+    /// set from its choice until its checkpoint is written and it is reset.
+    serial_busy: AtomicBool,
 }
 
 impl Maintenance {
@@ -94,6 +97,7 @@ impl Maintenance {
             task: Mutex::new(None),
             policy,
             deferred: Mutex::new(Vec::new()),
+            serial_busy: AtomicBool::new(false),
         }
     }
 
@@ -211,22 +215,29 @@ impl Maintenance {
             Some(_) => self.policy.gc_wanted_after_finish(free, resetting),
             None => self.policy.gc_wanted(free),
         };
-        let need_ckpt = filled >= self.shared.opts().checkpoint_every_zones;
+        let mut need_ckpt = filled >= self.shared.opts().checkpoint_every_zones;
         let mut progressed = false;
         // Threaded logging gives the hot stream room without a free zone (gc/tl.rs).
         let floor = self.policy.floor(Stream::Hot, true);
         if self.shared.map(|m| m.tl_wanted(free, floor)) {
             progressed |= self.threaded_turn().await?;
         }
-        if need_gc {
+        if need_gc && self.shared.opts().serial_collection {
+            // One victim, ended by its own checkpoint (`serial_victim`).
+            if self.serial_victim().await? {
+                progressed = true;
+                need_ckpt = false;
+            }
+        } else if need_gc {
             let copied = match finishing.take() {
                 Some(f) => {
-                    let (finished, copied) = futures::join!(f, self.copy_round(true));
+                    let (finished, copied) =
+                        futures::join!(f, self.copy_round(true, ROUND_VICTIMS_MAX));
                     finished?;
                     progressed = true;
                     copied?
                 }
-                None => self.copy_round(false).await?,
+                None => self.copy_round(false, ROUND_VICTIMS_MAX).await?,
             };
             // Nothing reclaimable: not a change of space, so waiting writers are not woken
             // (they wait for a write in flight to end, which signals). Waking them here made
@@ -253,25 +264,23 @@ impl Maintenance {
         Ok(())
     }
 
-    /// Copies one round of victims (`Mapping::plan_round`) out through both GC streams at
-    /// once; the round still has to be finished (`finish_round`: one device flush if needed,
-    /// then the resets together). With `overlapping` the previous round's finish is still
-    /// under way, so its victims are not free yet: a round is taken only if even its first
-    /// victim's copies fit the space left (the reserve may be in use). None when no zone has
-    /// anything to reclaim (or, overlapping, nothing fits).
-    async fn copy_round(&self, overlapping: bool) -> Result<Option<Copied>, FtlError> {
+    /// Copies one round of at most `victims_max` victims (`Mapping::plan_round`) out through
+    /// both GC streams at once; the round still has to be finished (`finish_round`: one
+    /// device flush if needed, then the resets together). With `overlapping` the previous
+    /// round's finish is still under way, so its victims are not free yet: a round is taken
+    /// only if even its first victim's copies fit the space left (the reserve may be in use).
+    /// None when no zone has anything to reclaim (or, overlapping, nothing fits).
+    async fn copy_round(
+        &self,
+        overlapping: bool,
+        victims_max: usize,
+    ) -> Result<Option<Copied>, FtlError> {
         let opts = self.shared.opts();
         let policy = SpacePolicy::new(opts, self.shared.layout());
         let lanes_max = self.writer.lanes(Stream::Gc);
-        let picked = self.shared.map(|m| {
-            m.plan_round(
-                &policy,
-                opts.hot_cold,
-                ROUND_VICTIMS_MAX,
-                lanes_max,
-                overlapping,
-            )
-        });
+        let picked = self
+            .shared
+            .map(|m| m.plan_round(&policy, opts.hot_cold, victims_max, lanes_max, overlapping));
         if overlapping && picked.is_some() {
             self.shared.map(|m| m.counters.gc_rounds_overlapped += 1);
         }
@@ -323,6 +332,53 @@ impl Maintenance {
             blocks: round.hot.len() + round.cold.len(),
             copy_us: began.elapsed().as_micros() as u64,
         }))
+    }
+
+    /// Collects one victim as F2FS's foreground segment compaction does
+    /// (`MountOptions::serial_collection`, ZNS+ paper section 3.1): its copies (both GC
+    /// streams), then a checkpoint, which flushes the device first and so waits for the
+    /// copies to be durable and records where they went (F2FS's metadata update), then the
+    /// victim's reset, which that flush leaves needing no flush of its own. Nothing else
+    /// copies meanwhile. False, with nothing written, when nothing was reclaimable.
+    async fn serial_victim(&self) -> Result<bool, FtlError> {
+        self.serial_busy.store(true, Ordering::SeqCst);
+        let collected = async {
+            let began = tokio::time::Instant::now();
+            let Some(copied) = self.copy_round(false, 1).await? else {
+                return Ok(false);
+            };
+            let copied_at = tokio::time::Instant::now();
+            // Only deferred victims left to reset (`copy_round`): no copies to record.
+            let victim = !copied.victims.is_empty();
+            if victim {
+                self.checkpoint().await?;
+            }
+            let checkpointed_at = tokio::time::Instant::now();
+            self.finish_round(copied).await?;
+            let ns = |a: tokio::time::Instant, b: tokio::time::Instant| {
+                b.duration_since(a).as_nanos() as u64
+            };
+            let reset_ns = ns(checkpointed_at, tokio::time::Instant::now());
+            self.shared.map(|m| {
+                if !victim {
+                    return;
+                }
+                let c = &mut m.counters;
+                c.serial_victims += 1;
+                c.serial_copy_ns += ns(began, copied_at);
+                c.serial_checkpoint_ns += ns(copied_at, checkpointed_at);
+                c.serial_reset_ns += reset_ns;
+            });
+            Ok(true)
+        }
+        .await;
+        self.serial_busy.store(false, Ordering::SeqCst);
+        // A writer stopped for this victim (`compact_and_wait`) sees it end. Nothing
+        // reclaimable is no change of space (see `maintenance_turn`).
+        if !matches!(collected, Ok(false)) {
+            self.shared.space_changed();
+        }
+        collected
     }
 
     /// Finishes a round whose copies are done: resets its victims (and the deferred ones that
@@ -566,16 +622,21 @@ impl Maintenance {
 
     /// Foreground compaction: wakes the maintenance task and waits, woken by every change of
     /// space (collection's resets signal it), until `compaction_due` is false, then writes a
-    /// checkpoint as F2FS does after a foreground compaction. False, with nothing written,
-    /// when no compaction was due. A volume that fails meanwhile returns its failure.
+    /// checkpoint as F2FS does after a foreground compaction. With serial collection each
+    /// victim ends with its own checkpoint instead, and the wait also lasts until the victim
+    /// under way has ended (it signals), so the writes resume only between victims. False,
+    /// with nothing written, when no compaction was due. A volume that fails meanwhile
+    /// returns its failure.
     pub(crate) async fn compact_and_wait(&self) -> Result<bool, FtlError> {
+        let serial = self.shared.opts().serial_collection;
         let mut waited = false;
         loop {
             let waiting = self.shared.space_notified();
             tokio::pin!(waiting);
             waiting.as_mut().enable();
             self.shared.check_failed()?;
-            if !self.compaction_due() {
+            let victim_under_way = waited && serial && self.serial_busy.load(Ordering::SeqCst);
+            if !victim_under_way && !self.compaction_due() {
                 break;
             }
             waited = true;
@@ -583,7 +644,7 @@ impl Maintenance {
             let _waiting = self.shared.activity().enter(Gauge::SpaceWaits);
             waiting.await;
         }
-        if waited {
+        if waited && !serial {
             self.checkpoint().await?;
         }
         Ok(waited)

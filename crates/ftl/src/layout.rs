@@ -100,6 +100,12 @@ pub struct MountOptions {
     /// add little in flight, and each open lane's unwritten tail is spare the collector cannot
     /// use.
     pub gc_lanes_max: u32,
+    /// Collect one victim at a time, as F2FS's foreground segment compaction does (ZNS+
+    /// paper sections 2.3 and 3.1): a round takes one victim, its copies end, a checkpoint is
+    /// written (F2FS's metadata update, which waits for the copies), the victim is reset, and
+    /// only then is the next victim chosen; no round overlaps another's finish. Off by
+    /// default (rounds of up to `plan::ROUND_VICTIMS_MAX` victims, overlapping).
+    pub serial_collection: bool,
 }
 
 /// Copies in flight per garbage-collection lane by default: a Copy waits for its sources'
@@ -121,6 +127,7 @@ impl Default for MountOptions {
             threaded: crate::threaded::TlPolicy::Hybrid,
             copies_per_lane: COPIES_PER_LANE_DEFAULT,
             gc_lanes_max: 0,
+            serial_collection: false,
         }
     }
 }

@@ -144,6 +144,13 @@ pub struct Counters {
     /// Victims whose copies all went to one GC stream because the free zones and the GC
     /// zones' room could not take them split by temperature (`Mapping::plan_round`).
     pub gc_merged_victims: u64,
+    /// Serial collection (`MountOptions::serial_collection`): victims collected, and the
+    /// model time spent in their copies, their checkpoints and their resets (each victim's
+    /// phases, as the ZNS+ paper's Fig. 6 splits a segment compaction).
+    pub serial_victims: u64,
+    pub serial_copy_ns: u64,
+    pub serial_checkpoint_ns: u64,
+    pub serial_reset_ns: u64,
 }
 
 /// Live contents of a zone: (pba, lba) of valid data, (pba, mark) of live trim records.

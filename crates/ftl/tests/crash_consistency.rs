@@ -46,6 +46,7 @@ fn account(vol: &FtlVolume, cov: &mut Coverage) {
     cov.tl_opens += s.threaded.opens;
     cov.tl_hole_blocks += s.threaded.hole_blocks;
     cov.tl_multi_zone_turns += s.threaded.multi_zone_turns;
+    cov.serial_victims += s.counters.serial_victims;
 }
 
 /// What a schedule exercised, so the test can prove its coverage.
@@ -64,6 +65,8 @@ struct Coverage {
     tl_multi_zone_turns: u64,
     /// Power cuts while a threaded zone had holes being written.
     tl_cuts: u64,
+    /// Victims collected one at a time, each ended by its checkpoint (serial collection).
+    serial_victims: u64,
 }
 
 /// What a schedule runs on: per-block metadata bytes, and whether the device has the ZNS+
@@ -75,6 +78,9 @@ struct Kind {
     zns_plus: bool,
     /// Format with threaded logging (needs `zns_plus`).
     threaded: bool,
+    /// Collect one victim at a time on half the mounts (`MountOptions::serial_collection`;
+    /// needs `zns_plus`, whose schedules alone make the draw).
+    serial: bool,
 }
 
 impl Kind {
@@ -82,11 +88,13 @@ impl Kind {
         oob: 16,
         zns_plus: false,
         threaded: false,
+        serial: false,
     };
 
     /// Mount options for this kind: `common::random_options`, and on a ZNS+ device either
     /// placement of compacted blocks (one more draw, made only on ZNS+ schedules so the
-    /// others keep their streams).
+    /// others keep their streams) and, with `serial`, on half the mounts serial collection
+    /// (F2FS's one victim at a time, each ended by a checkpoint before its reset).
     fn options(self, rng: &mut SimRng) -> MountOptions {
         let mut o = common::random_options(rng);
         if self.threaded {
@@ -104,6 +112,9 @@ impl Kind {
             } else {
                 Placement::SourceOrder
             });
+        }
+        if self.serial {
+            o.serial_collection = rng.chance(0.5);
         }
         o
     }
@@ -286,6 +297,7 @@ fn run_many(seeds: std::ops::Range<u64>, kind: Kind) -> Coverage {
         total.tl_hole_blocks += c.tl_hole_blocks;
         total.tl_multi_zone_turns += c.tl_multi_zone_turns;
         total.tl_cuts += c.tl_cuts;
+        total.serial_victims += c.serial_victims;
     }
     total
 }
@@ -309,6 +321,8 @@ fn one_thousand_seeded_crash_schedules() {
                 oob,
                 zns_plus: zns_plus || threaded,
                 threaded,
+                // As that kind runs in `three_hundred_crash_schedules_on_a_zns_plus_device`.
+                serial: zns_plus && !threaded,
             },
         );
         return;
@@ -358,19 +372,26 @@ fn three_hundred_crash_schedules_with_in_band_summaries() {
 }
 
 /// The schedules on a ZNS+ device: garbage collection moves blocks with zone_compaction, in
-/// source order or copyback-aware, and power is cut while compactions are in flight.
+/// source order or copyback-aware, on half the mounts one victim at a time (serial
+/// collection: copies, checkpoint, reset), and power is cut while compactions are in flight.
 #[test]
 fn three_hundred_crash_schedules_on_a_zns_plus_device() {
     let total = run_many(
         9_000..9_300,
         Kind {
             zns_plus: true,
+            serial: true,
             ..Kind::PLAIN
         },
     );
     println!(
-        "{} power cuts, {} zones collected, {} blocks compacted",
-        total.crashes, total.gc_zones, total.blocks_compacted
+        "{} power cuts, {} zones collected ({} one at a time), {} blocks compacted",
+        total.crashes, total.gc_zones, total.serial_victims, total.blocks_compacted
+    );
+    assert!(
+        total.serial_victims >= 500,
+        "only {} victims collected one at a time",
+        total.serial_victims
     );
     assert!(total.crashes >= 1_500, "only {} power cuts", total.crashes);
     assert!(
