@@ -57,8 +57,8 @@ pub(crate) struct PoolZone {
     /// Blocks written: 0 when empty, the zone capacity once closed (finished, or its tail
     /// unknown); only the head zone is appended to.
     pub wp: u64,
-    /// Relocation records it holds: (offset, blocks, logical zone, generation).
-    pub relocs: Vec<(u64, u64, u32, u64)>,
+    /// Relocation records it holds: (offset, blocks, logical zone, generation, sequence).
+    pub relocs: Vec<(u64, u64, u32, u64, u64)>,
     /// Sequence numbers of the whole records open found in it (until open's rewrite).
     pub seqs: Vec<u64>,
 }
@@ -1203,8 +1203,8 @@ impl RaiznVolume {
         let rel: u64 = log.pool[p]
             .relocs
             .iter()
-            .filter(|(_, _, z, g)| r.get(*z, member).is_some_and(|e| e.generation == *g))
-            .map(|(_, n, _, _)| *n)
+            .filter(|(_, _, z, g, _)| r.get(*z, member).is_some_and(|e| e.generation == *g))
+            .map(|(_, n, ..)| *n)
             .sum();
         pp + rel
     }
@@ -1242,16 +1242,16 @@ impl RaiznVolume {
                 log.index.remove(&(zone, stripe));
             }
         }
-        let relocs: Vec<(u64, u64, u32, u64)> = {
+        let relocs: Vec<(u64, u64, u32, u64, u64)> = {
             let r = self.reloc.lock();
             log.pool[v]
                 .relocs
                 .iter()
                 .copied()
-                .filter(|(_, _, z, g)| r.get(*z, member).is_some_and(|e| e.generation == *g))
+                .filter(|(_, _, z, g, _)| r.get(*z, member).is_some_and(|e| e.generation == *g))
                 .collect()
         };
-        for (off, n, zone, _) in &relocs {
+        for (off, n, zone, ..) in &relocs {
             moves.push((*off, *n, *zone, None));
         }
         moves.sort_by_key(|(off, ..)| *off);
@@ -1280,11 +1280,9 @@ impl RaiznVolume {
                     log.index.insert((zone, stripe), moved);
                 }
                 None => {
-                    let g = relocs
-                        .iter()
-                        .find(|(o, ..)| *o == off)
-                        .map_or(0, |(_, _, _, g)| *g);
-                    log.pool[h].relocs.push((to, n, zone, g));
+                    if let Some((_, _, _, g, seq)) = relocs.iter().find(|(o, ..)| *o == off) {
+                        log.pool[h].relocs.push((to, n, zone, *g, *seq));
+                    }
                 }
             }
         }
@@ -1418,7 +1416,7 @@ impl RaiznVolume {
         log.pool[h].wp = off + blocks;
         log.pool[h]
             .relocs
-            .push((off, blocks, rec.zone, rec.generation));
+            .push((off, blocks, rec.zone, rec.generation, rec.seq));
         if let Some(e) = self.reloc.lock().get_mut(rec.zone, member) {
             if e.generation == rec.generation {
                 e.apply_blocks(rec.inline.first, rec.inline.epoch, &rec.data, &rec.meta, bs);
@@ -1460,7 +1458,7 @@ impl RaiznVolume {
             for (r, off, n) in parsed.relocs {
                 max_seq = max_seq.max(r.seq);
                 z.seqs.push(r.seq);
-                z.relocs.push((off, n, r.zone, r.generation));
+                z.relocs.push((off, n, r.zone, r.generation, r.seq));
                 relocs.push(r);
             }
         }
@@ -1527,7 +1525,7 @@ impl RaiznVolume {
         // The relocation state (with the stale ranges recovery declared) in full, flagged
         // checkpoint: once written, the older relocation records are superseded (a
         // collection flushes the member before it resets their zone).
-        let mut written = Vec::new();
+        let first_new = log.seq + 1;
         for mut r in self.reloc_records_of(member) {
             let blocks = 1 + (r.data.len() / self.block_size()) as u64;
             if !self.pool_room(member, log, blocks).await? {
@@ -1551,17 +1549,23 @@ impl RaiznVolume {
             .await?;
             log.seq = r.seq;
             log.pool[h].wp = off + blocks;
-            log.pool[h].relocs.push((off, blocks, r.zone, r.generation));
-            written.push((h, off));
+            log.pool[h]
+                .relocs
+                .push((off, blocks, r.zone, r.generation, r.seq));
         }
-        for (p, z) in log.pool.iter_mut().enumerate() {
-            z.relocs.retain(|(off, ..)| written.contains(&(p, *off)));
+        // By sequence number: a collection while these were written moved some of them
+        // (copies keep their sequence numbers).
+        for z in log.pool.iter_mut() {
+            z.relocs.retain(|(.., seq)| *seq >= first_new);
         }
         let mut records = records;
         records.sort_by_key(|r| (r.zone, r.stripe));
         for r in records {
             self.pool_append_pp(member, log, r).await?;
         }
+        // Durable before the volume takes writes: the stale ranges recovery declared are in
+        // no other record.
+        dev.flush().await?;
         Ok(())
     }
 }
