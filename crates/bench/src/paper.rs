@@ -371,6 +371,7 @@ pub(crate) async fn raizn_array_with_parity(
     seed: u64,
 ) -> Result<raizn::RaiznVolume, String> {
     let cfg = raizn::RaiznConfig {
+        log_zones: 1,
         stripe_unit_bytes: unit_bytes,
         parity,
         ..raizn::RaiznConfig::new([seed as u8 | 1; 16])

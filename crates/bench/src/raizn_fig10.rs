@@ -224,7 +224,7 @@ async fn zoned_seq(
 pub async fn raizn(p: TimingProfile, seed: u64) -> Result<Run, String> {
     let mut g = emu::profile("zn540").ok_or("the zn540 geometry is missing")?;
     let zone_blocks = p.block_bytes() * u64::from(p.dies()) / u64::from(g.block_size);
-    g.zone_count = raizn::layout::META_ZONES + DATA_ZONES;
+    g.zone_count = raizn::layout::MIN_META_ZONES + DATA_ZONES;
     if g.zone_count > p.blocks_per_die {
         return Err(format!(
             "{} zones do not fit {} blocks per die",

@@ -42,7 +42,7 @@ pub fn zone_capacity_bytes(bytes_per_point: u64) -> u64 {
 /// for `DATA_ZONES`.
 pub fn member_geometry(capacity_bytes: u64) -> Result<Geometry, String> {
     let mut g = emu::profile("zn540").ok_or("the zn540 geometry is missing")?;
-    g.zone_count = raizn::layout::META_ZONES + DATA_ZONES;
+    g.zone_count = raizn::layout::MIN_META_ZONES + DATA_ZONES;
     g.zone_capacity = capacity_bytes / u64::from(g.block_size);
     g.zone_size = 2 * g.zone_capacity;
     Ok(g)
@@ -133,7 +133,7 @@ pub async fn write_baseline(g: Geometry, bytes: u64, seed: u64) -> Result<Rebuil
     let md = vec![0u8; (chunk * u64::from(g.oob_size)) as usize];
     let t0 = Instant::now();
     let mut left = bytes / bs;
-    let mut zone = raizn::layout::META_ZONES;
+    let mut zone = raizn::layout::MIN_META_ZONES;
     while left > 0 {
         let mut at = 0;
         while at < g.zone_capacity && left > 0 {

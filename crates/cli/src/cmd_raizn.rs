@@ -191,6 +191,7 @@ async fn create_on(
         }
     }
     let cfg = RaiznConfig {
+        log_zones: 1,
         stripe_unit_bytes: stripe_unit,
         parity,
         array_uuid: new_uuid(),

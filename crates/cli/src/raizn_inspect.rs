@@ -18,7 +18,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use raizn::layout::{ArrayLayout, GENERAL_ZONE, META_ZONES, SWAP_ZONE};
+use raizn::layout::{ArrayLayout, GENERAL_ZONE, SWAP_ZONE};
 use raizn::Superblock;
 use serde_json::json;
 use zns::{Geometry, ReportFilter, ZoneDescriptor, ZoneState, ZonedDevice};
@@ -150,7 +150,9 @@ fn layout_of(c: &Census) -> Result<ArrayLayout, CliError> {
     let g = c.newest.member_geometry;
     let geos = vec![g; c.newest.members as usize];
     let su_bytes = u64::from(c.newest.su_blocks) * u64::from(g.block_size);
-    ArrayLayout::new(&geos, c.newest.parity, su_bytes).map_err(|e| CliError::Other(e.to_string()))
+    ArrayLayout::new(&geos, c.newest.parity, su_bytes)
+        .and_then(|l| l.with_log_zones(c.newest.meta_zones.saturating_sub(2)))
+        .map_err(|e| CliError::Other(e.to_string()))
 }
 
 /// Every member's zone descriptors (None for a lost member).
@@ -222,7 +224,7 @@ async fn status_text(m: &Members, json_out: bool) -> Result<String, CliError> {
     let zones = member_zones(m, &c).await?;
     let mut rows = Vec::new();
     for z in 0..g.zone_count {
-        let pz = (z + META_ZONES) as usize;
+        let pz = (z + l.meta_zones()) as usize;
         let descs: Vec<Option<&ZoneDescriptor>> = zones
             .iter()
             .map(|d| d.as_ref().and_then(|d| d.get(pz)))
@@ -251,6 +253,7 @@ async fn status_text(m: &Members, json_out: bool) -> Result<String, CliError> {
         let v = json!({
             "uuid": uuid_text(&c.newest.array_uuid), "state": degraded,
             "members": members, "parity": l.parity(), "stripe_unit": su_bytes,
+            "log_zones": l.log_zones(),
             "zones": g.zone_count, "zone_size": g.zone_size, "zone_capacity": g.zone_capacity,
             "block_size": g.block_size, "capacity_bytes": g.capacity_bytes(),
             "max_open": g.max_open, "max_active": g.max_active,
@@ -276,8 +279,9 @@ async fn status_text(m: &Members, json_out: bool) -> Result<String, CliError> {
         l.parity()
     );
     t += &format!(
-        "stripe unit:    {}\nlimits:         {} open / {} active zones (0: unlimited)\n",
+        "stripe unit:    {}\nlog zones:      {} per member\nlimits:         {} open / {} active zones (0: unlimited)\n",
         format_size(su_bytes),
+        l.log_zones(),
         g.max_open,
         g.max_active
     );
@@ -401,7 +405,7 @@ async fn check_zone(
     z: u32,
     f: &mut Findings,
 ) -> CliResult {
-    let pz = (z + META_ZONES) as usize;
+    let pz = (z + l.meta_zones()) as usize;
     let su = l.su_blocks();
     let mut least = u64::MAX;
     let mut most = 0;

@@ -155,6 +155,7 @@ fn status_shows_members_geometry_and_zones() {
         "m2.img ok",
         "5 zones of 512 blocks (384 writable)",
         "stripe unit:    64 KiB",
+        "log zones:      1 per member",
         "zone 0: ",
         "wp 8",
     ] {
@@ -164,6 +165,7 @@ fn status_shows_members_geometry_and_zones() {
     let v: serde_json::Value = serde_json::from_str(&js).expect("json");
     assert_eq!(v["members"][1]["state"], "ok");
     assert_eq!(v["stripe_unit"], 65536);
+    assert_eq!(v["log_zones"], 1);
     assert_eq!(v["zone_states"][0]["wp"], 8);
 }
 

@@ -6,11 +6,13 @@
 
 use zns::{Geometry, Lba};
 
-/// Zones every member reserves at its start for metadata.
-pub const META_ZONES: u32 = 3;
+/// Metadata zones of an array with one log zone (format versions 1 and 2, and version 3
+/// with K = 1): general, log, swap. An array with K log zones has `2 + K`
+/// ([`ArrayLayout::meta_zones`]).
+pub const MIN_META_ZONES: u32 = 3;
 /// Member zone holding the superblock, generation counters and the zone-reset log.
 pub const GENERAL_ZONE: u32 = 0;
-/// Member zone holding the partial-parity log.
+/// Member zone holding the partial-parity log (the first log zone of the pool).
 pub const PARTIAL_PARITY_ZONE: u32 = 1;
 /// Member zone that metadata garbage collection writes into.
 pub const SWAP_ZONE: u32 = 2;
@@ -44,10 +46,12 @@ pub enum LayoutError {
     Member(String),
     #[error("stripe unit {bytes} bytes: {why}")]
     StripeUnit { bytes: u64, why: String },
-    #[error(
-        "members have {zones} zones; an array needs more than the {META_ZONES} metadata zones"
-    )]
-    TooFewZones { zones: u32 },
+    #[error("members have {zones} zones; an array needs more than its {meta} metadata zones")]
+    TooFewZones { zones: u32, meta: u32 },
+    #[error("{log_zones} log zones per member: at least 1, at most a quarter of the member's {zones} zones")]
+    LogZones { log_zones: u32, zones: u32 },
+    #[error("{log_zones} log zones per member: this build keeps one log zone per member (a pool of log zones is not built), so it neither creates nor opens such an array")]
+    LogPool { log_zones: u32 },
     #[error("member open/active limits {open}/{active} leave no zone for data after the {META_ZONES_OPEN} metadata zones")]
     Limits { open: u32, active: u32 },
 }
@@ -68,6 +72,8 @@ pub struct ArrayLayout {
     members: usize,
     parity: u32,
     su_blocks: u64,
+    /// Log zones per member, K: member zone 1, then zones 3..2 + K.
+    log_zones: u32,
 }
 
 impl ArrayLayout {
@@ -95,9 +101,10 @@ impl ArrayLayout {
             }
         }
         let su_blocks = stripe_unit_blocks(&g, stripe_unit_bytes)?;
-        if g.zone_count <= META_ZONES {
+        if g.zone_count <= MIN_META_ZONES {
             return Err(LayoutError::TooFewZones {
                 zones: g.zone_count,
+                meta: MIN_META_ZONES,
             });
         }
         let limit_ok = |l: u32| l == 0 || l > META_ZONES_OPEN;
@@ -112,7 +119,48 @@ impl ArrayLayout {
             members: n,
             parity,
             su_blocks,
+            log_zones: 1,
         })
+    }
+
+    /// This layout with `k` log zones per member (`new` gives 1). Refused when `k` is 0,
+    /// more than a quarter of the member's zones (1 is always allowed), or leaves no data
+    /// zone.
+    pub fn with_log_zones(self, k: u32) -> Result<ArrayLayout, LayoutError> {
+        let zones = self.member_geo.zone_count;
+        if k == 0 || (k > 1 && k > zones / 4) {
+            return Err(LayoutError::LogZones {
+                log_zones: k,
+                zones,
+            });
+        }
+        let meta = 2 + k;
+        if zones <= meta {
+            return Err(LayoutError::TooFewZones { zones, meta });
+        }
+        Ok(ArrayLayout {
+            log_zones: k,
+            ..self
+        })
+    }
+
+    /// Log zones per member, K.
+    pub fn log_zones(&self) -> u32 {
+        self.log_zones
+    }
+
+    /// Metadata zones at the start of every member, `M = 2 + K`; logical zone `i` is member
+    /// zone `M + i`.
+    pub fn meta_zones(&self) -> u32 {
+        2 + self.log_zones
+    }
+
+    /// Member zone of log zone `i` (0..K) of the pool: zone 1, then zones 3, 4, ...
+    pub fn log_zone(&self, i: u32) -> u32 {
+        match i {
+            0 => PARTIAL_PARITY_ZONE,
+            i => SWAP_ZONE + i,
+        }
     }
 
     /// Member count N.
@@ -154,7 +202,7 @@ impl ArrayLayout {
     pub fn logical_geometry(&self) -> Geometry {
         let g = self.member_geo;
         let d = self.data_units();
-        let zones = g.zone_count - META_ZONES;
+        let zones = g.zone_count - self.meta_zones();
         // The members keep two metadata zones open; a limit above the zone count would not
         // validate, and cannot be reached anyway.
         let less_meta = |l: u32| l.saturating_sub(META_ZONES_OPEN).min(zones);
@@ -227,7 +275,7 @@ impl ArrayLayout {
 
     /// Physical start LBA of logical zone `zone` on every member.
     pub fn member_zone_start(&self, zone: u32) -> Lba {
-        self.member_geo.zone_start(zone + META_ZONES)
+        self.member_geo.zone_start(zone + self.meta_zones())
     }
 
     /// Where offset `offset` (below the logical zone capacity) of logical zone `zone` lives.
@@ -246,7 +294,7 @@ impl ArrayLayout {
     pub fn logical_of(&self, member: usize, lba: Lba) -> Option<(u32, u64)> {
         let g = self.member_geo;
         let pz = g.zone_of(lba)?;
-        let zone = pz.checked_sub(META_ZONES)?;
+        let zone = pz.checked_sub(self.meta_zones())?;
         let within = lba - g.zone_start(pz);
         if within >= g.zone_capacity || member >= self.members {
             return None;
@@ -398,7 +446,7 @@ mod tests {
         };
         assert_eq!(
             ArrayLayout::new(&[tiny; 3], 1, 32768),
-            Err(LayoutError::TooFewZones { zones: 3 })
+            Err(LayoutError::TooFewZones { zones: 3, meta: 3 })
         );
         let tight = Geometry {
             max_open: 3,
@@ -408,6 +456,37 @@ mod tests {
         assert!(matches!(
             ArrayLayout::new(&[tight; 3], 1, 32768),
             Err(LayoutError::Limits { .. })
+        ));
+    }
+
+    #[test]
+    fn log_zones_move_the_data_zones_and_are_bounded() {
+        let g = Geometry {
+            zone_count: 16,
+            ..member_geo()
+        };
+        let l = match ArrayLayout::new(&[g; 3], 1, 8 * 4096).and_then(|l| l.with_log_zones(4)) {
+            Ok(l) => l,
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!((l.log_zones(), l.meta_zones()), (4, 6));
+        let pool: Vec<u32> = (0..4).map(|i| l.log_zone(i)).collect();
+        assert_eq!(pool, [1, 3, 4, 5]);
+        assert_eq!(l.logical_geometry().zone_count, 10);
+        assert_eq!(l.member_zone_start(0), 6 * 32);
+        assert_eq!(l.place(0, 0).lba, 6 * 32);
+        assert_eq!(l.logical_of(0, 6 * 32), Some((0, 0)));
+        assert_eq!(l.logical_of(0, 5 * 32), None);
+        assert_eq!(
+            l.with_log_zones(5),
+            Err(LayoutError::LogZones {
+                log_zones: 5,
+                zones: 16
+            })
+        );
+        assert!(matches!(
+            l.with_log_zones(0),
+            Err(LayoutError::LogZones { .. })
         ));
     }
 

@@ -11,10 +11,11 @@ use zns::Geometry;
 /// Magic of every record header.
 pub const MAGIC: [u8; 8] = *b"ZSTKRZMD";
 /// Record format version this build writes. Version 2 added the finished-zones record
-/// (type 7); the other records are unchanged.
-pub const VERSION: u16 = 2;
-/// The oldest record format version this build reads: version 1 arrays open (docs/FORMAT.md
-/// says how) and are written as version 2 from then on.
+/// (type 7); version 3 lets the superblock's metadata-zone count be `2 + K` for K log
+/// zones per member (versions 1 and 2 require 3: K = 1); the other records are unchanged.
+pub const VERSION: u16 = 3;
+/// The oldest record format version this build reads: version 1 and 2 arrays open
+/// (docs/FORMAT.md says how) and are written as version 3 from then on.
 pub const OLDEST_VERSION: u16 = 1;
 /// Bytes of the record header.
 pub const HEADER_BYTES: usize = 64;
@@ -347,6 +348,13 @@ impl Superblock {
             second_failed_member: u32_at(p, 100).checked_sub(1),
         };
         sb.validate()?;
+        let version = record_version(b);
+        if version < 3 && sb.meta_zones != crate::layout::MIN_META_ZONES {
+            return corrupt(format!(
+                "{} metadata zones in a version {version} superblock (3 required)",
+                sb.meta_zones
+            ));
+        }
         Ok(sb)
     }
 
@@ -390,7 +398,12 @@ impl Superblock {
                 self.su_blocks, g.zone_capacity
             ));
         }
-        if self.meta_zones != crate::layout::META_ZONES || g.zone_count <= self.meta_zones {
+        let k = self.meta_zones.wrapping_sub(2);
+        let too_many = k > 1 && k > g.zone_count / 4;
+        if self.meta_zones < crate::layout::MIN_META_ZONES
+            || g.zone_count <= self.meta_zones
+            || too_many
+        {
             return corrupt(format!(
                 "{} metadata zones of {} zones",
                 self.meta_zones, g.zone_count

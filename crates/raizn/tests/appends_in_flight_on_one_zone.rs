@@ -17,7 +17,7 @@ use std::time::Duration;
 use common::{block_on_paused, emu_members, BS, OOB};
 use emu::EmuDevice;
 use futures::future::join_all;
-use raizn::layout::META_ZONES;
+use raizn::layout::MIN_META_ZONES;
 use raizn::{Member, RaiznConfig, RaiznVolume};
 use zns::{
     ErrorPlan, ErrorTiming, FaultyZoned, Geometry, NvmeResult, NvmeStatus, OpKind, OpSet,
@@ -29,7 +29,7 @@ const MEMBERS: usize = 5;
 const SU: u64 = 8;
 
 fn member_geo() -> Geometry {
-    common::unlimited_member_geometry(BS, OOB, META_ZONES + 2, 64)
+    common::unlimited_member_geometry(BS, OOB, MIN_META_ZONES + 2, 64)
 }
 
 type Faulty = Arc<FaultyZoned<Arc<EmuDevice>>>;
@@ -46,6 +46,7 @@ async fn array(seed: u64) -> (Vec<Faulty>, RaiznVolume) {
     }
     let members: Vec<Member> = faulty.iter().map(|f| f.clone() as Member).collect();
     let cfg = RaiznConfig {
+        log_zones: 1,
         stripe_unit_bytes: SU * BS as u64,
         ..RaiznConfig::new([seed as u8 | 1; 16])
     };

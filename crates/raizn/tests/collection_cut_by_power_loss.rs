@@ -41,6 +41,7 @@ async fn run(seed: u64, cut_at: Option<u64>) -> Run {
         .collect();
     let members: Vec<Member> = faulty.iter().map(|f| f.clone() as Member).collect();
     let cfg = RaiznConfig {
+        log_zones: 1,
         stripe_unit_bytes: 8 * BS as u64,
         ..RaiznConfig::new([9; 16])
     };

@@ -74,6 +74,7 @@ async fn copy_through(failed: Option<usize>) {
             .collect::<Vec<_>>()
     };
     let cfg = RaiznConfig {
+        log_zones: 1,
         stripe_unit_bytes: 8 * BS as u64,
         ..RaiznConfig::new([5; 16])
     };

@@ -57,6 +57,7 @@ async fn run(n: usize, parity: u32, seed: u64) -> (NvmeResult<(Vec<u8>, Vec<u8>)
         .map(|e| Arc::new(Hooked::new(e.clone(), Gate::default())))
         .collect();
     let cfg = RaiznConfig {
+        log_zones: 1,
         stripe_unit_bytes: 8 * BS as u64,
         parity,
         ..RaiznConfig::new([22; 16])

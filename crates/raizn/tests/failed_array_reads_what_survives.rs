@@ -97,6 +97,7 @@ async fn two_parity_units_with_three_members_lost_read_the_others() {
     let emus = emu_members(&small_member_geometry(), 5, 62);
     let members: Vec<Member> = common::as_members(&emus);
     let cfg = RaiznConfig {
+        log_zones: 1,
         stripe_unit_bytes: 8 * BS as u64,
         parity: 2,
         ..RaiznConfig::new([62; 16])

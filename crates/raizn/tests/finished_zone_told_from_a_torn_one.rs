@@ -277,3 +277,105 @@ fn a_version_1_array_opens_as_before_and_is_written_as_version_2() {
         }
     });
 }
+
+/// Format version 3 lets the superblock's metadata-zone count (bytes 32..36) be `2 + K`; a
+/// version 2 array (every record stamped 2, the count 3) opens as K = 1 and reads back, and
+/// a version 2 superblock naming another count is refused as corrupt.
+#[test]
+fn a_version_2_array_opens_with_one_log_zone() {
+    common::block_on_paused(async {
+        let (t, v) = torn_zone(11).await;
+        assert_eq!(v.layout().log_zones(), 1);
+        let cap = v.geometry().zone_capacity;
+        if let Err(e) = v.zone_mgmt(ZoneAction::Finish, 0, false).await {
+            panic!("finish: {e}");
+        }
+        drop(v);
+        drop(reopen(&t.emus, None, "after the finish").await);
+        for e in &t.emus {
+            let old: Vec<Vec<u8>> = general_records(e)
+                .await
+                .iter()
+                .map(|b| as_version(b, 2))
+                .collect();
+            rewrite_general(e, &old).await;
+        }
+        let v = reopen(&t.emus, None, "version 2").await;
+        assert_eq!(v.layout().log_zones(), 1, "version 2");
+        assert_eq!(v.layout().meta_zones(), 3, "version 2");
+        assert_eq!(zone0(&v).await, (ZoneState::Full, cap), "version 2");
+        assert_blocks(&v, 0..WRITTEN, SALT, "version 2").await;
+        drop(v);
+        for (i, e) in t.emus.iter().enumerate() {
+            let recs = general_records(e).await;
+            assert!(
+                recs.iter()
+                    .all(|b| meta::record_version(b) == meta::VERSION),
+                "member {i}: a record of another version after the open"
+            );
+        }
+        // The superblock of a version 2 member naming 4 metadata zones.
+        let recs = general_records(&t.emus[0]).await;
+        let sb = recs
+            .iter()
+            .find(|b| meta::decode_record(b).map(|(h, _)| h.kind) == Ok(RecordType::Superblock));
+        let Some(sb) = sb else {
+            panic!("no superblock on member 0");
+        };
+        let mut four = sb.clone();
+        four[64 + 32..64 + 36].copy_from_slice(&4u32.to_le_bytes());
+        let v3 = as_version(&four, meta::VERSION);
+        assert!(
+            raizn::Superblock::decode(&v3).is_ok_and(|s| s.meta_zones == 4),
+            "a version 3 superblock with 4 metadata zones decodes"
+        );
+        match raizn::Superblock::decode(&as_version(&four, 2)) {
+            Err(meta::MetaError::Corrupt(why)) => {
+                assert!(why.contains("4 metadata zones"), "refused for: {why}")
+            }
+            r => panic!("a version 2 superblock with 4 metadata zones: {r:?}"),
+        }
+        // An array of two log zones per member (version 3, 4 metadata zones): this build
+        // keeps one log zone, so it refuses to open the array rather than miss records.
+        for e in &t.emus {
+            let recs: Vec<Vec<u8>> = general_records(e)
+                .await
+                .iter()
+                .map(|b| match meta::decode_record(b).map(|(h, _)| h.kind) {
+                    Ok(RecordType::Superblock) => {
+                        let mut b = b.clone();
+                        b[64 + 32..64 + 36].copy_from_slice(&4u32.to_le_bytes());
+                        as_version(&b, meta::VERSION)
+                    }
+                    _ => b.clone(),
+                })
+                .collect();
+            rewrite_general(e, &recs).await;
+        }
+        let members: Vec<Option<Member>> =
+            t.emus.iter().map(|e| Some(e.clone() as Member)).collect();
+        match RaiznVolume::open_degraded(members).await {
+            Ok(_) => panic!("an array of two log zones per member opened"),
+            Err(e) => assert!(
+                e.to_string().contains("2 log zones per member"),
+                "refused for another reason: {e}"
+            ),
+        }
+        // Nor does it create one.
+        let g = common::unlimited_member_geometry(BS, common::OOB, 12, 48);
+        let emus = common::emu_members(&g, 3, 12);
+        let cfg = raizn::RaiznConfig {
+            log_zones: 3,
+            stripe_unit_bytes: 8 * BS as u64,
+            ..raizn::RaiznConfig::new([0x33; 16])
+        };
+        let members: Vec<Member> = emus.iter().map(|e| e.clone() as Member).collect();
+        match RaiznVolume::format(members, cfg, false).await {
+            Ok(_) => panic!("an array of three log zones per member was created"),
+            Err(e) => assert!(
+                e.to_string().contains("3 log zones per member"),
+                "refused for another reason: {e}"
+            ),
+        }
+    });
+}

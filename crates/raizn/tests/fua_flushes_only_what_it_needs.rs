@@ -94,6 +94,7 @@ async fn array(seed: u64) -> Array {
         .map(|e| Arc::new(Hooked::new(e.clone(), FlushCount::default())))
         .collect();
     let cfg = RaiznConfig {
+        log_zones: 1,
         stripe_unit_bytes: SU * BS as u64,
         ..RaiznConfig::new([0x46; 16])
     };

@@ -3,7 +3,7 @@
 //! over every member.
 
 use proptest::prelude::*;
-use raizn::layout::{ArrayLayout, META_ZONES};
+use raizn::layout::{ArrayLayout, MIN_META_ZONES};
 use zns::Geometry;
 
 fn member_geo(zone_count: u32, su: u64, stripes: u64, block_size: u32) -> Geometry {
@@ -25,7 +25,7 @@ fn member_geo(zone_count: u32, su: u64, stripes: u64, block_size: u32) -> Geomet
 }
 
 fn layout(n: usize, su: u64, stripes: u64) -> ArrayLayout {
-    let g = member_geo(META_ZONES + 3, su, stripes, 512);
+    let g = member_geo(MIN_META_ZONES + 3, su, stripes, 512);
     match ArrayLayout::new(&vec![g; n], 1, su * 512) {
         Ok(l) => l,
         Err(e) => panic!("{e}"),

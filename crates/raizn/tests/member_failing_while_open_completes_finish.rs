@@ -23,6 +23,7 @@ async fn run(nth: u64) -> Option<usize> {
     let emus = common::emu_members(&g, 3, 977 + nth);
     let faulty = common::faulty_members(&emus, nth * 3);
     let cfg = RaiznConfig {
+        log_zones: 1,
         stripe_unit_bytes: 8 * BS as u64,
         ..RaiznConfig::new([5; 16])
     };

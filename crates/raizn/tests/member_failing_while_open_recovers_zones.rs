@@ -37,6 +37,7 @@ async fn run(parity: u32) {
     let emus = common::emu_members(&g, n, 1774 + u64::from(parity));
     let faulty = common::faulty_members(&emus, 40);
     let cfg = RaiznConfig {
+        log_zones: 1,
         stripe_unit_bytes: 8 * BS as u64,
         parity,
         ..RaiznConfig::new([12; 16])
@@ -132,6 +133,7 @@ async fn reset_record_on_one_member(seed: u64) {
     let emus = common::emu_members(&g, 3, seed);
     let faulty = common::faulty_members(&emus, seed * 3);
     let cfg = RaiznConfig {
+        log_zones: 1,
         stripe_unit_bytes: 8 * BS as u64,
         ..RaiznConfig::new([13; 16])
     };

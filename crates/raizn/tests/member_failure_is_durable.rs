@@ -18,6 +18,7 @@ const SU: u64 = 8;
 
 fn cfg(uuid: u8) -> RaiznConfig {
     RaiznConfig {
+        log_zones: 1,
         stripe_unit_bytes: SU * BS as u64,
         ..RaiznConfig::new([uuid; 16])
     }

@@ -11,7 +11,7 @@ mod common;
 use std::sync::Arc;
 
 use emu::EmuDevice;
-use raizn::layout::{GENERAL_ZONE, META_ZONES, PARTIAL_PARITY_ZONE, SWAP_ZONE};
+use raizn::layout::{GENERAL_ZONE, MIN_META_ZONES, PARTIAL_PARITY_ZONE, SWAP_ZONE};
 use raizn::meta::{self, RecordType};
 use raizn::{Member, RaiznConfig, RaiznVolume};
 use zns::{ReportFilter, ZonedDevice};
@@ -32,10 +32,11 @@ fn members(faulty: &[Arc<Faulty>]) -> Vec<Member> {
 }
 
 async fn format(seed: u64) -> Array {
-    let g = common::unlimited_member_geometry(BS, common::OOB, META_ZONES + 8, 48);
+    let g = common::unlimited_member_geometry(BS, common::OOB, MIN_META_ZONES + 8, 48);
     let emus = common::emu_members(&g, 3, seed);
     let faulty = common::faulty_members(&emus, seed * 5);
     let cfg = RaiznConfig {
+        log_zones: 1,
         stripe_unit_bytes: 8 * BS as u64,
         ..RaiznConfig::new([0x4c; 16])
     };

@@ -16,6 +16,7 @@ const OOB: usize = 16;
 async fn new_array(seed: u64) -> (Vec<Arc<EmuDevice>>, RaiznVolume) {
     let emus = common::emu_members(&common::small_member_geometry(), 3, seed);
     let cfg = RaiznConfig {
+        log_zones: 1,
         stripe_unit_bytes: 8 * BS as u64,
         ..RaiznConfig::new([7; 16])
     };

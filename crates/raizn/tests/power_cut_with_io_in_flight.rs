@@ -53,7 +53,7 @@ use std::time::Duration;
 use emu::EmuDevice;
 use futures::future::{join_all, LocalBoxFuture};
 use futures::FutureExt;
-use raizn::layout::META_ZONES;
+use raizn::layout::MIN_META_ZONES;
 use raizn::{Member, RaiznConfig, RaiznVolume};
 use zns::{
     ErrorPlan, FaultyZoned, Geometry, NvmeStatus, OpSet, ReportFilter, SimRng, ZoneAction,
@@ -66,7 +66,7 @@ const ZONES: u32 = 4;
 const SCHEDULES: u64 = 1010;
 
 fn member_geo() -> Geometry {
-    common::unlimited_member_geometry(BS, 0, META_ZONES + ZONES, 48)
+    common::unlimited_member_geometry(BS, 0, MIN_META_ZONES + ZONES, 48)
 }
 
 /// The member geometry of an array with `parity` parity units. With two, member zones are
@@ -367,7 +367,7 @@ async fn member_states(emus: &[Arc<EmuDevice>], zone: u32) -> Vec<ZoneState> {
     for e in emus {
         let r = e
             .report_zones(
-                mg.zone_start(zone + META_ZONES),
+                mg.zone_start(zone + MIN_META_ZONES),
                 ReportFilter::All,
                 false,
                 1,
@@ -623,7 +623,7 @@ async fn check(
 async fn torn(v: &RaiznVolume, rig: &Rig, zone: u32, wp: u64) -> bool {
     let l = v.layout();
     let mg = l.member_geometry();
-    let pz = zone + META_ZONES;
+    let pz = zone + MIN_META_ZONES;
     for (m, e) in rig.emus.iter().enumerate() {
         if rig.is_failed(m) {
             continue;
@@ -668,6 +668,7 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
         armed: None,
     };
     let cfg = RaiznConfig {
+        log_zones: 1,
         stripe_unit_bytes: 8 * BS as u64,
         parity,
         ..RaiznConfig::new([seed as u8 | 1; 16])

@@ -31,6 +31,7 @@ async fn run(seed: u64) {
     let emus = common::emu_members(&g, 3, seed);
     let faulty = common::faulty_members(&emus, seed * 5);
     let cfg = RaiznConfig {
+        log_zones: 1,
         stripe_unit_bytes: 8 * BS as u64,
         ..RaiznConfig::new([21; 16])
     };

@@ -161,6 +161,7 @@ async fn setup(n: usize, seed: u64) -> (Vec<Faulty>, RaiznVolume, RefCell<Model>
     let emus = common::emu_members(&common::small_member_geometry(), n, seed);
     let f = faulty(&emus, seed);
     let cfg = RaiznConfig {
+        log_zones: 1,
         stripe_unit_bytes: 8 * BS as u64,
         ..RaiznConfig::new([seed as u8 | 1; 16])
     };
@@ -334,7 +335,7 @@ async fn cut_rebuild(cut_ms: u64) -> Option<(bool, u64)> {
             let kept: Vec<usize> = [0usize, 2]
                 .into_iter()
                 .filter(|z| {
-                    let pz = z + raizn::layout::META_ZONES as usize;
+                    let pz = z + raizn::layout::MIN_META_ZONES as usize;
                     after.zone_writes[pz] == before.zone_writes[pz]
                         && after.zone_resets[pz] == before.zone_resets[pz]
                 })

@@ -14,14 +14,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use emu::EmuDevice;
-use raizn::layout::META_ZONES;
+use raizn::layout::MIN_META_ZONES;
 use raizn::{Member, RaiznConfig, RaiznVolume};
 use zns::{FaultyZoned, Geometry, ReportFilter, ZoneAction, ZoneState, ZonedDevice};
 
 const BS: usize = 512;
 
 fn member_geo() -> Geometry {
-    common::unlimited_member_geometry(BS, 0, META_ZONES + 3, 48)
+    common::unlimited_member_geometry(BS, 0, MIN_META_ZONES + 3, 48)
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -49,7 +49,12 @@ async fn member_states(emus: &[Arc<EmuDevice>], zone: u32) -> Vec<ZoneState> {
     let mut out = Vec::new();
     for e in emus {
         match e
-            .report_zones(g.zone_start(zone + META_ZONES), ReportFilter::All, false, 1)
+            .report_zones(
+                g.zone_start(zone + MIN_META_ZONES),
+                ReportFilter::All,
+                false,
+                1,
+            )
             .await
         {
             Ok(r) => out.extend(r.zones.first().map(|d| d.state)),
@@ -78,6 +83,7 @@ async fn run(seed: u64, n: usize, action: ZoneAction, blocks: u64, cut_ms: u64) 
         .collect();
     let members: Vec<Member> = faulty.iter().map(|f| f.clone() as Member).collect();
     let cfg = RaiznConfig {
+        log_zones: 1,
         stripe_unit_bytes: 8 * BS as u64,
         ..RaiznConfig::new([seed as u8 | 1; 16])
     };

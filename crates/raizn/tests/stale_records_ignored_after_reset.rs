@@ -15,6 +15,7 @@ async fn degraded_open_ignores_records_of_an_earlier_generation() {
     for blocks in [1u64, 3, 8, 11] {
         let emus = common::emu_members(&common::small_member_geometry(), 3, blocks);
         let cfg = RaiznConfig {
+            log_zones: 1,
             stripe_unit_bytes: 8 * BS as u64,
             ..RaiznConfig::new([4; 16])
         };

@@ -17,6 +17,7 @@ const N: usize = 5;
 
 fn cfg(uuid: u8) -> RaiznConfig {
     RaiznConfig {
+        log_zones: 1,
         stripe_unit_bytes: 8 * BS as u64,
         parity: 2,
         ..RaiznConfig::new([uuid; 16])

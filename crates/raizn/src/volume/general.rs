@@ -197,10 +197,7 @@ pub(super) fn fold(
     let mut finish: HashMap<u32, (u64, u64)> = HashMap::new();
     let mut finished = vec![None::<u64>; zones as usize];
     let mut seq = vec![0u64; images.len()];
-    let legacy = images
-        .iter()
-        .flatten()
-        .all(|img| img.version < meta::VERSION);
+    let legacy = images.iter().flatten().all(|img| img.version < 2);
     for (m, img) in images.iter().enumerate() {
         let Some(img) = img else { continue };
         let bad = |why: MetaError| RaiznError::NotFormatted { member: m, why };

@@ -77,6 +77,9 @@ pub struct RaiznConfig {
     pub parity: u32,
     /// The array's identity, written into every member's superblock.
     pub array_uuid: [u8; 16],
+    /// Partial-parity log zones per member, K: 1 keeps one log zone collected through the
+    /// swap zone; 2 or more make a pool (docs/DESIGN.md, "A pool of log zones per member").
+    pub log_zones: u32,
 }
 
 impl RaiznConfig {
@@ -86,6 +89,7 @@ impl RaiznConfig {
             stripe_unit_bytes: u64::from(DEFAULT_STRIPE_UNIT_BYTES),
             parity: 1,
             array_uuid,
+            log_zones: 1,
         }
     }
 }

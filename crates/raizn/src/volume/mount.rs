@@ -14,7 +14,7 @@ use super::health::{member_failed, Failed, Health, ReadSb};
 use super::pplog::{Loaded, PpLog};
 use super::rebuild::Slot;
 use super::{Member, PpStats, RaiznConfig, RaiznError, RaiznVolume, State, ZoneIo};
-use crate::layout::{ArrayLayout, GENERAL_ZONE, META_ZONES};
+use crate::layout::{ArrayLayout, LayoutError, GENERAL_ZONE};
 use crate::meta::{Superblock, ZoneLogAction};
 use crate::zones::{LogicalZone, ZoneTable};
 
@@ -45,7 +45,14 @@ impl RaiznVolume {
         force: bool,
     ) -> Result<RaiznVolume, RaiznError> {
         let geos: Vec<Geometry> = members.iter().map(|m| m.geometry()).collect();
-        let layout = ArrayLayout::new(&geos, cfg.parity, cfg.stripe_unit_bytes)?;
+        let layout = ArrayLayout::new(&geos, cfg.parity, cfg.stripe_unit_bytes)?
+            .with_log_zones(cfg.log_zones)?;
+        if layout.log_zones() != 1 {
+            return Err(LayoutError::LogPool {
+                log_zones: layout.log_zones(),
+            }
+            .into());
+        }
         let g = layout.member_geometry();
         for (i, dev) in members.iter().enumerate() {
             let used = member_zones(i, dev)
@@ -68,7 +75,7 @@ impl RaiznVolume {
                 member_index: i as u32,
                 parity: cfg.parity,
                 su_blocks: layout.su_blocks() as u32,
-                meta_zones: META_ZONES,
+                meta_zones: layout.meta_zones(),
                 member_geometry: g,
                 generation: 1,
                 failed_member: None,
@@ -219,10 +226,18 @@ impl RaiznVolume {
                 std::sync::Arc::new(Slot::new(dev))
             })
             .collect();
-        let (members, tracked) = super::persist::track(&slots);
+        let (members, tracked) = super::persist::track(&slots, first.meta_zones);
         let geos: Vec<Geometry> = members.iter().map(|m| m.geometry()).collect();
         let su_bytes = u64::from(first.su_blocks) * u64::from(first.member_geometry.block_size);
-        let layout = ArrayLayout::new(&geos, first.parity, su_bytes)?;
+        let layout = ArrayLayout::new(&geos, first.parity, su_bytes)?
+            .with_log_zones(first.meta_zones.saturating_sub(2))?;
+        if layout.log_zones() != 1 {
+            // Its records would be in log zones this build does not read.
+            return Err(LayoutError::LogPool {
+                log_zones: layout.log_zones(),
+            }
+            .into());
+        }
         let geo = layout.logical_geometry();
         let zones = geo.zone_count as usize;
         let failed = Failed::of(&lost).ok_or(RaiznError::TooManyFailed {
@@ -388,7 +403,7 @@ impl RaiznVolume {
         }
         let mut zones = Vec::new();
         for z in 0..self.geo.zone_count {
-            let pz = (z + META_ZONES) as usize;
+            let pz = (z + self.layout.meta_zones()) as usize;
             let mut descs = Vec::new();
             for (i, d) in all.iter().enumerate() {
                 match d {
@@ -873,7 +888,7 @@ impl RaiznVolume {
         }
         let mut st = self.state.lock();
         for z in 0..self.geo.zone_count {
-            let pz = (z + META_ZONES) as usize;
+            let pz = (z + self.layout.meta_zones()) as usize;
             let states: Vec<ZoneState> = all
                 .iter()
                 .filter_map(|d| d.get(pz))

@@ -20,7 +20,6 @@ use zns::{
 };
 
 use super::{Member, RaiznVolume};
-use crate::layout::META_ZONES;
 use crate::persist::{MemberPersist, Scope};
 
 /// Counters of the member flushes, for tests, benchmarks and status.
@@ -44,6 +43,8 @@ pub struct PersistStats {
 pub(super) struct Tracked {
     dev: Member,
     zone_size: u64,
+    /// Metadata zones at the member's start (`ArrayLayout::meta_zones`).
+    meta_zones: u64,
     st: Mutex<MemberPersist>,
     flushes: Mutex<u64>,
 }
@@ -63,11 +64,13 @@ impl Drop for InFlight<'_> {
 }
 
 impl Tracked {
-    pub(super) fn new(dev: Member) -> Tracked {
+    pub(super) fn new(dev: Member, meta_zones: u32) -> Tracked {
         let zone_size = dev.geometry().zone_size;
+        let meta_zones = u64::from(meta_zones);
         Tracked {
             dev,
             zone_size,
+            meta_zones,
             st: Mutex::new(MemberPersist::new()),
             flushes: Mutex::new(0),
         }
@@ -77,8 +80,8 @@ impl Tracked {
     /// else everything.
     fn scope_of(&self, lba: Lba) -> Scope {
         match lba.checked_div(self.zone_size) {
-            Some(z) if z >= u64::from(META_ZONES) => {
-                u32::try_from(z - u64::from(META_ZONES)).map_or(Scope::All, Scope::Zone)
+            Some(z) if z >= self.meta_zones => {
+                u32::try_from(z - self.meta_zones).map_or(Scope::All, Scope::Zone)
             }
             _ => Scope::All,
         }
@@ -308,10 +311,13 @@ impl RaiznVolume {
 
 /// Wraps every member slot in its persistence tracking: the devices the volume sends its
 /// commands to, and the same objects typed for the tracked writes.
-pub(super) fn track(slots: &[Arc<super::rebuild::Slot>]) -> (Vec<Member>, Vec<Arc<Tracked>>) {
+pub(super) fn track(
+    slots: &[Arc<super::rebuild::Slot>],
+    meta_zones: u32,
+) -> (Vec<Member>, Vec<Arc<Tracked>>) {
     let tracked: Vec<Arc<Tracked>> = slots
         .iter()
-        .map(|s| Arc::new(Tracked::new(s.clone() as Member)))
+        .map(|s| Arc::new(Tracked::new(s.clone() as Member, meta_zones)))
         .collect();
     let members = tracked.iter().map(|t| t.clone() as Member).collect();
     (members, tracked)

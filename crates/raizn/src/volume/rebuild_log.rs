@@ -18,7 +18,6 @@ use zns::{NvmeResult, NvmeStatus, ZoneAction, ZoneDescriptor, ZoneState, ZonedDe
 
 use super::general::{merge_rebuilt, GeneralLog, Rec};
 use super::{Member, RaiznVolume};
-use crate::layout::META_ZONES;
 use crate::meta::RebuiltZones;
 
 impl RaiznVolume {
@@ -48,7 +47,7 @@ impl RaiznVolume {
                     .is_some_and(|lz| lz.state == ZoneState::Full);
                 let same = st.generations.get(*z as usize) == Some(g);
                 let on_dev = zones
-                    .get((*z + META_ZONES) as usize)
+                    .get((*z + self.layout.meta_zones()) as usize)
                     .is_some_and(|d| d.state == ZoneState::Full);
                 full && same && on_dev
             })
@@ -66,7 +65,7 @@ impl RaiznVolume {
     ) -> NvmeResult<()> {
         for (i, d) in zones.iter().enumerate() {
             let kept = (i as u32)
-                .checked_sub(META_ZONES)
+                .checked_sub(self.layout.meta_zones())
                 .is_some_and(|z| keep.iter().any(|(k, _)| *k == z));
             if d.state != ZoneState::Empty && !kept {
                 dev.zone_mgmt(ZoneAction::Reset, d.start, false).await?;

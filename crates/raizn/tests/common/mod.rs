@@ -20,7 +20,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use emu::{EmuConfig, EmuDevice};
 use parking_lot::Mutex;
-use raizn::layout::{META_ZONES, META_ZONES_OPEN};
+use raizn::layout::{META_ZONES_OPEN, MIN_META_ZONES};
 use raizn::{Member, RaiznConfig, RaiznVolume};
 use zns::conformance::DeviceFactory;
 use zns::{Geometry, ZoneState};
@@ -77,6 +77,7 @@ pub async fn assert_blocks(v: &RaiznVolume, lbas: Range<u64>, salt: u64, what: &
 pub async fn small_array(seed: u64, uuid: u8) -> (Vec<Arc<EmuDevice>>, RaiznVolume) {
     let emus = emu_members(&small_member_geometry(), 3, seed);
     let cfg = RaiznConfig {
+        log_zones: 1,
         stripe_unit_bytes: 8 * BS as u64,
         ..RaiznConfig::new([uuid; 16])
     };
@@ -99,6 +100,7 @@ pub async fn delayed_small_array(
         f.set_in_flight_delay(std::time::Duration::from_millis(2));
     }
     let cfg = RaiznConfig {
+        log_zones: 1,
         stripe_unit_bytes: 8 * BS as u64,
         ..RaiznConfig::new([uuid; 16])
     };
@@ -169,7 +171,7 @@ pub fn member_geometry(logical: &Geometry, n: usize, parity: u32) -> (Geometry, 
     let cap = logical.zone_capacity / d;
     let more = |l: u32| if l == 0 { 0 } else { l + META_ZONES_OPEN };
     let g = Geometry {
-        zone_count: logical.zone_count + META_ZONES,
+        zone_count: logical.zone_count + MIN_META_ZONES,
         zone_size: logical.zone_size / d,
         zone_capacity: cap,
         max_open: more(logical.max_open),
@@ -285,6 +287,7 @@ impl DeviceFactory for RaiznFactory {
         uuid[..8].copy_from_slice(&id.to_le_bytes());
         let emus = emu_members(&g, self.members, 0x5eed ^ id);
         let cfg = RaiznConfig {
+            log_zones: 1,
             stripe_unit_bytes: su,
             parity: self.parity,
             ..RaiznConfig::new(uuid)
@@ -321,7 +324,7 @@ impl DeviceFactory for RaiznFactory {
 
     async fn set_zone_state(&self, dev: &RaiznVolume, zone: u32, state: ZoneState) {
         for e in self.emus(dev) {
-            if let Err(err) = e.set_zone_state(zone + META_ZONES, state) {
+            if let Err(err) = e.set_zone_state(zone + MIN_META_ZONES, state) {
                 panic!("member fault injection failed: {err}");
             }
         }
