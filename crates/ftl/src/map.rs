@@ -32,6 +32,10 @@ pub(crate) const P_INVALID: u32 = u32::MAX;
 /// P2L value of a physical block holding a live trim record.
 pub(crate) const P_TRIM: u32 = u32::MAX - 1;
 
+/// Live trim records may take this fraction (one over it) of the collectable spare before
+/// garbage collection asks for a checkpoint that frees them (`Mapping::trims_pin_space`).
+pub const TRIM_RECORDS_SPARE_DIVISOR: u64 = 4;
+
 /// The write streams: separate open zones so data of different lifetimes is not mixed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Stream {
@@ -473,6 +477,17 @@ impl Mapping {
             let was = std::mem::replace(&mut zone.use_, ZoneUse::Full);
             self.count_filled(was);
         }
+    }
+
+    /// Whether live trim records hold so much of the spare that a checkpoint should free
+    /// them while garbage collection is wanted: at least a `TRIM_RECORDS_SPARE_DIVISOR`th
+    /// of the collectable spare. A workload that trims as much as it writes, on a small
+    /// volume whose checkpoint interval is longer than its flash, would otherwise fill the
+    /// spare with records no collection can free, and collection, which copies them, ran
+    /// out of space (the volume failed).
+    pub fn trims_pin_space(&self) -> bool {
+        let collectable = self.layout.spare().map_or(0, |s| s.collectable);
+        self.trims.len() as u64 >= (collectable / TRIM_RECORDS_SPARE_DIVISOR).max(1)
     }
 
     /// A zone that was `was` just filled (or was sealed): counts it toward the next
