@@ -207,11 +207,12 @@ impl Maintenance {
         &'a self,
         finishing: &mut Option<Finish<'a>>,
     ) -> Result<(), FtlError> {
-        let (free, resetting, filled, trims_pin) = self.shared.map(|m| {
+        let every = self.shared.opts().checkpoint_every_zones;
+        let (free, resetting, ckpt_due, trims_pin) = self.shared.map(|m| {
             (
                 m.free_zones(),
                 m.collecting_zones(),
-                m.filled_since_ckpt,
+                m.checkpoint_due(every),
                 m.trims_pin_space(),
             )
         });
@@ -222,8 +223,7 @@ impl Maintenance {
         };
         // The periodic checkpoint, or one that turns live trim records into garbage when
         // space is short and they hold much of it.
-        let mut need_ckpt =
-            filled >= self.shared.opts().checkpoint_every_zones || (need_gc && trims_pin);
+        let mut need_ckpt = ckpt_due || (need_gc && trims_pin);
         let mut progressed = false;
         // Threaded logging gives the hot stream room without a free zone (gc/tl.rs).
         let floor = self.policy.floor(Stream::Hot, true);
@@ -664,7 +664,6 @@ impl Maintenance {
         let number = cur.number + 1;
         let volume_id = self.shared.volume_id();
         let (bytes, seq, mark) = self.shared.map(|m| {
-            m.filled_since_ckpt = 0;
             let mark = m.begin_snapshot();
             (
                 checkpoint::snapshot(m, number, volume_id),
