@@ -16,7 +16,12 @@ fn izc_outruns_the_host_copy_and_copyback_aware_placement_uses_copyback() {
         zone_blocks: 8192,
         op_permille: 250,
     };
-    let m = |s| measure(s, 90, 32 << 20, shape, 5).unwrap_or_else(|e| panic!("{e}"));
+    // 128 MiB measured, four zones of user writes: over one zone (32 MiB) a point booked
+    // 5 to 14 erases, and across seeds 1-10 the ZNS+ / IZC erase ratio below ranged 0.43 to
+    // 1.83 and the throughput ratio 0.52 to 3.10, so whether the bounds held depended on
+    // the schedule (one checkpoint fewer before the warm-up moved seed 5's erase ratio
+    // from 0.84 to 1.51). Over 128 MiB seeds 1-8 gave 1.13 to 1.44 and 0.83 to 1.06.
+    let m = |s| measure(s, 90, 128 << 20, shape, 5).unwrap_or_else(|e| panic!("{e}"));
     let (zns, cub, cab, plus) = (
         m(Setup::Zns),
         m(Setup::IzcSourceOrder),

@@ -12,14 +12,15 @@ use serve::Served;
 fn a_checkpoint_that_cannot_be_written_fails_the_stop() {
     // serve printed "volume flushed and checkpointed" only after its last step, but a
     // failed step was reported bare (or masked by a later one), without saying that the
-    // volume was not checkpointed. Here zone 0, the checkpoint slot the shutdown writes
-    // (mount writes the other one), is read-only, so the final checkpoint must fail.
+    // volume was not checkpointed. Here zone 1, the checkpoint slot the shutdown writes
+    // (format wrote slot 0, in zone 0, and the mount, which finds nothing new since,
+    // writes none), is read-only, so the final checkpoint must fail.
     let dir = tempfile::tempdir().expect("tempdir");
     let img = dir.path().join("dev.img");
     let img = img.to_str().expect("utf-8 path");
     ok(&["device", "create", img, "--profile", "small"]);
     ok(&["ftl", "format", img, "--op", "25"]);
-    ok(&["fault", img, "--zone", "0", "--state", "read_only"]);
+    ok(&["fault", img, "--zone", "1", "--state", "read_only"]);
     let sock = format!("unix:{}", dir.path().join("nbd.sock").display());
     let s = Served::start(&["serve", "--device", img, "--listen", &sock]);
     assert!(
@@ -37,6 +38,8 @@ fn a_checkpoint_that_cannot_be_written_fails_the_stop() {
     );
     assert!(!err.contains("panicked"), "{err}");
     // The device image itself was closed: it opens and reports its zones.
-    let report = ok(&["zone", "report", img, "--json", "--count", "1"]);
+    let report = ok(&[
+        "zone", "report", img, "--json", "--start", "1", "--count", "1",
+    ]);
     assert!(report.contains("read_only"), "{report}");
 }

@@ -33,7 +33,8 @@ pub struct Durability {
 
 impl Durability {
     /// A volume of `zones` data zones whose data is all durable (just formatted or mounted:
-    /// mount writes a checkpoint, which flushes).
+    /// mount writes a checkpoint, which flushes, unless the device holds nothing written
+    /// since the newest checkpoint, which flushed everything it maps).
     pub fn new(zones: u32) -> Durability {
         Durability {
             epoch: 0,

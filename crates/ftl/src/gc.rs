@@ -207,15 +207,23 @@ impl Maintenance {
         &'a self,
         finishing: &mut Option<Finish<'a>>,
     ) -> Result<(), FtlError> {
-        let (free, resetting, filled) = self
-            .shared
-            .map(|m| (m.free_zones(), m.collecting_zones(), m.filled_since_ckpt));
+        let every = self.shared.opts().checkpoint_every_zones;
+        let (free, resetting, ckpt_due, trims_pin) = self.shared.map(|m| {
+            (
+                m.free_zones(),
+                m.collecting_zones(),
+                m.checkpoint_due(every),
+                m.trims_pin_space(),
+            )
+        });
         // While a finish is to come, its resets count as space (`gc_wanted_after_finish`).
         let need_gc = match finishing {
             Some(_) => self.policy.gc_wanted_after_finish(free, resetting),
             None => self.policy.gc_wanted(free),
         };
-        let mut need_ckpt = filled >= self.shared.opts().checkpoint_every_zones;
+        // The periodic checkpoint, or one that turns live trim records into garbage when
+        // space is short and they hold much of it.
+        let mut need_ckpt = ckpt_due || (need_gc && trims_pin);
         let mut progressed = false;
         // Threaded logging gives the hot stream room without a free zone (gc/tl.rs).
         let floor = self.policy.floor(Stream::Hot, true);
@@ -656,7 +664,6 @@ impl Maintenance {
         let number = cur.number + 1;
         let volume_id = self.shared.volume_id();
         let (bytes, seq, mark) = self.shared.map(|m| {
-            m.filled_since_ckpt = 0;
             let mark = m.begin_snapshot();
             (
                 checkpoint::snapshot(m, number, volume_id),

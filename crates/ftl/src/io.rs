@@ -539,7 +539,7 @@ impl StreamWriter {
         let every = self.shared.opts().checkpoint_every_zones;
         let floor = self.policy.floor(Stream::Hot, true);
         let wake = self.shared.map(|m| {
-            m.filled_since_ckpt >= every
+            m.checkpoint_due(every)
                 || self.policy.gc_wanted(m.free_zones())
                 // Threaded logging looks for a zone a little before collection is due.
                 || m.tl_wanted(m.free_zones(), floor)

@@ -77,8 +77,9 @@ pub struct MountOptions {
     /// default) chooses 2, or 3 on volumes with at least `plan::WIDE_FLOOR_COLLECTABLE_ZONES`
     /// zones to collect from (`plan::tune_mount`).
     pub gc_foreground_free_zones: u32,
-    /// Write a checkpoint after this many data zones have filled since the last one; 0 (the
-    /// default) spaces them so they cost at most 1% of the writes (`plan::tune_mount`).
+    /// Write a checkpoint once user writes of this many zones' worth of blocks (this times
+    /// the zone size) were written since the last one; 0 (the default) spaces them so that
+    /// they cost at most 1% of the user's writes (`plan::tune_mount`).
     pub checkpoint_every_zones: u32,
     /// Relocate with the device's Simple Copy (when it supports it) instead of read+write.
     pub use_copy: bool,

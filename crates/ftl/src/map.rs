@@ -32,6 +32,10 @@ pub(crate) const P_INVALID: u32 = u32::MAX;
 /// P2L value of a physical block holding a live trim record.
 pub(crate) const P_TRIM: u32 = u32::MAX - 1;
 
+/// Live trim records may take this fraction (one over it) of the collectable spare before
+/// garbage collection asks for a checkpoint that frees them (`Mapping::trims_pin_space`).
+pub const TRIM_RECORDS_SPARE_DIVISOR: u64 = 4;
+
 /// The write streams: separate open zones so data of different lifetimes is not mixed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Stream {
@@ -181,12 +185,15 @@ pub struct Mapping {
     pub(crate) snapshots: u64,
     /// Sequence number at the last durable checkpoint's snapshot.
     pub(crate) ckpt_seq: u64,
-    /// Zones of user writes (the user streams' zones) filled since the last checkpoint: the
-    /// checkpoint interval counts these, so that checkpoints cost a fixed share of the user's
-    /// writes whatever garbage collection copies (its zones would make that share grow with
-    /// write amplification). A mount after a crash scans every zone written since, its own
-    /// too, so that scan grows with write amplification instead.
-    pub filled_since_ckpt: u32,
+    /// User data blocks written since the last checkpoint's snapshot: the periodic
+    /// checkpoint comes once these reach the interval (`Mapping::checkpoint_due`), so that
+    /// checkpoints cost a fixed share of the user's writes, counted as `Counters::user_blocks`
+    /// counts them. Zones are not counted: a zone holds fewer user blocks than its size (its
+    /// header, summary blocks, trim records, a zone sealed part-full), and garbage
+    /// collection's copies would make the share grow with write amplification. A mount after
+    /// a crash scans every zone written since, collection's too, so that scan grows with
+    /// write amplification instead.
+    pub user_blocks_since_ckpt: u64,
     /// In summary mode (no per-block metadata), per data zone the tags of the blocks written
     /// since its last summary block (plan.rs).
     pub(crate) summary_tags: Vec<Vec<Tag>>,
@@ -217,7 +224,7 @@ impl Mapping {
             trims: BTreeMap::new(),
             snapshots: 0,
             ckpt_seq: 0,
-            filled_since_ckpt: 0,
+            user_blocks_since_ckpt: 0,
             summary_tags: vec![Vec::new(); layout.data_zones as usize],
             counters: Counters::default(),
             lifespans: LifespanStats::new(layout.volume_blocks),
@@ -470,17 +477,28 @@ impl Mapping {
         // Cost-benefit's age of a zone counts from its last write.
         zone.last_seq = self.next_seq;
         if zone.reserved == cap && zone.inflight == 0 && zone.use_ != ZoneUse::Full {
-            let was = std::mem::replace(&mut zone.use_, ZoneUse::Full);
-            self.count_filled(was);
+            zone.use_ = ZoneUse::Full;
         }
     }
 
-    /// A zone that was `was` just filled (or was sealed): counts it toward the next
-    /// checkpoint if it held user writes.
-    fn count_filled(&mut self, was: ZoneUse) {
-        if matches!(was, ZoneUse::Open(s) if !s.is_gc()) {
-            self.filled_since_ckpt += 1;
-        }
+    /// Whether live trim records hold so much of the spare that a checkpoint should free
+    /// them while garbage collection is wanted: at least a `TRIM_RECORDS_SPARE_DIVISOR`th
+    /// of the collectable spare. The periodic interval counts user data blocks only, so a
+    /// workload that trims as much as it writes (or a small volume whose interval is longer
+    /// than its flash) would otherwise fill the spare with records no collection can free,
+    /// and collection, which copies them, ran out of space (the volume failed).
+    pub fn trims_pin_space(&self) -> bool {
+        let collectable = self.layout.spare().map_or(0, |s| s.collectable);
+        self.trims.len() as u64 >= (collectable / TRIM_RECORDS_SPARE_DIVISOR).max(1)
+    }
+
+    /// Whether the periodic checkpoint is due: `every_zones`
+    /// (`MountOptions::checkpoint_every_zones`) zones' worth of user blocks, that many
+    /// times the zone size, were written since the last checkpoint of any kind. So the
+    /// periodic checkpoints since mount are at most the user blocks over that interval.
+    pub fn checkpoint_due(&self, every_zones: u32) -> bool {
+        let interval = u64::from(every_zones).saturating_mul(self.layout.zone_blocks);
+        self.user_blocks_since_ckpt >= interval.max(1)
     }
 
     /// A user write of `blocks` blocks for `lba..` completed at `offset` in zone `z`.
@@ -503,6 +521,7 @@ impl Mapping {
             }
         }
         self.counters.user_blocks += blocks;
+        self.user_blocks_since_ckpt += blocks;
         self.count_stream(z, blocks);
         self.end_write(z, Some((offset, blocks)));
     }
@@ -680,8 +699,10 @@ impl Mapping {
         self.counters.gc_zones += 1;
     }
 
-    /// Counts a checkpoint snapshot about to be taken; returns its mark.
+    /// Counts a checkpoint snapshot about to be taken (the periodic interval starts again);
+    /// returns its mark.
     pub fn begin_snapshot(&mut self) -> u64 {
+        self.user_blocks_since_ckpt = 0;
         self.snapshots += 1;
         self.snapshots
     }
@@ -752,8 +773,7 @@ impl Mapping {
         let zone = &mut self.zones[z as usize];
         zone.reserved = cap;
         if zone.inflight == 0 && zone.use_ != ZoneUse::Full {
-            let was = std::mem::replace(&mut zone.use_, ZoneUse::Full);
-            self.count_filled(was);
+            zone.use_ = ZoneUse::Full;
         }
     }
 
@@ -770,7 +790,6 @@ impl Mapping {
         if zone.use_ != ZoneUse::Full {
             zone.use_ = ZoneUse::Full;
             zone.reserved = self.layout.zone_blocks;
-            self.filled_since_ckpt += 1;
         }
     }
 

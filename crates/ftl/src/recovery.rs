@@ -46,6 +46,12 @@ pub struct Recovered {
     pub headerless_zones: u32,
     pub scanned_zones: u32,
     pub scanned_blocks: u64,
+    /// The device holds nothing the checkpoint does not record: no data zone written since
+    /// it, reset since it, left partly written, re-opened for threaded logging, retired or
+    /// without its header. The mapping is then the checkpoint's, every block it maps is
+    /// durable (the checkpoint flushed them), and the mount need not write another
+    /// checkpoint: recovering from this one again gives the same mapping.
+    pub unchanged: bool,
 }
 
 struct ZonePlan {
@@ -197,6 +203,12 @@ pub async fn recover(dev: &dyn ZonedDevice, layout: &Layout) -> Result<Recovered
         }
     }
     finish(&mut m, &stale)?;
+    let unchanged = scanned_zones == 0
+        && partial_zones.is_empty()
+        && threaded_zones.is_empty()
+        && retired_zones == 0
+        && headerless_zones == 0
+        && !plans.iter().any(|p| p.stale);
     Ok(Recovered {
         mapping: m,
         volume_id,
@@ -208,6 +220,7 @@ pub async fn recover(dev: &dyn ZonedDevice, layout: &Layout) -> Result<Recovered
         headerless_zones,
         scanned_zones,
         scanned_blocks,
+        unchanged,
     })
 }
 

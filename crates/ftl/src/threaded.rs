@@ -259,6 +259,11 @@ impl Mapping {
                     && !z.retired
                     && !z.lost
                     && z.summaries == 0
+                    // A zone without valid blocks is reset instead: that costs nothing and
+                    // frees a zone any stream may open, where a re-opened one serves the hot
+                    // stream only (with no zone free, threaded logging took every zone a
+                    // reset would have freed, and collection had nowhere to copy).
+                    && z.valid > 0
             })
             .map(|(i, z)| Candidate {
                 zone: i as u32,
@@ -497,6 +502,22 @@ mod tests {
         let mut m = Mapping::new(l);
         m.threaded.enabled = true;
         m
+    }
+
+    // Regression: a zone without valid blocks was the first candidate, so with no zone free
+    // threaded logging took every zone a reset would have freed (for the hot stream only),
+    // and collection found nowhere to copy its victim's blocks: the volume failed.
+    #[test]
+    fn a_zone_without_valid_blocks_is_left_to_a_reset() {
+        let mut m = mapping(12, 16);
+        // Zone 0 all overwritten (by zone 1), zone 1 holds four invalid blocks.
+        write_lbas(&mut m, 0..15);
+        write_lbas(&mut m, 0..15);
+        write_lbas(&mut m, 0..4);
+        assert_eq!(m.zone(0).valid, 0);
+        assert_eq!(m.zone(1).valid, 11);
+        let zones = m.plan_threaded(TlPolicy::Always, &CostModel::default(), None, 0, 2);
+        assert_eq!(zones, vec![1], "zone 0 is reset, not re-opened");
     }
 
     #[test]

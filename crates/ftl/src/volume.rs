@@ -32,6 +32,10 @@ pub struct MountReport {
     pub scanned_zones: u32,
     pub scanned_blocks: u64,
     pub finished_partial_zones: u32,
+    /// Whether the mount wrote a checkpoint: it does unless the device holds nothing the
+    /// newest checkpoint on disk does not record (`Recovered::unchanged`: just formatted,
+    /// or unmounted cleanly with its zones finished).
+    pub checkpoint_written: bool,
     /// Data zones the device retired (Read Only or Offline).
     pub retired_zones: u32,
     /// Written zones without a header of this volume (mounted empty, collected later).
@@ -64,7 +68,7 @@ pub struct FtlStats {
     pub hot_zones: u32,
     /// Whether user writes are separated into hot and cold streams now.
     pub separating: bool,
-    /// Checkpoint interval in filled zones this mount uses.
+    /// Checkpoint interval this mount uses, in zones' worth of user blocks.
     pub checkpoint_every_zones: u32,
     /// Whether the volume uses threaded logging, and what it did since mount.
     pub threaded_logging: bool,
@@ -109,9 +113,11 @@ impl FtlStats {
         }
     }
 
-    /// Checkpoint bytes written per GiB of user writes (0 before any user write). Garbage
-    /// collection fills zones too, so at a write amplification above 1 checkpoints, which come
-    /// every so many filled zones, cost more per user byte than per byte written.
+    /// Checkpoint bytes written per GiB of user writes (0 before any user write). Periodic
+    /// checkpoints come every so many user blocks, so this stays within
+    /// `plan::CHECKPOINT_PERCENT_MAX` whatever garbage collection copies; checkpoints written
+    /// on demand (a flush after a failed summary, threaded logging, foreground compaction,
+    /// live trim records pinning space, a mount after a crash) come on top.
     pub fn checkpoint_bytes_per_user_gib(&self) -> f64 {
         let user_bytes = self.counters.user_blocks * u64::from(self.block_size);
         if user_bytes == 0 {
@@ -191,7 +197,8 @@ pub async fn probe(dev: &dyn ZonedDevice) -> Result<Layout, FtlError> {
 
 impl FtlVolume {
     /// Mounts the volume on `dev`: recovers the mapping, finishes zones a crash left open,
-    /// writes a fresh checkpoint, and starts garbage collection.
+    /// writes a fresh checkpoint unless nothing changed since the newest one on disk, and
+    /// starts garbage collection.
     pub async fn mount(
         dev: Arc<dyn ZonedDevice>,
         opts: MountOptions,
@@ -207,6 +214,7 @@ impl FtlVolume {
             scanned_zones: rec.scanned_zones,
             scanned_blocks: rec.scanned_blocks,
             finished_partial_zones: (rec.partial_zones.len() + rec.threaded_zones.len()) as u32,
+            checkpoint_written: !rec.unchanged,
             retired_zones: rec.retired_zones,
             headerless_zones: rec.headerless_zones,
             lost_ranges: rec.mapping.lost_ranges(),
@@ -241,8 +249,14 @@ impl FtlVolume {
             crate::threaded::check_device(dev.as_ref(), &layout, opts.write_mode)?;
         }
         let threaded_zones = rec.threaded_zones.clone();
+        let unchanged = rec.unchanged;
         let vol = Arc::new(FtlVolume::assemble(dev.clone(), layout, opts, rec));
-        vol.maint.checkpoint().await?;
+        // A mount that found anything the newest checkpoint does not record writes one, so
+        // that the next mount need not scan again; one that found nothing new writes none,
+        // so a mount costs no checkpoint of the user's budget (`plan::CHECKPOINT_PERCENT_MAX`).
+        if !unchanged {
+            vol.maint.checkpoint().await?;
+        }
         for z in &threaded_zones {
             dev.zone_mgmt(ZoneAction::Finish, layout.data_zone_start(*z), false)
                 .await?;
