@@ -198,7 +198,7 @@ impl StreamWriter {
 
     /// Picks the slot a write of `stream` goes to: a free hot slot if one is idle, round-robin;
     /// knowing the device's stripe, first an idle one whose zone need not give way to another
-    /// hot zone on the same die (`plan::hot_zone_gives_way`).
+    /// open zone on the same die (`plan::hot_zone_gives_way`).
     fn pick_slot(&self, stream: Stream) -> usize {
         let hot = self
             .slots
@@ -215,7 +215,7 @@ impl StreamWriter {
                         .find(|&i| self.slots[i].zone.try_lock().is_ok())
                         .unwrap_or(start % hot);
                 };
-                let open = self.shared.map(|m| m.open_hot_dies(&stripe));
+                let (open, others) = self.shared.map(|m| m.open_dies(&stripe));
                 let mut first_idle = None;
                 for i in order {
                     let Ok(held) = self.slots[i].zone.try_lock() else {
@@ -224,7 +224,7 @@ impl StreamWriter {
                     first_idle.get_or_insert(i);
                     let die = held.and_then(|(z, _)| open.iter().find(|o| o.0 == z).copied());
                     match die {
-                        Some((z, d)) if crate::plan::hot_zone_gives_way(&open, z, d) => {}
+                        Some((z, d)) if crate::plan::hot_zone_gives_way(&open, &others, z, d) => {}
                         _ => return i,
                     }
                 }

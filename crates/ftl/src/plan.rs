@@ -327,23 +327,33 @@ pub enum FlushPlan {
 
 /// Whether open hot zone `zone`, whose next block is on die `die`, should give way to another
 /// hot zone for the next user write: some open hot zone with a lower number writes to the same
-/// die (`open`: each open hot zone and the die of its write pointer, `Mapping::open_hot_dies`).
-/// Hot zones written round-robin advance in step, so two that opened at offsets on the same
-/// die program that die together for as long as both are open, and reads of that die wait
-/// behind both programs: the 28% randrw phase of block-overwrite.fio on 1 GiB ran at 428 MiB/s
-/// instead of 473 whenever the overwrite before it left two hot zones so (docs/BENCHMARKS.md).
-/// The lower-numbered zone goes on, so the pair moves apart by a unit and stays apart.
-pub fn hot_zone_gives_way(open: &[(u32, u64)], zone: u32, die: u64) -> bool {
-    open.iter().any(|&(z, d)| z < zone && d == die)
+/// die (`hot`: each open hot zone and the die of its write pointer), or an open zone of another
+/// stream does (`others`: their dies; cold user data, GC copies), whose writers do not give
+/// way (`Mapping::open_dies`). Hot zones written round-robin advance in step, so two that
+/// opened at offsets on the same die program that die together for as long as both are open,
+/// and reads of that die wait behind both programs: the 28% randrw phase of
+/// block-overwrite.fio on 1 GiB ran at 428 MiB/s instead of 473 whenever the overwrite before
+/// it left two hot zones so (docs/BENCHMARKS.md). The lower-numbered zone goes on, so the pair
+/// moves apart by a unit and stays apart.
+pub fn hot_zone_gives_way(hot: &[(u32, u64)], others: &[u64], zone: u32, die: u64) -> bool {
+    others.contains(&die) || hot.iter().any(|&(z, d)| z < zone && d == die)
 }
 
 impl Mapping {
-    /// Each open hot zone and the die (`stripe`) its write pointer is on.
-    pub fn open_hot_dies(&self, stripe: &Stripe) -> Vec<(u32, u64)> {
-        (0..self.layout.data_zones)
-            .filter(|&z| self.zone(z).use_ == ZoneUse::Open(Stream::Hot))
-            .map(|z| (z, stripe.die(self.zone(z).reserved)))
-            .collect()
+    /// The dies (`stripe`) the open zones' write pointers are on: each open hot zone with its
+    /// die, and the dies of the other streams' open zones.
+    pub fn open_dies(&self, stripe: &Stripe) -> (Vec<(u32, u64)>, Vec<u64>) {
+        let mut hot = Vec::new();
+        let mut others = Vec::new();
+        for z in 0..self.layout.data_zones {
+            let zone = self.zone(z);
+            match zone.use_ {
+                ZoneUse::Open(Stream::Hot) => hot.push((z, stripe.die(zone.reserved))),
+                ZoneUse::Open(_) => others.push(stripe.die(zone.reserved)),
+                _ => {}
+            }
+        }
+        (hot, others)
     }
 }
 
@@ -664,12 +674,15 @@ pub(crate) mod tests {
             (12, stripe.die(8 * 32 + 3 * 8 + 5)),
             (20, stripe.die(8)),
         ];
-        assert!(hot_zone_gives_way(&open, 12, open[1].1));
-        assert!(!hot_zone_gives_way(&open, 7, open[0].1));
-        assert!(!hot_zone_gives_way(&open, 20, open[2].1));
+        assert!(hot_zone_gives_way(&open, &[], 12, open[1].1));
+        assert!(!hot_zone_gives_way(&open, &[], 7, open[0].1));
+        assert!(!hot_zone_gives_way(&open, &[], 20, open[2].1));
         // Once 7 took a unit more they are apart.
         let moved = [(7, stripe.die(4 * 8)), open[1], open[2]];
-        assert!(!hot_zone_gives_way(&moved, 12, moved[1].1));
+        assert!(!hot_zone_gives_way(&moved, &[], 12, moved[1].1));
+        // A cold or GC zone writing to die 1 (zone 20's) does not give way: zone 20 does.
+        assert!(hot_zone_gives_way(&moved, &[stripe.die(9)], 20, moved[2].1));
+        assert!(!hot_zone_gives_way(&moved, &[stripe.die(9)], 7, moved[0].1));
     }
 
     #[test]
