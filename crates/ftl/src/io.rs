@@ -196,7 +196,9 @@ impl StreamWriter {
         Ok(())
     }
 
-    /// Picks the slot a write of `stream` goes to: a free hot slot if one is idle.
+    /// Picks the slot a write of `stream` goes to: a free hot slot if one is idle, round-robin;
+    /// knowing the device's stripe, first an idle one whose zone need not give way to another
+    /// open zone on the same die (`plan::hot_zone_gives_way`).
     fn pick_slot(&self, stream: Stream) -> usize {
         let hot = self
             .slots
@@ -206,10 +208,27 @@ impl StreamWriter {
         match stream {
             Stream::Hot => {
                 let start = self.rr.fetch_add(1, Ordering::Relaxed);
-                (0..hot)
-                    .map(|i| (start + i) % hot)
-                    .find(|&i| self.slots[i].zone.try_lock().is_ok())
-                    .unwrap_or(start % hot)
+                let order = (0..hot).map(|i| (start + i) % hot);
+                let Some(stripe) = self.shared.opts().stripe.filter(|_| hot > 1) else {
+                    return order
+                        .clone()
+                        .find(|&i| self.slots[i].zone.try_lock().is_ok())
+                        .unwrap_or(start % hot);
+                };
+                let (open, others) = self.shared.map(|m| m.open_dies(&stripe));
+                let mut first_idle = None;
+                for i in order {
+                    let Ok(held) = self.slots[i].zone.try_lock() else {
+                        continue;
+                    };
+                    first_idle.get_or_insert(i);
+                    let die = held.and_then(|(z, _)| open.iter().find(|o| o.0 == z).copied());
+                    match die {
+                        Some((z, d)) if crate::plan::hot_zone_gives_way(&open, &others, z, d) => {}
+                        _ => return i,
+                    }
+                }
+                first_idle.unwrap_or(start % hot)
             }
             Stream::Cold => hot,
             Stream::Gc => hot + 1,

@@ -21,7 +21,7 @@ mod shared;
 pub mod threaded;
 mod volume;
 
-pub use layout::{FormatOptions, Layout, MountOptions, VictimPolicy, WriteMode};
+pub use layout::{FormatOptions, Layout, MountOptions, Stripe, VictimPolicy, WriteMode};
 pub use volume::{format, probe, FtlStats, FtlVolume, MountReport};
 
 /// Errors of formatting, mounting and running a volume.
