@@ -133,7 +133,7 @@ pub fn rows_of(points: &[(Workload, Point)]) -> Vec<Row> {
         ));
         rows.push(Row::new(
             format!(
-                "znsplus-fig7{tag} (b) {name}, FTL metadata (checkpoint) blocks per user block, ZNS+ / IZC, {UTILISATION}% ({:.4} / {:.4}; ZNS {:.4})",
+                "znsplus-fig7{tag} (b) {name}, FTL metadata blocks (headers, summaries, trim records, checkpoints) per user block, ZNS+ / IZC, {UTILISATION}% ({:.4} / {:.4}; ZNS {:.4})",
                 plus.meta_per_user, izc.meta_per_user, zns.meta_per_user
             ),
             if fs {

@@ -465,6 +465,53 @@ fn one_thousand_crash_schedules_with_threaded_logging_and_compaction() {
     );
 }
 
+/// Threaded logging with serial collection (the ZNS+ rows of the paper's configuration,
+/// `znsplus-fig8`'s ZNS+-fg): on half the mounts a compaction takes one victim at a time,
+/// its copies, a checkpoint and its reset, while the hot stream writes into the holes of
+/// TL-opened zones; power is cut anywhere, and every remount must find every durable write.
+#[test]
+fn three_hundred_crash_schedules_with_threaded_logging_and_serial_collection() {
+    let total = run_many(
+        15_000..15_300,
+        Kind {
+            zns_plus: true,
+            threaded: true,
+            serial: true,
+            ..Kind::PLAIN
+        },
+    );
+    println!(
+        "{} power cuts ({} with a TL-opened zone), {} zones collected ({} one at a time), {} zones TL-opened, {} blocks into holes",
+        total.crashes,
+        total.tl_cuts,
+        total.gc_zones,
+        total.serial_victims,
+        total.tl_opens,
+        total.tl_hole_blocks
+    );
+    assert!(total.crashes >= 1_500, "only {} power cuts", total.crashes);
+    assert!(
+        total.serial_victims >= 500,
+        "only {} victims collected one at a time",
+        total.serial_victims
+    );
+    assert!(
+        total.tl_opens >= 500,
+        "only {} zones TL-opened",
+        total.tl_opens
+    );
+    assert!(
+        total.tl_cuts >= 400,
+        "only {} power cuts with a TL-opened zone",
+        total.tl_cuts
+    );
+    assert!(
+        total.tl_hole_blocks >= 10_000,
+        "only {} blocks written into holes",
+        total.tl_hole_blocks
+    );
+}
+
 // Regression: a zone chosen for threaded logging was recorded in a checkpoint before the
 // device re-opened it, so after a cut recovery scanned the whole zone, which the device
 // still reported Full, holes included. One hole still held a trim record an earlier cut had
