@@ -8,21 +8,13 @@
 
 mod common;
 
-use common::{block, device, geometry, small_opts};
-use ftl::{FormatOptions, FtlVolume, MountOptions, WriteMode};
+use common::{block, formatted, geometry, small_opts};
+use ftl::{FtlVolume, MountOptions, WriteMode};
 use zns::{BlockDevice, SimRng};
 
 async fn run(oob_size: u32, write_mode: WriteMode, seed: u64) {
     let what = format!("oob {oob_size}, {write_mode:?}, seed {seed}");
-    let g = zns::Geometry {
-        oob_size,
-        zone_count: 40,
-        ..geometry()
-    };
-    let dev = device(g, seed);
-    ftl::format(dev.as_ref(), FormatOptions::with_op(400), seed, false)
-        .await
-        .expect("format");
+    let dev = formatted(oob_size, 40, 400, seed).await;
     let opts = MountOptions {
         write_mode,
         // Automatic: spaced for the 1% budget (`plan::tune_mount`).
@@ -93,10 +85,7 @@ fn checkpoints_cost_at_most_one_percent_of_user_writes() {
 fn a_mount_checkpoints_only_what_changed() {
     let rt = common::runtime();
     rt.block_on(async {
-        let dev = device(geometry(), 5);
-        ftl::format(dev.as_ref(), FormatOptions::with_op(400), 5, false)
-            .await
-            .expect("format");
+        let dev = formatted(geometry().oob_size, geometry().zone_count, 400, 5).await;
         let (vol, r) = FtlVolume::mount(dev.clone(), small_opts())
             .await
             .expect("mount");

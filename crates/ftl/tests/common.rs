@@ -48,6 +48,31 @@ pub fn device_plus(geometry: Geometry, seed: u64) -> Arc<EmuDevice> {
     )
 }
 
+/// A device of `zone_count` zones of the small geometry with `oob_size` bytes of per-block
+/// metadata (0: the FTL keeps summaries in band), formatted with `op_permille`.
+pub async fn formatted(
+    oob_size: u32,
+    zone_count: u32,
+    op_permille: u32,
+    seed: u64,
+) -> Arc<EmuDevice> {
+    let g = Geometry {
+        oob_size,
+        zone_count,
+        ..geometry()
+    };
+    let dev = device(g, seed);
+    ftl::format(
+        dev.as_ref(),
+        FormatOptions::with_op(op_permille),
+        seed,
+        false,
+    )
+    .await
+    .expect("format");
+    dev
+}
+
 pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -6,21 +6,13 @@
 
 mod common;
 
-use common::{block, device, geometry, small_opts};
-use ftl::{FormatOptions, FtlVolume, MountOptions};
+use common::{block, formatted, small_opts};
+use ftl::{FtlVolume, MountOptions};
 use zns::{BlockDevice, SimRng};
 
 async fn run(oob_size: u32, seed: u64) {
     let what = format!("oob {oob_size}, seed {seed}");
-    let g = zns::Geometry {
-        oob_size,
-        zone_count: 40,
-        ..geometry()
-    };
-    let dev = device(g, seed);
-    ftl::format(dev.as_ref(), FormatOptions::with_op(400), seed, false)
-        .await
-        .expect("format");
+    let dev = formatted(oob_size, 40, 400, seed).await;
     let opts = MountOptions {
         checkpoint_every_zones: 0,
         ..small_opts()

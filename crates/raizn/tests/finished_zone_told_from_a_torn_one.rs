@@ -141,13 +141,19 @@ fn a_finished_torn_zone_stays_full_across_checkpoints_and_failures() {
     }
 }
 
-async fn finished_torn_zone(seed: u64, lose_parity: bool) {
+/// A torn zone 0 (`torn_zone`) finished and the array closed; the zone's capacity.
+async fn torn_zone_finished(seed: u64) -> (Torn, u64) {
     let (t, v) = torn_zone(seed).await;
+    assert_eq!(v.layout().log_zones(), 1);
     let cap = v.geometry().zone_capacity;
     if let Err(e) = v.zone_mgmt(ZoneAction::Finish, 0, false).await {
         panic!("seed {seed}: finish: {e}");
     }
-    drop(v);
+    (t, cap)
+}
+
+async fn finished_torn_zone(seed: u64, lose_parity: bool) {
+    let (t, cap) = torn_zone_finished(seed).await;
     // Each open checkpoints the general zones, which drops the Finish's zone-log record:
     // the second open knows the zone finished only from the checkpoint.
     for k in 0..2 {
@@ -212,12 +218,7 @@ async fn rewrite_general(dev: &EmuDevice, blocks: &[Vec<u8>]) {
 #[test]
 fn a_version_1_array_opens_as_before_and_is_written_as_version_2() {
     common::block_on_paused(async {
-        let (t, v) = torn_zone(9).await;
-        let cap = v.geometry().zone_capacity;
-        if let Err(e) = v.zone_mgmt(ZoneAction::Finish, 0, false).await {
-            panic!("finish: {e}");
-        }
-        drop(v);
+        let (t, cap) = torn_zone_finished(9).await;
         drop(reopen(&t.emus, None, "after the finish").await);
         // What version 1 left: the same records (without the finished-zones one, which it
         // did not have) stamped version 1.
@@ -284,13 +285,7 @@ fn a_version_1_array_opens_as_before_and_is_written_as_version_2() {
 #[test]
 fn a_version_2_array_opens_with_one_log_zone() {
     common::block_on_paused(async {
-        let (t, v) = torn_zone(11).await;
-        assert_eq!(v.layout().log_zones(), 1);
-        let cap = v.geometry().zone_capacity;
-        if let Err(e) = v.zone_mgmt(ZoneAction::Finish, 0, false).await {
-            panic!("finish: {e}");
-        }
-        drop(v);
+        let (t, cap) = torn_zone_finished(11).await;
         drop(reopen(&t.emus, None, "after the finish").await);
         for e in &t.emus {
             let old: Vec<Vec<u8>> = general_records(e)
