@@ -287,7 +287,8 @@ pub async fn run(cmd: &FtlCmd, out: &mut impl Write) -> CliResult {
                         rec.retired_zones
                     )));
                 }
-                let stats = ftl::FtlStats::of(m, &ftl::plan::tune_mount(&layout, MountOptions::default()), rec.checkpoint_number);
+                let opts = MountOptions { stripe: dev.die_stripe(), ..MountOptions::default() };
+                let stats = ftl::FtlStats::of(m, &ftl::plan::tune_mount(&layout, opts), rec.checkpoint_number);
                 let mut v = bench::fio::ftl_stats_json(&stats);
                 if let Some(obj) = v.as_object_mut() {
                     for (k, x) in [

@@ -183,6 +183,9 @@ impl ZonedDevice for Opened {
             .report_zones(lba, filter, partial, max_zones)
             .await
     }
+    fn die_stripe(&self) -> Option<zns::DieStripe> {
+        self.dev().die_stripe()
+    }
     fn identify_mapping(&self) -> Option<zns::ChunkMapping> {
         self.dev().identify_mapping()
     }

@@ -107,28 +107,16 @@ pub struct MountOptions {
     /// only then is the next victim chosen; no round overlaps another's finish. Off by
     /// default (rounds of up to `plan::ROUND_VICTIMS_MAX` victims, overlapping).
     pub serial_collection: bool,
-    /// How the device spreads a zone's blocks over its flash dies, when known; None (the
-    /// default) when not. With it a user write goes to a hot zone whose write pointer is on a
-    /// die no other open hot zone is writing to (`plan::hot_zone_gives_way`).
+    /// How the device spreads a zone's blocks over its flash dies, overriding the device's
+    /// own hint (`ZonedDevice::die_stripe`); None (the default) takes the hint, and a device
+    /// without one leaves the FTL not knowing. Knowing it, a user write goes to a hot zone
+    /// whose write pointer is on a die no other open hot zone is writing to
+    /// (`plan::hot_zone_gives_way`).
     pub stripe: Option<Stripe>,
 }
 
-/// How a device lays a zone over its flash dies: `unit_blocks` consecutive blocks on one die,
-/// the next `unit_blocks` on the next die, over `dies` dies, then round again; every zone
-/// starts on the same die. Zones written in step at the same offset program the same die
-/// together, and reads of that die wait behind both programs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Stripe {
-    pub unit_blocks: u64,
-    pub dies: u64,
-}
-
-impl Stripe {
-    /// The die (0..`dies`) holding block `offset` of a zone.
-    pub fn die(&self, offset: u64) -> u64 {
-        (offset / self.unit_blocks.max(1)) % self.dies.max(1)
-    }
-}
+/// How a device lays a zone over its flash dies (`zns::DieStripe`).
+pub use zns::DieStripe as Stripe;
 
 /// Copies in flight per garbage-collection lane by default: a Copy waits for its sources'
 /// reads behind the programs queued on the dies, so one at a time left the flash idle.

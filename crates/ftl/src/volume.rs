@@ -68,6 +68,9 @@ pub struct FtlStats {
     pub hot_zones: u32,
     /// Whether user writes are separated into hot and cold streams now.
     pub separating: bool,
+    /// How the device stripes a zone over its dies, as this mount knows it (the mount
+    /// option, else the device's hint); None when it does not know.
+    pub stripe: Option<crate::layout::Stripe>,
     /// Checkpoint interval this mount uses, in zones' worth of user blocks.
     pub checkpoint_every_zones: u32,
     /// Whether the volume uses threaded logging, and what it did since mount.
@@ -106,6 +109,7 @@ impl FtlStats {
             open_tail_blocks: m.open_tail_blocks(),
             hot_zones: opts.hot_zones,
             separating: m.separating(),
+            stripe: opts.stripe,
             checkpoint_every_zones: opts.checkpoint_every_zones,
             threaded_logging: m.threaded.enabled,
             threaded: m.threaded.counters,
@@ -226,6 +230,8 @@ impl FtlVolume {
             );
         }
         let mut opts = crate::plan::tune_mount(&layout, opts);
+        // The device's die stripe, unless the caller said otherwise.
+        opts.stripe = opts.stripe.or_else(|| dev.die_stripe());
         // Open zones the FTL keeps: the hot ones, cold, two for garbage collection, and one
         // checkpoint zone while a checkpoint is written. They must fit the device's limits.
         let g = layout.geometry;

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 
 use crate::plus::{ChunkMapping, CompactionExtent};
 use crate::status::{NvmeResult, NvmeStatus};
-use crate::types::{CopyRange, Geometry, Lba, ReportFilter, ZoneAction, ZoneReport};
+use crate::types::{CopyRange, DieStripe, Geometry, Lba, ReportFilter, ZoneAction, ZoneReport};
 
 /// A zoned namespace.
 ///
@@ -59,6 +59,16 @@ pub trait ZonedDevice: Send + Sync {
         partial: bool,
         max_zones: usize,
     ) -> NvmeResult<ZoneReport>;
+
+    /// How the device stripes a zone's blocks over its flash dies, as a hint to a host that
+    /// places writes (the FTL's hot zones: `ftl::plan::hot_zone_gives_way`). No NVMe command
+    /// reports this: real drives return None (the default), and so do layers whose blocks
+    /// are not one device's (a RAIZN volume); the emulator returns its timing model's stripe
+    /// when timing is on. Wrappers that pass a device on forward it. Constant for the life
+    /// of the device; it changes no command's result.
+    fn die_stripe(&self) -> Option<DieStripe> {
+        None
+    }
 
     /// ZNS+ identify_mapping (docs/ZNSPLUS.md): how chunks map to chips, or None when the
     /// device lacks the ZNS+ commands. Constant for the life of the device.
@@ -122,6 +132,9 @@ impl<T: ZonedDevice + ?Sized> ZonedDevice for std::sync::Arc<T> {
         max_zones: usize,
     ) -> NvmeResult<ZoneReport> {
         (**self).report_zones(lba, filter, partial, max_zones).await
+    }
+    fn die_stripe(&self) -> Option<DieStripe> {
+        (**self).die_stripe()
     }
     fn identify_mapping(&self) -> Option<ChunkMapping> {
         (**self).identify_mapping()

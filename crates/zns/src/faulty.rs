@@ -572,6 +572,10 @@ impl<D: ZonedDevice> ZonedDevice for FaultyZoned<D> {
             .await
     }
 
+    fn die_stripe(&self) -> Option<crate::types::DieStripe> {
+        self.inner.die_stripe()
+    }
+
     fn identify_mapping(&self) -> Option<ChunkMapping> {
         self.inner.identify_mapping()
     }

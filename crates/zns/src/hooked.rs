@@ -4,7 +4,8 @@
 //! without Simple Copy), so that none writes out the whole trait to forward it.
 //!
 //! The ZNS+ extensions (`identify_mapping`, `zone_compaction`, `tl_open`) are not passed
-//! on: a hooked device is a plain ZNS drive, with the trait's defaults for them.
+//! on: a hooked device is a plain ZNS drive, with the trait's defaults for them. Its die
+//! stripe hint (`die_stripe`) is the wrapped device's: the flash under it is the same.
 
 use async_trait::async_trait;
 
@@ -37,6 +38,9 @@ impl<D, H> Hooked<D, H> {
 impl<D: ZonedDevice, H: Hook> ZonedDevice for Hooked<D, H> {
     fn geometry(&self) -> Geometry {
         self.inner.geometry()
+    }
+    fn die_stripe(&self) -> Option<crate::types::DieStripe> {
+        self.inner.die_stripe()
     }
     async fn read(&self, lba: Lba, buf: &mut [u8], meta: Option<&mut [u8]>) -> NvmeResult<()> {
         self.hook.before(OpKind::Read, None).await?;

@@ -23,8 +23,8 @@ pub use plus::{ChunkMapping, CompactionExtent, ValidBitmap};
 pub use rng::SimRng;
 pub use status::{NvmeResult, NvmeStatus};
 pub use types::{
-    check_range, zone_attr, CopyRange, Geometry, GeometryError, Lba, ReportFilter, ZoneAction,
-    ZoneDescriptor, ZoneReport, ZoneState,
+    check_range, zone_attr, CopyRange, DieStripe, Geometry, GeometryError, Lba, ReportFilter,
+    ZoneAction, ZoneDescriptor, ZoneReport, ZoneState,
 };
 
 /// The runtime `conformance_tests!` builds its tests on, re-exported so that crates using the

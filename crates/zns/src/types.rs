@@ -377,6 +377,23 @@ pub fn check_range(geo: &Geometry, lba: Lba, blocks: u64) -> Result<(), NvmeStat
     }
 }
 
+/// How a device lays a zone over its flash dies (`ZonedDevice::die_stripe`): `unit_blocks`
+/// consecutive blocks on one die, the next `unit_blocks` on the next die, over `dies` dies,
+/// then round again; every zone starts on the same die. Zones written in step at the same
+/// offset program the same die together, and reads of that die wait behind both programs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DieStripe {
+    pub unit_blocks: u64,
+    pub dies: u64,
+}
+
+impl DieStripe {
+    /// The die (0..`dies`) holding block `offset` of a zone.
+    pub fn die(&self, offset: u64) -> u64 {
+        (offset / self.unit_blocks.max(1)) % self.dies.max(1)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -166,6 +166,7 @@ pub fn ftl_stats_json(s: &ftl::FtlStats) -> Value {
         "checkpoint_every_zones": s.checkpoint_every_zones,
         "hot_zones": s.hot_zones,
         "separating_hot_cold": s.separating,
+        "die_stripe": s.stripe.map(|d| json!({"unit_blocks": d.unit_blocks, "dies": d.dies})),
         "streams": streams,
     })
 }

@@ -305,10 +305,6 @@ pub(super) async fn ftl_volume(
         ..EmuConfig::new(g)
     };
     let array = zone_array(timing, g.zone_capacity, bs);
-    let stripe = ftl::Stripe {
-        unit_blocks: (array.unit_bytes() / bs).max(1),
-        dies: u64::from(array.dies_per_zone()),
-    };
     let dev = EmuDevice::new_memory(cfg)
         .and_then(|d| d.with_timing(array, ClockMode::Virtual))
         .map_err(|e| e.to_string())?;
@@ -321,15 +317,14 @@ pub(super) async fn ftl_volume(
         .await
         .map_err(|e| format!("formatting the volume: {e}"))?;
     let dev = Arc::new(dev);
-    // The FTL is told how the drive stripes a zone over its dies, as a host FTL built for a
-    // drive would know it.
-    let opts = MountOptions {
-        stripe: Some(stripe),
-        ..MountOptions::default()
-    };
-    let (vol, _) = FtlVolume::mount(Arc::clone(&dev) as Arc<dyn ZonedDevice>, opts)
-        .await
-        .map_err(|e| format!("mounting the volume: {e}"))?;
+    // The FTL learns how the drive stripes a zone over its dies from the device's hint
+    // (`ZonedDevice::die_stripe`), as every mount on a timed emulated device does.
+    let (vol, _) = FtlVolume::mount(
+        Arc::clone(&dev) as Arc<dyn ZonedDevice>,
+        MountOptions::default(),
+    )
+    .await
+    .map_err(|e| format!("mounting the volume: {e}"))?;
     Ok((vol, dev))
 }
 

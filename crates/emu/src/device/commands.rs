@@ -216,6 +216,10 @@ impl ZonedDevice for EmuDevice {
         r
     }
 
+    fn die_stripe(&self) -> Option<zns::DieStripe> {
+        self.timed_die_stripe()
+    }
+
     fn identify_mapping(&self) -> Option<ChunkMapping> {
         self.chunk_mapping()
     }

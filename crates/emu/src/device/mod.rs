@@ -162,6 +162,21 @@ impl EmuDevice {
         })
     }
 
+    /// How the timing model stripes a zone over its dies (`ZonedDevice::die_stripe`): units
+    /// of one page per plane (at least one block) over the dies a zone spans; None untimed.
+    /// With die groups (`zone_dies` below the array's dies) zones of different groups are on
+    /// different dies, which the hint does not say: a host taking it treats every zone as on
+    /// the same dies, as cautious as the hint can make it.
+    pub fn timed_die_stripe(&self) -> Option<zns::DieStripe> {
+        self.timing.as_ref().map(|t| {
+            let p = t.profile();
+            zns::DieStripe {
+                unit_blocks: (p.unit_bytes() / u64::from(self.geo.block_size.max(1))).max(1),
+                dies: u64::from(p.dies_per_zone().max(1)),
+            }
+        })
+    }
+
     /// The timing model's counters, when timing is enabled.
     pub fn timing_counters(&self) -> Option<TimingCounters> {
         self.timing.as_ref().map(Timing::counters)

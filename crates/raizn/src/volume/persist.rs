@@ -197,6 +197,9 @@ impl ZonedDevice for Tracked {
     ) -> NvmeResult<ZoneReport> {
         self.dev.report_zones(lba, filter, partial, max_zones).await
     }
+    fn die_stripe(&self) -> Option<zns::DieStripe> {
+        self.dev.die_stripe()
+    }
     fn identify_mapping(&self) -> Option<ChunkMapping> {
         self.dev.identify_mapping()
     }

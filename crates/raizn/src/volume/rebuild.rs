@@ -682,6 +682,9 @@ impl ZonedDevice for Slot {
             .report_zones(lba, filter, partial, max_zones)
             .await
     }
+    fn die_stripe(&self) -> Option<zns::DieStripe> {
+        self.get().die_stripe()
+    }
     fn identify_mapping(&self) -> Option<zns::ChunkMapping> {
         self.get().identify_mapping()
     }
