@@ -2,6 +2,8 @@
 //! (`ZonedDevice::die_stripe`), untimed it says nothing, and the wrappers that pass a device
 //! on pass the hint on.
 
+mod common;
+
 use std::sync::Arc;
 
 use emu::timing::{timing_profile, TimingProfile};
@@ -10,21 +12,11 @@ use zns::{
     DieStripe, FaultyZoned, Geometry, Hook, Hooked, NvmeResult, OpKind, ZoneAction, ZonedDevice,
 };
 
+/// The ZNS+ tests' geometry (8 zones of 4,096 blocks) at `block_size`.
 fn geometry(block_size: u32) -> Geometry {
     Geometry {
         block_size,
-        oob_size: 0,
-        zone_count: 8,
-        zone_size: 4096,
-        zone_capacity: 4096,
-        max_open: 8,
-        max_active: 8,
-        zasl_blocks: 64,
-        mdts_blocks: 64,
-        copy_max_ranges: 4,
-        copy_max_range_blocks: 64,
-        copy_max_blocks: 64,
-        cross_zone_reads: false,
+        ..common::znsplus_geometry(8, 4096)
     }
 }
 
