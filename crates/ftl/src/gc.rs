@@ -214,7 +214,11 @@ impl Maintenance {
                 m.collecting_zones(),
                 m.checkpoint_due(every),
                 m.trims_pin_space(),
-                m.user_room(),
+                // Only a mount with a lead looks at the users' room (a scan of the zones).
+                match self.policy.gc_lead_blocks {
+                    Some(_) => m.user_room(),
+                    None => Default::default(),
+                },
             )
         });
         // While a finish is to come, its resets count as space (`gc_wanted_after_finish`).
