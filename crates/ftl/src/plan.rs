@@ -546,7 +546,10 @@ impl Mapping {
     /// resets free any; the first victim is taken regardless (the reserve zones are kept for
     /// it), unless `must_fit`: while an earlier round's victims still await their reset, that
     /// round may hold the reserve, so then the first victim must fit too. At most
-    /// `victims_max` (and `ROUND_VICTIMS_MAX`) victims.
+    /// `victims_max` (and `ROUND_VICTIMS_MAX`) victims. With a lead
+    /// (`MountOptions::gc_lead_blocks`) no more victims than free the zone the users need:
+    /// the victims beyond it would have lost more blocks by the time their space was wanted
+    /// (80/20 on 160 zones of 1,024 blocks: write amplification 2.318 -> 2.307).
     pub fn plan_round(
         &mut self,
         policy: &SpacePolicy,
@@ -561,7 +564,18 @@ impl Mapping {
         let slots = lanes_max.max(1);
         let mut round = Round::default();
         let mut need = [0u64; 2];
+        // With a lead (`SpacePolicy::gc_may_wait`) a round frees only the zone the users need:
+        // the zones it takes the users above the floor, counting those an earlier round's
+        // finish is about to reset.
+        let wanted = (policy.floor(Stream::Hot, true) + 1)
+            .saturating_sub(self.free_zones() + self.collecting_zones());
         while round.victims.len() < victims_max.clamp(1, ROUND_VICTIMS_MAX) {
+            if policy.gc_lead_blocks.is_some() && !round.victims.is_empty() {
+                let fresh = self.round_zones(need, slots, 1);
+                if round.victims.len() as u64 >= fresh + u64::from(wanted) {
+                    break;
+                }
+            }
             let Some(v) = self.pick_victim(policy.victim_policy) else {
                 break;
             };

@@ -6,7 +6,8 @@
 //! 2.865, 2.800 with a lead of 0; docs/BENCHMARKS.md). With a lead of 0 collection at the floor
 //! starts only once a user writer waits for a zone or a user zone is full, and a writer that
 //! waits must start it even while another stream's zone has room: a single writer of cold
-//! blocks waiting while the hot zone had room would wait forever.
+//! blocks waiting while the hot zone had room would wait forever. With a lead a round also
+//! frees no more than the zone the users need.
 
 mod common;
 
@@ -131,7 +132,9 @@ fn a_waiting_writer_starts_collection_while_another_stream_has_room() {
         let (wa, free) = tokio::time::timeout(std::time::Duration::from_secs(20), run)
             .await
             .expect("the writer waited for a collection that never started");
-        assert!(free < 1.5, "{free:.3} zones free on average");
+        // A round frees no more than the zone the users need (up to 8 victims packed into
+        // the GC zones' room left a zone more free now and then: 1.134 on average).
+        assert!(free < 1.05, "{free:.3} zones free on average");
         assert!(wa > 1.0 && wa < 3.0, "write amplification {wa:.3}");
     });
 }
