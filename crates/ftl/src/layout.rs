@@ -120,9 +120,9 @@ pub struct MountOptions {
     /// zones fill: with collection much faster than the user writes (an idle device, the
     /// untimed `zonestack bench ftl`) Some(0) lowers write amplification by one zone held out
     /// of the log (uniform overwrites on 160 zones of 1,024 blocks at 80% utilisation: 2.865
-    /// -> 2.800), but a writer that meets the floor waits for a whole round. Where collection
-    /// is the bottleneck it changes little (the 7% skewed fio job ran 1-2% slower;
-    /// docs/BENCHMARKS.md).
+    /// -> 2.800), but a writer that meets the floor waits for a whole round: on the timed
+    /// emulator's block jobs, where collection is the bottleneck, it cost throughput and tail
+    /// latency (docs/BENCHMARKS.md), so volumes collect eagerly.
     pub gc_lead_blocks: Option<u64>,
 }
 
