@@ -209,6 +209,9 @@ pub struct Mapping {
     pub durability: Durability,
     /// Pacing of user writes while garbage collection owes free zones (plan.rs).
     pub(crate) throttle: Throttle,
+    /// A user writer was told to wait for a zone since the last round was planned (plan.rs,
+    /// `Mapping::user_room`).
+    pub(crate) user_waiting: bool,
     /// Threaded logging on ZNS+ devices (threaded.rs).
     pub threaded: crate::threaded::Threaded,
 }
@@ -234,6 +237,7 @@ impl Mapping {
             history: IntervalHistory::new(layout.volume_blocks),
             durability: Durability::new(layout.data_zones),
             throttle: Throttle::default(),
+            user_waiting: false,
             threaded: Default::default(),
             layout,
         }
