@@ -344,10 +344,11 @@ pub fn hot_zone_gives_way(hot: &[(u32, u64)], others: &[u64], zone: u32, die: u6
 impl Mapping {
     /// The dies (`stripe`) the open zones' write pointers are on: each open hot zone with its
     /// die, and the dies of the other streams' open zones.
+    /// O(open zones): it walks the list of open zones (`Mapping::open_zones`).
     pub fn open_dies(&self, stripe: &Stripe) -> (Vec<(u32, u64)>, Vec<u64>) {
         let mut hot = Vec::new();
         let mut others = Vec::new();
-        for z in 0..self.layout.data_zones {
+        for &z in self.open_zones() {
             let zone = self.zone(z);
             match zone.use_ {
                 ZoneUse::Open(Stream::Hot) => hot.push((z, stripe.die(zone.reserved))),
@@ -685,6 +686,81 @@ pub(crate) mod tests {
         // A cold or GC zone writing to die 1 (zone 20's) does not give way: zone 20 does.
         assert!(hot_zone_gives_way(&moved, &[stripe.die(9)], 20, moved[2].1));
         assert!(!hot_zone_gives_way(&moved, &[stripe.die(9)], 7, moved[0].1));
+    }
+
+    /// The open zones and their dies found by scanning every data zone, as `open_dies` did
+    /// before the mapping kept a list of them.
+    fn open_dies_by_scan(m: &Mapping, stripe: &Stripe) -> (Vec<(u32, u64)>, Vec<u64>) {
+        let mut hot = Vec::new();
+        let mut others = Vec::new();
+        for z in 0..m.layout.data_zones {
+            match m.zone(z).use_ {
+                ZoneUse::Open(Stream::Hot) => hot.push((z, stripe.die(m.zone(z).reserved))),
+                ZoneUse::Open(_) => others.push(stripe.die(m.zone(z).reserved)),
+                _ => {}
+            }
+        }
+        (hot, others)
+    }
+
+    // Guards the list of open zones that makes `open_dies` (asked on every hot write of a
+    // volume with a stripe and several hot zones) cost O(open zones) instead of a scan of
+    // every data zone: it must follow every way a zone opens and stops being open.
+    #[test]
+    fn the_list_of_open_zones_follows_opens_fills_seals_retirements_and_resets() {
+        let l = layout(24, 64, 300);
+        let stripe = Stripe {
+            unit_blocks: 4,
+            dies: 8,
+        };
+        let mut m = Mapping::new(l);
+        let check = |m: &Mapping, what: &str| {
+            m.verify().unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_eq!(
+                m.open_dies(&stripe),
+                open_dies_by_scan(m, &stripe),
+                "{what}"
+            );
+        };
+        check(&m, "fresh");
+        // Opens for every stream; hot zones fill and close as `write_lbas` goes.
+        let (cold, _) = m.open_zone(Stream::Cold).expect("a free zone");
+        let (gc, _) = m.open_zone(Stream::Gc).expect("a free zone");
+        let (gc_cold, _) = m.open_zone(Stream::GcCold).expect("a free zone");
+        write_lbas(&mut m, 0..200);
+        assert_eq!(
+            m.open_zones().len(),
+            4,
+            "cold, GC, cold GC and the last hot zone"
+        );
+        check(&m, "opened and filled");
+        // A zone that reaches its end with a write in flight stays open until it ends.
+        let r = m.reserve(cold, l.zone_blocks);
+        assert!(m.open_zones().contains(&cold));
+        check(&m, "filling");
+        let seq = m.take_seq();
+        m.complete_write(cold, r.offset, 300, r.blocks, seq);
+        assert!(!m.open_zones().contains(&cold));
+        check(&m, "filled by its last write");
+        // Sealed after a failed write, and retired by the device.
+        m.abandon(gc);
+        m.retire(gc_cold, false);
+        assert!(!m.open_zones().contains(&gc) && !m.open_zones().contains(&gc_cold));
+        check(&m, "sealed and retired");
+        // Rewriting the hot zones' blocks empties the first ones, which are reset and reopen.
+        let first = (0..l.data_zones)
+            .find(|&z| m.zone(z).use_ == ZoneUse::Full && m.zone(z).opened_for == Some(Stream::Hot))
+            .expect("a full hot zone");
+        write_lbas(&mut m, 0..200);
+        assert_eq!(m.zone(first).valid, 0);
+        m.zone_reset(first);
+        check(&m, "reset");
+        let (again, _) = m.open_zone(Stream::Cold).expect("a free zone");
+        assert!(m.open_zones().contains(&again));
+        check(&m, "reopened");
+        // A mount finds no open zone: a fresh mapping has none, and recovery only fills
+        // zones (its `verify` checks the list on every mount).
+        assert!(Mapping::new(l).open_zones().is_empty());
     }
 
     #[test]

@@ -393,7 +393,9 @@ impl Mapping {
         zone.use_ = ZoneUse::Open(stream);
         zone.reserved = first;
         zone.prefix = Prefix::new(first);
-        Some((z, zone.generation))
+        let generation = zone.generation;
+        self.note_open(z);
+        Some((z, generation))
     }
 
     /// The bitmap to send with `tl_open` for pending zone `z`.
