@@ -74,6 +74,12 @@ pub struct BenchFtlArgs {
     /// keeps spare out of the log, so placement and victim choice are measured with 1.
     #[arg(long, default_value_t = 1)]
     pub gc_lanes: u32,
+    /// Start garbage collection as soon as the free zones reach the floor, as a volume does
+    /// by default. Without it collection at the floor waits until a user zone is full
+    /// (`MountOptions::gc_lead_blocks` 0): here collection is untimed, so starting it early
+    /// only keeps the zone it frees empty while the user zone fills.
+    #[arg(long)]
+    pub gc_eager: bool,
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
@@ -158,6 +164,7 @@ pub async fn run(a: &BenchFtlArgs, out: &mut impl Write) -> CliResult {
         hot_cold: a.hot_cold,
         hot_zones: 1,
         gc_lanes_max: a.gc_lanes,
+        gc_lead_blocks: (!a.gc_eager).then_some(0),
         ..MountOptions::default()
     };
     // Users stop at the reserve, and collection starts one zone above: each zone held free
@@ -237,6 +244,7 @@ pub async fn run(a: &BenchFtlArgs, out: &mut impl Write) -> CliResult {
         "open_tail_blocks_mean": tail_sum as f64 / samples.max(1) as f64,
         "gc_rounds_overlapped": after.gc_rounds_overlapped - before.gc_rounds_overlapped,
         "gc_lanes_max": a.gc_lanes,
+        "gc_lead_blocks": opts.gc_lead_blocks,
         "gc_foreground_free_zones": opts.gc_foreground_free_zones,
         "gc_background_free_zones": opts.gc_background_free_zones,
         "stream_blocks": streams,

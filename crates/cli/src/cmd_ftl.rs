@@ -93,6 +93,12 @@ pub struct MountArgs {
     /// device). Ignored on a device without the ZNS+ commands.
     #[arg(long, value_enum, default_value = "copyback-aware")]
     pub compaction: CompactionArg,
+    /// Let garbage collection at the free-zone floor wait until a writer needs a zone or an
+    /// open user zone has at most BLOCKS of room left: fewer blocks relocated, longer write
+    /// tail latency (the write amplification `zonestack bench ftl` measures). Default:
+    /// collect as soon as the floor is reached.
+    #[arg(long, value_name = "BLOCKS")]
+    pub gc_lead: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -123,6 +129,7 @@ impl MountArgs {
                 CompactionArg::SourceOrder => Some(Placement::SourceOrder),
                 CompactionArg::Off => None,
             },
+            gc_lead_blocks: self.gc_lead,
             ..MountOptions::default()
         }
     }
@@ -357,4 +364,32 @@ fn format_ranges(ranges: &[(u64, u64)]) -> String {
         parts.push(format!("and {} more", ranges.len() - SHOWN));
     }
     parts.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MountArgs;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        mount: MountArgs,
+    }
+
+    fn options(args: &[&str]) -> ftl::MountOptions {
+        let argv = std::iter::once("mount").chain(args.iter().copied());
+        Cmd::try_parse_from(argv)
+            .expect("arguments parse")
+            .mount
+            .options()
+    }
+
+    #[test]
+    fn gc_lead_reaches_the_mount_options_and_defaults_to_eager() {
+        assert_eq!(options(&[]).gc_lead_blocks, None);
+        assert_eq!(options(&["--gc-lead", "0"]).gc_lead_blocks, Some(0));
+        assert_eq!(options(&["--gc-lead", "64"]).gc_lead_blocks, Some(64));
+        assert!(Cmd::try_parse_from(["mount", "--gc-lead", "-1"]).is_err());
+    }
 }

@@ -208,19 +208,27 @@ impl Maintenance {
         finishing: &mut Option<Finish<'a>>,
     ) -> Result<(), FtlError> {
         let every = self.shared.opts().checkpoint_every_zones;
-        let (free, resetting, ckpt_due, trims_pin) = self.shared.map(|m| {
+        let (free, resetting, ckpt_due, trims_pin, users) = self.shared.map(|m| {
             (
                 m.free_zones(),
                 m.collecting_zones(),
                 m.checkpoint_due(every),
                 m.trims_pin_space(),
+                // Only a mount with a lead looks at the users' room (a scan of the zones).
+                match self.policy.gc_lead_blocks {
+                    Some(_) => m.user_room(),
+                    None => Default::default(),
+                },
             )
         });
         // While a finish is to come, its resets count as space (`gc_wanted_after_finish`).
+        // At the floor it may wait for the users to need the space (`gc_may_wait`).
         let need_gc = match finishing {
             Some(_) => self.policy.gc_wanted_after_finish(free, resetting),
             None => self.policy.gc_wanted(free),
-        };
+        } && !self
+            .policy
+            .gc_may_wait(free + finishing.as_ref().map_or(0, |_| resetting), users);
         // The periodic checkpoint, or one that turns live trim records into garbage when
         // space is short and they hold much of it.
         let mut need_ckpt = ckpt_due || (need_gc && trims_pin);

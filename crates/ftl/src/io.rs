@@ -27,7 +27,7 @@ use crate::activity::Gauge;
 use crate::layout::WriteMode;
 use crate::map::{Reservation, Stream, ZoneUse};
 use crate::plan::{Acquire, AfterFailure, SpacePolicy, WriteKind};
-use crate::records::{self, Tag, TrimRecord, ZoneHeader};
+use crate::records::{self, Tag, TlRecord, TrimRecord, ZoneHeader};
 use crate::retry::retry;
 use crate::shared::Shared;
 use crate::FtlError;
@@ -60,6 +60,8 @@ enum Payload<'a> {
     Data { lba: u64, seq: u64, bytes: &'a [u8] },
     /// A trim record block.
     Trim { record: TrimRecord },
+    /// A threaded-logging record block (tagged as a trim record: a record block).
+    TlRecord { record: TlRecord },
 }
 
 impl StreamWriter {
@@ -414,7 +416,7 @@ impl StreamWriter {
         let bs = u64::from(self.shared.layout().geometry.block_size);
         let total = match payload {
             Payload::Data { bytes, .. } => bytes.len() as u64 / bs,
-            Payload::Trim { .. } => 1,
+            Payload::Trim { .. } | Payload::TlRecord { .. } => 1,
         };
         let limit = u64::from(match self.shared.opts().write_mode {
             WriteMode::ZoneWrite => self.shared.layout().geometry.mdts_blocks,
@@ -464,6 +466,7 @@ impl StreamWriter {
                             })
                             .collect(),
                         Payload::Trim { record } => vec![Tag::Trim { seq: record.seq }],
+                        Payload::TlRecord { record } => vec![Tag::Trim { seq: record.seq }],
                     };
                     self.note_tags(r.zone, tags.into_iter(), fua).await?;
                 }
@@ -519,6 +522,14 @@ impl StreamWriter {
                     self.meta_for(std::iter::once(Tag::Trim { seq: record.seq }), 1),
                 )
             }
+            Payload::TlRecord { record } => {
+                trim_block.resize(bs, 0);
+                records::encode_tl_record(&record, &mut trim_block);
+                (
+                    &trim_block[..],
+                    self.meta_for(std::iter::once(Tag::Trim { seq: record.seq }), 1),
+                )
+            }
         };
         if append {
             let at = retry(|| {
@@ -545,6 +556,7 @@ impl StreamWriter {
             Payload::Trim { record } => {
                 m.complete_trim_record(z, offset, record.lba, record.blocks, record.seq)
             }
+            Payload::TlRecord { record } => m.complete_tl_record(z, offset, record.seq),
         });
         self.write_ended();
     }
@@ -646,6 +658,17 @@ impl StreamWriter {
         )
         .await?;
         Ok(true)
+    }
+}
+
+impl StreamWriter {
+    /// Writes a threaded-logging record (`Mapping::tl_record`) into the collection stream,
+    /// which the maintenance task writing it owns and which never waits for space (it fails
+    /// with `NoSpace` instead). Not durable until the caller flushes.
+    pub(crate) async fn write_tl_record(&self, record: TlRecord) -> Result<(), FtlError> {
+        self.shared.check_failed()?;
+        self.put(Stream::Gc, Payload::TlRecord { record }, false)
+            .await
     }
 }
 

@@ -119,9 +119,23 @@ pub struct MountOptions {
     /// room is short (`plan::RoundPace`), so that writers slow down in proportion to the
     /// collection owed instead of stopping at the floor until a round's resets. None (the
     /// default) paces volumes with automatic watermarks and fewer than
-    /// `plan::WIDE_FLOOR_COLLECTABLE_ZONES` zones to collect from (`plan::tune_mount`).
-    /// A throttled band (`gc_background_free_zones`) paces instead while it applies.
+    /// `plan::WIDE_FLOOR_COLLECTABLE_ZONES` zones to collect from, zones of at most
+    /// `plan::PACED_ZONE_BLOCKS_MAX` blocks and no `gc_lead_blocks` (`plan::tune_mount`).
+    /// A throttled band (`gc_background_free_zones`) paces instead while it applies, and a
+    /// volume with a `gc_lead_blocks` is never paced (its collection waits for writers that
+    /// wait for a zone, not for paced ones).
     pub pace_rounds: Option<bool>,
+    /// When garbage collection starts at the floor: None (the default) as soon as the free
+    /// zones reach it; Some(n) only once a user writer waits for a zone or some user zone has
+    /// at most `n` blocks of room left (`plan::SpacePolicy::gc_may_wait`). A victim taken
+    /// later has lost more blocks, and the zone collected early sits empty while the user
+    /// zones fill: with collection much faster than the user writes (an idle device, the
+    /// untimed `zonestack bench ftl`) Some(0) lowers write amplification by one zone held out
+    /// of the log (uniform overwrites on 160 zones of 1,024 blocks at 80% utilisation: 2.865
+    /// -> 2.800), but a writer that meets the floor waits for a whole round: on the timed
+    /// emulator's block jobs, where collection is the bottleneck, it cost throughput and tail
+    /// latency (docs/BENCHMARKS.md), so volumes collect eagerly.
+    pub gc_lead_blocks: Option<u64>,
 }
 
 /// How a device lays a zone over its flash dies (`zns::DieStripe`).
@@ -149,6 +163,7 @@ impl Default for MountOptions {
             serial_collection: false,
             stripe: None,
             pace_rounds: None,
+            gc_lead_blocks: None,
         }
     }
 }

@@ -111,6 +111,9 @@ pub struct DataZone {
     /// The stream the zone was last opened for; None for zones a mount found written (their
     /// stream is not recorded), which count as cold (`Mapping::zone_is_hot`).
     pub opened_for: Option<Stream>,
+    /// The snapshot count when a write last landed here (or threaded logging took it): the
+    /// newest durable checkpoint covers the zone's contents when its mark is above this.
+    pub written_mark: u64,
 }
 
 /// A live trim record: the snapshot count when it was written, and its sequence number.
@@ -211,6 +214,9 @@ pub struct Mapping {
     pub durability: Durability,
     /// Pacing of user writes while garbage collection owes free zones (plan.rs).
     pub(crate) throttle: Throttle,
+    /// A user writer was told to wait for a zone since the last round was planned (plan.rs,
+    /// `Mapping::user_room`).
+    pub(crate) user_waiting: bool,
     /// Threaded logging on ZNS+ devices (threaded.rs).
     pub threaded: crate::threaded::Threaded,
 }
@@ -237,6 +243,7 @@ impl Mapping {
             history: IntervalHistory::new(layout.volume_blocks),
             durability: Durability::new(layout.data_zones),
             throttle: Throttle::default(),
+            user_waiting: false,
             threaded: Default::default(),
             layout,
         }
@@ -484,6 +491,7 @@ impl Mapping {
         let zone = &mut self.zones[z as usize];
         // Cost-benefit's age of a zone counts from its last write.
         zone.last_seq = self.next_seq;
+        zone.written_mark = self.snapshots;
         if zone.reserved == cap && zone.inflight == 0 && zone.use_ != ZoneUse::Full {
             zone.use_ = ZoneUse::Full;
             self.note_closed(z);
@@ -590,6 +598,25 @@ impl Mapping {
         );
         self.zones[z as usize].valid += 1;
         self.counters.meta_blocks += 1;
+        self.end_write(z, Some((offset, 1)));
+    }
+
+    /// The threaded-logging record `seq` was written at `offset` of zone `z`: like a trim
+    /// record it stays live (copied by collection) until a checkpoint snapshotted after it
+    /// is durable.
+    pub fn complete_tl_record(&mut self, z: u32, offset: u64, seq: u64) {
+        let pba = self.pba(z, offset);
+        self.p2l[pba as usize] = P_TRIM;
+        self.trims.insert(
+            pba,
+            TrimLive {
+                mark: self.snapshots,
+                seq,
+            },
+        );
+        self.zones[z as usize].valid += 1;
+        self.counters.meta_blocks += 1;
+        self.threaded.counters.records += 1;
         self.end_write(z, Some((offset, 1)));
     }
 
@@ -739,6 +766,7 @@ impl Mapping {
     /// records written before that snapshot are no longer needed.
     pub fn checkpoint_durable(&mut self, seq: u64, mark: u64) {
         self.ckpt_seq = self.ckpt_seq.max(seq);
+        self.threaded.covered_mark = self.threaded.covered_mark.max(mark);
         let dead: Vec<u32> = self
             .trims
             .iter()
@@ -896,6 +924,7 @@ impl DataZone {
             lost: false,
             summaries: 0,
             opened_for: None,
+            written_mark: 0,
         }
     }
 }

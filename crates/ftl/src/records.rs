@@ -194,6 +194,162 @@ pub fn decode_trim(block: &[u8]) -> Result<TrimRecord, RecordError> {
     })
 }
 
+const TL_MAGIC: &[u8; 8] = b"ZSTKTLRC";
+const TL_HEAD: usize = 24;
+const TL_ENTRY: usize = 24;
+
+/// One zone a threaded-logging record names: re-opened by the device in generation
+/// `generation`, its holes written from `first_hole` on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TlEntry {
+    pub data_zone: u32,
+    pub generation: u64,
+    pub first_hole: u64,
+}
+
+/// Zones one threaded-logging record can name (a turn re-opens at most
+/// `threaded::TL_BATCH_MAX`).
+pub const TL_RECORD_ZONES: usize = 4;
+
+/// A threaded-logging record: the zones one turn re-opened, written (tag `Tag::Trim`, its
+/// sequence number `seq`) and made durable before any of their holes is written, so that
+/// recovery scans them from their first holes (docs/DESIGN.md, threaded logging).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TlRecord {
+    pub seq: u64,
+    pub count: usize,
+    pub zones: [TlEntry; TL_RECORD_ZONES],
+}
+
+impl TlRecord {
+    pub fn entries(&self) -> &[TlEntry] {
+        &self.zones[..self.count.min(TL_RECORD_ZONES)]
+    }
+}
+
+pub fn encode_tl_record(r: &TlRecord, block: &mut [u8]) {
+    block.fill(0);
+    let n = r.entries().len();
+    block[..8].copy_from_slice(TL_MAGIC);
+    block[8..16].copy_from_slice(&r.seq.to_le_bytes());
+    block[16..20].copy_from_slice(&(n as u32).to_le_bytes());
+    for (i, e) in r.entries().iter().enumerate() {
+        let at = TL_HEAD + TL_ENTRY * i;
+        block[at..at + 4].copy_from_slice(&e.data_zone.to_le_bytes());
+        block[at + 8..at + 16].copy_from_slice(&e.generation.to_le_bytes());
+        block[at + 16..at + 24].copy_from_slice(&e.first_hole.to_le_bytes());
+    }
+    crc_tail(block, TL_HEAD + TL_ENTRY * n);
+}
+
+/// Decodes a threaded-logging record block: `Absent` unless magic, a zone count of 1 to
+/// `TL_RECORD_ZONES` and the checksum hold; the sequence number and each generation must
+/// be in `1..COUNTER_LIMIT`, each first hole at least 1 (block 0 is the zone header), and the
+/// reserved bytes zero. Whether the zones and holes exist is the caller's check.
+pub fn decode_tl_record(block: &[u8]) -> Result<TlRecord, RecordError> {
+    let absent = RecordError::Absent("threaded-logging record");
+    if block.get(..8) != Some(TL_MAGIC.as_slice()) {
+        return Err(absent);
+    }
+    let (Some(seq), Some(n)) = (u64_at(block, 8), u32_at(block, 16)) else {
+        return Err(absent);
+    };
+    let n = n as usize;
+    if n == 0 || n > TL_RECORD_ZONES || !crc_ok(block, TL_HEAD + TL_ENTRY * n) {
+        return Err(absent);
+    }
+    if u32_at(block, 20) != Some(0) {
+        return invalid("threaded-logging record: reserved bytes 20..24 are not zero".into());
+    }
+    let mut r = TlRecord {
+        seq: counter("threaded-logging record sequence number", seq)?,
+        count: n,
+        zones: [TlEntry::default(); TL_RECORD_ZONES],
+    };
+    for i in 0..n {
+        let at = TL_HEAD + TL_ENTRY * i;
+        let (Some(z), Some(pad), Some(g), Some(h)) = (
+            u32_at(block, at),
+            u32_at(block, at + 4),
+            u64_at(block, at + 8),
+            u64_at(block, at + 16),
+        ) else {
+            return Err(RecordError::Absent("threaded-logging record"));
+        };
+        if pad != 0 || h == 0 {
+            return invalid(format!(
+                "threaded-logging record entry {i}: reserved bytes {pad:#x} or first hole {h} (block 0 is the header)"
+            ));
+        }
+        r.zones[i] = TlEntry {
+            data_zone: z,
+            generation: counter("threaded-logging record generation", g)?,
+            first_hole: h,
+        };
+    }
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tl_record_tests {
+    use super::*;
+
+    #[test]
+    fn tl_records_round_trip_and_reject_damage() {
+        let mut r = TlRecord {
+            seq: 77,
+            count: 2,
+            zones: [TlEntry::default(); TL_RECORD_ZONES],
+        };
+        r.zones[0] = TlEntry {
+            data_zone: 3,
+            generation: 5,
+            first_hole: 9,
+        };
+        r.zones[1] = TlEntry {
+            data_zone: 11,
+            generation: 1,
+            first_hole: 1,
+        };
+        let mut b = vec![0u8; 4096];
+        encode_tl_record(&r, &mut b);
+        assert_eq!(decode_tl_record(&b), Ok(r));
+        assert_eq!(r.entries().len(), 2);
+        // Not a trim record, and a trim record is not one.
+        assert!(decode_trim(&b).is_err());
+        let mut t = vec![0u8; 4096];
+        encode_trim(
+            &TrimRecord {
+                lba: 1,
+                blocks: 1,
+                seq: 2,
+            },
+            &mut t,
+        );
+        assert_eq!(
+            decode_tl_record(&t),
+            Err(RecordError::Absent("threaded-logging record"))
+        );
+        let mut torn = b.clone();
+        torn[40] ^= 1;
+        assert_eq!(
+            decode_tl_record(&torn),
+            Err(RecordError::Absent("threaded-logging record"))
+        );
+        // A hole at the header, checksummed: corruption, not absence.
+        r.zones[1].first_hole = 0;
+        encode_tl_record(&r, &mut b);
+        assert!(matches!(decode_tl_record(&b), Err(RecordError::Invalid(_))));
+        r.zones[1].first_hole = 1;
+        r.zones[1].generation = COUNTER_LIMIT;
+        encode_tl_record(&r, &mut b);
+        assert!(matches!(decode_tl_record(&b), Err(RecordError::Invalid(_))));
+        r.count = 0;
+        encode_tl_record(&r, &mut b);
+        assert!(decode_tl_record(&b).is_err());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

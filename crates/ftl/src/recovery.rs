@@ -57,6 +57,10 @@ pub struct Recovered {
 struct ZonePlan {
     scan: Option<(u64, u64)>,
     stale: bool,
+    /// The generation its header names (None: no readable header of this volume).
+    generation: Option<u64>,
+    /// Where the device's write pointer stands (the end of any scan).
+    written: u64,
 }
 
 /// Rebuilds the mapping of the volume on `dev` without writing anything.
@@ -106,6 +110,8 @@ pub async fn recover(dev: &dyn ZonedDevice, layout: &Layout) -> Result<Recovered
                 plans.push(ZonePlan {
                     scan: None,
                     stale: false,
+                    generation: None,
+                    written: 0,
                 });
                 continue;
             }
@@ -131,6 +137,8 @@ pub async fn recover(dev: &dyn ZonedDevice, layout: &Layout) -> Result<Recovered
             plans.push(ZonePlan {
                 scan: None,
                 stale: was_used,
+                generation: None,
+                written: 0,
             });
             continue;
         }
@@ -139,6 +147,8 @@ pub async fn recover(dev: &dyn ZonedDevice, layout: &Layout) -> Result<Recovered
             plans.push(ZonePlan {
                 scan: None,
                 stale: was_used,
+                generation: None,
+                written: 0,
             });
             continue;
         }
@@ -163,6 +173,8 @@ pub async fn recover(dev: &dyn ZonedDevice, layout: &Layout) -> Result<Recovered
             plans.push(ZonePlan {
                 scan: None,
                 stale: was_used,
+                generation: None,
+                written: 0,
             });
             continue;
         };
@@ -182,6 +194,8 @@ pub async fn recover(dev: &dyn ZonedDevice, layout: &Layout) -> Result<Recovered
         plans.push(ZonePlan {
             scan: (from < written).then_some((from, written)),
             stale: was_used && !same,
+            generation: Some(h.generation),
+            written,
         });
     }
     // Checkpoint entries into zones reset since are unresolved until a scan supersedes them;
@@ -192,16 +206,61 @@ pub async fn recover(dev: &dyn ZonedDevice, layout: &Layout) -> Result<Recovered
     }
     let mut scanned_zones = 0;
     let mut scanned_blocks = 0;
+    let mut tl = Vec::new();
     for (z, plan) in plans.iter().enumerate() {
         if let Some((from, to)) = plan.scan {
             scanned_zones += 1;
+            let mut s = Scan {
+                unresolved: &mut stale,
+                tl: &mut tl,
+            };
             scanned_blocks += if layout.summary_mode() {
-                scan_summaries(dev, &mut m, volume_id, z as u32, from, to, &mut stale).await?
+                scan_summaries(dev, &mut m, volume_id, z as u32, from, to, &mut s).await?
             } else {
-                scan_zone(dev, &mut m, z as u32, from, to, &mut stale).await?
+                scan_zone(dev, &mut m, z as u32, from, to, &mut s).await?
             };
         }
     }
+    // Threaded-logging records written since the checkpoint's snapshot name zones the device
+    // re-opened: each is scanned from its first hole too, if its header still names the
+    // record's generation (else it was reset since, and scanned whole or not written). Their
+    // scans may find more records.
+    let mut next = 0;
+    while let Some(rec) = tl.get(next).copied() {
+        next += 1;
+        if rec.seq < ckpt_seq {
+            continue;
+        }
+        for e in rec.entries() {
+            let z = e.data_zone;
+            let plan = plans
+                .get_mut(z as usize)
+                .filter(|_| e.first_hole < cap)
+                .ok_or_else(|| {
+                    FtlError::Corrupt(format!(
+                        "threaded-logging record {} names data zone {z} hole {} outside the data area",
+                        rec.seq, e.first_hole
+                    ))
+                })?;
+            if plan.generation != Some(e.generation) {
+                continue;
+            }
+            let scanned_from = plan.scan.map_or(plan.written, |(from, _)| from);
+            if e.first_hole >= scanned_from {
+                continue;
+            }
+            if plan.scan.is_none() {
+                scanned_zones += 1;
+            }
+            plan.scan = Some((e.first_hole, plan.written));
+            let mut s = Scan {
+                unresolved: &mut stale,
+                tl: &mut tl,
+            };
+            scanned_blocks += scan_zone(dev, &mut m, z, e.first_hole, scanned_from, &mut s).await?;
+        }
+    }
+    m.snapshots = 1;
     finish(&mut m, &stale)?;
     let unchanged = scanned_zones == 0
         && partial_zones.is_empty()
@@ -222,6 +281,21 @@ pub async fn recover(dev: &dyn ZonedDevice, layout: &Layout) -> Result<Recovered
         scanned_blocks,
         unchanged,
     })
+    .map(|mut r| {
+        // Every full zone's contents are in the checkpoint on disk, which the mount does
+        // not rewrite: threaded logging may re-open them.
+        if r.unchanged {
+            r.mapping.threaded.covered_mark = 1;
+        }
+        r
+    })
+}
+
+/// What a scan collects besides the mapping: which LBAs are still unresolved, and the
+/// threaded-logging records it found.
+struct Scan<'a> {
+    unresolved: &'a mut [bool],
+    tl: &'a mut Vec<records::TlRecord>,
 }
 
 /// Summary mode: finds the summary blocks among `[from, to)` of data zone `z` and applies the
@@ -234,7 +308,7 @@ async fn scan_summaries(
     z: u32,
     from: u64,
     to: u64,
-    unresolved: &mut [bool],
+    scan: &mut Scan<'_>,
 ) -> Result<u64, FtlError> {
     let g = dev.geometry();
     let bs = g.block_size as usize;
@@ -270,16 +344,10 @@ async fn scan_summaries(
             for (k, tag) in tags.into_iter().enumerate() {
                 let pba = m.pba(z, first + k as u64);
                 match tag {
-                    Tag::Data { lba, seq } => apply_data(m, pba, lba, seq, unresolved)?,
+                    Tag::Data { lba, seq } => apply_data(m, pba, lba, seq, scan.unresolved)?,
                     Tag::Trim { seq } => {
                         dev.read(start + first + k as u64, &mut one, None).await?;
-                        let rec = records::decode_trim(&one).map_err(|e| {
-                            FtlError::Corrupt(format!(
-                                "trim record at data zone {z} block {} is damaged: {e}",
-                                first + k as u64
-                            ))
-                        })?;
-                        apply_trim(m, pba, rec, seq, unresolved)?;
+                        apply_record(m, z, first + k as u64, &one, seq, scan)?;
                     }
                     Tag::Header { .. } | Tag::Unknown => {}
                 }
@@ -297,7 +365,7 @@ async fn scan_zone(
     z: u32,
     from: u64,
     to: u64,
-    unresolved: &mut [bool],
+    scan: &mut Scan<'_>,
 ) -> Result<u64, FtlError> {
     let g = dev.geometry();
     let bs = g.block_size as usize;
@@ -317,15 +385,9 @@ async fn scan_zone(
                 FtlError::Corrupt(format!("data zone {z} block {}: {e}", at + i as u64))
             })?;
             match tag {
-                Tag::Data { lba, seq } => apply_data(m, pba, lba, seq, unresolved)?,
+                Tag::Data { lba, seq } => apply_data(m, pba, lba, seq, scan.unresolved)?,
                 Tag::Trim { seq } => {
-                    let rec = records::decode_trim(&d[i * bs..(i + 1) * bs]).map_err(|e| {
-                        FtlError::Corrupt(format!(
-                            "trim record at data zone {z} block {} is damaged: {e}",
-                            at + i as u64
-                        ))
-                    })?;
-                    apply_trim(m, pba, rec, seq, unresolved)?;
+                    apply_record(m, z, at + i as u64, &d[i * bs..(i + 1) * bs], seq, scan)?
                 }
                 Tag::Header { .. } => {}
                 // The end of what was written to a zone finished early.
@@ -377,6 +439,47 @@ fn apply_data(
         unresolved[l] = false;
     }
     m.next_seq = m.next_seq.max(after(seq)?);
+    Ok(())
+}
+
+/// A block tagged as a record (`Tag::Trim`): a trim record, or a threaded-logging record,
+/// which is kept live like a trim record until the mount's checkpoint and queued for its
+/// zones' scans.
+fn apply_record(
+    m: &mut Mapping,
+    z: u32,
+    offset: u64,
+    block: &[u8],
+    seq: u64,
+    scan: &mut Scan<'_>,
+) -> Result<(), FtlError> {
+    let pba = m.pba(z, offset);
+    let damaged = |e: RecordError| {
+        FtlError::Corrupt(format!(
+            "record at data zone {z} block {offset} is damaged: {e}"
+        ))
+    };
+    let tl = match records::decode_trim(block) {
+        Ok(rec) => return apply_trim(m, pba, rec, seq, scan.unresolved),
+        Err(RecordError::Absent(_)) => match records::decode_tl_record(block) {
+            Ok(tl) => tl,
+            Err(RecordError::Absent(_)) => {
+                return Err(FtlError::Corrupt(format!(
+                    "record at data zone {z} block {offset} is damaged: neither a trim record nor a threaded-logging record"
+                )))
+            }
+            Err(e) => return Err(damaged(e)),
+        },
+        Err(e) => return Err(damaged(e)),
+    };
+    if tl.seq != seq {
+        return Err(FtlError::Corrupt(format!(
+            "threaded-logging record at block {pba} is inconsistent"
+        )));
+    }
+    m.trims.insert(pba, crate::map::TrimLive { mark: 0, seq });
+    m.next_seq = m.next_seq.max(after(seq)?);
+    scan.tl.push(tl);
     Ok(())
 }
 

@@ -5,19 +5,22 @@
 //! zone may land; the shell (`gc/tl.rs`, and hooks in io.rs and plan.rs) does the I/O.
 //!
 //! Fault model: power may be cut at any instant. The device protects only the blocks the
-//! bitmap marks valid (docs/ZNSPLUS.md item 53), so the bitmap must mark every block the
-//! newest durable checkpoint may map, and recovery must scan the zone's holes. Both come from
-//! one rule: the device re-opens the zone, then a checkpoint records it as open (scanned from
-//! its first hole), and its holes are written only once that checkpoint is durable; the
-//! bitmap marks the header and every block mapped when the zone was chosen, a superset of
-//! what that checkpoint maps. Blocks invalidated before it have their newer version in it
-//! (it flushed the device): the paper's pre-invalid blocks are turned invalid by that
-//! checkpoint. A crash before it is durable leaves a zone with no new data that the older
-//! checkpoint records full (not scanned); after it, recovery scans the zone from its first
-//! hole to the device's write pointer, below which every hole was written since the re-open
-//! (holes above it may hold what a cut left of lost writes: never scanned, which is why a
-//! threaded zone is never finished while the volume runs, and a mount finishes one only
-//! after its checkpoint records it full).
+//! bitmap marks valid (docs/ZNSPLUS.md item 53), so no durable mapping may lead into a hole
+//! once it is rewritten, and recovery must scan the zone's holes. Both come from one rule:
+//! the device re-opens the zone, then a record names it (generation, first hole) and a device
+//! flush makes the record durable with every write completed before the zone was chosen, and
+//! only then are its holes written; the bitmap marks the header and every block mapped when
+//! the zone was chosen. Every block invalidated before the choice has its newer version
+//! durable, in a zone recovery scans, with a higher sequence number: an older checkpoint's
+//! entry into a hole is always superseded (the paper's pre-invalid blocks do not arise). A
+//! turn writes a record only if the newest durable checkpoint covers all its zones hold
+//! (`Mapping::tl_covered`), else a checkpoint recording them (the rule before records), so a
+//! zone is never re-opened twice behind records alone. A crash before the flush leaves a zone with no
+//! new data that the older checkpoint records full; after it, recovery scans the zone from
+//! its first hole to the device's write pointer, below which every hole was written since
+//! the re-open (holes above it may hold what a cut left of lost writes: never scanned, which
+//! is why a threaded zone is never finished while the volume runs, and a mount finishes one
+//! only after its checkpoint records it full). docs/DESIGN.md argues each case.
 
 use zns::ValidBitmap;
 
@@ -56,10 +59,10 @@ pub fn check_device(
 /// Where a zone threaded logging works on stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Stage {
-    /// Chosen: the device is asked to `tl_open` it, then a checkpoint that records it (and
-    /// the others chosen in the same turn) is written. Not a victim.
+    /// Chosen: the device is asked to `tl_open` it, then a record that names it (and the
+    /// others chosen in the same turn) is written and flushed. Not a victim.
     Pending,
-    /// That checkpoint is durable: the next hot-stream zone opened is the first zone ready.
+    /// That record is durable: the next hot-stream zone opened is the first zone ready.
     Ready,
     /// A hot slot took it: writes go into its holes.
     Writing,
@@ -88,8 +91,13 @@ pub struct TlCounters {
     pub stale_plugged_blocks: u64,
     /// Times hybrid recycling chose compaction instead.
     pub compaction_chosen: u64,
-    /// Turns that chose two zones or more (sharing one checkpoint).
+    /// Turns that chose two zones or more (sharing one record).
     pub multi_zone_turns: u64,
+    /// Threaded-logging records written (one per turn; a turn whose record failed writes a
+    /// checkpoint instead).
+    pub records: u64,
+    /// Turns whose record could not be written or flushed (a checkpoint replaced it).
+    pub record_failures: u64,
 }
 
 /// The threaded-logging state of a volume.
@@ -100,6 +108,10 @@ pub struct Threaded {
     /// The zones of the last turn, in the order chosen: at most `TL_BATCH_MAX`.
     pub zones: Vec<TlZone>,
     pub counters: TlCounters,
+    /// The snapshot mark of the newest durable checkpoint (`Mapping::checkpoint_durable`;
+    /// 1 after a mount that found nothing the newest checkpoint on disk does not record). A
+    /// zone is a candidate only while it covers the zone (`DataZone::written_mark` below it).
+    pub covered_mark: u64,
 }
 
 /// The constants of the cost model (paper section 3.3.2), in units of one block's on-demand
@@ -155,11 +167,11 @@ pub struct Candidate {
 }
 
 impl CostModel {
-    /// C_TL per block made writable: plugging the valid blocks, plus the checkpoint this
-    /// volume writes before every `tl_open` (the paper's pre-invalid blocks are turned invalid
-    /// by it, so they add no plugging).
-    pub fn threaded_cost(&self, c: &Candidate, checkpoint_blocks: u64) -> f64 {
-        (self.plug * c.valid as f64 + checkpoint_blocks as f64) / c.freed.max(1) as f64
+    /// C_TL per block made writable: plugging the valid blocks, plus the metadata blocks the
+    /// volume writes for the turn (its record; the paper's pre-invalid blocks are turned
+    /// invalid by the turn's flush, so they add no plugging).
+    pub fn threaded_cost(&self, c: &Candidate, turn_blocks: u64) -> f64 {
+        (self.plug * c.valid as f64 + turn_blocks as f64) / c.freed.max(1) as f64
     }
 
     /// C_SC per block freed: copying the valid blocks and alpha of them in metadata, less the
@@ -176,18 +188,37 @@ impl CostModel {
         &self,
         tl: Option<Candidate>,
         sc: Option<(Candidate, u64)>,
-        checkpoint_blocks: u64,
+        turn_blocks: u64,
     ) -> Recycle {
         match (tl, sc) {
             (None, _) => Recycle::Compact,
             (Some(t), None) => Recycle::ThreadedLog { zone: t.zone },
             (Some(t), Some((s, cold))) => {
-                if self.threaded_cost(&t, checkpoint_blocks) < self.compaction_cost(&s, cold) {
+                if self.threaded_cost(&t, turn_blocks) < self.compaction_cost(&s, cold) {
                     Recycle::ThreadedLog { zone: t.zone }
                 } else {
                     Recycle::Compact
                 }
             }
+        }
+    }
+}
+
+/// What a turn of threaded logging writes besides the hot stream's data, in blocks: its
+/// record, or a checkpoint when a zone of the turn holds blocks the newest durable checkpoint
+/// does not cover (`Mapping::tl_covered`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TurnBlocks {
+    pub record: u64,
+    pub checkpoint: u64,
+}
+
+impl TurnBlocks {
+    /// Both the same (the tests' cost model cases).
+    pub fn flat(blocks: u64) -> TurnBlocks {
+        TurnBlocks {
+            record: blocks,
+            checkpoint: blocks,
         }
     }
 }
@@ -198,11 +229,12 @@ impl CostModel {
 /// utilisation (victims about 22% invalid) left threaded logging no candidate at all.
 pub const TL_HOLES_MIN_PERMILLE: u64 = 150;
 
-/// Zones one turn of hybrid recycling re-opens at most. They share the one checkpoint that
+/// Zones one turn of hybrid recycling re-opens at most. They share the one record that
 /// must precede writes into their holes, so a turn of n zones costs each a n-th of it (the
 /// device's open-zone limit bounds n further: each holds an open zone until a slot takes
 /// it).
 pub const TL_BATCH_MAX: usize = 4;
+const _: () = assert!(TL_BATCH_MAX <= crate::records::TL_RECORD_ZONES);
 
 /// Threaded logging looks for a zone to re-open while at most this many zones above the
 /// user streams' floor are free: early enough that the hot stream takes it before free
@@ -277,6 +309,16 @@ impl Mapping {
         out
     }
 
+    /// Whether the newest durable checkpoint covers all zone `z` holds: nothing written into
+    /// it, nor threaded, since that checkpoint's snapshot. Only then may a turn re-open it
+    /// behind a record; otherwise the turn writes a checkpoint. A recovery scans a threaded
+    /// zone only from its first hole to the write pointer, so a block written since that
+    /// checkpoint and plugged above the pointer would be found by no scan (docs/DESIGN.md,
+    /// threaded-logging records).
+    pub fn tl_covered(&self, z: u32) -> bool {
+        self.zones[z as usize].written_mark < self.threaded.covered_mark
+    }
+
     /// Whether a threaded zone still gives the hot stream room: pending, ready, or being
     /// written with holes left.
     pub fn tl_live(&self) -> bool {
@@ -297,17 +339,20 @@ impl Mapping {
 
     /// Hybrid recycling: re-open up to `room` full zones (at most `TL_BATCH_MAX`) for
     /// threaded logging (returned, marked `Pending` with their bitmaps fixed: the caller
-    /// re-opens them, writes one checkpoint, then `tl_ready` each), or leave the reclaiming
+    /// re-opens them, writes one record (`tl_record`) and flushes, then `tl_ready` each), or
+    /// leave the reclaiming
     /// to compaction of `victim` (the zone collection would take next), whichever `model`
-    /// says costs less per block made writable. The zones of a turn share its checkpoint:
-    /// it takes the most candidates (fewest valid blocks first) that each beat compaction
-    /// with their share of it. Empty when compaction wins.
+    /// says costs less per block made writable. The zones of a turn share what the turn
+    /// writes besides the hot stream's data (`turn`: its record when the newest durable
+    /// checkpoint covers every zone of the turn, `tl_covered`, else a checkpoint): it takes
+    /// the most candidates (fewest valid blocks first) that each beat compaction with their
+    /// share of it. Empty when compaction wins.
     pub fn plan_threaded(
         &mut self,
         policy: TlPolicy,
         model: &CostModel,
         victim: Option<u32>,
-        checkpoint_blocks: u64,
+        turn: TurnBlocks,
         room: usize,
     ) -> Vec<u32> {
         if !self.threaded.enabled || self.tl_live() || room == 0 {
@@ -326,8 +371,15 @@ impl Mapping {
             (c, 0)
         });
         let cands = self.tl_candidates(room.min(TL_BATCH_MAX));
+        let turn_blocks = |n: usize| {
+            if cands[..n].iter().all(|c| self.tl_covered(c.zone)) {
+                turn.record
+            } else {
+                turn.checkpoint
+            }
+        };
         let beats = |c: &Candidate, n: usize| {
-            let share = checkpoint_blocks.div_ceil(n as u64);
+            let share = turn_blocks(n).div_ceil(n as u64);
             model.choose(Some(*c), sc, share) != Recycle::Compact
         };
         let n = (1..=cands.len())
@@ -354,7 +406,7 @@ impl Mapping {
         chosen
     }
 
-    /// The checkpoint recording pending zone `z` is durable: the hot stream may take it.
+    /// The record naming pending zone `z` is durable: the hot stream may take it.
     pub fn tl_ready(&mut self, z: u32) {
         if let Some(t) = self.threaded.zones.iter_mut().find(|t| t.zone == z) {
             assert_eq!(t.stage, Stage::Pending, "a threaded zone made ready twice");
@@ -388,7 +440,9 @@ impl Mapping {
         self.threaded.counters.opens += 1;
         self.threaded.counters.plugged_blocks += plugged;
         self.counters.stream_zones[stream.index()] += 1;
+        let marked = self.snapshots;
         let zone = &mut self.zones[z as usize];
+        zone.written_mark = marked;
         assert_eq!(zone.use_, ZoneUse::Full, "a threaded zone that is not full");
         zone.use_ = ZoneUse::Open(stream);
         zone.reserved = first;
@@ -396,6 +450,33 @@ impl Mapping {
         let generation = zone.generation;
         self.note_open(z);
         Some((z, generation))
+    }
+
+    /// The record of a turn whose `zones` the device re-opened (pending, at most
+    /// `TL_RECORD_ZONES`): each zone's generation and first hole, under a new sequence
+    /// number taken after the zones were chosen, so any checkpoint snapshotted after it
+    /// records them itself (open, scanned from their first holes) and recovery from it
+    /// ignores the record.
+    pub fn tl_record(&mut self, zones: &[u32]) -> crate::records::TlRecord {
+        use crate::records::{TlEntry, TlRecord, TL_RECORD_ZONES};
+        let mut r = TlRecord {
+            seq: 0,
+            count: 0,
+            zones: [TlEntry::default(); TL_RECORD_ZONES],
+        };
+        for &z in zones.iter().take(TL_RECORD_ZONES) {
+            let Some(first_hole) = self.tl_scan_from(z) else {
+                continue;
+            };
+            r.zones[r.count] = TlEntry {
+                data_zone: z,
+                generation: self.zones[z as usize].generation,
+                first_hole,
+            };
+            r.count += 1;
+        }
+        r.seq = self.take_seq();
+        r
     }
 
     /// The bitmap to send with `tl_open` for pending zone `z`.
@@ -503,6 +584,8 @@ mod tests {
             .expect("layout");
         let mut m = Mapping::new(l);
         m.threaded.enabled = true;
+        // As after a mount that found the volume as its checkpoint left it.
+        m.threaded.covered_mark = 1;
         m
     }
 
@@ -518,7 +601,13 @@ mod tests {
         write_lbas(&mut m, 0..4);
         assert_eq!(m.zone(0).valid, 0);
         assert_eq!(m.zone(1).valid, 11);
-        let zones = m.plan_threaded(TlPolicy::Always, &CostModel::default(), None, 0, 2);
+        let zones = m.plan_threaded(
+            TlPolicy::Always,
+            &CostModel::default(),
+            None,
+            TurnBlocks::flat(0),
+            2,
+        );
         assert_eq!(zones, vec![1], "zone 0 is reset, not re-opened");
     }
 
@@ -533,7 +622,13 @@ mod tests {
         write_lbas(&mut m, [1, 3, 5, 7, 8, 9, 10, 11].into_iter());
         assert_eq!(m.zone(0).use_, ZoneUse::Full);
         assert_eq!(m.zone(0).valid, 7);
-        let zone = m.plan_threaded(TlPolicy::Hybrid, &CostModel::default(), None, 0, 1);
+        let zone = m.plan_threaded(
+            TlPolicy::Hybrid,
+            &CostModel::default(),
+            None,
+            TurnBlocks::flat(0),
+            1,
+        );
         assert_eq!(zone, vec![0], "the emptiest full zone is chosen");
         // Pending: not a victim, and a checkpoint scans it from its first hole.
         assert!(m.tl_holds(0));
@@ -595,7 +690,13 @@ mod tests {
         m.threaded.enabled = false;
         write_lbas(&mut m, 0..8);
         assert_eq!(
-            m.plan_threaded(TlPolicy::Hybrid, &CostModel::default(), None, 0, 1),
+            m.plan_threaded(
+                TlPolicy::Hybrid,
+                &CostModel::default(),
+                None,
+                TurnBlocks::flat(0),
+                1
+            ),
             Vec::<u32>::new()
         );
         m.threaded.enabled = true;
@@ -604,18 +705,99 @@ mod tests {
         write_lbas(&mut n, 0..15);
         write_lbas(&mut n, [0, 1].into_iter());
         assert_eq!(
-            n.plan_threaded(TlPolicy::Hybrid, &CostModel::default(), None, 0, 1),
+            n.plan_threaded(
+                TlPolicy::Hybrid,
+                &CostModel::default(),
+                None,
+                TurnBlocks::flat(0),
+                1
+            ),
             Vec::<u32>::new()
         );
         assert_eq!(
-            m.plan_threaded(TlPolicy::Hybrid, &CostModel::default(), None, 0, 0),
+            m.plan_threaded(
+                TlPolicy::Hybrid,
+                &CostModel::default(),
+                None,
+                TurnBlocks::flat(0),
+                0
+            ),
             Vec::<u32>::new(),
             "no room for a re-opened zone"
         );
         assert_eq!(
-            m.plan_threaded(TlPolicy::Hybrid, &CostModel::default(), None, 0, 1),
+            m.plan_threaded(
+                TlPolicy::Hybrid,
+                &CostModel::default(),
+                None,
+                TurnBlocks::flat(0),
+                1
+            ),
             vec![0]
         );
+    }
+
+    // A recovery scans a threaded zone from its first hole to the write pointer only, so a
+    // zone holding blocks no durable checkpoint maps (written, or threaded, since the newest
+    // one's snapshot) is re-opened only behind a checkpoint, which the cost model charges:
+    // plugged above the pointer at a cut, those blocks would be found by no scan.
+    #[test]
+    fn a_zone_written_since_the_newest_durable_checkpoint_costs_a_checkpoint() {
+        let mut m = mapping(12, 16);
+        let model = CostModel::default();
+        let cost = TurnBlocks {
+            record: 1,
+            checkpoint: 10_000,
+        };
+        m.begin_snapshot();
+        // Zone 0: LBAs 0..15 at offsets 1..16, then 8 of them rewritten (7 valid, 8 holes).
+        write_lbas(&mut m, 0..15);
+        write_lbas(&mut m, 0..8);
+        assert_eq!(m.zone(0).use_, ZoneUse::Full);
+        assert!(
+            !m.tl_covered(0),
+            "written after the newest durable snapshot"
+        );
+        // Per block made writable: threaded (0.9 x 8 + 1) / 8 = 1.025 against compaction
+        // 1.2 x 7 / 8 = 1.05 behind a record; behind a checkpoint compaction wins.
+        let victim = m.pick_victim(crate::layout::VictimPolicy::Greedy);
+        assert_eq!(victim, Some(0));
+        assert_eq!(
+            m.plan_threaded(TlPolicy::Hybrid, &model, victim, cost, 1),
+            Vec::<u32>::new()
+        );
+        let mark = m.begin_snapshot();
+        m.checkpoint_durable(m.next_seq(), mark);
+        assert!(m.tl_covered(0));
+        assert_eq!(
+            m.plan_threaded(TlPolicy::Hybrid, &model, victim, cost, 1),
+            vec![0]
+        );
+        let r = m.tl_record(&[0]);
+        assert_eq!(r.entries().len(), 1);
+        assert_eq!(r.zones[0].data_zone, 0);
+        assert_eq!(r.zones[0].first_hole, m.tl_scan_from(0).expect("pending"));
+        assert_eq!(r.zones[0].generation, m.zone(0).generation);
+        assert!(r.seq < m.next_seq(), "the record takes a sequence number");
+        m.tl_ready(0);
+        assert_eq!(m.tl_take(Stream::Hot).map(|t| t.0), Some(0));
+        assert!(!m.tl_covered(0), "threaded since the checkpoint");
+        // Fill its holes: full again, and a second re-open needs another checkpoint first.
+        let mut lba = 20;
+        loop {
+            let r = m.reserve(0, 8);
+            if r.blocks == 0 {
+                break;
+            }
+            let seq = m.take_seq();
+            m.complete_write(0, r.offset, lba, r.blocks, seq);
+            lba += r.blocks;
+        }
+        assert_eq!(m.zone(0).use_, ZoneUse::Full);
+        assert!(!m.tl_covered(0));
+        let mark = m.begin_snapshot();
+        m.checkpoint_durable(m.next_seq(), mark);
+        assert!(m.tl_covered(0));
     }
 
     #[test]
@@ -633,10 +815,10 @@ mod tests {
         // against compaction 1.2 x 11 / 4 = 3.3: alone (4.2) or in pairs (3.45) threaded
         // logging loses, three sharing it (3.2) win.
         assert_eq!(
-            m.plan_threaded(TlPolicy::Hybrid, &model, victim, 6, 2),
+            m.plan_threaded(TlPolicy::Hybrid, &model, victim, TurnBlocks::flat(6), 2),
             Vec::<u32>::new()
         );
-        let got = m.plan_threaded(TlPolicy::Hybrid, &model, victim, 6, 3);
+        let got = m.plan_threaded(TlPolicy::Hybrid, &model, victim, TurnBlocks::flat(6), 3);
         assert_eq!(got.len(), 3, "{got:?}");
         assert_eq!(m.threaded.counters.multi_zone_turns, 1);
         for &z in &got {

@@ -81,6 +81,10 @@ struct Kind {
     /// Collect one victim at a time on half the mounts (`MountOptions::serial_collection`;
     /// needs `zns_plus`, whose schedules alone make the draw).
     serial: bool,
+    /// Collection at the floor waits for the users' need (`MountOptions::gc_lead_blocks`,
+    /// a lead of 0 to 8 blocks, drawn only on these schedules), with the background
+    /// watermark one above the floor so that the wait applies.
+    lead: bool,
 }
 
 impl Kind {
@@ -89,6 +93,7 @@ impl Kind {
         zns_plus: false,
         threaded: false,
         serial: false,
+        lead: false,
     };
 
     /// Mount options for this kind: `common::random_options`, and on a ZNS+ device either
@@ -115,6 +120,10 @@ impl Kind {
         }
         if self.serial {
             o.serial_collection = rng.chance(0.5);
+        }
+        if self.lead {
+            o.gc_background_free_zones = o.gc_foreground_free_zones + 1;
+            o.gc_lead_blocks = Some(rng.range_inclusive(0, 8));
         }
         o
     }
@@ -323,6 +332,7 @@ fn one_thousand_seeded_crash_schedules() {
                 threaded,
                 // As that kind runs in `three_hundred_crash_schedules_on_a_zns_plus_device`.
                 serial: zns_plus && !threaded,
+                lead: std::env::var("FTL_CRASH_LEAD").is_ok_and(|v| v == "1"),
             },
         );
         return;
@@ -509,6 +519,26 @@ fn three_hundred_crash_schedules_with_threaded_logging_and_serial_collection() {
         total.tl_hole_blocks >= 10_000,
         "only {} blocks written into holes",
         total.tl_hole_blocks
+    );
+}
+
+/// The schedules with collection at the floor waiting until a user writer waits or a user
+/// zone is within the lead of full (`MountOptions::gc_lead_blocks`): rounds start later and
+/// from writers' waits, and every remount must still find every durable write.
+#[test]
+fn three_hundred_crash_schedules_with_collection_waiting_for_the_users() {
+    let total = run_many(
+        17_000..17_300,
+        Kind {
+            lead: true,
+            ..Kind::PLAIN
+        },
+    );
+    assert!(total.crashes >= 1_500, "only {} power cuts", total.crashes);
+    assert!(
+        total.gc_zones >= 3_000,
+        "only {} zones collected",
+        total.gc_zones
     );
 }
 

@@ -179,6 +179,7 @@ impl Model {
                 reserve_zones: layout.reserve_zones,
                 victim_policy: VictimPolicy::Greedy,
                 pace_rounds: false,
+                gc_lead_blocks: None,
             },
             held: [None; 5],
             inflight: Vec::new(),
