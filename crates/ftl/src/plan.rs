@@ -1223,6 +1223,17 @@ pub(crate) mod tests {
         let set = tune_mount(&l, set);
         assert_eq!(set.pace_rounds, Some(false));
         assert_eq!(set.copies_per_lane, COPIES_PER_LANE_DEFAULT);
+        // A collection lead waits for writers that wait for a zone, not for paced ones.
+        let lead = MountOptions {
+            gc_lead_blocks: Some(0),
+            ..MountOptions::default()
+        };
+        assert_eq!(tune_mount(&l, lead).pace_rounds, Some(false));
+        let forced = MountOptions {
+            pace_rounds: Some(true),
+            ..lead
+        };
+        assert!(!SpacePolicy::new(&tune_mount(&l, forced), &l).pace_rounds);
         let policy = SpacePolicy::new(&opts, &l);
         assert_eq!(policy.throttle_band(), 1, "no throttled band");
         let floor = policy.floor(Stream::Hot, true);
