@@ -93,7 +93,9 @@ pub struct MountOptions {
     /// Simple Copy commands each garbage-collection lane keeps in flight to its zone, submitted
     /// in write-pointer order (io/pipeline.rs); 1 copies one at a time. More than 1 needs a
     /// device that executes a queue's commands in the order it receives them, as the emulated
-    /// device does. Applies to plain Simple Copy with per-block metadata.
+    /// device does. Applies to plain Simple Copy with per-block metadata. 0 (the default)
+    /// chooses `COPIES_PER_LANE_DEFAULT`, or `plan::PACED_COPIES_PER_LANE` on a volume whose
+    /// user writes are paced by rounds (`plan::tune_mount`).
     pub copies_per_lane: u32,
     /// Garbage-collection lanes (zones of the GC stream copied into at once) at most, as many
     /// as the spare affords up to this (`plan::gc_lanes`); 0 (the default) is
@@ -113,6 +115,16 @@ pub struct MountOptions {
     /// whose write pointer is on a die no other open hot zone is writing to
     /// (`plan::hot_zone_gives_way`).
     pub stripe: Option<Stripe>,
+    /// Whether user writes are paced by the garbage-collection round under way while their
+    /// room is short (`plan::RoundPace`), so that writers slow down in proportion to the
+    /// collection owed instead of stopping at the floor until a round's resets. None (the
+    /// default) paces volumes with automatic watermarks and fewer than
+    /// `plan::WIDE_FLOOR_COLLECTABLE_ZONES` zones to collect from, zones of at most
+    /// `plan::PACED_ZONE_BLOCKS_MAX` blocks and no `gc_lead_blocks` (`plan::tune_mount`).
+    /// A throttled band (`gc_background_free_zones`) paces instead while it applies, and a
+    /// volume with a `gc_lead_blocks` is never paced (its collection waits for writers that
+    /// wait for a zone, not for paced ones).
+    pub pace_rounds: Option<bool>,
     /// When garbage collection starts at the floor: None (the default) as soon as the free
     /// zones reach it; Some(n) only once a user writer waits for a zone or some user zone has
     /// at most `n` blocks of room left (`plan::SpacePolicy::gc_may_wait`). A victim taken
@@ -146,10 +158,11 @@ impl Default for MountOptions {
             use_copy: true,
             compaction: Some(crate::compaction::Placement::CopybackAware),
             threaded: crate::threaded::TlPolicy::Hybrid,
-            copies_per_lane: COPIES_PER_LANE_DEFAULT,
+            copies_per_lane: 0,
             gc_lanes_max: 0,
             serial_collection: false,
             stripe: None,
+            pace_rounds: None,
             gc_lead_blocks: None,
         }
     }

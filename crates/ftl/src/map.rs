@@ -180,6 +180,11 @@ pub struct Mapping {
     pub(crate) p2l: Vec<u32>,
     pub(crate) zones: Vec<DataZone>,
     pub(crate) free: VecDeque<u32>,
+    /// The open data zones (`ZoneUse::Open`), ascending: kept as zones open and fill, are
+    /// sealed or retired, so that the write path's per-write questions about the open zones
+    /// (`Mapping::open_dies`) cost O(open zones) rather than a scan of every data zone. A mount
+    /// opens none (zones it finds written are full).
+    pub(crate) open: Vec<u32>,
     pub(crate) next_seq: u64,
     /// Live trim records: pba -> the snapshot count when the record was written. A record
     /// is needed until a checkpoint snapshotted after it is durable.
@@ -226,6 +231,7 @@ impl Mapping {
             p2l: vec![P_INVALID; layout.physical_blocks() as usize],
             zones,
             free: (0..layout.data_zones).collect(),
+            open: Vec::new(),
             next_seq: 1,
             trims: BTreeMap::new(),
             snapshots: 0,
@@ -404,14 +410,16 @@ impl Mapping {
         assert_eq!(zone.valid, 0, "a free zone holds valid blocks");
         zone.use_ = ZoneUse::Open(stream);
         zone.opened_for = Some(stream);
-        self.counters.stream_zones[stream.index()] += 1;
         zone.generation += 1;
         zone.reserved = 1;
         zone.inflight = 0;
         zone.summaries = 0;
         zone.prefix = Prefix::new(0);
+        let generation = zone.generation;
+        self.counters.stream_zones[stream.index()] += 1;
         self.counters.meta_blocks += 1;
-        Some((z, zone.generation))
+        self.note_open(z);
+        Some((z, generation))
     }
 
     /// The zone header write of zone `z` completed.
@@ -486,7 +494,27 @@ impl Mapping {
         zone.written_mark = self.snapshots;
         if zone.reserved == cap && zone.inflight == 0 && zone.use_ != ZoneUse::Full {
             zone.use_ = ZoneUse::Full;
+            self.note_closed(z);
         }
+    }
+
+    /// Zone `z` became open (`ZoneUse::Open`): it joins the list of open zones.
+    pub(crate) fn note_open(&mut self, z: u32) {
+        if let Err(at) = self.open.binary_search(&z) {
+            self.open.insert(at, z);
+        }
+    }
+
+    /// Zone `z` is no longer open (it filled, was sealed or retired).
+    fn note_closed(&mut self, z: u32) {
+        if let Ok(at) = self.open.binary_search(&z) {
+            self.open.remove(at);
+        }
+    }
+
+    /// The open data zones, ascending.
+    pub fn open_zones(&self) -> &[u32] {
+        &self.open
     }
 
     /// Whether live trim records hold so much of the spare that a checkpoint should free
@@ -802,6 +830,7 @@ impl Mapping {
         zone.reserved = cap;
         if zone.inflight == 0 && zone.use_ != ZoneUse::Full {
             zone.use_ = ZoneUse::Full;
+            self.note_closed(z);
         }
     }
 
@@ -818,6 +847,7 @@ impl Mapping {
         if zone.use_ != ZoneUse::Full {
             zone.use_ = ZoneUse::Full;
             zone.reserved = self.layout.zone_blocks;
+            self.note_closed(z);
         }
     }
 
@@ -864,6 +894,15 @@ impl Mapping {
                     zone.valid, valid[z]
                 ));
             }
+        }
+        let open: Vec<u32> = (0..self.layout.data_zones)
+            .filter(|&z| matches!(self.zones[z as usize].use_, ZoneUse::Open(_)))
+            .collect();
+        if open != self.open {
+            return Err(format!(
+                "the open zones are {open:?}, the list of open zones says {:?}",
+                self.open
+            ));
         }
         Ok(())
     }

@@ -447,7 +447,9 @@ impl Mapping {
         zone.use_ = ZoneUse::Open(stream);
         zone.reserved = first;
         zone.prefix = Prefix::new(first);
-        Some((z, zone.generation))
+        let generation = zone.generation;
+        self.note_open(z);
+        Some((z, generation))
     }
 
     /// The record of a turn whose `zones` the device re-opened (pending, at most

@@ -178,6 +178,7 @@ impl Model {
                 gc_foreground_free_zones: 2,
                 reserve_zones: layout.reserve_zones,
                 victim_policy: VictimPolicy::Greedy,
+                pace_rounds: false,
                 gc_lead_blocks: None,
             },
             held: [None; 5],
