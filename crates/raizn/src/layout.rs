@@ -50,8 +50,6 @@ pub enum LayoutError {
     TooFewZones { zones: u32, meta: u32 },
     #[error("{log_zones} log zones per member: at least 1, at most a quarter of the member's {zones} zones")]
     LogZones { log_zones: u32, zones: u32 },
-    #[error("{log_zones} log zones per member: this build keeps one log zone per member (a pool of log zones is not built), so it neither creates nor opens such an array")]
-    LogPool { log_zones: u32 },
     #[error("member open/active limits {open}/{active} leave no zone for data after the {META_ZONES_OPEN} metadata zones")]
     Limits { open: u32, active: u32 },
 }

@@ -53,7 +53,6 @@ use std::time::Duration;
 use emu::EmuDevice;
 use futures::future::{join_all, LocalBoxFuture};
 use futures::FutureExt;
-use raizn::layout::MIN_META_ZONES;
 use raizn::{Member, RaiznConfig, RaiznVolume};
 use zns::{
     ErrorPlan, FaultyZoned, Geometry, NvmeStatus, OpSet, ReportFilter, SimRng, ZoneAction,
@@ -65,20 +64,23 @@ const ZONES: u32 = 4;
 /// Seeded schedules the test runs: seeds 0 to this.
 const SCHEDULES: u64 = 1010;
 
-fn member_geo() -> Geometry {
-    common::unlimited_member_geometry(BS, 0, MIN_META_ZONES + ZONES, 48)
+/// Members of an array with `k` log zones: the metadata zones, then the data zones (at
+/// least 4 K zones in all, the most a pool may take being a quarter of them).
+fn member_geo(k: u32) -> Geometry {
+    let zones = (2 + k + ZONES).max(4 * k);
+    common::unlimited_member_geometry(BS, 0, zones, 48)
 }
 
 /// The member geometry of an array with `parity` parity units. With two, member zones are
 /// written to their whole size (64 blocks, not 48): a torn stripe there leaves up to two
 /// parity units more to relocate into the members' log zones, which with 48 blocks
 /// overflowed in some schedules (the documented limit of relocation, docs/DESIGN.md).
-fn member_geo_for(parity: u32) -> Geometry {
+fn member_geo_for(parity: u32, k: u32) -> Geometry {
     match parity {
-        1 => member_geo(),
+        1 => member_geo(k),
         _ => Geometry {
             zone_capacity: 64,
-            ..member_geo()
+            ..member_geo(k)
         },
     }
 }
@@ -281,6 +283,23 @@ fn parity_of(seed: u64) -> u32 {
     }
 }
 
+/// The log zones per member of schedule `seed`: every third schedule (seeds 0, 3, 6, ...)
+/// runs a pool of 4 (docs/DESIGN.md, "A pool of log zones per member"), the rest one log
+/// zone; `RAIZN_CUT_LOG_ZONES=<k>` runs every schedule with k.
+fn log_zones_of(seed: u64) -> u32 {
+    if let Ok(k) = std::env::var("RAIZN_CUT_LOG_ZONES") {
+        match k.parse() {
+            Ok(k) => return k,
+            Err(e) => panic!("RAIZN_CUT_LOG_ZONES={k}: {e}"),
+        }
+    }
+    if seed % 3 == 0 {
+        4
+    } else {
+        1
+    }
+}
+
 /// The sorted failed members of `v`.
 fn failed_of(v: &RaiznVolume) -> Vec<usize> {
     let mut f = v.failed_members();
@@ -361,17 +380,12 @@ fn batch(rng: &mut SimRng, model: &[ZoneModel], cap: u64, max_blocks: u64) -> Ve
 }
 
 /// The states of logical zone `zone`'s member zones, as the members hold them.
-async fn member_states(emus: &[Arc<EmuDevice>], zone: u32) -> Vec<ZoneState> {
-    let mg = member_geo();
+async fn member_states(emus: &[Arc<EmuDevice>], meta: u32, zone: u32) -> Vec<ZoneState> {
     let mut out = Vec::new();
     for e in emus {
+        let mg = e.geometry();
         let r = e
-            .report_zones(
-                mg.zone_start(zone + MIN_META_ZONES),
-                ReportFilter::All,
-                false,
-                1,
-            )
+            .report_zones(mg.zone_start(zone + meta), ReportFilter::All, false, 1)
             .await;
         match r {
             Ok(r) => out.extend(r.zones.first().map(|d| d.state)),
@@ -427,7 +441,7 @@ async fn run_op(
             }
         }
         Op::Reset { zone } => {
-            let before = member_states(emus, zone).await;
+            let before = member_states(emus, v.layout().meta_zones(), zone).await;
             model.borrow_mut()[zone as usize].reset_pending = true;
             model.borrow_mut()[zone as usize].members_before = before;
             if let Err(e) = v
@@ -441,7 +455,7 @@ async fn run_op(
             *z = z.fresh();
         }
         Op::Finish { zone } => {
-            let before = member_states(emus, zone).await;
+            let before = member_states(emus, v.layout().meta_zones(), zone).await;
             model.borrow_mut()[zone as usize].finish_pending = true;
             model.borrow_mut()[zone as usize].members_before = before;
             if let Err(e) = v
@@ -458,7 +472,7 @@ async fn run_op(
             z.acked = g.zone_capacity;
         }
         Op::ResetBurst { zone, times } => {
-            let before = member_states(emus, zone).await;
+            let before = member_states(emus, v.layout().meta_zones(), zone).await;
             {
                 // Until the burst completes the zone may come back with its one block or
                 // empty; every write of the burst has the same contents.
@@ -623,7 +637,7 @@ async fn check(
 async fn torn(v: &RaiznVolume, rig: &Rig, zone: u32, wp: u64) -> bool {
     let l = v.layout();
     let mg = l.member_geometry();
-    let pz = zone + MIN_META_ZONES;
+    let pz = zone + l.meta_zones();
     for (m, e) in rig.emus.iter().enumerate() {
         if rig.is_failed(m) {
             continue;
@@ -654,7 +668,8 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
     let mut rng = SimRng::new(seed);
     let parity = parity_of(seed);
     let n = if rng.chance(0.5) { 3 } else { 4 } + parity as usize - 1;
-    let emus = common::emu_members(&member_geo_for(parity), n, seed);
+    let log_zones = log_zones_of(seed);
+    let emus = common::emu_members(&member_geo_for(parity, log_zones), n, seed);
     let faulty = common::faulty_members(&emus, seed * 7);
     for f in &faulty {
         f.set_in_flight_delay(Duration::from_millis(2));
@@ -668,7 +683,7 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
         armed: None,
     };
     let cfg = RaiznConfig {
-        log_zones: 1,
+        log_zones,
         stripe_unit_bytes: 8 * BS as u64,
         parity,
         ..RaiznConfig::new([seed as u8 | 1; 16])
@@ -836,7 +851,7 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
             if !reset && !finish {
                 continue;
             }
-            let after = member_states(&rig.emus, zone).await;
+            let after = member_states(&rig.emus, v.layout().meta_zones(), zone).await;
             let target = if reset {
                 ZoneState::Empty
             } else {
@@ -988,7 +1003,7 @@ async fn replace_failed(
     let Some(f) = rig.failed else {
         return;
     };
-    let g = member_geo_for(parity_of(rig.seed));
+    let g = member_geo_for(parity_of(rig.seed), log_zones_of(rig.seed));
     let emu = common::emu_members(&g, 1, rig.seed ^ (0xB00 + cov.rebuilds))
         .pop()
         .unwrap_or_else(|| panic!("{what}: no fresh member"));
