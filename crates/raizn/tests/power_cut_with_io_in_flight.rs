@@ -293,7 +293,7 @@ fn log_zones_of(seed: u64) -> u32 {
             Err(e) => panic!("RAIZN_CUT_LOG_ZONES={k}: {e}"),
         }
     }
-    if seed % 3 == 0 {
+    if seed.is_multiple_of(3) {
         4
     } else {
         1
