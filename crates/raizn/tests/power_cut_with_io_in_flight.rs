@@ -249,6 +249,10 @@ struct Rig {
     second: Option<usize>,
     /// The member set to start answering Namespace Not Ready at a seeded command.
     armed: Option<usize>,
+    /// Log zones per member.
+    log_zones: u32,
+    /// The flush rule: `dirty` (true), every member (false), or the environment's (None).
+    dirty: Option<bool>,
 }
 
 impl Rig {
@@ -664,11 +668,16 @@ async fn torn(v: &RaiznVolume, rig: &Rig, zone: u32, wp: u64) -> bool {
 }
 
 async fn schedule(seed: u64, rounds: usize) -> Coverage {
+    schedule_with(seed, rounds, log_zones_of(seed), None).await
+}
+
+/// `schedule` with `log_zones` log zones per member and the flush rule `dirty` (None: the
+/// environment's).
+async fn schedule_with(seed: u64, rounds: usize, log_zones: u32, dirty: Option<bool>) -> Coverage {
     let mut cov = Coverage::default();
     let mut rng = SimRng::new(seed);
     let parity = parity_of(seed);
     let n = if rng.chance(0.5) { 3 } else { 4 } + parity as usize - 1;
-    let log_zones = log_zones_of(seed);
     let emus = common::emu_members(&member_geo_for(parity, log_zones), n, seed);
     let faulty = common::faulty_members(&emus, seed * 7);
     for f in &faulty {
@@ -681,6 +690,8 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
         failed: None,
         second: None,
         armed: None,
+        log_zones,
+        dirty,
     };
     let cfg = RaiznConfig {
         log_zones,
@@ -693,7 +704,7 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
         Ok(v) => v,
         Err(e) => panic!("seed {seed}: format: {e}"),
     };
-    apply_flush_rule(&v);
+    apply_flush_rule(&v, rig.dirty);
     let g = v.geometry();
     let sdb = v.layout().stripe_data_blocks();
     let max_blocks = u64::from(g.mdts_blocks.min(g.zasl_blocks)).min(40);
@@ -932,7 +943,7 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
             Ok(v) => v,
             Err(e) => panic!("{what}: reopen: {e}"),
         };
-        apply_flush_rule(&v);
+        apply_flush_rule(&v, rig.dirty);
         if trace {
             println!(
                 "{what}: reopened: {:?}, {:?}",
@@ -1003,7 +1014,7 @@ async fn replace_failed(
     let Some(f) = rig.failed else {
         return;
     };
-    let g = member_geo_for(parity_of(rig.seed), log_zones_of(rig.seed));
+    let g = member_geo_for(parity_of(rig.seed), rig.log_zones);
     let emu = common::emu_members(&g, 1, rig.seed ^ (0xB00 + cov.rebuilds))
         .pop()
         .unwrap_or_else(|| panic!("{what}: no fresh member"));
@@ -1043,7 +1054,11 @@ async fn replace_failed(
 /// The flush rule of FUA writes and Flush (docs/DESIGN.md, "Persistence state"):
 /// `RAIZN_CUT_FLUSH_RULE=dirty` flushes only the members holding something not durable,
 /// `RAIZN_CUT_FLUSH_RULE=every` every member; unset, the volume's default.
-fn apply_flush_rule(v: &RaiznVolume) {
+fn apply_flush_rule(v: &RaiznVolume, dirty: Option<bool>) {
+    if let Some(d) = dirty {
+        v.set_flush_every_member(!d);
+        return;
+    }
     match std::env::var("RAIZN_CUT_FLUSH_RULE").as_deref() {
         Ok("dirty") => v.set_flush_every_member(false),
         Ok("every") => v.set_flush_every_member(true),
@@ -1142,4 +1157,21 @@ fn power_cuts_with_writes_resets_and_member_failures_in_flight() {
     assert!(total.reopens_with_relocated_blocks >= 600, "{total:?}");
     assert!(total.appends_overlapped >= 6000, "{total:?}");
     assert!(total.appends_in_flight_together_at_cut >= 2000, "{total:?}");
+}
+
+/// Schedules of the sweep (seeds 1010..11010) with a pool of 4 log zones that found an open
+/// computing a stripe's fresh record from a read served degraded (a member failing during
+/// the open, its unit rebuilt from a loaded record covering units the open had declared
+/// stale) and fencing it on the members done before the open started over without that
+/// member: a block read back as the XOR of two units. 4322 and 10377 with every member
+/// flushed, 3044 and 4961 with the `dirty` rule.
+#[test]
+fn an_open_that_starts_over_keeps_the_records_it_would_supersede() {
+    for (seed, dirty) in [(4322, false), (10377, false), (3044, true), (4961, true)] {
+        let run =
+            std::thread::spawn(move || runtime().block_on(schedule_with(seed, 12, 4, Some(dirty))));
+        if let Err(panic) = run.join() {
+            std::panic::resume_unwind(panic)
+        }
+    }
 }

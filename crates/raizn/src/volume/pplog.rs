@@ -953,6 +953,7 @@ impl RaiznVolume {
                 }
             }
         }
+        let mut fences = Vec::new();
         for (m, records) in keep.into_iter().enumerate() {
             if failed.contains(m) {
                 continue;
@@ -960,12 +961,28 @@ impl RaiznVolume {
             let log_lock = self.pp.get(m).ok_or((m, NvmeStatus::InternalError))?;
             let mut log = log_lock.lock().await;
             if self.pooled() {
-                self.open_pool(m, &mut log, records)
+                let fence = self
+                    .open_pool(m, &mut log, records)
                     .await
                     .map_err(|e| (m, e))?;
+                fences.push((m, fence));
                 continue;
             }
             self.rewrite_log(m, &mut log, records)
+                .await
+                .map_err(|e| (m, e))?;
+        }
+        // The fences last, once every member's rewrite is durable, and only when no member
+        // failed during the open: an open that starts over without a member must still
+        // find the records this one would supersede (its records were computed with that
+        // member's units counted).
+        if self.state.lock().health.failed != failed {
+            return Ok(());
+        }
+        for (m, fence) in fences {
+            let log_lock = self.pp.get(m).ok_or((m, NvmeStatus::InternalError))?;
+            let mut log = log_lock.lock().await;
+            self.write_fence(m, &mut log, fence)
                 .await
                 .map_err(|e| (m, e))?;
         }
@@ -1036,6 +1053,7 @@ impl RaiznVolume {
             meta: vec![0u8; sdb as usize * oob],
         };
         let w = within as usize;
+        let before = self.state.lock().health.failed;
         let read = self
             .read_zone(
                 zone,
@@ -1046,10 +1064,12 @@ impl RaiznVolume {
                 false,
             )
             .await;
-        if read.is_err() {
+        if read.is_err() || self.state.lock().health.failed != before {
             // A member failed while the open read the stripe: keep the records it has, even
             // if they cover less than the write pointer, so the open that starts over
-            // without the member still finds them (and caps the write pointer by them).
+            // without the member still finds them (and caps the write pointer by them). A
+            // read served degraded is not used either: it rebuilt the member's units from
+            // a loaded record, which may cover blocks this open declared stale.
             return loaded_records(0);
         }
         self.fresh_records(zone, s, within, generation, &buf)
@@ -1557,7 +1577,7 @@ impl RaiznVolume {
         member: usize,
         log: &mut PpLog,
         records: Vec<PpRecord>,
-    ) -> NvmeResult<()> {
+    ) -> NvmeResult<u64> {
         self.pool_init(log);
         let dev = self.members.get(member).ok_or(NvmeStatus::InternalError)?;
         let cap = self.layout.member_geometry().zone_capacity;
@@ -1647,7 +1667,7 @@ impl RaiznVolume {
         // Durable before the volume takes writes: the stale ranges recovery declared are in
         // no other record. And before the fence, which supersedes every older record.
         dev.flush().await?;
-        self.write_fence(member, log, first_new).await
+        Ok(first_new)
     }
 
     /// Appends a fence record (`fence`: the first sequence number of the open's rewrite,
