@@ -37,6 +37,12 @@ pub enum RaiznCmd {
         /// Parity units per stripe: 1 (RAID-5, XOR) or 2 (Reed-Solomon; at least 4 members).
         #[arg(long, default_value_t = 1)]
         parity: u32,
+        /// Partial-parity log zones per member: 1 (one zone, collected through the swap
+        /// zone), K >= 2 (a pool; at most a quarter of the member's zones), or `auto`: the
+        /// least pool that holds the live log content, refused with the figures when the
+        /// members have too few zones for it.
+        #[arg(long, value_parser = parse_log_zones, default_value = "1")]
+        log_zones: LogZones,
         /// Create even over images holding data (their zones are reset; the data is lost).
         #[arg(long)]
         force: bool,
@@ -102,6 +108,25 @@ pub enum RaiznCmd {
     },
 }
 
+/// `--log-zones`: a number, or sized from the members' geometry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogZones {
+    Given(u32),
+    Auto,
+}
+
+fn parse_log_zones(s: &str) -> Result<LogZones, String> {
+    if s.eq_ignore_ascii_case("auto") {
+        return Ok(LogZones::Auto);
+    }
+    match s.parse::<u32>() {
+        Ok(k) if k >= 1 => Ok(LogZones::Given(k)),
+        _ => Err(format!(
+            "{s:?}: expected a number of log zones (1 or more) or auto"
+        )),
+    }
+}
+
 /// A RAIZN error in words a user can act on: the member it names is named by its image.
 pub fn raizn_error(m: &Members, e: RaiznError) -> CliError {
     let member = match &e {
@@ -163,11 +188,12 @@ async fn create(
     paths: &[PathBuf],
     stripe_unit: u64,
     parity: u32,
+    log_zones: LogZones,
     force: bool,
     out: &mut impl Write,
 ) -> CliResult {
     let m = Members::open(paths, false, false)?;
-    let r = create_on(&m, stripe_unit, parity, force).await;
+    let r = create_on(&m, stripe_unit, parity, log_zones, force).await;
     let text = finish(m, r)?;
     writeln!(out, "{text}")?;
     Ok(())
@@ -177,9 +203,21 @@ async fn create_on(
     m: &Members,
     stripe_unit: u64,
     parity: u32,
+    log_zones: LogZones,
     force: bool,
 ) -> Result<String, CliError> {
     let devs = m.all()?;
+    let log_zones = match log_zones {
+        LogZones::Given(k) => k,
+        LogZones::Auto => {
+            // One zone with relocation state per member (docs/DESIGN.md, "Sizing at create").
+            let geos: Vec<zns::Geometry> = devs.iter().map(|d| d.geometry()).collect();
+            raizn::ArrayLayout::new(&geos, parity, stripe_unit)
+                .and_then(|l| l.with_sized_log_zones(1, 1))
+                .map_err(|e| raizn_error(m, RaiznError::Layout(e)))?
+                .log_zones()
+        }
+    };
     if !force {
         for (i, d) in devs.iter().enumerate() {
             if let Some(why) = used_because(d.as_ref()).await? {
@@ -191,7 +229,7 @@ async fn create_on(
         }
     }
     let cfg = RaiznConfig {
-        log_zones: 1,
+        log_zones,
         stripe_unit_bytes: stripe_unit,
         parity,
         array_uuid: new_uuid(),
@@ -204,7 +242,7 @@ async fn create_on(
     let l = vol.layout();
     Ok(format!(
         "created RAIZN array {} over {} members: {} zones of {} blocks ({} writable), \
-         {}-byte blocks, stripe unit {}, {} writable",
+         {}-byte blocks, stripe unit {}, {} writable, {} log zone(s) per member",
         uuid_text(&vol.array_uuid()),
         l.members(),
         g.zone_count,
@@ -212,7 +250,8 @@ async fn create_on(
         g.zone_capacity,
         g.block_size,
         format_size(l.su_blocks() * u64::from(g.block_size)),
-        format_size(g.capacity_bytes())
+        format_size(g.capacity_bytes()),
+        l.log_zones()
     ))
 }
 
@@ -308,8 +347,9 @@ pub async fn run(cmd: &RaiznCmd, out: &mut impl Write) -> CliResult {
             members,
             stripe_unit,
             parity,
+            log_zones,
             force,
-        } => create(members, *stripe_unit, *parity, *force, out).await,
+        } => create(members, *stripe_unit, *parity, *log_zones, *force, out).await,
         RaiznCmd::Fail { members, member } => fail(members, member, out).await,
         RaiznCmd::Status { members, json } => {
             crate::raizn_inspect::status(members, *json, out).await

@@ -247,3 +247,82 @@ fn check_verifies_parity_and_names_a_bad_stripe() {
     assert!(text.contains("zone 0 stripe 1: parity"), "{text}");
     assert!(String::from_utf8_lossy(&o.stderr).contains("2 problems"));
 }
+
+/// `--log-zones`: a pool of K log zones per member, shown by `status` and used by the
+/// commands that open the array; `auto` sizes it from the geometry, or refuses with the
+/// figures when the members have too few zones.
+#[test]
+fn create_takes_a_pool_of_log_zones() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let m = members(dir.path());
+    let text = ok(&with_members(&["raizn", "create", "--log-zones", "2"], &m));
+    assert!(text.contains("2 log zone(s) per member"), "{text}");
+    let status = ok(&with_members(&["raizn", "status"], &m));
+    assert!(status.contains("log zones:      2 per member"), "{status}");
+    let arr = list(&m);
+    let write = [
+        "io",
+        "write",
+        "--raizn",
+        &arr,
+        "--lba",
+        "0",
+        "--blocks",
+        "3",
+        "--pattern",
+        "0x5c",
+    ];
+    ok(&write);
+    let out = dir.path().join("read.bin");
+    ok(&[
+        "io",
+        "read",
+        "--raizn",
+        &arr,
+        "--lba",
+        "0",
+        "--blocks",
+        "4",
+        "--out",
+        s(&out),
+    ]);
+    let got = std::fs::read(&out).expect("read back");
+    assert!(got[..3 * 4096].iter().all(|b| *b == 0x5c), "written blocks");
+    assert!(
+        got[3 * 4096..].iter().all(|b| *b == 0),
+        "past the write pointer"
+    );
+    // Eight zones cannot hold the pool the sizing asks for.
+    let small = common::member_images(dir.path(), "s", 3, &["--zones", "8"]);
+    let err = fails(
+        &with_members(&["raizn", "create", "--log-zones", "auto"], &small),
+        1,
+    );
+    assert!(
+        err.contains("log zones per member ((K - 1) C >= R + P") && err.contains("the 2 a quarter"),
+        "{err}"
+    );
+    // With enough zones it creates the least pool that holds the live content.
+    let big = common::member_images(dir.path(), "b", 3, &["--zones", "64"]);
+    let text = ok(&with_members(
+        &["raizn", "create", "--log-zones", "auto"],
+        &big,
+    ));
+    let k: u32 = text
+        .rsplit(", ")
+        .next()
+        .and_then(|t| t.split(' ').next())
+        .and_then(|k| k.parse().ok())
+        .unwrap_or_else(|| panic!("no K in {text:?}"));
+    assert!((2..=16).contains(&k), "{text}");
+    let status = ok(&with_members(&["raizn", "status"], &big));
+    assert!(
+        status.contains(&format!("log zones:      {k} per member")),
+        "{status}"
+    );
+    let err = fails(
+        &with_members(&["raizn", "create", "--log-zones", "0"], &big),
+        2,
+    );
+    assert!(err.contains("--log-zones"), "{err}");
+}

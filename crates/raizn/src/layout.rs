@@ -50,10 +50,52 @@ pub enum LayoutError {
     TooFewZones { zones: u32, meta: u32 },
     #[error("{log_zones} log zones per member: at least 1, at most a quarter of the member's {zones} zones")]
     LogZones { log_zones: u32, zones: u32 },
-    #[error("{log_zones} log zones per member: this build keeps one log zone per member (a pool of log zones is not built), so it neither creates nor opens such an array")]
-    LogPool { log_zones: u32 },
     #[error("member open/active limits {open}/{active} leave no zone for data after the {META_ZONES_OPEN} metadata zones")]
     Limits { open: u32, active: u32 },
+    #[error("{0}")]
+    LogSizing(LogSizing),
+}
+
+/// What a member's pool of log zones must hold, and the least K that holds it
+/// (docs/DESIGN.md, "Sizing at create").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogSizing {
+    /// A: the logical active limit (the logical zone count when unlimited).
+    pub active: u64,
+    /// Q: writes in flight logging a record past their zone's write-pointer stripe, one per
+    /// active zone.
+    pub in_flight: u64,
+    /// T: zones with relocation state per member.
+    pub torn_zones: u64,
+    /// C: member zone capacity, blocks.
+    pub capacity: u64,
+    /// P = (A + Q)(1 + su): the live partial-parity records.
+    pub records: u64,
+    /// R = T (C + ceil(C / (MDTS - 1)) + C / su): relocated blocks, run headers, stale ranges.
+    pub relocations: u64,
+    /// The least K with (K - 1) C >= R + P.
+    pub log_zones: u32,
+    /// The most the member's zones allow (a quarter of them).
+    pub max_log_zones: u32,
+}
+
+impl std::fmt::Display for LogSizing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the member log needs {} log zones per member ((K - 1) C >= R + P with C = {} \
+             blocks, R = {} for T = {} torn zone(s), P = {} for A = {} active zones and Q = {} \
+             writes in flight), more than the {} a quarter of the member's zones allows",
+            self.log_zones,
+            self.capacity,
+            self.relocations,
+            self.torn_zones,
+            self.records,
+            self.active,
+            self.in_flight,
+            self.max_log_zones
+        )
+    }
 }
 
 /// Where one logical block lives.
@@ -142,6 +184,52 @@ impl ArrayLayout {
             log_zones: k,
             ..self
         })
+    }
+
+    /// The least K whose pool holds a member's live log content with `torn_zones` zones
+    /// with relocation state per member (docs/DESIGN.md, "Sizing at create"), with the
+    /// figures: `(K - 1) C >= R + P`, one zone always left free for a collection.
+    pub fn log_sizing(&self, torn_zones: u64) -> LogSizing {
+        let g = self.member_geo;
+        let c = g.zone_capacity.max(1);
+        let su = self.su_blocks;
+        // The logical active limit of a pool of any size (the open log zone is one of the
+        // metadata zones held open, so K does not change it); unlimited: every data zone.
+        let data_zones = u64::from(g.zone_count.saturating_sub(MIN_META_ZONES));
+        let active = match g.max_active {
+            0 => data_zones,
+            l => u64::from(l.saturating_sub(META_ZONES_OPEN)).min(data_zones),
+        };
+        let in_flight = active;
+        let records = (active + in_flight) * (1 + su);
+        let run = u64::from(g.mdts_blocks).saturating_sub(1).max(1);
+        let relocations = torn_zones * (c + c.div_ceil(run) + c / su);
+        let need = (records + relocations).div_ceil(c);
+        let log_zones = u32::try_from(need + 1).unwrap_or(u32::MAX);
+        LogSizing {
+            active,
+            in_flight,
+            torn_zones,
+            capacity: c,
+            records,
+            relocations,
+            log_zones,
+            max_log_zones: (g.zone_count / 4).max(1),
+        }
+    }
+
+    /// This layout with the least K `log_sizing(torn_zones)` gives, or `at_least` when more;
+    /// refused with the figures when that K exceeds a quarter of the member's zones.
+    pub fn with_sized_log_zones(
+        self,
+        torn_zones: u64,
+        at_least: u32,
+    ) -> Result<ArrayLayout, LayoutError> {
+        let sizing = self.log_sizing(torn_zones);
+        if sizing.log_zones > sizing.max_log_zones {
+            return Err(LayoutError::LogSizing(sizing));
+        }
+        self.with_log_zones(sizing.log_zones.max(at_least))
     }
 
     /// Log zones per member, K.
@@ -488,6 +576,66 @@ mod tests {
             l.with_log_zones(0),
             Err(LayoutError::LogZones { .. })
         ));
+    }
+
+    #[test]
+    fn log_sizing_takes_the_least_pool_that_holds_the_live_content() {
+        let g = Geometry {
+            zone_count: 40,
+            ..member_geo()
+        };
+        let l = match ArrayLayout::new(&[g; 3], 1, 8 * 4096) {
+            Ok(l) => l,
+            Err(e) => panic!("{e}"),
+        };
+        let s = l.log_sizing(1);
+        // A = 6 - 3, Q = A, P = (A + Q)(1 + 8); R = 24 + ceil(24 / 31) + 24 / 8.
+        assert_eq!((s.active, s.in_flight, s.records), (3, 3, 54));
+        assert_eq!((s.relocations, s.capacity), (28, 24));
+        // (K - 1) 24 >= 82: K - 1 = 4.
+        assert_eq!((s.log_zones, s.max_log_zones), (5, 10));
+        assert_eq!(l.log_sizing(0).log_zones, 4);
+        let sized = |l: ArrayLayout, at_least| match l.with_sized_log_zones(1, at_least) {
+            Ok(l) => l.log_zones(),
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(sized(l, 1), 5);
+        assert_eq!(sized(l, 7), 7);
+        // Unlimited active zones: every data zone counts.
+        let open = Geometry {
+            max_open: 0,
+            max_active: 0,
+            ..g
+        };
+        let u = match ArrayLayout::new(&[open; 3], 1, 8 * 4096) {
+            Ok(l) => l,
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(u.log_sizing(1).active, 37);
+        // Too few zones for that pool: refused with the figures.
+        let small = Geometry {
+            zone_count: 16,
+            ..member_geo()
+        };
+        let l = match ArrayLayout::new(&[small; 3], 1, 8 * 4096) {
+            Ok(l) => l,
+            Err(e) => panic!("{e}"),
+        };
+        match l.with_sized_log_zones(1, 1) {
+            Err(e @ LayoutError::LogSizing(_)) => {
+                let text = e.to_string();
+                for part in [
+                    "needs 5 log zones",
+                    "C = 24",
+                    "R = 28",
+                    "P = 54",
+                    "the 4 a quarter",
+                ] {
+                    assert!(text.contains(part), "{text}: no {part:?}");
+                }
+            }
+            r => panic!("a pool of 5 zones out of 16: {r:?}"),
+        }
     }
 
     #[test]

@@ -38,6 +38,7 @@ pub enum RecordType {
     Relocated = 5,
     RebuiltZones = 6,
     FinishedZones = 7,
+    LogFence = 8,
 }
 
 impl RecordType {
@@ -50,6 +51,7 @@ impl RecordType {
             RecordType::Relocated,
             RecordType::RebuiltZones,
             RecordType::FinishedZones,
+            RecordType::LogFence,
         ]
         .into_iter()
         .find(|t| *t as u16 == v)
@@ -612,6 +614,36 @@ impl FinishedZones {
             out.push((z, g));
         }
         Ok(FinishedZones { zones: out })
+    }
+}
+
+/// A log fence (type 8, pool of log zones only): the records of the member's log (types 4
+/// and 5) whose sequence number is below `fence` were superseded by an open's rewrite and
+/// never count again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogFence {
+    pub fence: u64,
+}
+
+/// Bytes of a log fence's inline payload.
+pub const FENCE_INLINE_BYTES: usize = 8;
+
+impl LogFence {
+    pub fn encode(&self) -> [u8; FENCE_INLINE_BYTES] {
+        self.fence.to_le_bytes()
+    }
+
+    /// Decodes the payload of a fence record whose own sequence number is `sequence`: the
+    /// fence is at least 1 and not above it.
+    pub fn decode(p: &[u8], sequence: u64) -> Result<LogFence, MetaError> {
+        if p.len() != FENCE_INLINE_BYTES {
+            return corrupt(format!("log fence payload of {} bytes", p.len()));
+        }
+        let fence = u64_at(p, 0);
+        if fence == 0 || fence > sequence {
+            return corrupt(format!("log fence {fence} in record {sequence}"));
+        }
+        Ok(LogFence { fence })
     }
 }
 

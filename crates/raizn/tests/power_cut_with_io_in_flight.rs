@@ -53,7 +53,6 @@ use std::time::Duration;
 use emu::EmuDevice;
 use futures::future::{join_all, LocalBoxFuture};
 use futures::FutureExt;
-use raizn::layout::MIN_META_ZONES;
 use raizn::{Member, RaiznConfig, RaiznVolume};
 use zns::{
     ErrorPlan, FaultyZoned, Geometry, NvmeStatus, OpSet, ReportFilter, SimRng, ZoneAction,
@@ -65,20 +64,23 @@ const ZONES: u32 = 4;
 /// Seeded schedules the test runs: seeds 0 to this.
 const SCHEDULES: u64 = 1010;
 
-fn member_geo() -> Geometry {
-    common::unlimited_member_geometry(BS, 0, MIN_META_ZONES + ZONES, 48)
+/// Members of an array with `k` log zones: the metadata zones, then the data zones (at
+/// least 4 K zones in all, the most a pool may take being a quarter of them).
+fn member_geo(k: u32) -> Geometry {
+    let zones = (2 + k + ZONES).max(4 * k);
+    common::unlimited_member_geometry(BS, 0, zones, 48)
 }
 
 /// The member geometry of an array with `parity` parity units. With two, member zones are
 /// written to their whole size (64 blocks, not 48): a torn stripe there leaves up to two
 /// parity units more to relocate into the members' log zones, which with 48 blocks
 /// overflowed in some schedules (the documented limit of relocation, docs/DESIGN.md).
-fn member_geo_for(parity: u32) -> Geometry {
+fn member_geo_for(parity: u32, k: u32) -> Geometry {
     match parity {
-        1 => member_geo(),
+        1 => member_geo(k),
         _ => Geometry {
             zone_capacity: 64,
-            ..member_geo()
+            ..member_geo(k)
         },
     }
 }
@@ -247,6 +249,10 @@ struct Rig {
     second: Option<usize>,
     /// The member set to start answering Namespace Not Ready at a seeded command.
     armed: Option<usize>,
+    /// Log zones per member.
+    log_zones: u32,
+    /// The flush rule: `dirty` (true), every member (false), or the environment's (None).
+    dirty: Option<bool>,
 }
 
 impl Rig {
@@ -276,6 +282,23 @@ impl Rig {
 fn parity_of(seed: u64) -> u32 {
     if seed % 4 == 3 {
         2
+    } else {
+        1
+    }
+}
+
+/// The log zones per member of schedule `seed`: every third schedule (seeds 0, 3, 6, ...)
+/// runs a pool of 4 (docs/DESIGN.md, "A pool of log zones per member"), the rest one log
+/// zone; `RAIZN_CUT_LOG_ZONES=<k>` runs every schedule with k.
+fn log_zones_of(seed: u64) -> u32 {
+    if let Ok(k) = std::env::var("RAIZN_CUT_LOG_ZONES") {
+        match k.parse() {
+            Ok(k) => return k,
+            Err(e) => panic!("RAIZN_CUT_LOG_ZONES={k}: {e}"),
+        }
+    }
+    if seed.is_multiple_of(3) {
+        4
     } else {
         1
     }
@@ -361,17 +384,12 @@ fn batch(rng: &mut SimRng, model: &[ZoneModel], cap: u64, max_blocks: u64) -> Ve
 }
 
 /// The states of logical zone `zone`'s member zones, as the members hold them.
-async fn member_states(emus: &[Arc<EmuDevice>], zone: u32) -> Vec<ZoneState> {
-    let mg = member_geo();
+async fn member_states(emus: &[Arc<EmuDevice>], meta: u32, zone: u32) -> Vec<ZoneState> {
     let mut out = Vec::new();
     for e in emus {
+        let mg = e.geometry();
         let r = e
-            .report_zones(
-                mg.zone_start(zone + MIN_META_ZONES),
-                ReportFilter::All,
-                false,
-                1,
-            )
+            .report_zones(mg.zone_start(zone + meta), ReportFilter::All, false, 1)
             .await;
         match r {
             Ok(r) => out.extend(r.zones.first().map(|d| d.state)),
@@ -427,7 +445,7 @@ async fn run_op(
             }
         }
         Op::Reset { zone } => {
-            let before = member_states(emus, zone).await;
+            let before = member_states(emus, v.layout().meta_zones(), zone).await;
             model.borrow_mut()[zone as usize].reset_pending = true;
             model.borrow_mut()[zone as usize].members_before = before;
             if let Err(e) = v
@@ -441,7 +459,7 @@ async fn run_op(
             *z = z.fresh();
         }
         Op::Finish { zone } => {
-            let before = member_states(emus, zone).await;
+            let before = member_states(emus, v.layout().meta_zones(), zone).await;
             model.borrow_mut()[zone as usize].finish_pending = true;
             model.borrow_mut()[zone as usize].members_before = before;
             if let Err(e) = v
@@ -458,7 +476,7 @@ async fn run_op(
             z.acked = g.zone_capacity;
         }
         Op::ResetBurst { zone, times } => {
-            let before = member_states(emus, zone).await;
+            let before = member_states(emus, v.layout().meta_zones(), zone).await;
             {
                 // Until the burst completes the zone may come back with its one block or
                 // empty; every write of the burst has the same contents.
@@ -623,7 +641,7 @@ async fn check(
 async fn torn(v: &RaiznVolume, rig: &Rig, zone: u32, wp: u64) -> bool {
     let l = v.layout();
     let mg = l.member_geometry();
-    let pz = zone + MIN_META_ZONES;
+    let pz = zone + l.meta_zones();
     for (m, e) in rig.emus.iter().enumerate() {
         if rig.is_failed(m) {
             continue;
@@ -650,11 +668,17 @@ async fn torn(v: &RaiznVolume, rig: &Rig, zone: u32, wp: u64) -> bool {
 }
 
 async fn schedule(seed: u64, rounds: usize) -> Coverage {
+    schedule_with(seed, rounds, log_zones_of(seed), None).await
+}
+
+/// `schedule` with `log_zones` log zones per member and the flush rule `dirty` (None: the
+/// environment's).
+async fn schedule_with(seed: u64, rounds: usize, log_zones: u32, dirty: Option<bool>) -> Coverage {
     let mut cov = Coverage::default();
     let mut rng = SimRng::new(seed);
     let parity = parity_of(seed);
     let n = if rng.chance(0.5) { 3 } else { 4 } + parity as usize - 1;
-    let emus = common::emu_members(&member_geo_for(parity), n, seed);
+    let emus = common::emu_members(&member_geo_for(parity, log_zones), n, seed);
     let faulty = common::faulty_members(&emus, seed * 7);
     for f in &faulty {
         f.set_in_flight_delay(Duration::from_millis(2));
@@ -666,9 +690,11 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
         failed: None,
         second: None,
         armed: None,
+        log_zones,
+        dirty,
     };
     let cfg = RaiznConfig {
-        log_zones: 1,
+        log_zones,
         stripe_unit_bytes: 8 * BS as u64,
         parity,
         ..RaiznConfig::new([seed as u8 | 1; 16])
@@ -678,7 +704,7 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
         Ok(v) => v,
         Err(e) => panic!("seed {seed}: format: {e}"),
     };
-    apply_flush_rule(&v);
+    apply_flush_rule(&v, rig.dirty);
     let g = v.geometry();
     let sdb = v.layout().stripe_data_blocks();
     let max_blocks = u64::from(g.mdts_blocks.min(g.zasl_blocks)).min(40);
@@ -836,7 +862,7 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
             if !reset && !finish {
                 continue;
             }
-            let after = member_states(&rig.emus, zone).await;
+            let after = member_states(&rig.emus, v.layout().meta_zones(), zone).await;
             let target = if reset {
                 ZoneState::Empty
             } else {
@@ -917,7 +943,7 @@ async fn schedule(seed: u64, rounds: usize) -> Coverage {
             Ok(v) => v,
             Err(e) => panic!("{what}: reopen: {e}"),
         };
-        apply_flush_rule(&v);
+        apply_flush_rule(&v, rig.dirty);
         if trace {
             println!(
                 "{what}: reopened: {:?}, {:?}",
@@ -988,7 +1014,7 @@ async fn replace_failed(
     let Some(f) = rig.failed else {
         return;
     };
-    let g = member_geo_for(parity_of(rig.seed));
+    let g = member_geo_for(parity_of(rig.seed), rig.log_zones);
     let emu = common::emu_members(&g, 1, rig.seed ^ (0xB00 + cov.rebuilds))
         .pop()
         .unwrap_or_else(|| panic!("{what}: no fresh member"));
@@ -1028,7 +1054,11 @@ async fn replace_failed(
 /// The flush rule of FUA writes and Flush (docs/DESIGN.md, "Persistence state"):
 /// `RAIZN_CUT_FLUSH_RULE=dirty` flushes only the members holding something not durable,
 /// `RAIZN_CUT_FLUSH_RULE=every` every member; unset, the volume's default.
-fn apply_flush_rule(v: &RaiznVolume) {
+fn apply_flush_rule(v: &RaiznVolume, dirty: Option<bool>) {
+    if let Some(d) = dirty {
+        v.set_flush_every_member(!d);
+        return;
+    }
     match std::env::var("RAIZN_CUT_FLUSH_RULE").as_deref() {
         Ok("dirty") => v.set_flush_every_member(false),
         Ok("every") => v.set_flush_every_member(true),
@@ -1127,4 +1157,21 @@ fn power_cuts_with_writes_resets_and_member_failures_in_flight() {
     assert!(total.reopens_with_relocated_blocks >= 600, "{total:?}");
     assert!(total.appends_overlapped >= 6000, "{total:?}");
     assert!(total.appends_in_flight_together_at_cut >= 2000, "{total:?}");
+}
+
+/// Schedules of the sweep (seeds 1010..11010) with a pool of 4 log zones that found an open
+/// computing a stripe's fresh record from a read served degraded (a member failing during
+/// the open, its unit rebuilt from a loaded record covering units the open had declared
+/// stale) and fencing it on the members done before the open started over without that
+/// member: a block read back as the XOR of two units. 4322 and 10377 with every member
+/// flushed, 3044 and 4961 with the `dirty` rule.
+#[test]
+fn an_open_that_starts_over_keeps_the_records_it_would_supersede() {
+    for (seed, dirty) in [(4322, false), (10377, false), (3044, true), (4961, true)] {
+        let run =
+            std::thread::spawn(move || runtime().block_on(schedule_with(seed, 12, 4, Some(dirty))));
+        if let Err(panic) = run.join() {
+            std::panic::resume_unwind(panic)
+        }
+    }
 }

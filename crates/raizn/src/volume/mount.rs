@@ -14,7 +14,7 @@ use super::health::{member_failed, Failed, Health, ReadSb};
 use super::pplog::{Loaded, PpLog};
 use super::rebuild::Slot;
 use super::{Member, PpStats, RaiznConfig, RaiznError, RaiznVolume, State, ZoneIo};
-use crate::layout::{ArrayLayout, LayoutError, GENERAL_ZONE};
+use crate::layout::{ArrayLayout, GENERAL_ZONE};
 use crate::meta::{Superblock, ZoneLogAction};
 use crate::zones::{LogicalZone, ZoneTable};
 
@@ -47,12 +47,6 @@ impl RaiznVolume {
         let geos: Vec<Geometry> = members.iter().map(|m| m.geometry()).collect();
         let layout = ArrayLayout::new(&geos, cfg.parity, cfg.stripe_unit_bytes)?
             .with_log_zones(cfg.log_zones)?;
-        if layout.log_zones() != 1 {
-            return Err(LayoutError::LogPool {
-                log_zones: layout.log_zones(),
-            }
-            .into());
-        }
         let g = layout.member_geometry();
         for (i, dev) in members.iter().enumerate() {
             let used = member_zones(i, dev)
@@ -231,13 +225,6 @@ impl RaiznVolume {
         let su_bytes = u64::from(first.su_blocks) * u64::from(first.member_geometry.block_size);
         let layout = ArrayLayout::new(&geos, first.parity, su_bytes)?
             .with_log_zones(first.meta_zones.saturating_sub(2))?;
-        if layout.log_zones() != 1 {
-            // Its records would be in log zones this build does not read.
-            return Err(LayoutError::LogPool {
-                log_zones: layout.log_zones(),
-            }
-            .into());
-        }
         let geo = layout.logical_geometry();
         let zones = geo.zone_count as usize;
         let failed = Failed::of(&lost).ok_or(RaiznError::TooManyFailed {

@@ -17,7 +17,7 @@
 
 use std::collections::HashMap;
 
-use zns::{Lba, NvmeResult, NvmeStatus, ReportFilter, ZoneAction, ZoneState};
+use zns::{Lba, NvmeResult, NvmeStatus, ReportFilter, ZoneAction, ZoneState, ZonedDevice};
 
 use super::health::Failed;
 use super::reloc::RelocRecord;
@@ -29,9 +29,20 @@ use zns::parity::xor_into;
 /// A record's parity blocks and their metadata.
 type Bulk = (Vec<u8>, Vec<u8>);
 
+/// A log zone's whole records: partial parity with its offset, relocations with offset and
+/// blocks.
+struct Parsed {
+    pp: Vec<(PpRecord, u64)>,
+    relocs: Vec<(RelocRecord, u64, u64)>,
+    /// Log fences: (fence, the record's sequence number, offset).
+    fences: Vec<(u64, u64, u64)>,
+}
+
 /// Where the newest record of one stripe is, in memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct PpEntry {
+    /// The pool zone (0..K, `ArrayLayout::log_zone`) holding it: 0 with one log zone.
+    pub pz: u32,
     /// Offset of the header block in the log zone.
     pub off: u64,
     pub seq: u64,
@@ -42,11 +53,34 @@ pub(crate) struct PpEntry {
     pub bulk: u64,
 }
 
+/// One zone of a member's pool of log zones (K >= 2), in memory.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PoolZone {
+    /// Blocks written: 0 when empty, the zone capacity once closed (finished, or its tail
+    /// unknown); only the head zone is appended to.
+    pub wp: u64,
+    /// Relocation records it holds: (offset, blocks, logical zone, generation, sequence).
+    pub relocs: Vec<(u64, u64, u32, u64, u64)>,
+    /// Sequence numbers of the whole records open found in it (until open's rewrite).
+    pub seqs: Vec<u64>,
+}
+
 /// One member's log, behind its async lock.
 #[derive(Default)]
 pub(crate) struct PpLog {
-    /// Blocks written in the log zone.
+    /// Blocks written in the log zone (one log zone; the pool keeps its own).
     pub wp: u64,
+    /// The pool of log zones (K >= 2; empty until first used or loaded).
+    pub pool: Vec<PoolZone>,
+    /// The pool zone records are appended to.
+    pub head: Option<usize>,
+    /// The pool's fence: its records below this sequence number were superseded by an
+    /// open's rewrite and never count again (0: none; docs/FORMAT.md, "Log fence").
+    pub fence: u64,
+    /// Where the fence record is, (pool zone, offset, sequence number): live content,
+    /// copied by a collection of its zone. During open, `fence_copies` holds every copy.
+    pub fence_at: Option<(usize, u64, u64)>,
+    pub fence_copies: Vec<(usize, u64, u64)>,
     /// Sequence number of the last record written on this member (all record types).
     pub seq: u64,
     /// Newest record of every (logical zone, stripe).
@@ -116,6 +150,12 @@ impl RaiznVolume {
     async fn log_partial_parity_on(&self, member: usize, mut rec: PpRecord) -> NvmeResult<()> {
         let log_lock = self.pp.get(member).ok_or(NvmeStatus::InternalError)?;
         let mut log = log_lock.lock().await;
+        if self.pooled() {
+            return match self.pool_append_pp(member, &mut log, rec).await {
+                Ok(()) => Ok(()),
+                Err(e) => self.note_member_error(member, e),
+            };
+        }
         let blocks = 1 + (rec.data.len() / self.block_size()) as u64;
         let cap = self.layout.member_geometry().zone_capacity;
         if log.wp + blocks > cap {
@@ -153,7 +193,7 @@ impl RaiznVolume {
         log.wp = off + blocks;
         log.index.insert(
             (rec.zone, rec.stripe),
-            entry_of(&rec, off, self.block_size()),
+            entry_of(&rec, 0, off, self.block_size()),
         );
         self.pp_stats.lock().records += 1;
         Ok(())
@@ -285,6 +325,17 @@ impl RaiznVolume {
         let mut log = log_lock.lock().await;
         let blocks = 1 + (data.len() / self.block_size()) as u64;
         let cap = self.layout.member_geometry().zone_capacity;
+        if self.pooled() {
+            let rec = RelocRecord {
+                zone,
+                generation,
+                seq: 0,
+                inline,
+                data: data.to_vec(),
+                meta: bulk_meta.to_vec(),
+            };
+            return self.pool_append_reloc(member, &mut log, rec).await;
+        }
         if log.wp + blocks > cap {
             return self
                 .relocate_by_collection(member, &mut log, zone, generation, inline, data, bulk_meta)
@@ -498,7 +549,8 @@ impl RaiznVolume {
             for r in &records {
                 self.write_record(member, zone, off, r, FLAG_CHECKPOINT)
                     .await?;
-                log.index.insert((r.zone, r.stripe), entry_of(r, off, bs));
+                log.index
+                    .insert((r.zone, r.stripe), entry_of(r, 0, off, bs));
                 off += 1 + (r.data.len() / bs) as u64;
             }
             dev.flush().await?;
@@ -513,7 +565,7 @@ impl RaiznVolume {
     /// Reads the parity blocks of a record.
     async fn read_pp_bulk(&self, member: usize, e: &PpEntry) -> NvmeResult<(Vec<u8>, Vec<u8>)> {
         let dev = self.members.get(member).ok_or(NvmeStatus::InternalError)?;
-        let lba = self.log_zone_start(PARTIAL_PARITY_ZONE) + e.off + 1;
+        let lba = self.log_zone_start(self.layout.log_zone(e.pz)) + e.off + 1;
         super::read_run(dev.as_ref(), lba, e.bulk).await
     }
 
@@ -524,6 +576,16 @@ impl RaiznVolume {
         member: usize,
         zone: u32,
     ) -> NvmeResult<(Vec<PpRecord>, Vec<RelocRecord>)> {
+        let (p, _, _) = self.scan_log_at(member, zone).await?;
+        Ok((
+            p.pp.into_iter().map(|(r, _)| r).collect(),
+            p.relocs.into_iter().map(|(r, _, _)| r).collect(),
+        ))
+    }
+
+    /// `scan_log` with where every record is, the zone's write pointer (its capacity when
+    /// Full) and whether the zone is Full.
+    async fn scan_log_at(&self, member: usize, zone: u32) -> NvmeResult<(Parsed, u64, bool)> {
         let dev = self.members.get(member).ok_or(NvmeStatus::InternalError)?;
         let start = self.log_zone_start(zone);
         let report = dev.report_zones(start, ReportFilter::All, true, 1).await?;
@@ -533,22 +595,18 @@ impl RaiznVolume {
             _ => desc.wp.saturating_sub(start),
         };
         let (data, md) = super::read_run(dev.as_ref(), start, wp).await?;
-        Ok(self.parse_log(member, &data, &md, wp))
+        let full = desc.state == ZoneState::Full;
+        Ok((self.parse_log(member, &data, &md, wp), wp, full))
     }
 
     /// Parses `member`'s log image of `wp` blocks: its partial-parity and relocation
     /// records; stops at the first record that is not whole.
-    fn parse_log(
-        &self,
-        member: usize,
-        data: &[u8],
-        md: &[u8],
-        wp: u64,
-    ) -> (Vec<PpRecord>, Vec<RelocRecord>) {
+    fn parse_log(&self, member: usize, data: &[u8], md: &[u8], wp: u64) -> Parsed {
         let (bs, oob) = (self.block_size(), self.oob());
         let sdb = self.layout.stripe_data_blocks();
         let mut out = Vec::new();
         let mut relocs = Vec::new();
+        let mut fences = Vec::new();
         let mut at = 0u64;
         while at < wp {
             let a = at as usize;
@@ -556,9 +614,20 @@ impl RaiznVolume {
                 break;
             };
             let bulk = u64::from(h.bulk_blocks);
-            let ours = matches!(h.kind, RecordType::PartialParity | RecordType::Relocated);
+            let ours = matches!(
+                h.kind,
+                RecordType::PartialParity | RecordType::Relocated | RecordType::LogFence
+            );
             if !ours || at + 1 + bulk > wp {
                 break;
+            }
+            if h.kind == RecordType::LogFence {
+                let Ok(f) = meta::LogFence::decode(inline, h.sequence) else {
+                    break;
+                };
+                fences.push((f.fence, h.sequence, at));
+                at += 1;
+                continue;
             }
             let (b0, b1) = (a + 1, a + 1 + bulk as usize);
             let (bd, bm) = (&data[b0 * bs..b1 * bs], &md[b0 * oob..b1 * oob]);
@@ -577,7 +646,7 @@ impl RaiznVolume {
                 let Some(r) = self.parse_reloc(member, zone, &h, inline, bd, bm) else {
                     break;
                 };
-                relocs.push(r);
+                relocs.push((r, at, 1 + bulk));
                 at += 1 + bulk;
                 continue;
             }
@@ -585,7 +654,7 @@ impl RaiznVolume {
             if !within.is_multiple_of(sdb) || end == 0 || end >= sdb || bulk != self.pp_bulk(end) {
                 break;
             }
-            out.push(PpRecord {
+            let r = PpRecord {
                 zone,
                 stripe: within / sdb,
                 generation: h.generation,
@@ -593,10 +662,15 @@ impl RaiznVolume {
                 end,
                 data: bd.to_vec(),
                 meta: bm.to_vec(),
-            });
+            };
+            out.push((r, at));
             at += 1 + bulk;
         }
-        (out, relocs)
+        Parsed {
+            pp: out,
+            relocs,
+            fences,
+        }
     }
 
     /// A relocation record of `member`'s log, when its fields hold: the LBA range is its
@@ -825,7 +899,11 @@ impl RaiznVolume {
         for m in 0..n {
             let mut newest: HashMap<(u32, u64), Vec<PpRecord>> = HashMap::new();
             let mut max_seq = 0;
-            if !failed.contains(m) {
+            if !failed.contains(m) && self.pooled() {
+                let (found, seq) = self.load_pool(m).await.map_err(|e| (m, e))?;
+                newest = found;
+                max_seq = seq;
+            } else if !failed.contains(m) {
                 let mut relocs = Vec::new();
                 for zone in [PARTIAL_PARITY_ZONE, SWAP_ZONE] {
                     let (pp, rel) = self.scan_log(m, zone).await.map_err(|e| (m, e))?;
@@ -875,13 +953,36 @@ impl RaiznVolume {
                 }
             }
         }
+        let mut fences = Vec::new();
         for (m, records) in keep.into_iter().enumerate() {
             if failed.contains(m) {
                 continue;
             }
             let log_lock = self.pp.get(m).ok_or((m, NvmeStatus::InternalError))?;
             let mut log = log_lock.lock().await;
+            if self.pooled() {
+                let fence = self
+                    .open_pool(m, &mut log, records)
+                    .await
+                    .map_err(|e| (m, e))?;
+                fences.push((m, fence));
+                continue;
+            }
             self.rewrite_log(m, &mut log, records)
+                .await
+                .map_err(|e| (m, e))?;
+        }
+        // The fences last, once every member's rewrite is durable, and only when no member
+        // failed during the open: an open that starts over without a member must still
+        // find the records this one would supersede (its records were computed with that
+        // member's units counted).
+        if self.state.lock().health.failed != failed {
+            return Ok(());
+        }
+        for (m, fence) in fences {
+            let log_lock = self.pp.get(m).ok_or((m, NvmeStatus::InternalError))?;
+            let mut log = log_lock.lock().await;
+            self.write_fence(m, &mut log, fence)
                 .await
                 .map_err(|e| (m, e))?;
         }
@@ -952,6 +1053,7 @@ impl RaiznVolume {
             meta: vec![0u8; sdb as usize * oob],
         };
         let w = within as usize;
+        let before = self.state.lock().health.failed;
         let read = self
             .read_zone(
                 zone,
@@ -962,10 +1064,12 @@ impl RaiznVolume {
                 false,
             )
             .await;
-        if read.is_err() {
+        if read.is_err() || self.state.lock().health.failed != before {
             // A member failed while the open read the stripe: keep the records it has, even
             // if they cover less than the write pointer, so the open that starts over
-            // without the member still finds them (and caps the write pointer by them).
+            // without the member still finds them (and caps the write pointer by them). A
+            // read served degraded is not used either: it rebuilt the member's units from
+            // a loaded record, which may cover blocks this open declared stale.
             return loaded_records(0);
         }
         self.fresh_records(zone, s, within, generation, &buf)
@@ -1058,12 +1162,560 @@ impl RaiznVolume {
     }
 }
 
-fn entry_of(r: &PpRecord, off: u64, bs: usize) -> PpEntry {
+fn entry_of(r: &PpRecord, pz: u32, off: u64, bs: usize) -> PpEntry {
     PpEntry {
+        pz,
         off,
         seq: r.seq,
         generation: r.generation,
         end: r.end,
         bulk: (r.data.len() / bs) as u64,
+    }
+}
+
+/// What a pool collection copies.
+#[derive(Clone, Copy)]
+enum Moved {
+    /// The newest record of a stripe.
+    Pp(u64, PpEntry),
+    /// A relocation record of a current generation.
+    Reloc,
+    /// The fence record (its sequence number).
+    Fence(u64),
+}
+
+/// The pool of log zones (K >= 2; the design, docs/DESIGN.md, "A pool of log zones per member"): records
+/// are appended to the head zone; a record that does not fit closes it (finished) and the
+/// next empty zone becomes the head; when that leaves no empty zone, the closed zone with
+/// the fewest live blocks is collected: its live records are copied as they are (same
+/// header, same sequence number) to the fresh head, the member is flushed, and only then
+/// the victim is reset. No step resets the only copy of a live record, and a copy is the
+/// same record, so open's union of every zone reads the same whichever copies survive.
+impl RaiznVolume {
+    /// Whether the member logs are pools (K >= 2) rather than one zone collected through
+    /// the swap zone.
+    pub(super) fn pooled(&self) -> bool {
+        self.layout.log_zones() > 1
+    }
+
+    fn pool_init(&self, log: &mut PpLog) {
+        let k = self.layout.log_zones() as usize;
+        if log.pool.len() != k {
+            log.pool = vec![PoolZone::default(); k];
+            log.head = None;
+        }
+    }
+
+    /// Makes the head zone hold `blocks` more blocks: rotating (the head finished, the next
+    /// empty zone the head) and collecting when no empty zone would remain. False when no
+    /// room can be made.
+    async fn pool_room(&self, member: usize, log: &mut PpLog, blocks: u64) -> NvmeResult<bool> {
+        self.pool_init(log);
+        let cap = self.layout.member_geometry().zone_capacity;
+        if blocks > cap {
+            return Ok(false);
+        }
+        let dev = self.members.get(member).ok_or(NvmeStatus::InternalError)?;
+        for _ in 0..=2 * log.pool.len() {
+            if let Some(h) = log.head {
+                if log.pool[h].wp + blocks <= cap {
+                    return Ok(true);
+                }
+            }
+            if let Some(h) = log.head.take() {
+                let wp = log.pool[h].wp;
+                if wp > 0 && wp < cap {
+                    let start = self.log_zone_start(self.layout.log_zone(h as u32));
+                    dev.zone_mgmt(ZoneAction::Finish, start, false).await?;
+                }
+                if wp > 0 {
+                    log.pool[h].wp = cap;
+                }
+            }
+            let empties: Vec<usize> = (0..log.pool.len())
+                .filter(|p| log.pool[*p].wp == 0)
+                .collect();
+            let Some(next) = empties.first().copied() else {
+                return Ok(false);
+            };
+            log.head = Some(next);
+            if empties.len() == 1 {
+                self.pool_collect(member, log).await?;
+            }
+        }
+        Ok(false)
+    }
+
+    /// Blocks of pool zone `p` that are live: newest partial-parity records and relocation
+    /// records of current generations.
+    fn pool_live(&self, member: usize, log: &PpLog, p: usize) -> u64 {
+        let pp: u64 = log
+            .index
+            .values()
+            .filter(|e| e.pz as usize == p)
+            .map(|e| 1 + e.bulk)
+            .sum();
+        let r = self.reloc.lock();
+        let rel: u64 = log.pool[p]
+            .relocs
+            .iter()
+            .filter(|(_, _, z, g, _)| r.get(*z, member).is_some_and(|e| e.generation == *g))
+            .map(|(_, n, ..)| *n)
+            .sum();
+        let fence = u64::from(log.fence_at.is_some_and(|(z, ..)| z == p));
+        pp + rel + fence
+    }
+
+    /// Collects the closed zone with the fewest live blocks into the head (fresh from a
+    /// rotation): every member flushed first (as a one-zone collection: the records kept
+    /// may cover data the dropped ones do not), live records copied, this member flushed,
+    /// the victim reset.
+    async fn pool_collect(&self, member: usize, log: &mut PpLog) -> NvmeResult<()> {
+        let Some(h) = log.head else {
+            return Ok(());
+        };
+        let cap = self.layout.member_geometry().zone_capacity;
+        let victim = (0..log.pool.len())
+            .filter(|p| *p != h && log.pool[*p].wp > 0)
+            .min_by_key(|p| self.pool_live(member, log, *p));
+        let Some(v) = victim else {
+            return Ok(());
+        };
+        let _counted = super::CollectionInFlight::new(&self.meta_stats);
+        let flushed_wps = self.zone_wps();
+        self.flush_members().await?;
+        let mut pp: Vec<((u32, u64), PpEntry)> = log
+            .index
+            .iter()
+            .filter(|(_, e)| e.pz as usize == v)
+            .map(|(k, e)| (*k, *e))
+            .collect();
+        pp.sort_by_key(|(k, _)| *k);
+        let mut moves = Vec::new();
+        for ((zone, stripe), e) in pp {
+            if self.pp_live(zone, stripe, e.generation, &flushed_wps) {
+                moves.push((e.off, 1 + e.bulk, Some(zone), Moved::Pp(stripe, e)));
+            } else {
+                log.index.remove(&(zone, stripe));
+            }
+        }
+        let relocs: Vec<(u64, u64, u32, u64, u64)> = {
+            let r = self.reloc.lock();
+            log.pool[v]
+                .relocs
+                .iter()
+                .copied()
+                .filter(|(_, _, z, g, _)| r.get(*z, member).is_some_and(|e| e.generation == *g))
+                .collect()
+        };
+        for (off, n, zone, ..) in &relocs {
+            moves.push((*off, *n, Some(*zone), Moved::Reloc));
+        }
+        if let Some((_, off, seq)) = log.fence_at.filter(|(z, ..)| *z == v) {
+            moves.push((off, 1, None, Moved::Fence(seq)));
+        }
+        moves.sort_by_key(|(off, ..)| *off);
+        let need: u64 = moves.iter().map(|(_, n, ..)| *n).sum();
+        if log.pool[h].wp + need > cap {
+            tracing::warn!(
+                member,
+                victim = v,
+                need,
+                "log pool zone too live to collect"
+            );
+            return Ok(());
+        }
+        let dev = self.members.get(member).ok_or(NvmeStatus::InternalError)?;
+        for (off, n, about, what) in moves {
+            let to = log.pool[h].wp;
+            self.pool_copy(member, v, off, n, h, to, about).await?;
+            log.pool[h].wp = to + n;
+            match (what, about) {
+                (Moved::Pp(stripe, e), Some(zone)) => {
+                    let moved = PpEntry {
+                        pz: h as u32,
+                        off: to,
+                        ..e
+                    };
+                    log.index.insert((zone, stripe), moved);
+                }
+                (Moved::Reloc, Some(zone)) => {
+                    if let Some((_, _, _, g, seq)) = relocs.iter().find(|(o, ..)| *o == off) {
+                        log.pool[h].relocs.push((to, n, zone, *g, *seq));
+                    }
+                }
+                (Moved::Fence(seq), _) => {
+                    log.fence_at = Some((h, to, seq));
+                    log.fence_copies.push((h, to, seq));
+                }
+                _ => {}
+            }
+        }
+        dev.flush().await?;
+        let start = self.log_zone_start(self.layout.log_zone(v as u32));
+        dev.zone_mgmt(ZoneAction::Reset, start, false).await?;
+        log.pool[v] = PoolZone::default();
+        log.fence_copies.retain(|(z, ..)| *z != v);
+        self.pp_stats.lock().collections += 1;
+        Ok(())
+    }
+
+    /// Copies `n` blocks (one whole record) from offset `off` of pool zone `from` to offset
+    /// `to_off` of pool zone `to`, as they are; the record is about logical zone `about`
+    /// (None: a fence, which every zone depends on).
+    #[allow(clippy::too_many_arguments)]
+    async fn pool_copy(
+        &self,
+        member: usize,
+        from: usize,
+        off: u64,
+        n: u64,
+        to: usize,
+        to_off: u64,
+        about: Option<u32>,
+    ) -> NvmeResult<()> {
+        let dev = self.members.get(member).ok_or(NvmeStatus::InternalError)?;
+        let tracked = self.tracked.get(member).ok_or(NvmeStatus::InternalError)?;
+        let (bs, oob) = (self.block_size(), self.oob());
+        let src = self.log_zone_start(self.layout.log_zone(from as u32)) + off;
+        let (data, md) = super::read_run(dev.as_ref(), src, n).await?;
+        let dst = self.log_zone_start(self.layout.log_zone(to as u32)) + to_off;
+        let mdts = u64::from(self.layout.member_geometry().mdts_blocks).max(1);
+        let mut done = 0u64;
+        while done < n {
+            let k = mdts.min(n - done);
+            let (a, b) = (done as usize, (done + k) as usize);
+            let m = (oob > 0).then(|| &md[a * oob..b * oob]);
+            let block = &data[a * bs..b * bs];
+            match about {
+                Some(zone) => tracked.write_for(zone, dst + done, block, m, false).await?,
+                None => tracked.write(dst + done, block, m, false).await?,
+            }
+            done += k;
+        }
+        Ok(())
+    }
+
+    /// Appends a partial-parity record to the pool; dropped (the stripe unprotected until it
+    /// completes) only when no room can be made.
+    async fn pool_append_pp(
+        &self,
+        member: usize,
+        log: &mut PpLog,
+        mut rec: PpRecord,
+    ) -> NvmeResult<()> {
+        let bs = self.block_size();
+        let blocks = 1 + (rec.data.len() / bs) as u64;
+        let head = match self.pool_room(member, log, blocks).await? {
+            true => log.head,
+            false => None,
+        };
+        let Some(h) = head else {
+            log.index.remove(&(rec.zone, rec.stripe));
+            self.pp_stats.lock().unprotected += 1;
+            tracing::warn!(
+                member,
+                zone = rec.zone,
+                stripe = rec.stripe,
+                "partial-parity log pool full of live records; stripe unprotected until complete"
+            );
+            return Ok(());
+        };
+        rec.seq = log.seq + 1;
+        let off = log.pool[h].wp;
+        let zone = self.layout.log_zone(h as u32);
+        if let Err(e) = self.write_record(member, zone, off, &rec, 0).await {
+            // The head's tail is unknown now: it is closed, never appended to again.
+            log.pool[h].wp = self.layout.member_geometry().zone_capacity;
+            log.head = None;
+            return Err(e);
+        }
+        log.seq = rec.seq;
+        log.pool[h].wp = off + blocks;
+        log.index
+            .insert((rec.zone, rec.stripe), entry_of(&rec, h as u32, off, bs));
+        self.pp_stats.lock().records += 1;
+        Ok(())
+    }
+
+    /// Appends a relocation record to the pool and applies it to the relocation state;
+    /// refused (Zone Invalid Write) only when no room can be made.
+    async fn pool_append_reloc(
+        &self,
+        member: usize,
+        log: &mut PpLog,
+        mut rec: RelocRecord,
+    ) -> NvmeResult<()> {
+        let bs = self.block_size();
+        let blocks = 1 + (rec.data.len() / bs) as u64;
+        let head = match self.pool_room(member, log, blocks).await? {
+            true => log.head,
+            false => None,
+        };
+        let Some(h) = head else {
+            tracing::error!(
+                member,
+                zone = rec.zone,
+                blocks,
+                "relocated blocks do not fit the log pool"
+            );
+            return Err(NvmeStatus::ZoneInvalidWrite);
+        };
+        rec.seq = log.seq + 1;
+        let hdr = self.reloc_header(&rec, 0);
+        let off = log.pool[h].wp;
+        let zone = self.layout.log_zone(h as u32);
+        let written = self
+            .write_raw(
+                member,
+                zone,
+                off,
+                &hdr,
+                &rec.inline.encode(),
+                &rec.data,
+                &rec.meta,
+            )
+            .await;
+        if let Err(e) = written {
+            log.pool[h].wp = self.layout.member_geometry().zone_capacity;
+            log.head = None;
+            return Err(e);
+        }
+        log.seq = rec.seq;
+        log.pool[h].wp = off + blocks;
+        log.pool[h]
+            .relocs
+            .push((off, blocks, rec.zone, rec.generation, rec.seq));
+        if let Some(e) = self.reloc.lock().get_mut(rec.zone, member) {
+            if e.generation == rec.generation {
+                e.apply_blocks(rec.inline.first, rec.inline.epoch, &rec.data, &rec.meta, bs);
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads `member`'s pool at open: every zone's whole records (their union, the newest
+    /// record of a stripe by sequence number) at or above the pool's fence (the highest any
+    /// fence record gives: the records below it were superseded by an earlier open's
+    /// rewrite), the relocation state, and where each record is (the index of newest
+    /// records of current generations, each zone's relocation records and sequence
+    /// numbers, the fence record's copies). Returns every such record of a current
+    /// generation by stripe, and the highest sequence number.
+    async fn load_pool(&self, m: usize) -> NvmeResult<(HashMap<(u32, u64), Vec<PpRecord>>, u64)> {
+        let k = self.layout.log_zones();
+        let cap = self.layout.member_geometry().zone_capacity;
+        let mut newest: HashMap<(u32, u64), Vec<PpRecord>> = HashMap::new();
+        let mut index: HashMap<(u32, u64), PpEntry> = HashMap::new();
+        let mut pool = vec![PoolZone::default(); k as usize];
+        let mut relocs = Vec::new();
+        let mut max_seq = 0;
+        let bs = self.block_size();
+        let mut scanned = Vec::with_capacity(k as usize);
+        for p in 0..k {
+            let (parsed, wp, full) = self.scan_log_at(m, self.layout.log_zone(p)).await?;
+            pool[p as usize].wp = if full { cap } else { wp };
+            scanned.push(parsed);
+        }
+        let fence = scanned
+            .iter()
+            .flat_map(|p| p.fences.iter().map(|(f, ..)| *f))
+            .max()
+            .unwrap_or(0);
+        let mut fence_copies = Vec::new();
+        for (p, parsed) in scanned.into_iter().enumerate() {
+            let z = &mut pool[p];
+            for (f, seq, off) in parsed.fences {
+                max_seq = max_seq.max(seq);
+                z.seqs.push(seq);
+                if f == fence {
+                    fence_copies.push((p, off, seq));
+                }
+            }
+            for (r, off) in parsed.pp {
+                max_seq = max_seq.max(r.seq);
+                z.seqs.push(r.seq);
+                if r.seq < fence || self.generation(r.zone) != Some(r.generation) {
+                    // Superseded by an open's rewrite, or of an earlier generation of its
+                    // zone (reset since: it describes contents that are gone).
+                    continue;
+                }
+                let newer = index.get(&(r.zone, r.stripe)).is_none_or(|e| e.seq < r.seq);
+                if newer {
+                    index.insert((r.zone, r.stripe), entry_of(&r, p as u32, off, bs));
+                }
+                newest.entry((r.zone, r.stripe)).or_default().push(r);
+            }
+            for (r, off, n) in parsed.relocs {
+                max_seq = max_seq.max(r.seq);
+                z.seqs.push(r.seq);
+                if r.seq < fence {
+                    continue;
+                }
+                z.relocs.push((off, n, r.zone, r.generation, r.seq));
+                relocs.push(r);
+            }
+        }
+        self.load_relocations(m, relocs);
+        let log_lock = self.pp.get(m).ok_or(NvmeStatus::InternalError)?;
+        let mut log = log_lock.lock().await;
+        log.pool = pool;
+        log.head = None;
+        log.index = index;
+        log.fence = fence;
+        log.fence_at = fence_copies.iter().copied().max_by_key(|(_, _, seq)| *seq);
+        log.fence_copies = fence_copies;
+        Ok((newest, max_seq))
+    }
+
+    /// Open's rewrite of `member`'s pool: with no empty zone (a cut during a collection),
+    /// a zone every record of which has a copy in another zone is reset; every zone not
+    /// empty is closed (finished: its tail may be torn); then `records` (the records that
+    /// protect the incomplete stripes now) are appended to a new head, rotating and
+    /// collecting as at run time.
+    async fn open_pool(
+        &self,
+        member: usize,
+        log: &mut PpLog,
+        records: Vec<PpRecord>,
+    ) -> NvmeResult<u64> {
+        self.pool_init(log);
+        let dev = self.members.get(member).ok_or(NvmeStatus::InternalError)?;
+        let cap = self.layout.member_geometry().zone_capacity;
+        if log.pool.iter().all(|z| z.wp > 0) {
+            let copied = |p: usize| {
+                log.pool[p]
+                    .seqs
+                    .iter()
+                    .all(|s| (0..log.pool.len()).any(|q| q != p && log.pool[q].seqs.contains(s)))
+            };
+            if let Some(p) = (0..log.pool.len()).find(|p| copied(*p)) {
+                let start = self.log_zone_start(self.layout.log_zone(p as u32));
+                dev.zone_mgmt(ZoneAction::Reset, start, false).await?;
+                let moved: Vec<(u32, u64)> = log
+                    .index
+                    .iter()
+                    .filter(|(_, e)| e.pz as usize == p)
+                    .map(|(k, _)| *k)
+                    .collect();
+                log.pool[p] = PoolZone::default();
+                // Their copies are elsewhere; the records appended below replace them.
+                for k in moved {
+                    log.index.remove(&k);
+                }
+                // The fence record too: its copy in another zone is the live one.
+                log.fence_copies.retain(|(z, ..)| *z != p);
+                if log.fence_at.is_some_and(|(z, ..)| z == p) {
+                    log.fence_at = log.fence_copies.first().copied();
+                }
+            } else {
+                tracing::warn!(member, "log pool has no empty zone at open");
+            }
+        }
+        for p in 0..log.pool.len() {
+            let wp = log.pool[p].wp;
+            if wp > 0 && wp < cap {
+                let start = self.log_zone_start(self.layout.log_zone(p as u32));
+                dev.zone_mgmt(ZoneAction::Finish, start, false).await?;
+            }
+            if wp > 0 {
+                log.pool[p].wp = cap;
+            }
+            log.pool[p].seqs = Vec::new();
+        }
+        log.head = None;
+        // The relocation state (with the stale ranges recovery declared) in full, flagged
+        // checkpoint: once written, the older relocation records are superseded (a
+        // collection flushes the member before it resets their zone).
+        let first_new = log.seq + 1;
+        for mut r in self.reloc_records_of(member) {
+            let blocks = 1 + (r.data.len() / self.block_size()) as u64;
+            if !self.pool_room(member, log, blocks).await? {
+                tracing::error!(member, "relocation state does not fit the log pool");
+                return Err(NvmeStatus::ZoneInvalidWrite);
+            }
+            let h = log.head.ok_or(NvmeStatus::InternalError)?;
+            r.seq = log.seq + 1;
+            let hdr = self.reloc_header(&r, FLAG_CHECKPOINT);
+            let off = log.pool[h].wp;
+            let zone = self.layout.log_zone(h as u32);
+            self.write_raw(
+                member,
+                zone,
+                off,
+                &hdr,
+                &r.inline.encode(),
+                &r.data,
+                &r.meta,
+            )
+            .await?;
+            log.seq = r.seq;
+            log.pool[h].wp = off + blocks;
+            log.pool[h]
+                .relocs
+                .push((off, blocks, r.zone, r.generation, r.seq));
+        }
+        // By sequence number: a collection while these were written moved some of them
+        // (copies keep their sequence numbers).
+        for z in log.pool.iter_mut() {
+            z.relocs.retain(|(.., seq)| *seq >= first_new);
+        }
+        let mut records = records;
+        records.sort_by_key(|r| (r.zone, r.stripe));
+        for r in records {
+            self.pool_append_pp(member, log, r).await?;
+        }
+        // Durable before the volume takes writes: the stale ranges recovery declared are in
+        // no other record. And before the fence, which supersedes every older record.
+        dev.flush().await?;
+        Ok(first_new)
+    }
+
+    /// Appends a fence record (`fence`: the first sequence number of the open's rewrite,
+    /// which is durable) to `member`'s pool and makes it durable; then forgets every record
+    /// below it (in memory; a collection drops them on the device).
+    async fn write_fence(&self, member: usize, log: &mut PpLog, fence: u64) -> NvmeResult<()> {
+        if !self.pool_room(member, log, 1).await? {
+            tracing::error!(member, "no room for the fence in the log pool");
+            return Err(NvmeStatus::ZoneInvalidWrite);
+        }
+        let h = log.head.ok_or(NvmeStatus::InternalError)?;
+        let seq = log.seq + 1;
+        let hdr = RecordHeader {
+            kind: RecordType::LogFence,
+            inline_len: meta::FENCE_INLINE_BYTES as u32,
+            start_lba: 0,
+            end_lba: 0,
+            generation: 0,
+            sequence: seq,
+            bulk_blocks: 0,
+            bulk_crc: 0,
+            flags: 0,
+        };
+        let inline = meta::LogFence { fence }.encode();
+        let block = meta::encode_record(&hdr, &inline, self.block_size())
+            .map_err(|_| NvmeStatus::InternalError)?;
+        let md = vec![0u8; self.oob()];
+        let off = log.pool[h].wp;
+        let lba = self.log_zone_start(self.layout.log_zone(h as u32)) + off;
+        let dev = self.tracked.get(member).ok_or(NvmeStatus::InternalError)?;
+        let written = dev
+            .write(lba, &block, (self.oob() > 0).then_some(&md[..]), false)
+            .await;
+        if let Err(e) = written {
+            log.pool[h].wp = self.layout.member_geometry().zone_capacity;
+            log.head = None;
+            return Err(e);
+        }
+        log.seq = seq;
+        log.pool[h].wp = off + 1;
+        dev.flush().await?;
+        log.fence = fence;
+        log.fence_at = Some((h, off, seq));
+        log.fence_copies.clear();
+        log.index.retain(|_, e| e.seq >= fence);
+        for z in log.pool.iter_mut() {
+            z.relocs.retain(|(.., s)| *s >= fence);
+        }
+        Ok(())
     }
 }
