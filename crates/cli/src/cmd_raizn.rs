@@ -40,9 +40,10 @@ pub enum RaiznCmd {
         /// Partial-parity log zones per member: 1 (one zone, collected through the swap
         /// zone), K >= 2 (a pool; at most a quarter of the member's zones), or `auto`: the
         /// least pool that holds the live log content, refused with the figures when the
-        /// members have too few zones for it.
-        #[arg(long, value_parser = parse_log_zones, default_value = "1")]
-        log_zones: LogZones,
+        /// members have too few zones for it. Default: `auto` where the members have the
+        /// zones for it, otherwise 1 (the created line says why).
+        #[arg(long, value_parser = parse_log_zones)]
+        log_zones: Option<LogZones>,
         /// Create even over images holding data (their zones are reset; the data is lost).
         #[arg(long)]
         force: bool,
@@ -188,7 +189,7 @@ async fn create(
     paths: &[PathBuf],
     stripe_unit: u64,
     parity: u32,
-    log_zones: LogZones,
+    log_zones: Option<LogZones>,
     force: bool,
     out: &mut impl Write,
 ) -> CliResult {
@@ -203,20 +204,30 @@ async fn create_on(
     m: &Members,
     stripe_unit: u64,
     parity: u32,
-    log_zones: LogZones,
+    log_zones: Option<LogZones>,
     force: bool,
 ) -> Result<String, CliError> {
     let devs = m.all()?;
+    // One zone with relocation state per member (docs/DESIGN.md, "Sizing at create").
+    let geos: Vec<zns::Geometry> = devs.iter().map(|d| d.geometry()).collect();
+    let sized = raizn::ArrayLayout::new(&geos, parity, stripe_unit)
+        .and_then(|l| l.with_sized_log_zones(1, 1))
+        .map(|l| l.log_zones());
+    let mut why_one = None;
     let log_zones = match log_zones {
-        LogZones::Given(k) => k,
-        LogZones::Auto => {
-            // One zone with relocation state per member (docs/DESIGN.md, "Sizing at create").
-            let geos: Vec<zns::Geometry> = devs.iter().map(|d| d.geometry()).collect();
-            raizn::ArrayLayout::new(&geos, parity, stripe_unit)
-                .and_then(|l| l.with_sized_log_zones(1, 1))
-                .map_err(|e| raizn_error(m, RaiznError::Layout(e)))?
-                .log_zones()
-        }
+        Some(LogZones::Given(k)) => k,
+        Some(LogZones::Auto) => sized.map_err(|e| raizn_error(m, RaiznError::Layout(e)))?,
+        None => match sized {
+            Ok(k) => k,
+            // Too few zones for a pool (or a layout format refuses below, with its cause).
+            Err(e) => {
+                why_one = Some(format!(
+                    "; one log zone per member: {e}, so a relocation or record that does \
+                     not fit is refused or dropped (--log-zones)"
+                ));
+                1
+            }
+        },
     };
     if !force {
         for (i, d) in devs.iter().enumerate() {
@@ -242,7 +253,7 @@ async fn create_on(
     let l = vol.layout();
     Ok(format!(
         "created RAIZN array {} over {} members: {} zones of {} blocks ({} writable), \
-         {}-byte blocks, stripe unit {}, {} writable, {} log zone(s) per member",
+         {}-byte blocks, stripe unit {}, {} writable, {} log zone(s) per member{}",
         uuid_text(&vol.array_uuid()),
         l.members(),
         g.zone_count,
@@ -251,7 +262,8 @@ async fn create_on(
         g.block_size,
         format_size(l.su_blocks() * u64::from(g.block_size)),
         format_size(g.capacity_bytes()),
-        l.log_zones()
+        l.log_zones(),
+        why_one.unwrap_or_default()
     ))
 }
 

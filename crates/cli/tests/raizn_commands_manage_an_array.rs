@@ -326,3 +326,32 @@ fn create_takes_a_pool_of_log_zones() {
     );
     assert!(err.contains("--log-zones"), "{err}");
 }
+
+/// Without `--log-zones`, create takes the sized pool where the members have the zones for
+/// it, and one log zone otherwise, saying why on the created line.
+#[test]
+fn create_sizes_the_log_by_default_where_the_members_allow() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let small = common::member_images(dir.path(), "s", 3, &["--zones", "8"]);
+    let text = ok(&with_members(&["raizn", "create"], &small));
+    assert!(
+        text.contains("1 log zone(s) per member; one log zone per member: the member log needs"),
+        "{text}"
+    );
+    let big = common::member_images(dir.path(), "b", 3, &["--zones", "64"]);
+    let text = ok(&with_members(&["raizn", "create"], &big));
+    let auto = common::member_images(dir.path(), "a", 3, &["--zones", "64"]);
+    let sized = ok(&with_members(
+        &["raizn", "create", "--log-zones", "auto"],
+        &auto,
+    ));
+    let k = |t: &str| {
+        t.split(" log zone(s)")
+            .next()
+            .and_then(|h| h.rsplit(' ').next())
+            .map(str::to_owned)
+    };
+    assert_eq!(k(&text), k(&sized), "{text} / {sized}");
+    assert_ne!(k(&text).as_deref(), Some("1"), "{text}");
+    assert!(!text.contains("one log zone per member:"), "{text}");
+}

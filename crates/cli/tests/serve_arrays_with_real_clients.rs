@@ -275,7 +275,7 @@ fn ext4_through_nbdfuse(dir: &Path, uri: &str, mkfs: bool) {
 fn qemu_io_and_ext4_on_the_zapraid_export() {
     require_fs_clients();
     let dir = tempfile::tempdir().expect("tempdir");
-    let m = images(dir.path(), 3, "24");
+    let m = images(dir.path(), 3, "26");
     let mut fmt = vec!["zapraid", "format", "--group", "16"];
     fmt.extend(m.iter().map(|p| s(p)));
     ok(&fmt);
@@ -349,7 +349,7 @@ impl Drop for FuseGuard {
 fn fio_verifies_through_the_ftl_on_raizn_with_a_member_failed_mid_run() {
     require("fio", "fio");
     let dir = tempfile::tempdir().expect("tempdir");
-    let m = images(dir.path(), 3, "24");
+    let m = images(dir.path(), 3, "26");
     let mut create = vec!["raizn", "create"];
     create.extend(m.iter().map(|p| s(p)));
     ok(&create);
@@ -401,7 +401,7 @@ fn fio_verifies_through_the_ftl_on_raizn_with_a_member_failed_mid_run() {
 fn fio_verifies_through_the_ftl_on_a_healthy_raizn_array() {
     require("fio", "fio");
     let dir = tempfile::tempdir().expect("tempdir");
-    let m = images(dir.path(), 3, "24");
+    let m = images(dir.path(), 3, "26");
     let mut create = vec!["raizn", "create"];
     create.extend(m.iter().map(|p| s(p)));
     ok(&create);
@@ -426,7 +426,7 @@ fn fio_verifies_through_arrays_whose_members_are_timed() {
     for sub in ["r", "z"] {
         std::fs::create_dir(dir.path().join(sub)).expect("mkdir");
     }
-    let r = images(&dir.path().join("r"), 3, "24");
+    let r = images(&dir.path().join("r"), 3, "26");
     let mut create = vec!["raizn", "create"];
     create.extend(r.iter().map(|p| s(p)));
     ok(&create);

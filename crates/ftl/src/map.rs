@@ -587,6 +587,14 @@ impl Mapping {
                 self.seq[l] = seq;
             }
         }
+        self.live_record(z, offset, seq);
+        self.end_write(z, Some((offset, 1)));
+    }
+
+    /// A record block (trim or threaded-logging) `seq` at `offset` of zone `z`: counted
+    /// valid and kept live, copied by collection, until a checkpoint snapshotted after it
+    /// is durable.
+    fn live_record(&mut self, z: u32, offset: u64, seq: u64) {
         let pba = self.pba(z, offset);
         self.p2l[pba as usize] = P_TRIM;
         self.trims.insert(
@@ -598,24 +606,13 @@ impl Mapping {
         );
         self.zones[z as usize].valid += 1;
         self.counters.meta_blocks += 1;
-        self.end_write(z, Some((offset, 1)));
     }
 
     /// The threaded-logging record `seq` was written at `offset` of zone `z`: like a trim
     /// record it stays live (copied by collection) until a checkpoint snapshotted after it
     /// is durable.
     pub fn complete_tl_record(&mut self, z: u32, offset: u64, seq: u64) {
-        let pba = self.pba(z, offset);
-        self.p2l[pba as usize] = P_TRIM;
-        self.trims.insert(
-            pba,
-            TrimLive {
-                mark: self.snapshots,
-                seq,
-            },
-        );
-        self.zones[z as usize].valid += 1;
-        self.counters.meta_blocks += 1;
+        self.live_record(z, offset, seq);
         self.threaded.counters.records += 1;
         self.end_write(z, Some((offset, 1)));
     }

@@ -1396,6 +1396,41 @@ impl RaiznVolume {
         Ok(())
     }
 
+    /// The head zone, once `blocks` fit there (rotating or collecting as needed); None when
+    /// no room can be made.
+    async fn pool_head(
+        &self,
+        member: usize,
+        log: &mut PpLog,
+        blocks: u64,
+    ) -> NvmeResult<Option<usize>> {
+        Ok(match self.pool_room(member, log, blocks).await? {
+            true => log.head,
+            false => None,
+        })
+    }
+
+    /// Accounts a record `seq` of `blocks` written at `off` of pool zone `h`. A failed write
+    /// leaves the head's tail unknown: the zone is closed, never appended to again.
+    fn pool_wrote(
+        &self,
+        log: &mut PpLog,
+        h: usize,
+        off: u64,
+        blocks: u64,
+        seq: u64,
+        written: NvmeResult<()>,
+    ) -> NvmeResult<()> {
+        if let Err(e) = written {
+            log.pool[h].wp = self.layout.member_geometry().zone_capacity;
+            log.head = None;
+            return Err(e);
+        }
+        log.seq = seq;
+        log.pool[h].wp = off + blocks;
+        Ok(())
+    }
+
     /// Appends a partial-parity record to the pool; dropped (the stripe unprotected until it
     /// completes) only when no room can be made.
     async fn pool_append_pp(
@@ -1406,10 +1441,7 @@ impl RaiznVolume {
     ) -> NvmeResult<()> {
         let bs = self.block_size();
         let blocks = 1 + (rec.data.len() / bs) as u64;
-        let head = match self.pool_room(member, log, blocks).await? {
-            true => log.head,
-            false => None,
-        };
+        let head = self.pool_head(member, log, blocks).await?;
         let Some(h) = head else {
             log.index.remove(&(rec.zone, rec.stripe));
             self.pp_stats.lock().unprotected += 1;
@@ -1424,14 +1456,8 @@ impl RaiznVolume {
         rec.seq = log.seq + 1;
         let off = log.pool[h].wp;
         let zone = self.layout.log_zone(h as u32);
-        if let Err(e) = self.write_record(member, zone, off, &rec, 0).await {
-            // The head's tail is unknown now: it is closed, never appended to again.
-            log.pool[h].wp = self.layout.member_geometry().zone_capacity;
-            log.head = None;
-            return Err(e);
-        }
-        log.seq = rec.seq;
-        log.pool[h].wp = off + blocks;
+        let written = self.write_record(member, zone, off, &rec, 0).await;
+        self.pool_wrote(log, h, off, blocks, rec.seq, written)?;
         log.index
             .insert((rec.zone, rec.stripe), entry_of(&rec, h as u32, off, bs));
         self.pp_stats.lock().records += 1;
@@ -1448,10 +1474,7 @@ impl RaiznVolume {
     ) -> NvmeResult<()> {
         let bs = self.block_size();
         let blocks = 1 + (rec.data.len() / bs) as u64;
-        let head = match self.pool_room(member, log, blocks).await? {
-            true => log.head,
-            false => None,
-        };
+        let head = self.pool_head(member, log, blocks).await?;
         let Some(h) = head else {
             tracing::error!(
                 member,
@@ -1476,13 +1499,7 @@ impl RaiznVolume {
                 &rec.meta,
             )
             .await;
-        if let Err(e) = written {
-            log.pool[h].wp = self.layout.member_geometry().zone_capacity;
-            log.head = None;
-            return Err(e);
-        }
-        log.seq = rec.seq;
-        log.pool[h].wp = off + blocks;
+        self.pool_wrote(log, h, off, blocks, rec.seq, written)?;
         log.pool[h]
             .relocs
             .push((off, blocks, rec.zone, rec.generation, rec.seq));
