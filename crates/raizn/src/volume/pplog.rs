@@ -502,7 +502,8 @@ impl RaiznVolume {
         let dev = self.members.get(member).ok_or(NvmeStatus::InternalError)?;
         let swap = self.swap.get(member).ok_or(NvmeStatus::InternalError)?;
         let _counted = super::CollectionInFlight::new(&self.meta_stats);
-        let _swap = swap.lock().await;
+        let mut unsettled = swap.lock().await;
+        super::swap::settle_first(dev.as_ref(), &mut unsettled).await?;
         records.sort_by_key(|r| (r.zone, r.stripe));
         let mut relocs = self.reloc_records_of(member);
         for r in relocs.iter_mut() {
@@ -555,6 +556,8 @@ impl RaiznVolume {
             }
             dev.flush().await?;
             log.wp = off;
+            // The swap zone holds the whole image until the log zone holds it again.
+            *unsettled = zone == SWAP_ZONE;
         }
         dev.zone_mgmt(ZoneAction::Reset, self.log_zone_start(SWAP_ZONE), false)
             .await?;
