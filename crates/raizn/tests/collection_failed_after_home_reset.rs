@@ -262,3 +262,94 @@ async fn an_error_while_settling_leaves_the_swap_zone_to_the_next_collection() {
         }
     }
 }
+
+/// One-block FUA writes to logical zone `zone` from block `from`, `count` of them or up to
+/// the first that fails; returns how many were acknowledged.
+async fn fua_blocks(v: &RaiznVolume, zone: u32, from: u64, count: u64) -> u64 {
+    let start = v.geometry().zone_start(zone);
+    let mut acked = 0;
+    for k in from..from + count {
+        let (d, m) = common::block(start + k, 3);
+        if v.write(start + k, &d, Some(&m), true).await.is_err() {
+            break;
+        }
+        acked += 1;
+    }
+    acked
+}
+
+/// The same for member 2's partial-parity log (K = 1), which holds the records of stripe 0
+/// of zones 0 and 1: one-block FUA writes to zone 0 collect it, the collection's log
+/// rewrite fails (Invalid Field); writes to zones 1 and 2 go on, with the power cut at
+/// member 2's `cut_at`-th command from then (None: no cut). A reopen without the member of zone 0's
+/// first data unit reads zone 0's acknowledged blocks through member 2's record of it.
+/// Returns member 2's commands of the writes to zones 1 and 2.
+async fn run_log(seed: u64, collect_write: u64, cut_at: Option<u64>) -> u64 {
+    let a = array(seed).await;
+    let v = &a.vol;
+    let what = format!("seed {seed} cut {cut_at:?}");
+    assert_eq!(
+        fua_blocks(v, 0, 0, collect_write).await,
+        collect_write,
+        "{what}"
+    );
+    a.faults[2].plan.lock().fail_home_write = true;
+    assert_eq!(fua_blocks(v, 0, collect_write, 1).await, 0, "{what}");
+    assert!(
+        !a.faults[2].plan.lock().fail_home_write,
+        "{what}: the collection's log rewrite was not reached"
+    );
+    assert!(v.failed_members().is_empty(), "the error failed a member");
+    let before = a.faults[2].commands.load(Ordering::Relaxed);
+    a.faults[2].plan.lock().cut_at = cut_at;
+    // The first record after the failure finds the log's tail unknown and fails (so does
+    // its write, which leaves zone 1 torn); the next one collects the log. Every zone's
+    // stripe 0 has its parity on member 2.
+    fua_blocks(v, 1, 0, 1).await;
+    let acked2 = fua_blocks(v, 2, 0, 6).await;
+    let used = a.faults[2].commands.load(Ordering::Relaxed) - before;
+    if cut_at.is_none() {
+        assert_eq!(acked2, 6, "{what}: zone 2 took {acked2} writes");
+    }
+    let unit0 = v.layout().data_member(0, 0);
+    drop(a.vol);
+    for (i, e) in a.emus.iter().enumerate() {
+        if let Err(err) = e.power_loss(seed ^ (i as u64 + 1)) {
+            panic!("seed {seed}: power loss: {err}");
+        }
+    }
+    let v = common::reopen(&a.emus, Some(unit0), &what).await;
+    for k in 0..collect_write {
+        let (d, m) = common::block(k, 3);
+        let (mut gd, mut gm) = (vec![0u8; BS], vec![0u8; common::OOB]);
+        if let Err(e) = v.read(k, &mut gd, Some(&mut gm)).await {
+            panic!("{what}: zone 0 block {k}: {e}");
+        }
+        assert!(gd == d && gm == m, "{what}: zone 0 block {k} reads wrong");
+    }
+    used
+}
+
+#[tokio::test]
+async fn next_log_collection_after_a_failed_one_keeps_the_records() {
+    let seed = 0x5a11;
+    let collect_write = {
+        let a = array(seed).await;
+        let (mut k, base) = (0, a.vol.pp_stats().collections);
+        while a.vol.pp_stats().collections == base {
+            assert!(k < 40, "no log collection in 40 writes");
+            assert_eq!(fua_blocks(&a.vol, 0, k, 1).await, 1);
+            k += 1;
+        }
+        k - 1
+    };
+    assert!(
+        collect_write % 16 != 0,
+        "the write that collects must leave a partial stripe: {collect_write}"
+    );
+    let total = run_log(seed, collect_write, None).await;
+    assert!(total >= 4, "member 2 saw only {total} commands");
+    for cut in 1..=total {
+        run_log(seed, collect_write, Some(cut)).await;
+    }
+}
