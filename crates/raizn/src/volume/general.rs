@@ -595,12 +595,13 @@ impl RaiznVolume {
     async fn collect_general(&self, m: usize, blocks: &[Vec<u8>]) -> NvmeResult<()> {
         let dev = self.members.get(m).ok_or(NvmeStatus::InternalError)?;
         let _counted = super::CollectionInFlight::new(&self.meta_stats);
-        let _swap = self
+        let mut unsettled = self
             .swap
             .get(m)
             .ok_or(NvmeStatus::InternalError)?
             .lock()
             .await;
+        super::swap::settle_first(dev.as_ref(), &mut unsettled).await?;
         let g = dev.geometry();
         let md = vec![0u8; g.oob_size as usize];
         let oob = (g.oob_size > 0).then_some(&md[..]);
@@ -611,6 +612,8 @@ impl RaiznVolume {
                 dev.write(start + k as u64, b, oob, false).await?;
             }
             dev.flush().await?;
+            // The swap zone holds the whole image until the general zone holds it again.
+            *unsettled = zone == SWAP_ZONE;
         }
         dev.zone_mgmt(ZoneAction::Reset, g.zone_start(SWAP_ZONE), false)
             .await

@@ -174,8 +174,10 @@ pub struct RaiznVolume {
     /// The general zones: superblock generations, zone log, generation records.
     general: tokio::sync::Mutex<general::GeneralLog>,
     /// Every member's swap zone, shared by the collections of its general zone and of its
-    /// partial-parity log.
-    swap: Vec<tokio::sync::Mutex<()>>,
+    /// partial-parity log; true while it may hold the only whole image of the zone a
+    /// collection was rewriting (a collection failed after that zone's reset), so the next
+    /// collection settles it first (`swap.rs`).
+    swap: Vec<tokio::sync::Mutex<bool>>,
     state: Mutex<State>,
     zone_io: Vec<tokio::sync::Mutex<ZoneIo>>,
     /// Every logical zone's appends in flight (`append.rs`).

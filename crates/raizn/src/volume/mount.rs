@@ -271,7 +271,7 @@ impl RaiznVolume {
                 // Every zone open finds Full (`note_full_zones`, below).
                 finished: Default::default(),
             }),
-            swap: (0..n).map(|_| tokio::sync::Mutex::new(())).collect(),
+            swap: (0..n).map(|_| tokio::sync::Mutex::new(false)).collect(),
             state: Mutex::new(State {
                 table: ZoneTable::new(Vec::new(), geo.zone_size, geo.zone_capacity, 0, 0),
                 generations: folded.generations.clone(),

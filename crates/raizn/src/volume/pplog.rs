@@ -85,6 +85,10 @@ pub(crate) struct PpLog {
     pub seq: u64,
     /// Newest record of every (logical zone, stripe).
     pub index: HashMap<(u32, u64), PpEntry>,
+    /// After a collection (K = 1) failed past its log zone's reset: where every record of
+    /// the image in the swap zone is (the same offsets as in the log zone), which `index`
+    /// takes once that image is back in the log zone (`collect_log`).
+    pub swap_index: Option<HashMap<(u32, u64), PpEntry>>,
 }
 
 /// Every record of every (logical zone, stripe) of every member's log at open, newest first
@@ -465,6 +469,20 @@ impl RaiznVolume {
     /// that cover what is. Which stripes are complete is judged by the write pointers from
     /// before the flush: a write completing while it runs is not covered by it.
     async fn collect_log(&self, member: usize, log: &mut PpLog) -> NvmeResult<()> {
+        {
+            // A collection that failed past the log zone's reset left the whole image in
+            // the swap zone, and `index` naming only what it had rewritten: settled, the
+            // log zone holds that image again, and the index names every record of it.
+            let dev = self.members.get(member).ok_or(NvmeStatus::InternalError)?;
+            let swap = self.swap.get(member).ok_or(NvmeStatus::InternalError)?;
+            let mut unsettled = swap.lock().await;
+            super::swap::settle_first(dev.as_ref(), &mut unsettled).await?;
+            if let Some(mut index) = log.swap_index.take() {
+                // Records appended since are newer.
+                index.extend(log.index.drain());
+                log.index = index;
+            }
+        }
         let flushed_wps = self.zone_wps();
         self.flush_members().await?;
         let mut live = Vec::new();
@@ -502,7 +520,8 @@ impl RaiznVolume {
         let dev = self.members.get(member).ok_or(NvmeStatus::InternalError)?;
         let swap = self.swap.get(member).ok_or(NvmeStatus::InternalError)?;
         let _counted = super::CollectionInFlight::new(&self.meta_stats);
-        let _swap = swap.lock().await;
+        let mut unsettled = swap.lock().await;
+        super::swap::settle_first(dev.as_ref(), &mut unsettled).await?;
         records.sort_by_key(|r| (r.zone, r.stripe));
         let mut relocs = self.reloc_records_of(member);
         for r in relocs.iter_mut() {
@@ -555,6 +574,9 @@ impl RaiznVolume {
             }
             dev.flush().await?;
             log.wp = off;
+            // The swap zone holds the whole image until the log zone holds it again.
+            *unsettled = zone == SWAP_ZONE;
+            log.swap_index = (zone == SWAP_ZONE).then(|| log.index.clone());
         }
         dev.zone_mgmt(ZoneAction::Reset, self.log_zone_start(SWAP_ZONE), false)
             .await?;

@@ -16,6 +16,11 @@
 //! home zone is complete (the cut came before its reset) and the swap zone may go. Every
 //! step leaves a complete image in one zone: a cut while copying leaves the home a prefix
 //! again, which the next open settles the same way.
+//!
+//! A collection that fails at run time after its home zone's reset (an error that does not
+//! fail the member) leaves the same state while the volume runs on, and the next collection
+//! on that member would start by resetting the swap zone; so such a failure marks the
+//! member's swap zone unsettled, and the next collection settles it first (`settle_first`).
 
 use zns::{NvmeResult, ReportFilter, ZoneAction, ZoneState, ZonedDevice};
 
@@ -106,4 +111,18 @@ pub(super) async fn settle_swap(dev: &dyn ZonedDevice) -> NvmeResult<bool> {
     dev.zone_mgmt(ZoneAction::Reset, g.zone_start(SWAP_ZONE), false)
         .await?;
     Ok(true)
+}
+
+/// At run time, before a collection resets `dev`'s swap zone: when an earlier collection
+/// failed after its home zone's reset (`unsettled`, the member's swap lock), the swap zone
+/// may hold the only whole image, so it is settled as open settles it. A failure leaves
+/// `unsettled` set, and the collection fails with it.
+pub(super) async fn settle_first(dev: &dyn ZonedDevice, unsettled: &mut bool) -> NvmeResult<()> {
+    if *unsettled {
+        if settle_swap(dev).await? {
+            tracing::info!("completed a collection cut by an error");
+        }
+        *unsettled = false;
+    }
+    Ok(())
 }
