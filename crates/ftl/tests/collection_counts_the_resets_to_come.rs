@@ -10,41 +10,14 @@
 
 mod common;
 
-use common::device;
-use ftl::{FormatOptions, FtlVolume, MountOptions, VictimPolicy};
-use zns::{BlockDevice, Geometry, SimRng};
+use ftl::{FtlVolume, MountOptions, VictimPolicy};
+use zns::{BlockDevice, SimRng};
 
 #[test]
 fn collection_counts_the_resets_to_come() {
     common::runtime().block_on(async {
-        let g = Geometry {
-            block_size: 4096,
-            zone_count: 40,
-            zone_size: 256,
-            zone_capacity: 256,
-            mdts_blocks: 64,
-            copy_max_blocks: 64,
-            copy_max_range_blocks: 64,
-            ..common::geometry()
-        };
-        let dev = device(g, 1);
         // Live data is 80% of the data zones' payload.
-        let reserve = ftl::layout::RESERVE_ZONES_DEFAULT;
-        let data_zones = ftl::Layout::new(g, 1000, reserve)
-            .expect("layout")
-            .data_zones;
-        let want = u64::from(data_zones) * (g.zone_capacity - 1) * 8 / 10;
-        let op = (10..=1000)
-            .step_by(5)
-            .find(|&op| ftl::Layout::new(g, op, reserve).is_ok_and(|l| l.volume_blocks >= want))
-            .expect("an over-provisioning that holds the volume");
-        let fmt = FormatOptions {
-            volume_blocks: Some(want),
-            ..FormatOptions::with_op(op)
-        };
-        ftl::format(dev.as_ref(), fmt, 1, false)
-            .await
-            .expect("format");
+        let dev = common::formatted_live_80().await;
         let opts = MountOptions {
             victim_policy: VictimPolicy::Greedy,
             hot_cold: false,

@@ -11,51 +11,14 @@
 
 mod common;
 
-use std::sync::Arc;
-
-use common::device;
-use emu::EmuDevice;
-use ftl::{FormatOptions, FtlVolume, MountOptions, VictimPolicy};
-use zns::{BlockDevice, Geometry, SimRng};
-
-/// A device of 40 zones of 256 blocks formatted with live data at 80% of the data zones'
-/// payload.
-async fn formatted() -> Arc<EmuDevice> {
-    let g = Geometry {
-        block_size: 4096,
-        zone_count: 40,
-        zone_size: 256,
-        zone_capacity: 256,
-        mdts_blocks: 64,
-        copy_max_blocks: 64,
-        copy_max_range_blocks: 64,
-        ..common::geometry()
-    };
-    let dev = device(g, 1);
-    let reserve = ftl::layout::RESERVE_ZONES_DEFAULT;
-    let data_zones = ftl::Layout::new(g, 1000, reserve)
-        .expect("layout")
-        .data_zones;
-    let want = u64::from(data_zones) * (g.zone_capacity - 1) * 8 / 10;
-    let op = (10..=1000)
-        .step_by(5)
-        .find(|&op| ftl::Layout::new(g, op, reserve).is_ok_and(|l| l.volume_blocks >= want))
-        .expect("an over-provisioning that holds the volume");
-    let fmt = FormatOptions {
-        volume_blocks: Some(want),
-        ..FormatOptions::with_op(op)
-    };
-    ftl::format(dev.as_ref(), fmt, 1, false)
-        .await
-        .expect("format");
-    dev
-}
+use ftl::{FtlVolume, MountOptions, VictimPolicy};
+use zns::{BlockDevice, SimRng};
 
 /// Write amplification of random overwrites (80% of them to the first fifth of the blocks
 /// when `skewed`) after a fill and three volumes' worth of warm-up, over four volumes' worth,
 /// and the mean of the free zones sampled after each write.
 async fn overwrite(lead: Option<u64>, skewed: bool) -> (f64, f64) {
-    let dev = formatted().await;
+    let dev = common::formatted_live_80().await;
     let opts = MountOptions {
         victim_policy: if skewed {
             VictimPolicy::CostBenefit

@@ -168,14 +168,7 @@ impl RaiznVolume {
             }
         }
         if log.wp + blocks > cap {
-            log.index.remove(&(rec.zone, rec.stripe));
-            self.pp_stats.lock().unprotected += 1;
-            tracing::warn!(
-                member,
-                zone = rec.zone,
-                stripe = rec.stripe,
-                "partial-parity log full of live records; stripe unprotected until complete"
-            );
+            self.drop_record(member, &mut log, &rec, "log");
             return Ok(());
         }
         rec.seq = log.seq + 1;
@@ -1418,6 +1411,19 @@ impl RaiznVolume {
         Ok(())
     }
 
+    /// A partial-parity record that no room can be made for is dropped: its stripe is
+    /// unprotected until complete (counted and logged).
+    fn drop_record(&self, member: usize, log: &mut PpLog, rec: &PpRecord, log_kind: &str) {
+        log.index.remove(&(rec.zone, rec.stripe));
+        self.pp_stats.lock().unprotected += 1;
+        tracing::warn!(
+            member,
+            zone = rec.zone,
+            stripe = rec.stripe,
+            "partial-parity {log_kind} full of live records; stripe unprotected until complete"
+        );
+    }
+
     /// The head zone, once `blocks` fit there (rotating or collecting as needed); None when
     /// no room can be made.
     async fn pool_head(
@@ -1465,14 +1471,7 @@ impl RaiznVolume {
         let blocks = 1 + (rec.data.len() / bs) as u64;
         let head = self.pool_head(member, log, blocks).await?;
         let Some(h) = head else {
-            log.index.remove(&(rec.zone, rec.stripe));
-            self.pp_stats.lock().unprotected += 1;
-            tracing::warn!(
-                member,
-                zone = rec.zone,
-                stripe = rec.stripe,
-                "partial-parity log pool full of live records; stripe unprotected until complete"
-            );
+            self.drop_record(member, log, &rec, "log pool");
             return Ok(());
         };
         rec.seq = log.seq + 1;
