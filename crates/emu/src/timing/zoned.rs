@@ -565,13 +565,19 @@ impl ZonedTiming {
         let now = self.now_ns;
         let bytes = blocks * u64::from(self.geo.block_size);
         let c = self.front(ctrl);
-        let admitted = self.buffer.admit(c, bytes);
+        let (zone, off) = self.zone_of(lba);
+        // The buffer takes the bytes that extend the zone's data. Appends are booked as their
+        // commands complete, which need not be the order they landed in: one that landed past
+        // an append not yet booked brings the gap's bytes in with its own (its unit may be
+        // booked, and its release counted, now), and the one booked late adds none. So the
+        // buffer always holds exactly the zone data not yet programmed.
+        let new_bytes = (off + bytes).saturating_sub(self.zones[zone as usize].data_bytes);
+        let admitted = self.buffer.admit(c, new_bytes);
         let mut ready = admitted;
         if host_data {
             let dur = self.host_ns(bytes);
             ready = self.host_to_device.reserve(now, admitted, dur).1;
         }
-        let (zone, off) = self.zone_of(lba);
         if append && (self.p.zone_append_ns > 0 || self.p.zone_append_bytes_per_sec > 0) {
             let dur = self.p.zone_append_ns + transfer_ns(bytes, self.p.zone_append_bytes_per_sec);
             ready = self.zones[zone as usize]
@@ -958,5 +964,67 @@ impl ZonedTiming {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::timing::profile::zn540;
+
+    #[test]
+    fn appends_booked_out_of_landing_order_keep_the_buffer_whole() {
+        // Regression: appends are booked as they complete. One that landed past an append
+        // not yet booked completed the zone's first unit, whose program released a whole
+        // unit's bytes while the buffer held a block less; the late append's booking then
+        // took more out than the buffer held (a debug assertion, and in release builds a
+        // block counted in the buffer for ever).
+        let bs = 4096u64;
+        let geo = Geometry {
+            block_size: bs as u32,
+            oob_size: 0,
+            zone_count: 4,
+            zone_size: 1024,
+            zone_capacity: 1024,
+            max_open: 2,
+            max_active: 2,
+            zasl_blocks: 32,
+            mdts_blocks: 32,
+            copy_max_ranges: 4,
+            copy_max_range_blocks: 32,
+            copy_max_blocks: 64,
+            cross_zone_reads: false,
+        };
+        let p = zn540();
+        let per_unit = p.unit_bytes() / bs;
+        assert!(
+            per_unit >= 3,
+            "the test needs a unit of three blocks or more"
+        );
+        let mut t = ZonedTiming::new(p, geo, false).expect("model");
+        let append = |lba| TimedCmd::Append {
+            lba,
+            blocks: 1,
+            fua: false,
+        };
+        for lba in 0..per_unit - 2 {
+            t.submit(0, &append(lba));
+        }
+        // The unit's last block is booked before the one below it, which comes long after
+        // the unit's program ended.
+        let programmed = t.submit(0, &append(per_unit - 1));
+        assert_eq!(
+            t.buffer.used_bytes(),
+            per_unit * bs,
+            "the gap came in with it"
+        );
+        t.submit(programmed + 1_000_000_000, &append(per_unit - 2));
+        assert_eq!(
+            t.buffer.used_bytes(),
+            0,
+            "every byte left with the unit's program"
+        );
+        assert_eq!(t.zones[0].data_bytes, per_unit * bs);
+        assert_eq!(t.buffer.overcommits, 0);
     }
 }
