@@ -168,14 +168,7 @@ impl Maintenance {
     /// Runs the maintenance loop; if it panics (a broken invariant), the volume fails with
     /// the panic's message instead of silently losing garbage collection.
     async fn maintenance(self: Arc<Self>) {
-        use futures::FutureExt;
-        let run = std::panic::AssertUnwindSafe(Arc::clone(&self).maintenance_loop());
-        if let Err(panic) = run.catch_unwind().await {
-            let what = panic
-                .downcast_ref::<String>()
-                .map(String::as_str)
-                .or_else(|| panic.downcast_ref::<&str>().copied())
-                .unwrap_or("a panic without a message");
+        if let Err(what) = zns::panic::caught(Arc::clone(&self).maintenance_loop()).await {
             self.shared.fail(&FtlError::Failed(format!(
                 "garbage collection stopped: {what}"
             )));

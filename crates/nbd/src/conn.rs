@@ -31,7 +31,7 @@ use std::task::Poll;
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::{mpsc, watch};
-use zns::{BlockDevice, BlockResult};
+use zns::{BlockDevice, BlockError, BlockResult};
 
 use crate::budget::{Budget, Closed, Held};
 use crate::inbox::Inbox;
@@ -433,14 +433,14 @@ impl Task {
         }
         let (result, data) = if let Op::Read { .. } = op {
             // A read changes nothing, so one whose client has gone is abandoned midway.
-            match unless_gone(&mut gone, execute(&shared, op, payload)).await {
+            match unless_gone(&mut gone, execute_caught(&shared, op, payload)).await {
                 Ok(out) => out,
                 Err(_) => return,
             }
         } else {
             // A command that changes the volume runs to completion once started, whatever the
             // client does, so that none is left torn.
-            execute(&shared, op, payload).await
+            execute_caught(&shared, op, payload).await
         };
         let (error, data) = match result {
             Ok(()) => (0, data),
@@ -469,6 +469,22 @@ impl Task {
 }
 
 /// Runs one checked request on the volume; returns read data, if any.
+/// `execute`, with a panic in the volume's code turned into this request's error (EIO, logged
+/// with the panic's message), so that its client gets a reply instead of waiting for ever.
+async fn execute_caught(shared: &Shared, op: Op, payload: Bytes) -> (BlockResult<()>, Vec<u8>) {
+    match zns::panic::caught(execute(shared, op, payload)).await {
+        Ok(out) => out,
+        Err(why) => {
+            tracing::error!(
+                command = op.name(),
+                "the volume panicked on an NBD request: {why}"
+            );
+            let e = BlockError::Failed(format!("the volume panicked: {why}"));
+            (Err(e), Vec::new())
+        }
+    }
+}
+
 async fn execute(shared: &Shared, op: Op, payload: Bytes) -> (BlockResult<()>, Vec<u8>) {
     let dev = shared.device.as_ref();
     let locks = &shared.locks;

@@ -117,6 +117,10 @@ const FULL_LBA: Lba = 5;
 /// Write zeroes here fails the way a volume that stopped for good does.
 const FAILED_LBA: Lba = 7;
 const FAILED_CAUSE: &str = "zone 12 went offline while garbage collection moved its blocks";
+/// A write here panics at once, a read here after it waited once: a broken invariant in the
+/// volume's code, in the request's first poll or in its own task.
+const PANIC_LBA: Lba = 9;
+const PANIC_CAUSE: &str = "stripe table out of step";
 
 #[async_trait]
 impl BlockDevice for FailingDisk {
@@ -128,6 +132,10 @@ impl BlockDevice for FailingDisk {
     }
     async fn read(&self, lba: Lba, buf: &mut [u8]) -> BlockResult<()> {
         let blocks = buf.len() as u64 / 4096;
+        if lba == PANIC_LBA {
+            tokio::task::yield_now().await;
+            panic!("{PANIC_CAUSE} on a read");
+        }
         if (lba..lba + blocks).contains(&BAD_READ_LBA) {
             return Err(BlockError::Device(NvmeStatus::UnrecoveredReadError));
         }
@@ -136,6 +144,9 @@ impl BlockDevice for FailingDisk {
     async fn write(&self, lba: Lba, data: &[u8], fua: bool) -> BlockResult<()> {
         if lba == FULL_LBA {
             return Err(BlockError::NoSpace);
+        }
+        if lba == PANIC_LBA {
+            panic!("{PANIC_CAUSE} on a write");
         }
         self.0.write(lba, data, fua).await
     }
@@ -230,5 +241,20 @@ fn a_failed_volume_replies_eio_and_its_cause_is_logged() {
         "errno=5",
     ] {
         assert!(line.contains(part), "{part} in {line}");
+    }
+    // A panic in the volume's code is the request's error, not a reply that never comes;
+    // the connection and the server go on, and the panic's message is logged as an error.
+    let at = PANIC_LBA * 4096;
+    assert_eq!(c.write(at, &[3u8; 4096]), Err(EIO));
+    assert_eq!(c.read(at, 4096), Err(EIO));
+    assert_eq!(c.read(0, 5), Ok(b"after".to_vec()));
+    assert_eq!(s.connect().read(0, 5), Ok(b"after".to_vec()));
+    let logged = LOGGED.lock().expect("log").clone();
+    for (command, what) in [("WRITE", "on a write"), ("READ", "on a read")] {
+        let line = logged
+            .iter()
+            .find(|l| l.contains(&format!("{PANIC_CAUSE} {what}")) && l.starts_with("ERROR"))
+            .unwrap_or_else(|| panic!("the panic {what} is logged as an error: {logged:?}"));
+        assert!(line.contains(&format!("command=\"{command}\"")), "{line}");
     }
 }

@@ -8,6 +8,7 @@ pub mod device;
 pub mod faulty;
 pub mod hooked;
 pub mod model;
+pub mod panic;
 pub mod parity;
 pub mod plus;
 pub mod rng;

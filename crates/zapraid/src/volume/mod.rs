@@ -252,10 +252,24 @@ impl Shared {
         });
     }
 
-    pub(crate) fn spawn(&self, fut: impl std::future::Future<Output = ()> + Send + 'static) {
+    /// Runs `fut` as a task of the volume. A task that panics (a broken invariant, in the
+    /// volume or a member's driver) fails the volume with the panic's message, so the commands
+    /// waiting for what it would have done end with that cause instead of waiting for ever.
+    pub(crate) fn spawn(
+        self: &Arc<Self>,
+        fut: impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
+        let sh = Arc::downgrade(self);
+        let guarded = async move {
+            if let Err(why) = zns::panic::caught(fut).await {
+                if let Some(sh) = sh.upgrade() {
+                    sh.fail(format!("a volume task panicked: {why}"));
+                }
+            }
+        };
         let mut tasks = self.tasks.lock();
         tasks.retain(|t| !t.is_finished());
-        tasks.push(tokio::spawn(fut));
+        tasks.push(tokio::spawn(guarded));
     }
 
     fn abort_tasks(&self) {
