@@ -353,6 +353,24 @@ pub(crate) fn timed_zn540(g: Geometry, seed: u64) -> Result<EmuDevice, String> {
         .map_err(|e| e.to_string())
 }
 
+/// `timed_zn540` keeping the block data of zones `0..kept_zones` only
+/// (`EmuDevice::new_memory_keeping_data_of`): the timing is the same, and a read of the
+/// other zones' data fails. For a figure whose writers fill more than memory holds.
+pub(crate) fn timed_zn540_keeping_data_of(
+    g: Geometry,
+    seed: u64,
+    kept_zones: u32,
+) -> Result<EmuDevice, String> {
+    let cfg = EmuConfig {
+        seed,
+        ..EmuConfig::new(g)
+    };
+    let p = timing_profile("zn540").ok_or("the zn540 timing profile is missing")?;
+    EmuDevice::new_memory_keeping_data_of(cfg, kept_zones)
+        .and_then(|d| d.with_timing(p, ClockMode::Virtual))
+        .map_err(|e| e.to_string())
+}
+
 /// Formats the RAIZN array a figure runs on: `members` in order, stripe unit `unit_bytes`, the
 /// array UUID derived from `seed` so that a run is repeatable.
 pub(crate) async fn raizn_array(

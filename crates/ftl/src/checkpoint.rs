@@ -20,11 +20,29 @@ use crate::map::{Mapping, ZoneUse, UNMAPPED};
 use crate::records::COUNTER_LIMIT;
 
 const MAGIC: &[u8; 8] = b"ZSTKFTLC";
-const VERSION: u32 = 1;
+/// The format version of a volume without threaded logging: its checkpoints are byte for
+/// byte what every build wrote before version 2, so any build mounts it.
+pub const VERSION_1: u32 = 1;
+/// The newest format version, of a volume with threaded logging: it may hold
+/// threaded-logging records, which a build of version 1 would read as damaged trim records.
+/// A volume of version 1 with threaded logging (written before the records) is read, and
+/// its next checkpoints are version 2 (docs/FORMAT.md, "Versions").
+pub const VERSION: u32 = 2;
+
+/// The format version a checkpoint of a volume with `flags` is written with.
+pub fn version_for(flags: u32) -> u32 {
+    if flags & FLAG_THREADED_LOGGING != 0 {
+        VERSION
+    } else {
+        VERSION_1
+    }
+}
 
 /// The fixed part of a checkpoint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CkptHeader {
+    /// Format version: `VERSION_1`, or `VERSION` with threaded logging (`version_for`).
+    pub version: u32,
     /// Increases with every checkpoint; the larger complete one wins.
     pub number: u64,
     pub volume_id: u64,
@@ -75,7 +93,7 @@ pub struct Checkpoint {
 pub enum CkptError {
     #[error("no checkpoint here (bad magic)")]
     NoCheckpoint,
-    #[error("checkpoint format version {0} is not supported (this build reads {VERSION})")]
+    #[error("checkpoint format version {0} is newer than this build supports ({VERSION}): the volume was written by a newer build")]
     Version(u32),
     #[error("checkpoint header checksum mismatch")]
     HeaderChecksum,
@@ -111,7 +129,7 @@ fn corrupt<T>(msg: String) -> Result<T, CkptError> {
 pub fn encode_header(h: &CkptHeader) -> Vec<u8> {
     let mut b = vec![0u8; CKPT_HEADER_BYTES as usize];
     b[..8].copy_from_slice(MAGIC);
-    b[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    b[8..12].copy_from_slice(&h.version.to_le_bytes());
     b[12..16].copy_from_slice(&h.flags.to_le_bytes());
     b[16..24].copy_from_slice(&h.number.to_le_bytes());
     b[24..32].copy_from_slice(&h.volume_id.to_le_bytes());
@@ -142,8 +160,11 @@ pub fn decode_header(b: &[u8]) -> Result<CkptHeader, CkptError> {
         return Err(CkptError::HeaderChecksum);
     }
     let v = u32_at(b, 8);
-    if v != VERSION {
+    if v > VERSION {
         return Err(CkptError::Version(v));
+    }
+    if v == 0 {
+        return corrupt("format version 0 (versions start at 1)".into());
     }
     if u32_at(b, 12) & !FLAG_THREADED_LOGGING != 0 || u32_at(b, 68) != 0 {
         return corrupt(format!(
@@ -151,7 +172,13 @@ pub fn decode_header(b: &[u8]) -> Result<CkptHeader, CkptError> {
             u32_at(b, 12)
         ));
     }
+    if v == VERSION && u32_at(b, 12) & FLAG_THREADED_LOGGING == 0 {
+        return corrupt(format!(
+            "format version {v} without the threaded-logging flag (a volume without it is version {VERSION_1})"
+        ));
+    }
     let h = CkptHeader {
+        version: v,
         number: u64_at(b, 16),
         volume_id: u64_at(b, 24),
         seq: u64_at(b, 32),
@@ -285,7 +312,13 @@ pub fn snapshot(m: &Mapping, number: u64, volume_id: u64) -> Vec<u8> {
             valid: z.valid,
         }
     });
+    let flags = if m.threaded.enabled {
+        FLAG_THREADED_LOGGING
+    } else {
+        0
+    };
     let header = CkptHeader {
+        version: version_for(flags),
         number,
         volume_id,
         seq: m.next_seq(),
@@ -298,11 +331,7 @@ pub fn snapshot(m: &Mapping, number: u64, volume_id: u64) -> Vec<u8> {
         zone_blocks: l.zone_blocks,
         body_bytes: 0,
         body_crc: 0,
-        flags: if m.threaded.enabled {
-            FLAG_THREADED_LOGGING
-        } else {
-            0
-        },
+        flags,
     };
     encode_parts(header, &m.l2p, &m.seq, zones)
 }
@@ -564,8 +593,11 @@ pub async fn read_latest(
     let a = read_slot(dev, layout, 0).await;
     let b = read_slot(dev, layout, 1).await;
     match (a, b) {
-        // Checksummed but impossible: never silently skipped for the other slot.
+        // Checksummed but impossible: never silently skipped for the other slot. Nor is a
+        // newer format version: the newer build that wrote it may have written what this
+        // one would misread since the other slot's checkpoint.
         (Err(e @ CkptError::Corrupt(_)), _) | (_, Err(e @ CkptError::Corrupt(_))) => Err(e),
+        (Err(e @ CkptError::Version(_)), _) | (_, Err(e @ CkptError::Version(_))) => Err(e),
         (Ok(a), Ok(b)) if b.header.number > a.header.number => Ok((1, b)),
         (Ok(a), _) => Ok((0, a)),
         (Err(_), Ok(b)) => Ok((1, b)),
@@ -580,6 +612,7 @@ mod tests {
     #[test]
     fn header_round_trips_and_rejects_damage() {
         let h = CkptHeader {
+            version: VERSION,
             number: 3,
             volume_id: 9,
             seq: 100,
@@ -600,5 +633,51 @@ mod tests {
         d[40] ^= 1;
         assert_eq!(decode_header(&d), Err(CkptError::HeaderChecksum));
         assert_eq!(decode_header(&[0u8; 100]), Err(CkptError::NoCheckpoint));
+    }
+
+    /// Version 1 is read with or without threaded logging (volumes written before version 2);
+    /// version 2 needs the threaded-logging flag; 0 is corruption; a larger one is refused as
+    /// newer than this build.
+    #[test]
+    fn header_versions() {
+        let with = |version, flags| {
+            let h = CkptHeader {
+                version,
+                number: 1,
+                volume_id: 9,
+                seq: 1,
+                volume_blocks: 1000,
+                data_zones: 10,
+                op_permille: 200,
+                first_data_zone: 2,
+                slot_zones: 1,
+                reserve_zones: 3,
+                zone_blocks: 192,
+                body_bytes: 12_320,
+                body_crc: 0,
+                flags,
+            };
+            decode_header(&encode_header(&h)).map(|d| (d.version, d.flags))
+        };
+        assert_eq!(version_for(0), VERSION_1);
+        assert_eq!(version_for(FLAG_THREADED_LOGGING), VERSION);
+        assert_eq!(with(1, 0), Ok((1, 0)));
+        assert_eq!(
+            with(1, FLAG_THREADED_LOGGING),
+            Ok((1, FLAG_THREADED_LOGGING))
+        );
+        assert_eq!(
+            with(2, FLAG_THREADED_LOGGING),
+            Ok((2, FLAG_THREADED_LOGGING))
+        );
+        assert!(matches!(with(2, 0), Err(CkptError::Corrupt(m)) if m.contains("version 2")));
+        assert!(matches!(with(0, 0), Err(CkptError::Corrupt(m)) if m.contains("version 0")));
+        let newer = with(3, FLAG_THREADED_LOGGING);
+        assert_eq!(newer, Err(CkptError::Version(3)));
+        let text = newer.map_err(|e| e.to_string()).unwrap_err();
+        assert!(
+            text.contains("version 3 is newer than this build supports (2)"),
+            "{text}"
+        );
     }
 }

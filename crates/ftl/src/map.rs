@@ -764,6 +764,8 @@ impl Mapping {
     pub fn checkpoint_durable(&mut self, seq: u64, mark: u64) {
         self.ckpt_seq = self.ckpt_seq.max(seq);
         self.threaded.covered_mark = self.threaded.covered_mark.max(mark);
+        self.threaded.checkpoints_before_records =
+            self.threaded.checkpoints_before_records.saturating_sub(1);
         let dead: Vec<u32> = self
             .trims
             .iter()

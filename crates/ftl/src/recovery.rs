@@ -68,6 +68,10 @@ pub async fn recover(dev: &dyn ZonedDevice, layout: &Layout) -> Result<Recovered
     let (slot, ck) = checkpoint::read_latest(dev, layout).await?;
     let mut m = Mapping::new(*layout);
     m.threaded.enabled = ck.header.flags & checkpoint::FLAG_THREADED_LOGGING != 0;
+    if m.threaded.enabled {
+        m.threaded.checkpoints_before_records =
+            checkpoints_before_records(dev, layout, slot, ck.header.version).await;
+    }
     let ckpt_seq = ck.header.seq;
     m.l2p = ck.l2p;
     m.seq = ck.seq;
@@ -289,6 +293,27 @@ pub async fn recover(dev: &dyn ZonedDevice, layout: &Layout) -> Result<Recovered
         }
         r
     })
+}
+
+/// How many checkpoints a volume with threaded logging must write before its first
+/// threaded-logging record, so that both slots then hold format version 2 (`checkpoint::VERSION`)
+/// and a build of version 1 refuses the volume instead of mounting the other slot's checkpoint
+/// (`Threaded::checkpoints_before_records`): the newest is in `slot`, of `version`. A slot
+/// that cannot be read counts as one of version 1.
+async fn checkpoints_before_records(
+    dev: &dyn ZonedDevice,
+    layout: &Layout,
+    slot: u32,
+    version: u32,
+) -> u8 {
+    if version < checkpoint::VERSION {
+        return 2;
+    }
+    match checkpoint::read_header(dev, layout, 1 - slot).await {
+        Ok(h) if h.version < checkpoint::VERSION => 1,
+        Err(checkpoint::CkptError::Device(_)) => 1,
+        _ => 0,
+    }
 }
 
 /// What a scan collects besides the mapping: which LBAs are still unresolved, and the

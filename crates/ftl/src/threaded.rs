@@ -112,6 +112,12 @@ pub struct Threaded {
     /// 1 after a mount that found nothing the newest checkpoint on disk does not record). A
     /// zone is a candidate only while it covers the zone (`DataZone::written_mark` below it).
     pub covered_mark: u64,
+    /// Durable checkpoints still to be written before a turn may write a record instead of a
+    /// checkpoint: 2 after mounting a volume whose newest checkpoint is format version 1
+    /// (written before the records), 1 when only the other slot's is; then both slots hold
+    /// version 2, which a build of version 1 refuses (it would read a record as a damaged
+    /// trim record, or mount the other slot's older checkpoint; docs/FORMAT.md, "Versions").
+    pub checkpoints_before_records: u8,
 }
 
 /// The constants of the cost model (paper section 3.3.2), in units of one block's on-demand
@@ -316,7 +322,8 @@ impl Mapping {
     /// checkpoint and plugged above the pointer would be found by no scan (docs/DESIGN.md,
     /// threaded-logging records).
     pub fn tl_covered(&self, z: u32) -> bool {
-        self.zones[z as usize].written_mark < self.threaded.covered_mark
+        self.threaded.checkpoints_before_records == 0
+            && self.zones[z as usize].written_mark < self.threaded.covered_mark
     }
 
     /// Whether a threaded zone still gives the hot stream room: pending, ready, or being

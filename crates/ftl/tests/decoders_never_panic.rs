@@ -112,8 +112,10 @@ fn valid_checkpoint(l: &Layout, seed: u64) -> Checkpoint {
             z.valid += r.below(cap - 1 - z.valid);
         }
     }
+    let flags = (r.below(2) as u32) * checkpoint::FLAG_THREADED_LOGGING;
     Checkpoint {
         header: CkptHeader {
+            version: checkpoint::version_for(flags),
             number: 1 + r.below(1 << 30),
             volume_id: r.next(),
             seq: next_seq,
@@ -126,7 +128,7 @@ fn valid_checkpoint(l: &Layout, seed: u64) -> Checkpoint {
             zone_blocks: l.zone_blocks,
             body_bytes: 0,
             body_crc: 0,
-            flags: (r.below(2) as u32) * checkpoint::FLAG_THREADED_LOGGING,
+            flags,
         },
         l2p,
         seq,
@@ -413,6 +415,7 @@ fn checkpoints_of_real_layouts_decode() {
         let l = Layout::new(big, op, 2).expect("large layout");
         assert!(l.physical_blocks() <= u64::from(u32::MAX));
         let h = CkptHeader {
+            version: checkpoint::VERSION_1,
             number: 1,
             volume_id: 1,
             seq: 1,

@@ -45,6 +45,33 @@ impl EmuDevice {
         ))
     }
 
+    /// A device in memory that keeps the block data of zones `0..kept_zones` only (the
+    /// metadata of every block, and the zones' state, as `new_memory`): writes to the other
+    /// zones are accepted, timed and counted as usual and their data dropped, and a read of
+    /// their data fails with Unrecovered Read Error. For benchmarks that fill large zones they
+    /// never read back (an array's metadata lives in its members' first zones).
+    pub fn new_memory_keeping_data_of(
+        cfg: EmuConfig,
+        kept_zones: u32,
+    ) -> Result<EmuDevice, EmuError> {
+        cfg.geometry.validate()?;
+        let g = cfg.geometry;
+        let bs = u64::from(g.block_size);
+        let kept = g.zone_start(kept_zones.min(g.zone_count)) * bs;
+        let store = MemStore::keeping_data_below(
+            g.total_blocks() * bs,
+            g.total_blocks() * u64::from(g.oob_size),
+            kept,
+        );
+        Ok(Self::assemble(
+            cfg,
+            None,
+            Arc::new(store),
+            ZoneTable::new(g),
+            false,
+        ))
+    }
+
     /// Creates a file image at `path`. An existing file is refused unless `force`. With
     /// `cfg.zns_plus` the image records it and holds the valid bitmaps of TL-opened zones
     /// (docs/FORMAT.md), so the next open has the ZNS+ commands too.

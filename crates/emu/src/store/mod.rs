@@ -200,24 +200,50 @@ impl SparseBytes {
 pub struct MemStore {
     data: SparseBytes,
     meta: SparseBytes,
+    /// Data bytes at or beyond this offset are not kept (`MemStore::keeping_data_below`).
+    kept_data: u64,
 }
 
 impl MemStore {
     pub fn new(data_bytes: u64, meta_bytes: u64) -> MemStore {
+        Self::keeping_data_below(data_bytes, meta_bytes, data_bytes)
+    }
+
+    /// A store that keeps block data only below byte `kept` (metadata everywhere): a write
+    /// beyond it is accepted and its data dropped, and a read of data beyond it fails (it
+    /// never returns bytes the device does not hold). For benchmarks whose timing does not
+    /// depend on what the bulk of their writes hold and that never read it back.
+    pub fn keeping_data_below(data_bytes: u64, meta_bytes: u64, kept: u64) -> MemStore {
+        let kept_data = kept.min(data_bytes);
         MemStore {
-            data: SparseBytes::new(data_bytes, 1 << 20),
+            data: SparseBytes::new(kept_data.max(1), 1 << 20),
             meta: SparseBytes::new(meta_bytes.max(1), 1 << 16),
+            kept_data,
         }
     }
 }
 
 impl Store for MemStore {
     fn read_data(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        if !buf.is_empty() && offset.saturating_add(buf.len() as u64) > self.kept_data {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!(
+                    "the data at byte {offset} ({} bytes) is not kept: this memory device keeps only the data below byte {}",
+                    buf.len(),
+                    self.kept_data
+                ),
+            ));
+        }
         self.data.read(offset, buf);
         Ok(())
     }
     fn write_data(&self, offset: u64, data: &[u8]) -> io::Result<()> {
-        self.data.write(offset, data);
+        // The part below `kept_data` is kept; the rest is dropped.
+        let kept = self.kept_data.saturating_sub(offset).min(data.len() as u64) as usize;
+        if kept > 0 {
+            self.data.write(offset, &data[..kept]);
+        }
         Ok(())
     }
     fn read_meta(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
@@ -279,6 +305,32 @@ mod tests {
         let mut one = [9u8; 1];
         s.read(2920, &mut one);
         assert_eq!(one, [0]);
+    }
+
+    #[test]
+    fn a_store_keeping_data_below_a_bound_drops_the_rest_and_refuses_to_read_it() {
+        let s = MemStore::keeping_data_below(1 << 24, 1 << 16, 3 << 20);
+        let data = vec![7u8; 2 << 20];
+        // Straddles the bound: the first MiB is kept, the second dropped.
+        s.write_data(2 << 20, &data).unwrap();
+        s.write_data(8 << 20, &data).unwrap();
+        s.write_meta(1 << 15, &[5u8; 16]).unwrap();
+        assert_eq!(s.footprint_bytes(), (1 << 20) + (1 << 16));
+        let mut buf = vec![0u8; 1 << 20];
+        s.read_data(2 << 20, &mut buf).unwrap();
+        assert!(buf.iter().all(|b| *b == 7));
+        let e = s.read_data((2 << 20) + 1, &mut buf).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::Unsupported);
+        assert!(e.to_string().contains("not kept"), "{e}");
+        assert!(s.read_data(8 << 20, &mut buf).is_err());
+        let mut meta = [0u8; 16];
+        s.read_meta(1 << 15, &mut meta).unwrap();
+        assert_eq!(meta, [5u8; 16]);
+        // The ordinary store keeps everything.
+        let all = MemStore::new(1 << 24, 1 << 16);
+        all.write_data(8 << 20, &data).unwrap();
+        all.read_data(8 << 20, &mut buf).unwrap();
+        assert!(buf.iter().all(|b| *b == 7));
     }
 
     #[test]

@@ -1,0 +1,308 @@
+//! The checkpoint's format version (docs/FORMAT.md, "Versions"): a volume without threaded
+//! logging stays version 1, which every build mounts; one with threaded logging is version
+//! 2, since it may hold threaded-logging records, which a build of version 1 would read as
+//! damaged trim records. A volume of version 1 with threaded logging (written before the
+//! records) still mounts, and writes no record until both checkpoint slots hold version 2;
+//! a version newer than this build's is refused, in either slot, naming the version.
+
+mod common;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use common::{block, geometry, VersionModel};
+use emu::EmuDevice;
+use ftl::checkpoint;
+use ftl::threaded::TlPolicy;
+use ftl::{FormatOptions, FtlVolume, Layout, MountOptions};
+use zns::plus::{ChunkMapping, CompactionExtent};
+use zns::{
+    BlockDevice, CopyRange, DieStripe, Geometry, Lba, NvmeResult, ReportFilter, SimRng, ZoneAction,
+    ZoneReport, ZonedDevice,
+};
+
+/// The emulator, watching every write of a threaded-logging record: it counts those written
+/// while a checkpoint slot held a checkpoint of version 1.
+struct Watch {
+    inner: Arc<EmuDevice>,
+    layout: Layout,
+    records: AtomicU64,
+    beside_version_1: AtomicU64,
+}
+
+#[async_trait]
+impl ZonedDevice for Watch {
+    fn geometry(&self) -> Geometry {
+        self.inner.geometry()
+    }
+    async fn read(&self, lba: Lba, buf: &mut [u8], meta: Option<&mut [u8]>) -> NvmeResult<()> {
+        self.inner.read(lba, buf, meta).await
+    }
+    async fn write(&self, lba: Lba, data: &[u8], meta: Option<&[u8]>, fua: bool) -> NvmeResult<()> {
+        if data.starts_with(b"ZSTKTLRC") {
+            self.records.fetch_add(1, Ordering::Relaxed);
+            for slot in 0..2 {
+                let h = checkpoint::read_header(self.inner.as_ref(), &self.layout, slot).await;
+                if h.is_ok_and(|h| h.version == checkpoint::VERSION_1) {
+                    self.beside_version_1.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        self.inner.write(lba, data, meta, fua).await
+    }
+    async fn append(
+        &self,
+        zslba: Lba,
+        data: &[u8],
+        meta: Option<&[u8]>,
+        fua: bool,
+    ) -> NvmeResult<Lba> {
+        self.inner.append(zslba, data, meta, fua).await
+    }
+    async fn write_zeroes(&self, lba: Lba, blocks: u64, fua: bool) -> NvmeResult<()> {
+        self.inner.write_zeroes(lba, blocks, fua).await
+    }
+    async fn flush(&self) -> NvmeResult<()> {
+        self.inner.flush().await
+    }
+    async fn copy(&self, sources: &[CopyRange], dest: Lba, fua: bool) -> NvmeResult<()> {
+        self.inner.copy(sources, dest, fua).await
+    }
+    async fn zone_mgmt(&self, action: ZoneAction, zslba: Lba, select_all: bool) -> NvmeResult<()> {
+        self.inner.zone_mgmt(action, zslba, select_all).await
+    }
+    async fn report_zones(
+        &self,
+        lba: Lba,
+        filter: ReportFilter,
+        partial: bool,
+        max_zones: usize,
+    ) -> NvmeResult<ZoneReport> {
+        self.inner
+            .report_zones(lba, filter, partial, max_zones)
+            .await
+    }
+    fn die_stripe(&self) -> Option<DieStripe> {
+        self.inner.die_stripe()
+    }
+    fn identify_mapping(&self) -> Option<ChunkMapping> {
+        self.inner.identify_mapping()
+    }
+    async fn zone_compaction(&self, extents: &[CompactionExtent]) -> NvmeResult<()> {
+        self.inner.zone_compaction(extents).await
+    }
+    async fn tl_open(&self, zslba: Lba, valid: &[u8]) -> NvmeResult<()> {
+        self.inner.tl_open(zslba, valid).await
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .expect("runtime")
+}
+
+/// Threaded logging at every turn, and periodic checkpoints every 6 zones of user writes:
+/// rare enough that, with the slots' versions ignored, a record would be written while a
+/// slot still holds version 1 (every seed of the first test), frequent enough that turns
+/// find their zones covered and write records.
+fn threaded_opts() -> MountOptions {
+    MountOptions {
+        write_mode: ftl::WriteMode::ZoneWrite,
+        threaded: TlPolicy::Always,
+        checkpoint_every_zones: 6,
+        ..common::small_opts()
+    }
+}
+
+/// The format version of each slot's checkpoint (None: no readable checkpoint).
+async fn versions(dev: &dyn ZonedDevice, layout: &Layout) -> [Option<u32>; 2] {
+    let mut v = [None; 2];
+    for (slot, v) in v.iter_mut().enumerate() {
+        *v = checkpoint::read_header(dev, layout, slot as u32)
+            .await
+            .ok()
+            .map(|h| h.version);
+    }
+    v
+}
+
+/// Rewrites the checkpoint in `slot` with format version `version` (checksums recomputed),
+/// as a build of that version would have written it.
+async fn rewrite_version(dev: &dyn ZonedDevice, layout: &Layout, slot: u32, version: u32) {
+    let mut ck = checkpoint::read_slot(dev, layout, slot)
+        .await
+        .expect("read slot");
+    ck.header.version = version;
+    checkpoint::write_slot(dev, layout, slot, &checkpoint::encode(&ck))
+        .await
+        .expect("write slot");
+}
+
+/// Random writes of versions 1, 2, ... (a fresh `model`), 10% FUA and an occasional flush,
+/// over `rounds` times the volume.
+async fn write_randomly(vol: &FtlVolume, model: &mut VersionModel, rng: &mut SimRng, rounds: u64) {
+    let n = vol.size_blocks();
+    let bs = vol.block_size() as usize;
+    for version in 1..=rounds * n {
+        let lba = rng.below(n);
+        let fua = rng.chance(0.1);
+        vol.write(lba, &block(bs, version), fua)
+            .await
+            .expect("write");
+        model.write(lba, version, fua);
+        if rng.chance(0.05) {
+            vol.flush().await.expect("flush");
+            model.flush();
+        }
+    }
+}
+
+/// A volume with threaded logging formatted by a build of version 1 (its checkpoint
+/// rewritten as version 1) mounts; its turns write checkpoints until both slots hold version
+/// 2, then records; after a power cut every durable write reads back.
+async fn version_1_threaded_volume(seed: u64) -> (u64, u64) {
+    let mut rng = SimRng::new(seed);
+    let g = Geometry {
+        block_size: 4096,
+        ..geometry()
+    };
+    let emu_dev = common::device_plus(g, seed);
+    let fmt = FormatOptions {
+        threaded_logging: true,
+        ..FormatOptions::with_op(580)
+    };
+    let layout = ftl::format(emu_dev.as_ref(), fmt, seed, false)
+        .await
+        .expect("format");
+    assert_eq!(
+        versions(emu_dev.as_ref(), &layout).await,
+        [Some(checkpoint::VERSION), None],
+        "seed {seed}: a volume formatted with threaded logging is version 2"
+    );
+    rewrite_version(emu_dev.as_ref(), &layout, 0, checkpoint::VERSION_1).await;
+    let dev = Arc::new(Watch {
+        inner: emu_dev.clone(),
+        layout,
+        records: AtomicU64::new(0),
+        beside_version_1: AtomicU64::new(0),
+    });
+    let (vol, _) = FtlVolume::mount(dev.clone(), threaded_opts())
+        .await
+        .unwrap_or_else(|e| panic!("seed {seed}: a version 1 volume mounts: {e}"));
+    let mut model = VersionModel::new(vol.size_blocks());
+    write_randomly(&vol, &mut model, &mut rng, 16).await;
+    let records = vol.stats().threaded.records;
+    assert_eq!(
+        versions(emu_dev.as_ref(), &layout).await,
+        [Some(checkpoint::VERSION); 2],
+        "seed {seed}: both slots are version 2 once records were written"
+    );
+    emu_dev.power_loss(rng.next_u64()).expect("power loss");
+    vol.crash().await;
+    let (vol, _) = FtlVolume::mount(dev.clone(), threaded_opts())
+        .await
+        .unwrap_or_else(|e| panic!("seed {seed}: mount after the cut: {e}"));
+    model.check_all(&vol, seed, "after the power loss").await;
+    vol.crash().await;
+    (records, dev.beside_version_1.load(Ordering::Relaxed))
+}
+
+#[test]
+fn a_version_1_volume_with_threaded_logging_mounts_and_writes_records_only_at_version_2() {
+    let mut early = 0;
+    for seed in 0..2 {
+        let (records, e) = runtime().block_on(version_1_threaded_volume(seed));
+        assert!(records >= 1, "seed {seed}: no record was written");
+        early += e;
+    }
+    assert_eq!(
+        early, 0,
+        "records written while a slot still held a version 1 checkpoint"
+    );
+}
+
+/// A volume without threaded logging is version 1 in both slots, as every build wrote it.
+#[test]
+fn a_volume_without_threaded_logging_stays_version_1() {
+    runtime().block_on(async {
+        let dev = common::formatted(16, 20, 300, 1).await;
+        let layout = ftl::probe(dev.as_ref()).await.expect("probe");
+        let (vol, _) = FtlVolume::mount(dev.clone(), common::small_opts())
+            .await
+            .expect("mount");
+        let mut model = VersionModel::new(vol.size_blocks());
+        write_randomly(&vol, &mut model, &mut SimRng::new(1), 4).await;
+        assert!(vol.stats().checkpoints >= 2);
+        vol.unmount().await.expect("unmount");
+        assert_eq!(
+            versions(dev.as_ref(), &layout).await,
+            [Some(checkpoint::VERSION_1); 2]
+        );
+        let (vol, _) = FtlVolume::mount(dev.clone(), common::small_opts())
+            .await
+            .expect("remount");
+        model.check_all(&vol, 1, "after the remount").await;
+    });
+}
+
+/// A checkpoint of a version newer than this build's is refused with the version named,
+/// whether it is the newest or the older slot's: never skipped for the other slot.
+#[test]
+fn a_newer_version_in_either_slot_refuses_the_mount() {
+    runtime().block_on(async {
+        let g = Geometry {
+            block_size: 4096,
+            ..geometry()
+        };
+        let dev = common::device_plus(g, 3);
+        let fmt = FormatOptions {
+            threaded_logging: true,
+            ..FormatOptions::with_op(580)
+        };
+        let layout = ftl::format(dev.as_ref(), fmt, 3, false)
+            .await
+            .expect("format");
+        let (vol, _) = FtlVolume::mount(dev.clone(), threaded_opts())
+            .await
+            .expect("mount");
+        let mut model = VersionModel::new(vol.size_blocks());
+        write_randomly(&vol, &mut model, &mut SimRng::new(3), 4).await;
+        vol.unmount().await.expect("unmount");
+        let mut numbers = [0; 2];
+        for (slot, n) in numbers.iter_mut().enumerate() {
+            *n = checkpoint::read_header(dev.as_ref(), &layout, slot as u32)
+                .await
+                .expect("both slots hold a checkpoint")
+                .number;
+        }
+        let newest = u32::from(numbers[1] > numbers[0]);
+        for slot in [newest, 1 - newest] {
+            let before = checkpoint::read_slot(dev.as_ref(), &layout, slot)
+                .await
+                .expect("read slot");
+            rewrite_version(dev.as_ref(), &layout, slot, checkpoint::VERSION + 1).await;
+            let e = FtlVolume::mount(dev.clone(), threaded_opts())
+                .await
+                .err()
+                .unwrap_or_else(|| panic!("a version 3 checkpoint in slot {slot} mounted"));
+            let text = e.to_string();
+            assert!(
+                text.contains("version 3 is newer than this build supports (2)"),
+                "slot {slot}: {text}"
+            );
+            checkpoint::write_slot(dev.as_ref(), &layout, slot, &checkpoint::encode(&before))
+                .await
+                .expect("restore slot");
+        }
+        // Restored, the volume mounts with everything written.
+        let (vol, _) = FtlVolume::mount(dev.clone(), threaded_opts())
+            .await
+            .expect("mount after the slots were restored");
+        model.check_all(&vol, 3, "after the restore").await;
+        vol.crash().await;
+    });
+}
