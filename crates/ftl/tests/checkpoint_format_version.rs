@@ -11,89 +11,34 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use common::{block, geometry, VersionModel};
+use common::{block, geometry, BeforeWrite, VersionModel, Watched};
 use emu::EmuDevice;
 use ftl::checkpoint;
 use ftl::threaded::TlPolicy;
 use ftl::{FormatOptions, FtlVolume, Layout, MountOptions};
-use zns::plus::{ChunkMapping, CompactionExtent};
-use zns::{
-    BlockDevice, CopyRange, DieStripe, Geometry, Lba, NvmeResult, ReportFilter, SimRng, ZoneAction,
-    ZoneReport, ZonedDevice,
-};
+use zns::{BlockDevice, Geometry, NvmeResult, SimRng, ZonedDevice};
 
-/// The emulator, watching every write of a threaded-logging record: it counts those written
-/// while a checkpoint slot held a checkpoint of version 1.
+/// Before each write of a threaded-logging record: counts it, and those written while a
+/// checkpoint slot held a checkpoint of version 1.
 struct Watch {
-    inner: Arc<EmuDevice>,
     layout: Layout,
     records: AtomicU64,
     beside_version_1: AtomicU64,
 }
 
 #[async_trait]
-impl ZonedDevice for Watch {
-    fn geometry(&self) -> Geometry {
-        self.inner.geometry()
-    }
-    async fn read(&self, lba: Lba, buf: &mut [u8], meta: Option<&mut [u8]>) -> NvmeResult<()> {
-        self.inner.read(lba, buf, meta).await
-    }
-    async fn write(&self, lba: Lba, data: &[u8], meta: Option<&[u8]>, fua: bool) -> NvmeResult<()> {
+impl BeforeWrite for Watch {
+    async fn before_write(&self, inner: &EmuDevice, data: &[u8]) -> NvmeResult<()> {
         if data.starts_with(b"ZSTKTLRC") {
             self.records.fetch_add(1, Ordering::Relaxed);
             for slot in 0..2 {
-                let h = checkpoint::read_header(self.inner.as_ref(), &self.layout, slot).await;
+                let h = checkpoint::read_header(inner, &self.layout, slot).await;
                 if h.is_ok_and(|h| h.version == checkpoint::VERSION_1) {
                     self.beside_version_1.fetch_add(1, Ordering::Relaxed);
                 }
             }
         }
-        self.inner.write(lba, data, meta, fua).await
-    }
-    async fn append(
-        &self,
-        zslba: Lba,
-        data: &[u8],
-        meta: Option<&[u8]>,
-        fua: bool,
-    ) -> NvmeResult<Lba> {
-        self.inner.append(zslba, data, meta, fua).await
-    }
-    async fn write_zeroes(&self, lba: Lba, blocks: u64, fua: bool) -> NvmeResult<()> {
-        self.inner.write_zeroes(lba, blocks, fua).await
-    }
-    async fn flush(&self) -> NvmeResult<()> {
-        self.inner.flush().await
-    }
-    async fn copy(&self, sources: &[CopyRange], dest: Lba, fua: bool) -> NvmeResult<()> {
-        self.inner.copy(sources, dest, fua).await
-    }
-    async fn zone_mgmt(&self, action: ZoneAction, zslba: Lba, select_all: bool) -> NvmeResult<()> {
-        self.inner.zone_mgmt(action, zslba, select_all).await
-    }
-    async fn report_zones(
-        &self,
-        lba: Lba,
-        filter: ReportFilter,
-        partial: bool,
-        max_zones: usize,
-    ) -> NvmeResult<ZoneReport> {
-        self.inner
-            .report_zones(lba, filter, partial, max_zones)
-            .await
-    }
-    fn die_stripe(&self) -> Option<DieStripe> {
-        self.inner.die_stripe()
-    }
-    fn identify_mapping(&self) -> Option<ChunkMapping> {
-        self.inner.identify_mapping()
-    }
-    async fn zone_compaction(&self, extents: &[CompactionExtent]) -> NvmeResult<()> {
-        self.inner.zone_compaction(extents).await
-    }
-    async fn tl_open(&self, zslba: Lba, valid: &[u8]) -> NvmeResult<()> {
-        self.inner.tl_open(zslba, valid).await
+        Ok(())
     }
 }
 
@@ -184,11 +129,13 @@ async fn version_1_threaded_volume(seed: u64) -> (u64, u64) {
         "seed {seed}: a volume formatted with threaded logging is version 2"
     );
     rewrite_version(emu_dev.as_ref(), &layout, 0, checkpoint::VERSION_1).await;
-    let dev = Arc::new(Watch {
+    let dev = Arc::new(Watched {
         inner: emu_dev.clone(),
-        layout,
-        records: AtomicU64::new(0),
-        beside_version_1: AtomicU64::new(0),
+        watch: Watch {
+            layout,
+            records: AtomicU64::new(0),
+            beside_version_1: AtomicU64::new(0),
+        },
     });
     let (vol, _) = FtlVolume::mount(dev.clone(), threaded_opts())
         .await
@@ -208,7 +155,7 @@ async fn version_1_threaded_volume(seed: u64) -> (u64, u64) {
         .unwrap_or_else(|e| panic!("seed {seed}: mount after the cut: {e}"));
     model.check_all(&vol, seed, "after the power loss").await;
     vol.crash().await;
-    (records, dev.beside_version_1.load(Ordering::Relaxed))
+    (records, dev.watch.beside_version_1.load(Ordering::Relaxed))
 }
 
 #[test]

@@ -333,3 +333,99 @@ impl VersionModel {
         }
     }
 }
+
+/// What a `Watched` device does before each write it passes on: count it, look at the
+/// device, or refuse it (an error is the write's, and the write is not sent).
+#[async_trait::async_trait]
+pub trait BeforeWrite: Send + Sync {
+    async fn before_write(&self, inner: &EmuDevice, data: &[u8]) -> zns::NvmeResult<()>;
+}
+
+/// The emulator, ZNS+ commands included, with `watch` run before each write. (`zns::Hooked`
+/// sees no data and passes no ZNS+ command on.)
+pub struct Watched<W> {
+    pub inner: Arc<EmuDevice>,
+    pub watch: W,
+}
+
+#[async_trait::async_trait]
+impl<W: BeforeWrite> zns::ZonedDevice for Watched<W> {
+    fn geometry(&self) -> Geometry {
+        self.inner.geometry()
+    }
+    async fn read(
+        &self,
+        lba: zns::Lba,
+        buf: &mut [u8],
+        meta: Option<&mut [u8]>,
+    ) -> zns::NvmeResult<()> {
+        self.inner.read(lba, buf, meta).await
+    }
+    async fn write(
+        &self,
+        lba: zns::Lba,
+        data: &[u8],
+        meta: Option<&[u8]>,
+        fua: bool,
+    ) -> zns::NvmeResult<()> {
+        self.watch.before_write(&self.inner, data).await?;
+        self.inner.write(lba, data, meta, fua).await
+    }
+    async fn append(
+        &self,
+        zslba: zns::Lba,
+        data: &[u8],
+        meta: Option<&[u8]>,
+        fua: bool,
+    ) -> zns::NvmeResult<zns::Lba> {
+        self.inner.append(zslba, data, meta, fua).await
+    }
+    async fn write_zeroes(&self, lba: zns::Lba, blocks: u64, fua: bool) -> zns::NvmeResult<()> {
+        self.inner.write_zeroes(lba, blocks, fua).await
+    }
+    async fn flush(&self) -> zns::NvmeResult<()> {
+        self.inner.flush().await
+    }
+    async fn copy(
+        &self,
+        sources: &[zns::CopyRange],
+        dest: zns::Lba,
+        fua: bool,
+    ) -> zns::NvmeResult<()> {
+        self.inner.copy(sources, dest, fua).await
+    }
+    async fn zone_mgmt(
+        &self,
+        action: zns::ZoneAction,
+        zslba: zns::Lba,
+        select_all: bool,
+    ) -> zns::NvmeResult<()> {
+        self.inner.zone_mgmt(action, zslba, select_all).await
+    }
+    async fn report_zones(
+        &self,
+        lba: zns::Lba,
+        filter: zns::ReportFilter,
+        partial: bool,
+        max_zones: usize,
+    ) -> zns::NvmeResult<zns::ZoneReport> {
+        self.inner
+            .report_zones(lba, filter, partial, max_zones)
+            .await
+    }
+    fn die_stripe(&self) -> Option<zns::DieStripe> {
+        self.inner.die_stripe()
+    }
+    fn identify_mapping(&self) -> Option<zns::plus::ChunkMapping> {
+        self.inner.identify_mapping()
+    }
+    async fn zone_compaction(
+        &self,
+        extents: &[zns::plus::CompactionExtent],
+    ) -> zns::NvmeResult<()> {
+        self.inner.zone_compaction(extents).await
+    }
+    async fn tl_open(&self, zslba: zns::Lba, valid: &[u8]) -> zns::NvmeResult<()> {
+        self.inner.tl_open(zslba, valid).await
+    }
+}

@@ -9,80 +9,25 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use common::{block, geometry, VersionModel};
+use common::{block, geometry, BeforeWrite, VersionModel, Watched};
 use emu::EmuDevice;
 use ftl::threaded::TlPolicy;
 use ftl::{FormatOptions, FtlVolume, MountOptions};
-use zns::plus::{ChunkMapping, CompactionExtent};
-use zns::{
-    BlockDevice, CopyRange, DieStripe, Geometry, Lba, NvmeResult, NvmeStatus, ReportFilter, SimRng,
-    ZoneAction, ZoneReport, ZonedDevice,
-};
+use zns::{BlockDevice, Geometry, NvmeResult, NvmeStatus, SimRng};
 
-/// The emulator, except that every write of a threaded-logging record fails.
+/// Refuses every write of a threaded-logging record.
 struct NoRecords {
-    inner: Arc<EmuDevice>,
     refused: AtomicU64,
 }
 
 #[async_trait]
-impl ZonedDevice for NoRecords {
-    fn geometry(&self) -> Geometry {
-        self.inner.geometry()
-    }
-    async fn read(&self, lba: Lba, buf: &mut [u8], meta: Option<&mut [u8]>) -> NvmeResult<()> {
-        self.inner.read(lba, buf, meta).await
-    }
-    async fn write(&self, lba: Lba, data: &[u8], meta: Option<&[u8]>, fua: bool) -> NvmeResult<()> {
+impl BeforeWrite for NoRecords {
+    async fn before_write(&self, _: &EmuDevice, data: &[u8]) -> NvmeResult<()> {
         if data.starts_with(b"ZSTKTLRC") {
             self.refused.fetch_add(1, Ordering::Relaxed);
             return Err(NvmeStatus::InternalError);
         }
-        self.inner.write(lba, data, meta, fua).await
-    }
-    async fn append(
-        &self,
-        zslba: Lba,
-        data: &[u8],
-        meta: Option<&[u8]>,
-        fua: bool,
-    ) -> NvmeResult<Lba> {
-        self.inner.append(zslba, data, meta, fua).await
-    }
-    async fn write_zeroes(&self, lba: Lba, blocks: u64, fua: bool) -> NvmeResult<()> {
-        self.inner.write_zeroes(lba, blocks, fua).await
-    }
-    async fn flush(&self) -> NvmeResult<()> {
-        self.inner.flush().await
-    }
-    async fn copy(&self, sources: &[CopyRange], dest: Lba, fua: bool) -> NvmeResult<()> {
-        self.inner.copy(sources, dest, fua).await
-    }
-    async fn zone_mgmt(&self, action: ZoneAction, zslba: Lba, select_all: bool) -> NvmeResult<()> {
-        self.inner.zone_mgmt(action, zslba, select_all).await
-    }
-    async fn report_zones(
-        &self,
-        lba: Lba,
-        filter: ReportFilter,
-        partial: bool,
-        max_zones: usize,
-    ) -> NvmeResult<ZoneReport> {
-        self.inner
-            .report_zones(lba, filter, partial, max_zones)
-            .await
-    }
-    fn die_stripe(&self) -> Option<DieStripe> {
-        self.inner.die_stripe()
-    }
-    fn identify_mapping(&self) -> Option<ChunkMapping> {
-        self.inner.identify_mapping()
-    }
-    async fn zone_compaction(&self, extents: &[CompactionExtent]) -> NvmeResult<()> {
-        self.inner.zone_compaction(extents).await
-    }
-    async fn tl_open(&self, zslba: Lba, valid: &[u8]) -> NvmeResult<()> {
-        self.inner.tl_open(zslba, valid).await
+        Ok(())
     }
 }
 
@@ -95,9 +40,11 @@ async fn schedule(seed: u64) -> (u64, u64) {
         },
         seed,
     );
-    let dev = Arc::new(NoRecords {
+    let dev = Arc::new(Watched {
         inner: emu_dev.clone(),
-        refused: AtomicU64::new(0),
+        watch: NoRecords {
+            refused: AtomicU64::new(0),
+        },
     });
     let fmt = FormatOptions {
         threaded_logging: true,
@@ -137,7 +84,7 @@ async fn schedule(seed: u64) -> (u64, u64) {
         .await
         .unwrap_or_else(|e| panic!("seed {seed}: mount after the cut: {e}"));
     model.check_all(&vol, seed, "after the power loss").await;
-    assert!(dev.refused.load(Ordering::Relaxed) >= s.threaded.record_failures);
+    assert!(dev.watch.refused.load(Ordering::Relaxed) >= s.threaded.record_failures);
     (s.threaded.record_failures, s.threaded.hole_blocks)
 }
 
