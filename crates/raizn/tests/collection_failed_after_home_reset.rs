@@ -302,9 +302,8 @@ async fn run_log(seed: u64, collect_write: u64, cut_at: Option<u64>) -> u64 {
     assert!(v.failed_members().is_empty(), "the error failed a member");
     let before = a.faults[2].commands.load(Ordering::Relaxed);
     a.faults[2].plan.lock().cut_at = cut_at;
-    // The first record after the failure finds the log's tail unknown and fails (so does
-    // its write, which leaves zone 1 torn); the next one collects the log. Every zone's
-    // stripe 0 has its parity on member 2.
+    // The first record after the failure finds the log's tail unknown and collects the log
+    // first. Every zone's stripe 0 has its parity on member 2.
     fua_blocks(v, 1, 0, 1).await;
     let acked2 = fua_blocks(v, 2, 0, 6).await;
     let used = a.faults[2].commands.load(Ordering::Relaxed) - before;

@@ -547,11 +547,22 @@ impl RaiznVolume {
             tracing::warn!(member, dropped = before - records.len(),
                 "partial-parity log too small for every live record; those stripes are unprotected until complete");
         }
+        // Until the log zone holds the new image again its tail is unknown: a failure
+        // below leaves the next record to collect first.
+        log.wp = cap;
+        // Where every record of the new image is (the same offsets in both zones).
+        let mut fresh = HashMap::new();
         for zone in [SWAP_ZONE, PARTIAL_PARITY_ZONE] {
             dev.zone_mgmt(ZoneAction::Reset, self.log_zone_start(zone), false)
                 .await?;
+            if zone == PARTIAL_PARITY_ZONE {
+                // Only now does `index` stop naming what the log zone holds: before this
+                // reset a failure leaves the old records (and `index`) in use. From here
+                // `index` names what is rewritten, `swap_index` the whole image.
+                log.index.clear();
+                log.swap_index = Some(fresh.clone());
+            }
             let mut off = 0u64;
-            log.index.clear();
             for r in &relocs {
                 let h = self.reloc_header(r, FLAG_CHECKPOINT);
                 self.write_raw(member, zone, off, &h, &r.inline.encode(), &r.data, &r.meta)
@@ -561,15 +572,21 @@ impl RaiznVolume {
             for r in &records {
                 self.write_record(member, zone, off, r, FLAG_CHECKPOINT)
                     .await?;
-                log.index
-                    .insert((r.zone, r.stripe), entry_of(r, 0, off, bs));
+                let e = entry_of(r, 0, off, bs);
+                if zone == SWAP_ZONE {
+                    fresh.insert((r.zone, r.stripe), e);
+                } else {
+                    log.index.insert((r.zone, r.stripe), e);
+                }
                 off += 1 + (r.data.len() / bs) as u64;
             }
             dev.flush().await?;
-            log.wp = off;
             // The swap zone holds the whole image until the log zone holds it again.
             *unsettled = zone == SWAP_ZONE;
-            log.swap_index = (zone == SWAP_ZONE).then(|| log.index.clone());
+            if zone == PARTIAL_PARITY_ZONE {
+                log.wp = off;
+                log.swap_index = None;
+            }
         }
         dev.zone_mgmt(ZoneAction::Reset, self.log_zone_start(SWAP_ZONE), false)
             .await?;
