@@ -753,12 +753,19 @@ impl RaiznVolume {
 
     /// The newest records of `zone`'s stripe `s` of the zone's current generation that
     /// cover `need` data blocks, from the logs of the stripe's parity members not failed:
-    /// (parity unit j, member, entry), P first.
-    async fn pp_entries(&self, zone: u32, s: u64, need: u64) -> Vec<(u32, usize, PpEntry)> {
+    /// (parity unit j, member, entry, its parity blocks), P first. Each is read under its
+    /// log's lock, so no collection moves it meanwhile.
+    async fn pp_entries(
+        &self,
+        zone: u32,
+        s: u64,
+        need: u64,
+    ) -> NvmeResult<Vec<(u32, usize, PpEntry, Bulk)>> {
         let Some(generation) = self.generation(zone) else {
-            return Vec::new();
+            return Ok(Vec::new());
         };
         let failed = self.failed_in(zone);
+        let valid = |e: &PpEntry| e.generation == generation && need <= e.end;
         let mut out = Vec::new();
         for (j, pm) in (0..).zip(self.layout.parity_members(s)) {
             if failed.contains(pm) {
@@ -767,12 +774,36 @@ impl RaiznVolume {
             let Some(log) = self.pp.get(pm) else {
                 continue;
             };
-            let e = log.lock().await.index.get(&(zone, s)).copied();
-            if let Some(e) = e.filter(|e| e.generation == generation && need <= e.end) {
-                out.push((j, pm, e));
+            let log = log.lock().await;
+            if let Some(e) = log.index.get(&(zone, s)).copied().filter(valid) {
+                out.push((j, pm, e, self.read_pp_bulk(pm, &e).await?));
+                continue;
             }
+            // A K = 1 rewrite that failed past its log zone's reset: the record may be only
+            // in the image the swap zone holds (until a collection settles it home, at the
+            // same offset).
+            let Some(e) = log
+                .swap_index
+                .as_ref()
+                .and_then(|i| i.get(&(zone, s)).copied())
+            else {
+                continue;
+            };
+            if !valid(&e) {
+                continue;
+            }
+            let swap = self.swap.get(pm).ok_or(NvmeStatus::InternalError)?;
+            let unsettled = swap.lock().await;
+            let at = if *unsettled {
+                SWAP_ZONE
+            } else {
+                PARTIAL_PARITY_ZONE
+            };
+            let dev = self.members.get(pm).ok_or(NvmeStatus::InternalError)?;
+            let lba = self.log_zone_start(at) + e.off + 1;
+            out.push((j, pm, e, super::read_run(dev.as_ref(), lba, e.bulk).await?));
         }
-        out
+        Ok(out)
     }
 
     /// Rebuilds `k` blocks at offset `cur` of `zone` (within one data unit of an incomplete
@@ -791,16 +822,16 @@ impl RaiznVolume {
         let s = cur / sdb;
         let unit = (cur % sdb) / su;
         let x0 = cur % su;
-        let entries = self.pp_entries(zone, s, unit * su + x0 + k).await;
+        let mut entries = self.pp_entries(zone, s, unit * su + x0 + k).await?;
         if l.parity() > 1 {
             return self
                 .reconstruct_from_pp_rs(zone, cur, entries, data, meta)
                 .await;
         }
-        let Some((_, pm, e)) = entries.first().copied() else {
+        if entries.is_empty() {
             return Err(NvmeStatus::UnrecoveredReadError);
-        };
-        let (pd, pmeta) = self.read_pp_bulk(pm, &e).await?;
+        }
+        let (_, _, e, (pd, pmeta)) = entries.swap_remove(0);
         let (a, b) = (x0 as usize, (x0 + k) as usize);
         data.copy_from_slice(&pd[a * bs..b * bs]);
         meta.copy_from_slice(&pmeta[a * oob..b * oob]);
@@ -833,18 +864,19 @@ impl RaiznVolume {
         &self,
         zone: u32,
         cur: u64,
-        entries: Vec<(u32, usize, PpEntry)>,
+        entries: Vec<(u32, usize, PpEntry, Bulk)>,
         data: &mut [u8],
         meta: &mut [u8],
     ) -> NvmeResult<()> {
-        let mut ends: Vec<u64> = entries.iter().map(|(_, _, e)| e.end).collect();
+        let mut ends: Vec<u64> = entries.iter().map(|(_, _, e, _)| e.end).collect();
         ends.sort_unstable_by(|a, b| b.cmp(a));
         ends.dedup();
         for end in ends {
-            let mut parity = Vec::new();
-            for (j, pm, e) in entries.iter().filter(|(_, _, e)| e.end == end) {
-                parity.push((*j, self.read_pp_bulk(*pm, e).await?));
-            }
+            let parity: Vec<(u32, Bulk)> = entries
+                .iter()
+                .filter(|(_, _, e, _)| e.end == end)
+                .map(|(j, _, _, b)| (*j, b.clone()))
+                .collect();
             if self
                 .decode_partial_stripe(zone, cur, end, &parity, data, meta)
                 .await?
