@@ -1017,6 +1017,19 @@ impl RaiznVolume {
                 }
             }
         }
+        if !self.pooled() {
+            // A rewrite of one log zone keeps one record per stripe and erases the older
+            // ones, which cover only what was durable; the new one may cover blocks still in
+            // another member's cache (an open no power cut preceded). Every member is flushed
+            // first, as a collection at run time flushes those holding anything not durable
+            // (docs/DESIGN.md, "Partial parity"). A pool keeps the older records until its
+            // fence, written after every member's rewrite has flushed it.
+            for (m, dev) in self.members.iter().enumerate() {
+                if !failed.contains(m) {
+                    dev.flush().await.map_err(|e| (m, e))?;
+                }
+            }
+        }
         let mut fences = Vec::new();
         for (m, records) in keep.into_iter().enumerate() {
             if failed.contains(m) {
