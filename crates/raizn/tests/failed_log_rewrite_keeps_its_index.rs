@@ -9,7 +9,7 @@
 mod common;
 
 use raizn::{RaiznConfig, RaiznVolume};
-use zns::{ErrorPlan, NvmeStatus, OpSet, ZonedDevice};
+use zns::{ErrorPlan, ErrorTiming, NvmeStatus, OpSet, ZonedDevice};
 
 use common::{Faulty, BS, OOB};
 use std::sync::Arc;
@@ -75,12 +75,13 @@ async fn probe(seed: u64) -> (u64, u64) {
     panic!("seed {seed}: no collection in 40 writes");
 }
 
-/// Member 2's `fail`-th command of the collecting write fails (Invalid Field). With
+/// Member 2's `fail`-th command of the collecting write fails (Invalid Field), refused
+/// (`ErrorTiming::Before`) or done and then reported failed (`After`). With
 /// `degrade_first`, member 0 fails at once and zone 0 is written again after; otherwise
 /// zone 0 is written again (stripe 0's newer records) before member 0 fails. Then a power
 /// cut and a reopen without member 0.
-async fn run(seed: u64, collect: u64, fail: u64, degrade_first: bool) {
-    let what = format!("seed {seed} fail {fail} degrade_first {degrade_first}");
+async fn run(seed: u64, collect: u64, fail: u64, timing: ErrorTiming, degrade_first: bool) {
+    let what = format!("seed {seed} fail {fail} {timing:?} degrade_first {degrade_first}");
     let (emus, faulty, v) = array(seed).await;
     fua(&v, 0, 0, 3, &what).await;
     fua(&v, 1, 0, collect, &what).await;
@@ -88,6 +89,7 @@ async fn run(seed: u64, collect: u64, fail: u64, degrade_first: bool) {
         ops: OpSet::ALL,
         fail_nth: Some(fail),
         status: NvmeStatus::InvalidField,
+        timing,
         ..ErrorPlan::default()
     };
     if let Err(e) = faulty[LOG].set_errors(plan) {
@@ -138,8 +140,10 @@ async fn a_failed_log_collection_never_serves_a_wrong_record() {
         "member 2 saw only {total} commands in the collection"
     );
     for fail in 1..=total {
-        for degrade_first in [true, false] {
-            run(seed, collect, fail, degrade_first).await;
+        for timing in [ErrorTiming::Before, ErrorTiming::After] {
+            for degrade_first in [true, false] {
+                run(seed, collect, fail, timing, degrade_first).await;
+            }
         }
     }
 }

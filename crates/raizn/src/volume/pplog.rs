@@ -553,15 +553,32 @@ impl RaiznVolume {
         // Where every record of the new image is (the same offsets in both zones).
         let mut fresh = HashMap::new();
         for zone in [SWAP_ZONE, PARTIAL_PARITY_ZONE] {
-            dev.zone_mgmt(ZoneAction::Reset, self.log_zone_start(zone), false)
-                .await?;
+            let reset = dev
+                .zone_mgmt(ZoneAction::Reset, self.log_zone_start(zone), false)
+                .await;
             if zone == PARTIAL_PARITY_ZONE {
                 // Only now does `index` stop naming what the log zone holds: before this
                 // reset a failure leaves the old records (and `index`) in use. From here
-                // `index` names what is rewritten, `swap_index` the whole image.
-                log.index.clear();
-                log.swap_index = Some(fresh.clone());
+                // `index` names what is rewritten, `swap_index` the whole image. A reset
+                // that reports an error may still have been done: the zone says which.
+                let done = match reset {
+                    Ok(()) => Some(true),
+                    Err(_) => self.log_zone_empty(dev.as_ref(), zone).await,
+                };
+                match done {
+                    Some(true) => {
+                        log.index.clear();
+                        log.swap_index = Some(fresh.clone());
+                    }
+                    Some(false) => {}
+                    None => {
+                        // Neither index can be trusted: no record rather than a wrong one.
+                        tracing::warn!(member, "partial-parity log state unknown after a failed reset; its stripes are unprotected until the next collection");
+                        log.index.clear();
+                    }
+                }
             }
+            reset?;
             let mut off = 0u64;
             for r in &relocs {
                 let h = self.reloc_header(r, FLAG_CHECKPOINT);
@@ -592,6 +609,15 @@ impl RaiznVolume {
             .await?;
         self.pp_stats.lock().collections += 1;
         Ok(())
+    }
+
+    /// Whether metadata zone `zone` of `dev` is empty; None when the report fails.
+    async fn log_zone_empty(&self, dev: &dyn ZonedDevice, zone: u32) -> Option<bool> {
+        let report = dev
+            .report_zones(self.log_zone_start(zone), ReportFilter::All, false, 1)
+            .await
+            .ok()?;
+        Some(report.zones.first()?.state == ZoneState::Empty)
     }
 
     /// Reads the parity blocks of a record.
