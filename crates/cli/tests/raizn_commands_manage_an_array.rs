@@ -70,6 +70,44 @@ fn create_refuses_members_of_different_geometry() {
 }
 
 #[test]
+fn commands_refuse_a_member_of_another_array() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let m = members(dir.path());
+    let other = common::member_images(dir.path(), "n", 3, &["--zones", "8"]);
+    create(&m);
+    create(&other);
+    // Member 1 named by an image of the other array.
+    let mixed = vec![m[0].clone(), other[1].clone(), m[2].clone()];
+    // Status shows it (and exits 0, as for any state it can show); commands that open the
+    // array refuse it, naming the image.
+    let text = ok(&with_members(&["raizn", "status"], &mixed));
+    assert!(
+        text.contains("n1.img not a member: it belongs to array"),
+        "{text}"
+    );
+    // Check counts it a problem (named on its output) and exits 1.
+    let err = fails(&with_members(&["raizn", "check"], &mixed), 1);
+    assert!(err.contains("1 problems"), "{err}");
+    let err = fails(
+        &[
+            "io",
+            "read",
+            "--raizn",
+            &list(&mixed),
+            "--lba",
+            "0",
+            "--blocks",
+            "1",
+        ],
+        1,
+    );
+    assert!(
+        err.contains("n1.img") && err.contains("another array"),
+        "{err}"
+    );
+}
+
+#[test]
 fn zone_and_io_commands_address_the_array() {
     let dir = tempfile::tempdir().expect("tempdir");
     let m = members(dir.path());

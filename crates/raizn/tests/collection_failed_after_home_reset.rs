@@ -89,7 +89,8 @@ struct Array {
     vol: RaiznVolume,
 }
 
-async fn array(seed: u64) -> Array {
+/// An array of 3 hooked members with `log_zones` log zones per member.
+async fn array(seed: u64, log_zones: u32) -> Array {
     let emus = common::emu_members(&common::small_member_geometry(), 3, seed);
     let dead = Arc::new(AtomicBool::new(false));
     let faults: Vec<Arc<Fault>> = (0..3)
@@ -107,7 +108,7 @@ async fn array(seed: u64) -> Array {
         .map(|(e, f)| Arc::new(Member0::new(e.clone(), Shared(f.clone()))) as Member)
         .collect();
     let cfg = RaiznConfig {
-        log_zones: 1,
+        log_zones,
         stripe_unit_bytes: 8 * BS as u64,
         ..RaiznConfig::new([0x5a; 16])
     };
@@ -126,8 +127,8 @@ async fn write_and_reset(v: &RaiznVolume, round: u64) -> NvmeResult<()> {
 }
 
 /// Rounds of `write_and_reset` until the first general collection (its round).
-async fn rounds_to_collection(seed: u64) -> u64 {
-    let a = array(seed).await;
+async fn rounds_to_collection(seed: u64, log_zones: u32) -> u64 {
+    let a = array(seed, log_zones).await;
     for round in 0..200 {
         if let Err(e) = write_and_reset(&a.vol, round).await {
             panic!("seed {seed} round {round}: {e}");
@@ -155,8 +156,8 @@ enum Next {
 /// Up to the collection's round with member 0's home rewrite failing, then FUA writes to
 /// zone 1 (acknowledged), then a reset of zone 0 as `next` says. Then reopens after a power
 /// loss and checks. Returns member 0's commands in that last reset.
-async fn run(seed: u64, collect_round: u64, next: Next) -> u64 {
-    let a = array(seed).await;
+async fn run(seed: u64, log_zones: u32, collect_round: u64, next: Next) -> u64 {
+    let a = array(seed, log_zones).await;
     let v = &a.vol;
     for round in 0..collect_round {
         if let Err(e) = write_and_reset(v, round).await {
@@ -184,7 +185,7 @@ async fn run(seed: u64, collect_round: u64, next: Next) -> u64 {
     // The volume goes on: acknowledged FUA writes to zone 1.
     let z1 = v.geometry().zone_start(1);
     common::write_blocks(v, z1..z1 + 20, 7, true).await;
-    let what = format!("seed {seed} {next:?}");
+    let what = format!("seed {seed} K = {log_zones} {next:?}");
     let before = a.faults[0].commands.load(Ordering::Relaxed);
     {
         let mut p = a.faults[0].plan.lock();
@@ -241,11 +242,24 @@ async fn run(seed: u64, collect_round: u64, next: Next) -> u64 {
 #[tokio::test]
 async fn next_collection_after_a_failed_one_keeps_the_swap_image() {
     let seed = 0x5a0f;
-    let round = rounds_to_collection(seed).await;
-    let total = run(seed, round, Next::Clean).await;
+    let round = rounds_to_collection(seed, 1).await;
+    let total = run(seed, 1, round, Next::Clean).await;
     assert!(total >= 4, "member 0 saw only {total} commands");
     for cut in 1..=total {
-        run(seed, round, Next::Cut(cut)).await;
+        run(seed, 1, round, Next::Cut(cut)).await;
+    }
+}
+
+/// The same with a pool of two log zones per member (the swap zone is the general zone's
+/// only; open reads the pool, fenced, instead of a log and swap union).
+#[tokio::test]
+async fn with_a_log_pool_the_next_collection_keeps_the_swap_image() {
+    let seed = 0x5a12;
+    let round = rounds_to_collection(seed, 2).await;
+    let total = run(seed, 2, round, Next::Clean).await;
+    assert!(total >= 4, "member 0 saw only {total} commands");
+    for cut in 1..=total {
+        run(seed, 2, round, Next::Cut(cut)).await;
     }
 }
 
@@ -254,11 +268,11 @@ async fn next_collection_after_a_failed_one_keeps_the_swap_image() {
 #[tokio::test]
 async fn an_error_while_settling_leaves_the_swap_zone_to_the_next_collection() {
     let seed = 0x5a10;
-    let round = rounds_to_collection(seed).await;
-    let total = run(seed, round, Next::Clean).await;
+    let round = rounds_to_collection(seed, 1).await;
+    let total = run(seed, 1, round, Next::Clean).await;
     for fail in 1..=total {
         for cut in 1..=total + 2 {
-            run(seed, round, Next::FailThenCut(fail, cut)).await;
+            run(seed, 1, round, Next::FailThenCut(fail, cut)).await;
         }
     }
 }
@@ -285,7 +299,7 @@ async fn fua_blocks(v: &RaiznVolume, zone: u32, from: u64, count: u64) -> u64 {
 /// first data unit reads zone 0's acknowledged blocks through member 2's record of it.
 /// Returns member 2's commands of the writes to zones 1 and 2.
 async fn run_log(seed: u64, collect_write: u64, cut_at: Option<u64>) -> u64 {
-    let a = array(seed).await;
+    let a = array(seed, 1).await;
     let v = &a.vol;
     let what = format!("seed {seed} cut {cut_at:?}");
     assert_eq!(
@@ -302,9 +316,8 @@ async fn run_log(seed: u64, collect_write: u64, cut_at: Option<u64>) -> u64 {
     assert!(v.failed_members().is_empty(), "the error failed a member");
     let before = a.faults[2].commands.load(Ordering::Relaxed);
     a.faults[2].plan.lock().cut_at = cut_at;
-    // The first record after the failure finds the log's tail unknown and fails (so does
-    // its write, which leaves zone 1 torn); the next one collects the log. Every zone's
-    // stripe 0 has its parity on member 2.
+    // The first record after the failure finds the log's tail unknown and collects the log
+    // first. Every zone's stripe 0 has its parity on member 2.
     fua_blocks(v, 1, 0, 1).await;
     let acked2 = fua_blocks(v, 2, 0, 6).await;
     let used = a.faults[2].commands.load(Ordering::Relaxed) - before;
@@ -334,7 +347,7 @@ async fn run_log(seed: u64, collect_write: u64, cut_at: Option<u64>) -> u64 {
 async fn next_log_collection_after_a_failed_one_keeps_the_records() {
     let seed = 0x5a11;
     let collect_write = {
-        let a = array(seed).await;
+        let a = array(seed, 1).await;
         let (mut k, base) = (0, a.vol.pp_stats().collections);
         while a.vol.pp_stats().collections == base {
             assert!(k < 40, "no log collection in 40 writes");

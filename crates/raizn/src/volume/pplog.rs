@@ -547,11 +547,39 @@ impl RaiznVolume {
             tracing::warn!(member, dropped = before - records.len(),
                 "partial-parity log too small for every live record; those stripes are unprotected until complete");
         }
+        // Until the log zone holds the new image again its tail is unknown: a failure
+        // below leaves the next record to collect first.
+        log.wp = cap;
+        // Where every record of the new image is (the same offsets in both zones).
+        let mut fresh = HashMap::new();
         for zone in [SWAP_ZONE, PARTIAL_PARITY_ZONE] {
-            dev.zone_mgmt(ZoneAction::Reset, self.log_zone_start(zone), false)
-                .await?;
+            let reset = dev
+                .zone_mgmt(ZoneAction::Reset, self.log_zone_start(zone), false)
+                .await;
+            if zone == PARTIAL_PARITY_ZONE {
+                // Only now does `index` stop naming what the log zone holds: before this
+                // reset a failure leaves the old records (and `index`) in use. From here
+                // `index` names what is rewritten, `swap_index` the whole image. A reset
+                // that reports an error may still have been done: the zone says which.
+                let done = match reset {
+                    Ok(()) => Some(true),
+                    Err(_) => self.log_zone_empty(dev.as_ref(), zone).await,
+                };
+                match done {
+                    Some(true) => {
+                        log.index.clear();
+                        log.swap_index = Some(fresh.clone());
+                    }
+                    Some(false) => {}
+                    None => {
+                        // Neither index can be trusted: no record rather than a wrong one.
+                        tracing::warn!(member, "partial-parity log state unknown after a failed reset; its stripes are unprotected until the next collection");
+                        log.index.clear();
+                    }
+                }
+            }
+            reset?;
             let mut off = 0u64;
-            log.index.clear();
             for r in &relocs {
                 let h = self.reloc_header(r, FLAG_CHECKPOINT);
                 self.write_raw(member, zone, off, &h, &r.inline.encode(), &r.data, &r.meta)
@@ -561,20 +589,35 @@ impl RaiznVolume {
             for r in &records {
                 self.write_record(member, zone, off, r, FLAG_CHECKPOINT)
                     .await?;
-                log.index
-                    .insert((r.zone, r.stripe), entry_of(r, 0, off, bs));
+                let e = entry_of(r, 0, off, bs);
+                if zone == SWAP_ZONE {
+                    fresh.insert((r.zone, r.stripe), e);
+                } else {
+                    log.index.insert((r.zone, r.stripe), e);
+                }
                 off += 1 + (r.data.len() / bs) as u64;
             }
             dev.flush().await?;
-            log.wp = off;
             // The swap zone holds the whole image until the log zone holds it again.
             *unsettled = zone == SWAP_ZONE;
-            log.swap_index = (zone == SWAP_ZONE).then(|| log.index.clone());
+            if zone == PARTIAL_PARITY_ZONE {
+                log.wp = off;
+                log.swap_index = None;
+            }
         }
         dev.zone_mgmt(ZoneAction::Reset, self.log_zone_start(SWAP_ZONE), false)
             .await?;
         self.pp_stats.lock().collections += 1;
         Ok(())
+    }
+
+    /// Whether metadata zone `zone` of `dev` is empty; None when the report fails.
+    async fn log_zone_empty(&self, dev: &dyn ZonedDevice, zone: u32) -> Option<bool> {
+        let report = dev
+            .report_zones(self.log_zone_start(zone), ReportFilter::All, false, 1)
+            .await
+            .ok()?;
+        Some(report.zones.first()?.state == ZoneState::Empty)
     }
 
     /// Reads the parity blocks of a record.
@@ -736,12 +779,19 @@ impl RaiznVolume {
 
     /// The newest records of `zone`'s stripe `s` of the zone's current generation that
     /// cover `need` data blocks, from the logs of the stripe's parity members not failed:
-    /// (parity unit j, member, entry), P first.
-    async fn pp_entries(&self, zone: u32, s: u64, need: u64) -> Vec<(u32, usize, PpEntry)> {
+    /// (parity unit j, member, entry, its parity blocks), P first. Each is read under its
+    /// log's lock, so no collection moves it meanwhile.
+    async fn pp_entries(
+        &self,
+        zone: u32,
+        s: u64,
+        need: u64,
+    ) -> NvmeResult<Vec<(u32, usize, PpEntry, Bulk)>> {
         let Some(generation) = self.generation(zone) else {
-            return Vec::new();
+            return Ok(Vec::new());
         };
         let failed = self.failed_in(zone);
+        let valid = |e: &PpEntry| e.generation == generation && need <= e.end;
         let mut out = Vec::new();
         for (j, pm) in (0..).zip(self.layout.parity_members(s)) {
             if failed.contains(pm) {
@@ -750,12 +800,36 @@ impl RaiznVolume {
             let Some(log) = self.pp.get(pm) else {
                 continue;
             };
-            let e = log.lock().await.index.get(&(zone, s)).copied();
-            if let Some(e) = e.filter(|e| e.generation == generation && need <= e.end) {
-                out.push((j, pm, e));
+            let log = log.lock().await;
+            if let Some(e) = log.index.get(&(zone, s)).copied().filter(valid) {
+                out.push((j, pm, e, self.read_pp_bulk(pm, &e).await?));
+                continue;
             }
+            // A K = 1 rewrite that failed past its log zone's reset: the record may be only
+            // in the image the swap zone holds (until a collection settles it home, at the
+            // same offset).
+            let Some(e) = log
+                .swap_index
+                .as_ref()
+                .and_then(|i| i.get(&(zone, s)).copied())
+            else {
+                continue;
+            };
+            if !valid(&e) {
+                continue;
+            }
+            let swap = self.swap.get(pm).ok_or(NvmeStatus::InternalError)?;
+            let unsettled = swap.lock().await;
+            let at = if *unsettled {
+                SWAP_ZONE
+            } else {
+                PARTIAL_PARITY_ZONE
+            };
+            let dev = self.members.get(pm).ok_or(NvmeStatus::InternalError)?;
+            let lba = self.log_zone_start(at) + e.off + 1;
+            out.push((j, pm, e, super::read_run(dev.as_ref(), lba, e.bulk).await?));
         }
-        out
+        Ok(out)
     }
 
     /// Rebuilds `k` blocks at offset `cur` of `zone` (within one data unit of an incomplete
@@ -774,16 +848,16 @@ impl RaiznVolume {
         let s = cur / sdb;
         let unit = (cur % sdb) / su;
         let x0 = cur % su;
-        let entries = self.pp_entries(zone, s, unit * su + x0 + k).await;
+        let mut entries = self.pp_entries(zone, s, unit * su + x0 + k).await?;
         if l.parity() > 1 {
             return self
                 .reconstruct_from_pp_rs(zone, cur, entries, data, meta)
                 .await;
         }
-        let Some((_, pm, e)) = entries.first().copied() else {
+        if entries.is_empty() {
             return Err(NvmeStatus::UnrecoveredReadError);
-        };
-        let (pd, pmeta) = self.read_pp_bulk(pm, &e).await?;
+        }
+        let (_, _, e, (pd, pmeta)) = entries.swap_remove(0);
         let (a, b) = (x0 as usize, (x0 + k) as usize);
         data.copy_from_slice(&pd[a * bs..b * bs]);
         meta.copy_from_slice(&pmeta[a * oob..b * oob]);
@@ -816,18 +890,19 @@ impl RaiznVolume {
         &self,
         zone: u32,
         cur: u64,
-        entries: Vec<(u32, usize, PpEntry)>,
+        entries: Vec<(u32, usize, PpEntry, Bulk)>,
         data: &mut [u8],
         meta: &mut [u8],
     ) -> NvmeResult<()> {
-        let mut ends: Vec<u64> = entries.iter().map(|(_, _, e)| e.end).collect();
+        let mut ends: Vec<u64> = entries.iter().map(|(_, _, e, _)| e.end).collect();
         ends.sort_unstable_by(|a, b| b.cmp(a));
         ends.dedup();
         for end in ends {
-            let mut parity = Vec::new();
-            for (j, pm, e) in entries.iter().filter(|(_, _, e)| e.end == end) {
-                parity.push((*j, self.read_pp_bulk(*pm, e).await?));
-            }
+            let parity: Vec<(u32, Bulk)> = entries
+                .iter()
+                .filter(|(_, _, e, _)| e.end == end)
+                .map(|(j, _, _, b)| (*j, b.clone()))
+                .collect();
             if self
                 .decode_partial_stripe(zone, cur, end, &parity, data, meta)
                 .await?
@@ -965,6 +1040,19 @@ impl RaiznVolume {
             for (pm, rec) in self.open_record(zone, failed, &loaded).await {
                 if let Some(k) = keep.get_mut(pm) {
                     k.push(rec);
+                }
+            }
+        }
+        if !self.pooled() {
+            // A rewrite of one log zone keeps one record per stripe and erases the older
+            // ones, which cover only what was durable; the new one may cover blocks still in
+            // another member's cache (an open no power cut preceded). Every member is flushed
+            // first, as a collection at run time flushes those holding anything not durable
+            // (docs/DESIGN.md, "Partial parity"). A pool keeps the older records until its
+            // fence, written after every member's rewrite has flushed it.
+            for (m, dev) in self.members.iter().enumerate() {
+                if !failed.contains(m) {
+                    dev.flush().await.map_err(|e| (m, e))?;
                 }
             }
         }

@@ -238,6 +238,8 @@ pub fn cut_power_at(member: &Faulty, n: u64) {
 pub struct RaiznFactory {
     pub members: usize,
     pub parity: u32,
+    /// Partial-parity log zones per member (1, or a pool).
+    pub log_zones: u32,
     arrays: Mutex<HashMap<[u8; 16], Vec<Arc<EmuDevice>>>>,
     next: Mutex<u64>,
 }
@@ -252,9 +254,24 @@ impl RaiznFactory {
         RaiznFactory {
             members,
             parity,
+            log_zones: 1,
             arrays: Mutex::new(HashMap::new()),
             next: Mutex::new(1),
         }
+    }
+
+    /// Arrays of `members` (one parity unit) with a pool of `log_zones` log zones per
+    /// member: each member has the `log_zones - 1` zones more that the pool takes.
+    pub fn with_log_zones(members: usize, log_zones: u32) -> RaiznFactory {
+        RaiznFactory {
+            log_zones,
+            ..RaiznFactory::with_parity(members, 1)
+        }
+    }
+
+    /// Metadata zones of a member: general, swap and the log zones.
+    fn meta_zones(&self) -> u32 {
+        MIN_META_ZONES - 1 + self.log_zones
     }
 
     fn emus(&self, dev: &RaiznVolume) -> Vec<Arc<EmuDevice>> {
@@ -277,7 +294,8 @@ impl DeviceFactory for RaiznFactory {
     type Device = RaiznVolume;
 
     async fn create(&self, geometry: &Geometry) -> RaiznVolume {
-        let (g, su) = member_geometry(geometry, self.members, self.parity);
+        let (mut g, su) = member_geometry(geometry, self.members, self.parity);
+        g.zone_count += self.meta_zones() - MIN_META_ZONES;
         let id = {
             let mut n = self.next.lock();
             *n += 1;
@@ -287,7 +305,7 @@ impl DeviceFactory for RaiznFactory {
         uuid[..8].copy_from_slice(&id.to_le_bytes());
         let emus = emu_members(&g, self.members, 0x5eed ^ id);
         let cfg = RaiznConfig {
-            log_zones: 1,
+            log_zones: self.log_zones,
             stripe_unit_bytes: su,
             parity: self.parity,
             ..RaiznConfig::new(uuid)
@@ -324,7 +342,7 @@ impl DeviceFactory for RaiznFactory {
 
     async fn set_zone_state(&self, dev: &RaiznVolume, zone: u32, state: ZoneState) {
         for e in self.emus(dev) {
-            if let Err(err) = e.set_zone_state(zone + MIN_META_ZONES, state) {
+            if let Err(err) = e.set_zone_state(zone + self.meta_zones(), state) {
                 panic!("member fault injection failed: {err}");
             }
         }
