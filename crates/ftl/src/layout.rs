@@ -136,6 +136,15 @@ pub struct MountOptions {
     /// emulator's block jobs, where collection is the bottleneck, it cost throughput and tail
     /// latency (docs/BENCHMARKS.md), so volumes collect eagerly.
     pub gc_lead_blocks: Option<u64>,
+    /// Whether collection runs on across rounds: a round is planned while the previous one
+    /// finishes whenever collection is wanted on the free zones alone, counting the zones
+    /// that finish is about to reset (but one) as space for its copies, and a GC lane that
+    /// finds no free zone waits for those resets instead of reporting no space. None (the
+    /// default) runs on on volumes with automatic watermarks, at least
+    /// `plan::WIDE_FLOOR_COLLECTABLE_ZONES` zones to collect from, not paced by rounds and
+    /// no `gc_lead_blocks` (`plan::tune_mount`), which then keep
+    /// `plan::RUN_ON_COPIES_PER_LANE` copies in flight per lane.
+    pub gc_run_on: Option<bool>,
 }
 
 /// How a device lays a zone over its flash dies (`zns::DieStripe`).
@@ -164,6 +173,7 @@ impl Default for MountOptions {
             stripe: None,
             pace_rounds: None,
             gc_lead_blocks: None,
+            gc_run_on: None,
         }
     }
 }
