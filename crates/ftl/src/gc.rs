@@ -52,6 +52,17 @@ struct Copied {
 type Finish<'a> =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), FtlError>> + Send + 'a>>;
 
+/// Clears `Mapping::resets_owed` when a finish ends, and wakes the GC lanes that waited for
+/// its resets (with nothing freed they then report no space instead of waiting forever).
+struct OwedResets<'a>(&'a Shared);
+
+impl Drop for OwedResets<'_> {
+    fn drop(&mut self) {
+        self.0.map(|m| m.resets_owed = 0);
+        self.0.space_changed();
+    }
+}
+
 /// Where the newest checkpoint is: its slot and number.
 struct CkptCursor {
     slot: u32,
@@ -214,9 +225,13 @@ impl Maintenance {
                 },
             )
         });
-        // While a finish is to come, its resets count as space (`gc_wanted_after_finish`).
-        // At the floor it may wait for the users to need the space (`gc_may_wait`).
+        // While a finish is to come, its resets count as space (`gc_wanted_after_finish`),
+        // unless collection runs on across rounds (`MountOptions::gc_run_on`): then the next
+        // round copies while that finish flushes and resets, as long as the free zones alone
+        // want collection. At the floor it may wait for the users to need the space
+        // (`gc_may_wait`).
         let need_gc = match finishing {
+            Some(_) if self.policy.run_on => self.policy.gc_wanted(free),
             Some(_) => self.policy.gc_wanted_after_finish(free, resetting),
             None => self.policy.gc_wanted(free),
         } && !self
@@ -240,6 +255,8 @@ impl Maintenance {
         } else if need_gc {
             let copied = match finishing.take() {
                 Some(f) => {
+                    // The finish is polled first: running on, it has said which victims it
+                    // resets (`reset_collected`) before this round is planned.
                     let (finished, copied) =
                         futures::join!(f, self.copy_round(true, ROUND_VICTIMS_MAX));
                     finished?;
@@ -433,7 +450,8 @@ impl Maintenance {
             (ready, waiting, m.free_zones() <= floor + 1)
         });
         // Deferring holds zones back from the free pool, so only while free zones are not
-        // short, and for a bounded number of victims.
+        // short, and for a bounded number of victims; never where collection runs on, whose
+        // next round counts on every victim's reset (`Mapping::resets_owed`).
         let defer = durable && !short && waiting.len() <= DEFERRED_VICTIMS_MAX;
         let (now, flush) = if waiting.is_empty() {
             (ready, false)
@@ -443,6 +461,14 @@ impl Maintenance {
         } else {
             (victims, true)
         };
+        // Running on (`MountOptions::gc_run_on`), a round planned beside this finish counts
+        // the zones it resets, but one in case the device retires a victim instead, and its
+        // lanes wait for them; cleared, and the lanes woken, however this ends.
+        let _owed = self.policy.run_on.then(|| {
+            let owed = u32::try_from(now.len().saturating_sub(1)).unwrap_or(u32::MAX);
+            self.shared.map(|m| m.resets_owed = owed);
+            OwedResets(&self.shared)
+        });
         self.shared.map(|m| {
             m.counters.gc_rounds += 1;
             m.counters.gc_round_flushes += u64::from(flush);

@@ -329,6 +329,12 @@ impl StreamWriter {
                     return self.borrow_user_zone().await.ok_or(FtlError::NoSpace);
                 }
                 Acquire::NoSpace => return Err(FtlError::NoSpace),
+                Acquire::AwaitResets => {
+                    drop(guard);
+                    self.shared.check_failed()?;
+                    self.shared.map(|m| m.counters.gc_waits_for_resets += 1);
+                    waiting.await;
+                }
                 Acquire::Wait => {
                     drop(guard);
                     // A failure that came after the check above woke nobody yet.

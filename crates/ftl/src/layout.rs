@@ -95,7 +95,8 @@ pub struct MountOptions {
     /// device that executes a queue's commands in the order it receives them, as the emulated
     /// device does. Applies to plain Simple Copy with per-block metadata. 0 (the default)
     /// chooses `COPIES_PER_LANE_DEFAULT`, or `plan::PACED_COPIES_PER_LANE` on a volume whose
-    /// user writes are paced by rounds (`plan::tune_mount`).
+    /// user writes are paced by rounds, or `plan::RUN_ON_COPIES_PER_LANE` on one whose
+    /// collection runs on across rounds (`plan::tune_mount`).
     pub copies_per_lane: u32,
     /// Garbage-collection lanes (zones of the GC stream copied into at once) at most, as many
     /// as the spare affords up to this (`plan::gc_lanes`); 0 (the default) is
@@ -136,6 +137,17 @@ pub struct MountOptions {
     /// emulator's block jobs, where collection is the bottleneck, it cost throughput and tail
     /// latency (docs/BENCHMARKS.md), so volumes collect eagerly.
     pub gc_lead_blocks: Option<u64>,
+    /// Whether collection runs on across rounds: a round is planned while the previous one
+    /// finishes whenever collection is wanted on the free zones alone, counting the zones
+    /// that finish is about to reset (but one) as space for its copies, and a GC lane that
+    /// finds no free zone waits for those resets instead of reporting no space. None (the
+    /// default) runs on on volumes with automatic watermarks, at least
+    /// `plan::WIDE_FLOOR_COLLECTABLE_ZONES` zones to collect from, not paced by rounds and
+    /// no `gc_lead_blocks` (`plan::tune_mount`), which then keep
+    /// `plan::RUN_ON_COPIES_PER_LANE` copies in flight per lane, and whose copies go through
+    /// Simple Copy pipelines (not read + write, ZNS+ zone compaction or summary mode; the
+    /// mount decides that).
+    pub gc_run_on: Option<bool>,
 }
 
 /// How a device lays a zone over its flash dies (`zns::DieStripe`).
@@ -164,6 +176,7 @@ impl Default for MountOptions {
             stripe: None,
             pace_rounds: None,
             gc_lead_blocks: None,
+            gc_run_on: None,
         }
     }
 }

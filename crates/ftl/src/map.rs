@@ -145,6 +145,11 @@ pub struct Counters {
     pub gc_rounds_overlapped: u64,
     /// Times a GC lane opened its next zone while copies to its full one were in flight.
     pub gc_lane_zones_chained: u64,
+    /// Collection that runs on across rounds (`MountOptions::gc_run_on`): rounds planned
+    /// counting zones the previous round's finish was about to reset, and times a GC lane
+    /// found no free zone and waited for those resets.
+    pub gc_rounds_on_owed_resets: u64,
+    pub gc_waits_for_resets: u64,
     /// Copies whose source had been overwritten or trimmed by the time they completed: blocks
     /// written for nothing (counted in `gc_blocks` too).
     pub gc_stale_copies: u64,
@@ -217,6 +222,11 @@ pub struct Mapping {
     /// A user writer was told to wait for a zone since the last round was planned (plan.rs,
     /// `Mapping::user_room`).
     pub(crate) user_waiting: bool,
+    /// Zones the finish under way will reset that the round copying beside it may count as
+    /// space (`MountOptions::gc_run_on`; `Mapping::plan_round`); while it is not 0 a GC
+    /// stream that finds no free zone waits for them (`Mapping::plan_acquire`). Set and
+    /// cleared by the maintenance task around each finish; 0 on other volumes.
+    pub(crate) resets_owed: u32,
     /// Threaded logging on ZNS+ devices (threaded.rs).
     pub threaded: crate::threaded::Threaded,
 }
@@ -244,6 +254,7 @@ impl Mapping {
             durability: Durability::new(layout.data_zones),
             throttle: Throttle::default(),
             user_waiting: false,
+            resets_owed: 0,
             threaded: Default::default(),
             layout,
         }

@@ -229,9 +229,17 @@ impl FtlVolume {
                 report.lost_ranges
             );
         }
+        let run_on_auto = opts.gc_run_on.is_none();
         let mut opts = crate::plan::tune_mount(&layout, opts);
         // The device's die stripe, unless the caller said otherwise.
         opts.stripe = opts.stripe.or_else(|| dev.die_stripe());
+        // Collection runs on by default only where its copies go through Simple Copy
+        // pipelines (io/pipeline.rs): not by read + write, not by ZNS+ zone compaction, not in
+        // summary mode, whose collection it was not measured on.
+        let plus = opts.compaction.is_some() && dev.identify_mapping().is_some();
+        if run_on_auto && (!opts.use_copy || plus || layout.summary_mode()) {
+            opts.gc_run_on = Some(false);
+        }
         // Open zones the FTL keeps: the hot ones, cold, two for garbage collection, and one
         // checkpoint zone while a checkpoint is written. They must fit the device's limits.
         let g = layout.geometry;

@@ -57,6 +57,28 @@ fn paced_options(rng: &mut SimRng) -> MountOptions {
     }
 }
 
+/// Options whose collection runs on across rounds (`MountOptions::gc_run_on`): watermarks
+/// one zone apart, each round planned while the previous one flushes and resets counting the
+/// zones it resets, its lane waiting for them when no zone is free, 32 copies per lane.
+fn run_on_options(rng: &mut SimRng) -> MountOptions {
+    MountOptions {
+        gc_background_free_zones: 4,
+        gc_lanes_max: 1,
+        copies_per_lane: 32,
+        pace_rounds: Some(false),
+        gc_run_on: Some(true),
+        ..options(rng)
+    }
+}
+
+/// Which collector the schedules run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Throttled,
+    Paced,
+    RunOn,
+}
+
 /// What the schedules exercised.
 #[derive(Default)]
 struct Coverage {
@@ -67,6 +89,8 @@ struct Coverage {
     gc_rounds_unflushed: u64,
     gc_rounds_overlapped: u64,
     gc_lane_zones_chained: u64,
+    gc_rounds_on_owed_resets: u64,
+    gc_waits_for_resets: u64,
 }
 
 async fn mount(dev: &Arc<EmuDevice>, opts: MountOptions, seed: u64) -> Arc<FtlVolume> {
@@ -83,12 +107,19 @@ fn account(vol: &FtlVolume, cov: &mut Coverage) {
     cov.gc_rounds_unflushed += c.gc_rounds - c.gc_round_flushes;
     cov.gc_rounds_overlapped += c.gc_rounds_overlapped;
     cov.gc_lane_zones_chained += c.gc_lane_zones_chained;
+    cov.gc_rounds_on_owed_resets += c.gc_rounds_on_owed_resets;
+    cov.gc_waits_for_resets += c.gc_waits_for_resets;
 }
 
-async fn schedule(seed: u64, ops: usize, paced: bool) -> Coverage {
-    let options: fn(&mut SimRng) -> MountOptions = if paced { paced_options } else { options };
-    // Writers at once: paced volumes take more, so that collection falls behind them.
-    let width: u64 = if paced { 32 } else { 8 };
+async fn schedule(seed: u64, ops: usize, kind: Kind) -> Coverage {
+    let options: fn(&mut SimRng) -> MountOptions = match kind {
+        Kind::Throttled => options,
+        Kind::Paced => paced_options,
+        Kind::RunOn => run_on_options,
+    };
+    // Writers at once: paced volumes and those running on take more, so that collection
+    // falls behind them.
+    let width: u64 = if kind == Kind::Throttled { 8 } else { 32 };
     let mut cov = Coverage::default();
     let mut rng = SimRng::new(seed);
     let dev = common::device(geometry(), seed);
@@ -194,13 +225,13 @@ async fn schedule(seed: u64, ops: usize, paced: bool) -> Coverage {
     cov
 }
 
-fn run(seed: u64, ops: usize, paced: bool) -> Coverage {
+fn run(seed: u64, ops: usize, kind: Kind) -> Coverage {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .start_paused(true)
         .build()
         .expect("runtime");
-    rt.block_on(schedule(seed, ops, paced))
+    rt.block_on(schedule(seed, ops, kind))
 }
 
 #[test]
@@ -209,12 +240,12 @@ fn power_cuts_while_user_writes_wait_for_collection_on_several_lanes() {
         .ok()
         .and_then(|s| s.parse().ok())
     {
-        run(seed, 400, false);
+        run(seed, 400, Kind::Throttled);
         return;
     }
     let mut total = Coverage::default();
     for seed in 0..40u64 {
-        let c = run(seed, 400, false);
+        let c = run(seed, 400, Kind::Throttled);
         total.crashes += c.crashes;
         total.crashes_throttled += c.crashes_throttled;
         total.throttle_waits += c.throttle_waits;
@@ -272,12 +303,12 @@ fn power_cuts_while_user_writes_are_paced_by_the_round_under_way() {
         .ok()
         .and_then(|s| s.parse().ok())
     {
-        run(seed, 400, true);
+        run(seed, 400, Kind::Paced);
         return;
     }
     let mut total = Coverage::default();
     for seed in 0..20u64 {
-        let c = run(seed, 400, true);
+        let c = run(seed, 400, Kind::Paced);
         total.crashes += c.crashes;
         total.crashes_throttled += c.crashes_throttled;
         total.throttle_waits += c.throttle_waits;
@@ -299,6 +330,62 @@ fn power_cuts_while_user_writes_are_paced_by_the_round_under_way() {
         total.throttle_waits
     );
 }
+
+// The same schedules with collection running on across rounds (`MountOptions::gc_run_on`):
+// power is cut while a round copies beside the previous round's flush and resets, counting
+// the zones those resets free, and while its lane waits for them.
+#[test]
+fn power_cuts_while_collection_runs_on_across_rounds() {
+    if let Some(seed) = std::env::var("FTL_RUN_ON_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        run(seed, 400, Kind::RunOn);
+        return;
+    }
+    let mut total = Coverage::default();
+    for seed in 0..20u64 {
+        let c = run(seed, 400, Kind::RunOn);
+        total.crashes += c.crashes;
+        total.crashes_throttled += c.crashes_throttled;
+        total.gc_rounds += c.gc_rounds;
+        total.gc_rounds_overlapped += c.gc_rounds_overlapped;
+        total.gc_rounds_on_owed_resets += c.gc_rounds_on_owed_resets;
+        total.gc_waits_for_resets += c.gc_waits_for_resets;
+    }
+    println!(
+        "{} power cuts ({} at the floor), {} rounds ({} overlapping a finish, {} counting its resets), {} lane waits for resets",
+        total.crashes,
+        total.crashes_throttled,
+        total.gc_rounds,
+        total.gc_rounds_overlapped,
+        total.gc_rounds_on_owed_resets,
+        total.gc_waits_for_resets
+    );
+    assert!(total.crashes >= 100, "only {} power cuts", total.crashes);
+    assert!(
+        total.crashes_throttled >= RUN_ON_FLOOR_CRASHES_MIN,
+        "only {} power cuts at the floor",
+        total.crashes_throttled
+    );
+    assert!(
+        total.gc_rounds_on_owed_resets >= RUN_ON_ROUNDS_MIN,
+        "only {} rounds counted a finish's resets",
+        total.gc_rounds_on_owed_resets
+    );
+    assert!(
+        total.gc_waits_for_resets >= RUN_ON_WAITS_MIN,
+        "only {} lane waits for a finish's resets",
+        total.gc_waits_for_resets
+    );
+}
+
+/// Floors of the running-on schedules' coverage, about half of what seeds 0-19 gave (105
+/// power cuts at the floor, 1,181 rounds counting a finish's resets, 94 lane waits for
+/// them, 2026-11-25).
+const RUN_ON_FLOOR_CRASHES_MIN: u64 = 50;
+const RUN_ON_ROUNDS_MIN: u64 = 590;
+const RUN_ON_WAITS_MIN: u64 = 45;
 
 /// Floors of the paced schedules' coverage, about half of what seeds 0-19 gave (198 power
 /// cuts at the floor, 1,882 paced waits, 2026-11-25).

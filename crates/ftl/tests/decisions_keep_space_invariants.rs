@@ -180,6 +180,7 @@ impl Model {
                 victim_policy: VictimPolicy::Greedy,
                 pace_rounds: false,
                 gc_lead_blocks: None,
+                run_on: false,
             },
             held: [None; 5],
             inflight: Vec::new(),
@@ -301,6 +302,11 @@ impl Model {
             Acquire::NoSpace => {
                 prop_assert!(stream.is_gc() && free == 0);
                 self.seen.gc_no_space += 1;
+                Ok(None)
+            }
+            // Only while a finish owes resets, which this model never sets.
+            Acquire::AwaitResets => {
+                prop_assert!(false, "a GC stream told to await resets none owed");
                 Ok(None)
             }
         }
