@@ -92,15 +92,7 @@ pub async fn formatted_live_80() -> Arc<EmuDevice> {
         .expect("layout")
         .data_zones;
     let want = u64::from(data_zones) * (g.zone_capacity - 1) * 8 / 10;
-    let op = (10..=1000)
-        .step_by(5)
-        .find(|&op| ftl::Layout::new(g, op, reserve).is_ok_and(|l| l.volume_blocks >= want))
-        .expect("an over-provisioning that holds the volume");
-    let fmt = FormatOptions {
-        volume_blocks: Some(want),
-        ..FormatOptions::with_op(op)
-    };
-    ftl::format(dev.as_ref(), fmt, 1, false)
+    ftl::format(dev.as_ref(), format_holding(g, want), 1, false)
         .await
         .expect("format");
     dev
@@ -427,5 +419,19 @@ impl<W: BeforeWrite> zns::ZonedDevice for Watched<W> {
     }
     async fn tl_open(&self, zslba: zns::Lba, valid: &[u8]) -> zns::NvmeResult<()> {
         self.inner.tl_open(zslba, valid).await
+    }
+}
+
+/// Format options exporting `want` blocks, from the smallest over-provisioning (in steps of
+/// 0.5%) whose layout of `g` with the default reserve holds them.
+pub fn format_holding(g: Geometry, want: u64) -> FormatOptions {
+    let reserve = ftl::layout::RESERVE_ZONES_DEFAULT;
+    let op = (10..=1000)
+        .step_by(5)
+        .find(|&op| ftl::Layout::new(g, op, reserve).is_ok_and(|l| l.volume_blocks >= want))
+        .expect("an over-provisioning that holds the volume");
+    FormatOptions {
+        volume_blocks: Some(want),
+        ..FormatOptions::with_op(op)
     }
 }

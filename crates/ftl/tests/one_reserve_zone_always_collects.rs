@@ -11,7 +11,7 @@
 mod common;
 
 use common::{block, device, geometry, version_of};
-use ftl::{FormatOptions, FtlVolume, MountOptions, WriteMode};
+use ftl::{FtlVolume, MountOptions, WriteMode};
 use zns::{BlockDevice, SimRng};
 
 #[derive(Debug, Default)]
@@ -41,15 +41,7 @@ async fn run(oob_size: u32, write_mode: WriteMode, seed: u64, hot_cold: bool) ->
     // tags of 512-byte blocks per summary, docs/FORMAT.md).
     let per_zone = g.zone_capacity - 1 - if oob_size == 0 { 3 } else { 0 };
     let want = u64::from(data_zones) * per_zone * 90 / 100;
-    let op = (10..=1000)
-        .step_by(5)
-        .find(|&op| ftl::Layout::new(g, op, reserve).is_ok_and(|l| l.volume_blocks >= want))
-        .expect("an over-provisioning that holds the volume");
-    let fmt = FormatOptions {
-        volume_blocks: Some(want),
-        ..FormatOptions::with_op(op)
-    };
-    ftl::format(dev.as_ref(), fmt, seed, false)
+    ftl::format(dev.as_ref(), common::format_holding(g, want), seed, false)
         .await
         .expect("format");
     let opts = MountOptions {

@@ -30,19 +30,8 @@ use crate::{EmuConfig, EmuError};
 impl EmuDevice {
     /// A device in memory.
     pub fn new_memory(cfg: EmuConfig) -> Result<EmuDevice, EmuError> {
-        cfg.geometry.validate()?;
-        let g = cfg.geometry;
-        let store = MemStore::new(
-            g.total_blocks() * u64::from(g.block_size),
-            g.total_blocks() * u64::from(g.oob_size),
-        );
-        Ok(Self::assemble(
-            cfg,
-            None,
-            Arc::new(store),
-            ZoneTable::new(g),
-            false,
-        ))
+        let zones = cfg.geometry.zone_count;
+        Self::new_memory_keeping_data_of(cfg, zones)
     }
 
     /// A device in memory that keeps the block data of zones `0..kept_zones` only (the
