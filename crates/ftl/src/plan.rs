@@ -1192,12 +1192,9 @@ pub(crate) mod tests {
         assert_eq!(round.lanes, 1);
     }
 
-    // Guards the overlap of rounds: a round planned while the previous round's victims still
-    // await their reset must not count on the reserve (that round may hold it), so even its
-    // first victim is taken only if its copies fit; taking it regardless would let the
-    // copies run out of zones and fail the volume with no space.
-    #[test]
-    fn a_round_planned_while_another_finishes_takes_only_victims_that_fit() {
+    /// A 40 x 64 mapping whose volume is written whole (and one block again), with every
+    /// free zone opened by the cold stream: no zone is free. With the default policy.
+    fn full_with_every_zone_open() -> (Mapping, SpacePolicy) {
         let l = layout(40, 64, 1000);
         let mut m = Mapping::new(l);
         let policy = SpacePolicy::new(&MountOptions::default(), &l);
@@ -1205,6 +1202,16 @@ pub(crate) mod tests {
         write_lbas(&mut m, 0..1);
         while m.open_zone(Stream::Cold).is_some() {}
         assert_eq!(m.free_zones(), 0);
+        (m, policy)
+    }
+
+    // Guards the overlap of rounds: a round planned while the previous round's victims still
+    // await their reset must not count on the reserve (that round may hold it), so even its
+    // first victim is taken only if its copies fit; taking it regardless would let the
+    // copies run out of zones and fail the volume with no space.
+    #[test]
+    fn a_round_planned_while_another_finishes_takes_only_victims_that_fit() {
+        let (mut m, policy) = full_with_every_zone_open();
         assert_eq!(
             m.plan_round(&policy, false, ROUND_VICTIMS_MAX, 4, true),
             None
@@ -1224,13 +1231,7 @@ pub(crate) mod tests {
     // reporting no space, until the finish has ended.
     #[test]
     fn a_round_planned_beside_a_finish_counts_its_resets_and_waits_for_them() {
-        let l = layout(40, 64, 1000);
-        let mut m = Mapping::new(l);
-        let policy = SpacePolicy::new(&MountOptions::default(), &l);
-        write_lbas(&mut m, 0..l.volume_blocks);
-        write_lbas(&mut m, 0..1);
-        while m.open_zone(Stream::Cold).is_some() {}
-        assert_eq!(m.free_zones(), 0);
+        let (mut m, policy) = full_with_every_zone_open();
         assert_eq!(
             m.plan_round(&policy, false, ROUND_VICTIMS_MAX, 1, true),
             None
