@@ -6,6 +6,11 @@
 //! free again once the die starts programming the previous page (cache program); the die then
 //! programs for tPROG. A read occupies the die for tR and keeps it busy until the channel has
 //! carried the data out of the page register. A copyback occupies only the die.
+//!
+//! The array remembers the latest end of the programs and copybacks a Flush must wait for:
+//! every program, and every copyback but those of ZNS+ plugging (`plug_copyback`), whose
+//! data stays in the old block group until the copy has ended (docs/DESIGN.md, "Timing
+//! model").
 
 use crate::timing::profile::TimingProfile;
 use crate::timing::resource::{transfer_ns, Resource};
@@ -34,7 +39,8 @@ pub struct FlashArray {
     dies: Vec<Die>,
     channels: Vec<Resource>,
     counters: FlashCounters,
-    /// The latest end of any program or copyback issued so far.
+    /// The latest end of any program or copyback issued so far that a Flush waits for
+    /// (plugging copybacks aside).
     last_program_end_ns: u64,
 }
 
@@ -100,12 +106,21 @@ impl FlashArray {
 
     /// Copies one unit inside a die. Returns when the program ends.
     pub fn copyback(&mut self, die: usize, now_ns: u64, ready_ns: u64) -> u64 {
+        let end = self.plug_copyback(die, now_ns, ready_ns);
+        self.last_program_end_ns = self.last_program_end_ns.max(end);
+        end
+    }
+
+    /// A copyback of ZNS+ plugging: booked as `copyback`, but not among the work a Flush
+    /// waits for (`last_program_end_ns`), since the unit's data stays in the zone's old
+    /// block group until the zone is reset or its old group is superseded, both of which
+    /// are booked after this copy. Returns when the program ends.
+    pub fn plug_copyback(&mut self, die: usize, now_ns: u64, ready_ns: u64) -> u64 {
         let (_, end) = self.dies[die]
             .array
             .reserve(now_ns, ready_ns, self.p.copyback_ns);
         self.counters.copybacks += 1;
         self.counters.die_busy_ns += self.p.copyback_ns;
-        self.last_program_end_ns = self.last_program_end_ns.max(end);
         end
     }
 
@@ -119,7 +134,8 @@ impl FlashArray {
         self.dies.iter().map(|d| d.array.booked_after_ns(t)).sum()
     }
 
-    /// The latest end of every program and copyback issued so far.
+    /// The latest end of every program and copyback issued so far, plugging copybacks
+    /// aside: what a Flush waits for.
     pub fn last_program_end_ns(&self) -> u64 {
         self.last_program_end_ns
     }

@@ -11,7 +11,9 @@
 //! die group (ZNS+ section 2.2, Fig. 1), and a unit is programmed once the zone's data fills
 //! it. A read senses each unit it touches that is on flash (data still in the buffer, or
 //! never written, costs no flash time), moves it over the channel, then over PCIe to the
-//! host. Flush and FUA program partial units padded and wait for every program booked.
+//! host. Flush and FUA program partial units padded and wait for every program and copy
+//! booked (FUA: in its zone), except the copybacks of ZNS+ plugging: a plugged unit's data
+//! is the zone's old data, which stays in the old block group until the copy has ended.
 //! Reset erases the blocks the zone used on each die; Finish programs the last partial unit.
 //! Copy reads its sources on the device and writes through the buffer, or uses copyback for
 //! a whole unit whose source and destination share a die.
@@ -220,6 +222,8 @@ struct ZoneTiming {
     padded_bytes: u64,
     /// Booked units whose programs may not have ended: (unit, end), in unit order.
     inflight: VecDeque<(u64, u64)>,
+    /// The latest end of the zone's programs and copies, what a FUA write or copy into it
+    /// waits for; plugging copybacks are not counted (see `FlashArray::plug_copyback`).
     last_program_end_ns: u64,
     /// Bytes of old data a TL-opened zone's old block group holds (ZNS+): reads at or above
     /// the zone's data in the LogFBG sense them there, on the same die (the mapping is
@@ -629,6 +633,9 @@ impl ZonedTiming {
         out
     }
 
+    /// Flush: programs every zone's partial unit padded and waits for every program and
+    /// copy booked, host writes' and copies' alike, but not for plugging copybacks, whose
+    /// data the old block groups keep (see `FlashArray::plug_copyback`).
     fn flush(&mut self) -> u64 {
         let c = self.front(self.p.ctrl_admin_ns);
         let mut done = c;
@@ -890,7 +897,7 @@ impl ZonedTiming {
         if self.flash.copyback_start(die, ready) >= to_ns {
             return false;
         }
-        let end = self.flash.copyback(die, from_ns, ready);
+        let end = self.flash.plug_copyback(die, from_ns, ready);
         self.plugged_idle_bytes += ub;
         let b = self.blocks_of(ub);
         self.paths.plug_ahead.add(b, self.p.copyback_ns);
@@ -923,12 +930,13 @@ impl ZonedTiming {
                 z.data_bytes = off + len;
                 z.booked_bytes = off + len;
             } else if whole && self.copyback {
-                let end = self.flash.copyback(die, now, now);
+                // Not counted in the zone's last program end, nor in the array's: neither a
+                // FUA write nor a Flush waits for it (docs/DESIGN.md, "Timing model").
+                let end = self.flash.plug_copyback(die, now, now);
                 let b = self.blocks_of(len);
                 self.paths.plug_copyback.add(b, self.p.copyback_ns);
                 let z = &mut self.zones[zone as usize];
                 z.inflight.push_back((unit, end));
-                z.last_program_end_ns = z.last_program_end_ns.max(end);
                 z.data_bytes = off + len;
                 z.booked_bytes = off + len;
                 done = done.max(end);
@@ -970,7 +978,176 @@ impl ZonedTiming {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::timing::profile::zn540;
+    use crate::timing::profile::{timing_profile, zn540};
+    use zns::ValidBitmap;
+
+    /// Blocks per unit on femu-mlc (16 KiB units of 4 KiB blocks).
+    const UNIT: u64 = 4;
+
+    /// femu-mlc (16 dies, one zone over all of them) with four zones of `units` units each,
+    /// plugging LBA-ordered (at the write pointer only).
+    fn mlc(units: u64) -> ZonedTiming {
+        let geo = Geometry {
+            block_size: 4096,
+            oob_size: 0,
+            zone_count: 4,
+            zone_size: units * UNIT,
+            zone_capacity: units * UNIT,
+            max_open: 4,
+            max_active: 4,
+            zasl_blocks: 64,
+            mdts_blocks: 64,
+            copy_max_ranges: 4,
+            copy_max_range_blocks: 64,
+            copy_max_blocks: 64,
+            cross_zone_reads: false,
+        };
+        let p = timing_profile("femu-mlc").expect("profile");
+        assert_eq!(p.unit_bytes(), UNIT * 4096);
+        assert_eq!(p.dies_per_zone(), 16);
+        let mut t = ZonedTiming::new(p, geo, false).expect("model");
+        t.set_plug_order(PlugOrder::Lba);
+        t
+    }
+
+    fn write(blocks: u64, lba: Lba, fua: bool) -> TimedCmd<'static> {
+        TimedCmd::Write {
+            lba,
+            blocks,
+            fua,
+            host_data: true,
+        }
+    }
+
+    /// Writes the first `units` units of `zone` at `at`; returns when the last write ends.
+    fn fill(t: &mut ZonedTiming, zone: u32, units: u64, at: u64) -> u64 {
+        let start = u64::from(zone) * t.geo.zone_size;
+        let mut done = at;
+        for lba in (start..start + units * UNIT).step_by(16) {
+            done = done.max(t.submit(at, &write(16, lba, false)));
+        }
+        done
+    }
+
+    /// A bitmap of `units` units, every block valid but those of the units in `holes`.
+    fn valid_but(units: u64, holes: &[u64]) -> ValidBitmap {
+        let mut map = ValidBitmap::empty(units * UNIT);
+        for b in 0..units * UNIT {
+            map.set(b, !holes.contains(&(b / UNIT)));
+        }
+        map
+    }
+
+    /// Zone 0 full of old data on flash, then TL-opened with `valid`; returns the instant.
+    fn tl_opened(t: &mut ZonedTiming, units: u64, valid: &ValidBitmap) -> u64 {
+        fill(t, 0, units, 0);
+        let on_flash = t.submit(0, &TimedCmd::Flush) + 1_000_000;
+        t.submit(
+            on_flash,
+            &TimedCmd::TlOpen {
+                zone: 0,
+                valid: valid.as_bytes(),
+            },
+        );
+        on_flash
+    }
+
+    #[test]
+    fn a_flush_after_hole_writes_does_not_wait_for_their_plugs() {
+        // Zone 0: 16 units on each die, all fully valid but unit 0. The hole write's program
+        // goes to die 0; plugging then queues 15-16 copybacks on every die. A Flush waits for
+        // the program only: the plugged units' data is in the old block group.
+        let units = 256;
+        let mut t = mlc(units);
+        let now = tl_opened(&mut t, units, &valid_but(units, &[0]));
+        t.submit(now, &write(UNIT, 0, false));
+        let program_end = t.zones[0].last_program_end_ns;
+        let plugs_end = t.submit(
+            now,
+            &TimedCmd::Plug {
+                lba: UNIT,
+                blocks: (units - 1) * UNIT,
+            },
+        );
+        assert_eq!(t.counters().paths.plug_copyback.blocks, (units - 1) * UNIT);
+        let flush = t.submit(now, &TimedCmd::Flush);
+        let cb = t.p.copyback_ns;
+        assert!(
+            flush >= program_end,
+            "the Flush ended at {flush} before the hole write's program at {program_end}"
+        );
+        assert!(
+            plugs_end >= now + 15 * cb,
+            "plugs ended at {plugs_end}, too early for the test"
+        );
+        assert!(
+            flush < program_end + cb,
+            "the Flush ended at {flush}, waiting for plugs (program end {program_end}, plugs end {plugs_end})"
+        );
+    }
+
+    #[test]
+    fn a_flush_still_waits_for_a_hole_write_queued_behind_plugs() {
+        // Holes at unit 0 and unit 129 (die 1, behind the 8 copybacks that plug units 1-128
+        // put on die 1): the Flush waits for unit 129's program, though plugs booked after it
+        // go on longer.
+        let units = 256;
+        let mut t = mlc(units);
+        let now = tl_opened(&mut t, units, &valid_but(units, &[0, 129]));
+        t.submit(now, &write(UNIT, 0, false));
+        let plug = |from: u64, to: u64| TimedCmd::Plug {
+            lba: from * UNIT,
+            blocks: (to - from) * UNIT,
+        };
+        t.submit(now, &plug(1, 129));
+        t.submit(now, &write(UNIT, 129 * UNIT, false));
+        let program_end = t.zones[0].last_program_end_ns;
+        let (cb, tprog) = (t.p.copyback_ns, t.p.page_program_ns);
+        assert!(
+            program_end >= now + 8 * cb + tprog,
+            "unit 129's program ended at {program_end}, not behind die 1's plugs"
+        );
+        let plugs_end = t.submit(now, &plug(130, units));
+        let flush = t.submit(now, &TimedCmd::Flush);
+        assert!(
+            flush >= program_end,
+            "the Flush ended at {flush} before unit 129's program at {program_end}"
+        );
+        assert!(
+            flush < plugs_end,
+            "the Flush ended at {flush}, after the plugs at {plugs_end}"
+        );
+    }
+
+    #[test]
+    fn a_fua_hole_write_waits_for_its_program_not_for_plugs() {
+        // Dies 0-14 busy with 15 units of each of zones 1-3; zone 0's units 0-14 are plugged
+        // behind them, and its hole, unit 15, goes to die 15, which is idle. The FUA write
+        // ends with its program, long before those plugs.
+        let units = 16;
+        let mut t = mlc(units);
+        let now = tl_opened(&mut t, units, &valid_but(units, &[15]));
+        for zone in 1..4 {
+            fill(&mut t, zone, 15, now);
+        }
+        let plugs_end = t.submit(
+            now,
+            &TimedCmd::Plug {
+                lba: 0,
+                blocks: 15 * UNIT,
+            },
+        );
+        let fua = t.submit(now, &write(UNIT, 15 * UNIT, true));
+        let program_end = t.zones[0].last_program_end_ns;
+        assert!(
+            fua >= program_end,
+            "the FUA write ended at {fua} before its program at {program_end}"
+        );
+        assert!(
+            fua < plugs_end,
+            "the FUA write ended at {fua}, waiting for plugs (its program {program_end}, plugs {plugs_end})"
+        );
+    }
 
     #[test]
     fn appends_booked_out_of_landing_order_keep_the_buffer_whole() {
