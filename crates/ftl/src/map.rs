@@ -150,6 +150,9 @@ pub struct Counters {
     /// found no free zone and waited for those resets.
     pub gc_rounds_on_owed_resets: u64,
     pub gc_waits_for_resets: u64,
+    /// Rounds planned on such resets that ended early, the device having retired some of
+    /// those zones instead (`Mapping::end_round_early`).
+    pub gc_rounds_ended_early: u64,
     /// Copies whose source had been overwritten or trimmed by the time they completed: blocks
     /// written for nothing (counted in `gc_blocks` too).
     pub gc_stale_copies: u64,
