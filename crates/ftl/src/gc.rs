@@ -553,6 +553,7 @@ impl Maintenance {
                     }
                     match e {
                         FtlError::NoSpace if round.on_owed_resets => return Ok(false),
+                        FtlError::NoSpace => return Err(self.no_zone_to_copy_into()),
                         FtlError::Device(s) if failures_left > 0 => {
                             tracing::warn!(
                                 stream = stream.name(),
@@ -566,6 +567,23 @@ impl Maintenance {
             }
         }
         Ok(true)
+    }
+
+    /// The error of a GC lane that found no free zone in a round that counted on none to
+    /// come: the reserve the first victim of a round is taken on is gone. Only the device's
+    /// retirements take it (each retired zone leaves the pool for good): the volume fails
+    /// naming them; without any, the bare lack of space, as before.
+    fn no_zone_to_copy_into(&self) -> FtlError {
+        let (retired, zones) = self
+            .shared
+            .map(|m| (m.retired_zones(), self.shared.layout().data_zones));
+        if retired == 0 {
+            return FtlError::NoSpace;
+        }
+        FtlError::Failed(format!(
+            "the spare is used up: the device retired {retired} of {zones} data zones, and \
+             garbage collection has no free zone left to copy into"
+        ))
     }
 
     /// Waits until no read pins any of `victims`; each must hold no valid block by now.

@@ -864,6 +864,11 @@ impl Mapping {
         }
     }
 
+    /// Data zones the device retired (Read Only or Offline) since format.
+    pub fn retired_zones(&self) -> u32 {
+        self.zones.iter().filter(|z| z.retired).count() as u32
+    }
+
     /// Logical block ranges (first, count) whose data sits in lost (Offline) zones.
     pub fn lost_ranges(&self) -> Vec<(u64, u64)> {
         let mut out: Vec<(u64, u64)> = Vec::new();

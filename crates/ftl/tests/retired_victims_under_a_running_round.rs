@@ -5,10 +5,14 @@
 //! once the finish had ended, and the volume failed with no space. Now such a round ends
 //! early: the victims it emptied are reset, the others stay victims for a later round, and
 //! the volume goes on. Every acknowledged write reads back, and a remount agrees.
+//!
+//! Retirements that use up the spare fail the volume with an error that names them, instead
+//! of the "no space ... nothing to reclaim" that said nothing of the cause.
 
 mod common;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use common::{block, version_of};
@@ -55,6 +59,8 @@ enum Retire {
     /// From the `first`-th reset on, two resets in a row out of every `every` (numbered from
     /// 0), `pairs` times.
     Pairs { first: u64, every: u64, pairs: u64 },
+    /// Every `every`-th reset from the `first`-th on.
+    Every { first: u64, every: u64 },
 }
 
 /// A fault-injecting device whose resets take a millisecond (virtual time), so the round
@@ -75,6 +81,7 @@ impl Retiring {
                 every,
                 pairs,
             } => n >= first && (n - first) % every < 2 && (n - first) / every < pairs,
+            Retire::Every { first, every } => n >= first && (n - first) % every == 0,
         }
     }
 }
@@ -115,7 +122,7 @@ impl ZonedDevice for Retiring {
                 *resets += 1;
                 *resets - 1
             };
-            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            tokio::time::sleep(Duration::from_millis(1)).await;
             if self.retires(n) {
                 let zone = (zslba / self.geometry().zone_size) as u32;
                 self.inner
@@ -242,5 +249,42 @@ fn two_retired_victims_of_one_finish_end_the_round_early() {
         assert_eq!(report.retired_zones, 8, "{report:?}");
         check(&vol, &versions, "after remount").await;
         vol.unmount().await.expect("unmount");
+    });
+}
+
+// Retirements cost the spare a zone each. One in every 20 resets is absorbed a while (the
+// round beside a finish counts all its resets but one), at a rising write amplification; the
+// twelfth leaves collection no free zone to copy into. The volume then fails naming the
+// retirements, and every command, reads included, returns that cause; nothing waits forever
+// (a hang would show as the timeout: the paused clock runs ahead to it once every task waits).
+#[test]
+fn retirements_that_use_up_the_spare_fail_the_volume_naming_them() {
+    runtime().block_on(async {
+        let retire = Retire::Every {
+            first: 40,
+            every: 20,
+        };
+        let (faulty, _dev, vol) = setup(6, retire).await;
+        let r = tokio::time::timeout(Duration::from_secs(3600), overwrite(&vol, 6, 6))
+            .await
+            .expect("the volume hung");
+        let e = r.expect_err("a volume whose spare was retired away went on");
+        let retired = faulty.counters().zone_fault_refusals;
+        assert!(retired >= 2, "{retired} resets refused");
+        assert!(
+            e.contains("the spare is used up: the device retired"),
+            "{e}"
+        );
+        let mut buf = vec![0u8; vol.block_size() as usize];
+        let read = vol
+            .read(0, &mut buf)
+            .await
+            .expect_err("a read of a failed volume");
+        assert!(read.to_string().contains("the spare is used up"), "{read}");
+        let unmount = vol.unmount().await.expect_err("unmount of a failed volume");
+        assert!(
+            unmount.to_string().contains("the spare is used up"),
+            "{unmount}"
+        );
     });
 }
