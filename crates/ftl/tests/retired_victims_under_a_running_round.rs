@@ -81,7 +81,7 @@ impl Retiring {
                 every,
                 pairs,
             } => n >= first && (n - first) % every < 2 && (n - first) / every < pairs,
-            Retire::Every { first, every } => n >= first && (n - first) % every == 0,
+            Retire::Every { first, every } => n >= first && (n - first).is_multiple_of(every),
         }
     }
 }
