@@ -338,13 +338,17 @@ impl Maintenance {
             self.move_out(&round, &round.cold, Stream::GcCold, 0, durable),
         );
         drop(collecting);
+        let mut ended_early = false;
         for r in hot {
-            r?;
+            ended_early |= !r?;
         }
-        cold?;
+        ended_early |= !cold?;
         // Victims the device took Offline meanwhile keep their remaining entries as lost data;
         // they were retired and are not reset.
         let victims: Vec<u32> = self.shared.map(|m| {
+            if ended_early {
+                return m.end_round_early(&round.victims);
+            }
             round
                 .victims
                 .iter()
@@ -352,6 +356,14 @@ impl Maintenance {
                 .filter(|&v| !m.zone(v).lost)
                 .collect()
         });
+        if ended_early {
+            tracing::warn!(
+                victims = round.victims.len(),
+                emptied = victims.len(),
+                "a garbage collection round ended early: the device retired zones it counted \
+                 on; the victims it did not empty wait for a later round"
+            );
+        }
         Ok(Some(Copied {
             victims,
             durable,
@@ -501,7 +513,10 @@ impl Maintenance {
     /// `durable` the last batch is written with FUA (`StreamWriter::relocate`). A
     /// destination zone whose write failed is sealed and the rest goes to a new one; this
     /// gives up (failing the volume) after `DEST_FAILURES_MAX` failed batches. Blocks of a
-    /// victim that went Offline are dropped: its remaining data is lost.
+    /// victim that went Offline are dropped: its remaining data is lost. False if it stopped
+    /// short for want of a free zone in a round planned on the resets of the finish before
+    /// it (`Round::on_owed_resets`): that finish has ended, and the device retired zones the
+    /// round counted on; the round ends early (`Mapping::end_round_early`).
     async fn move_out(
         &self,
         round: &Round,
@@ -509,7 +524,7 @@ impl Maintenance {
         stream: Stream,
         lane: usize,
         durable: bool,
-    ) -> Result<(), FtlError> {
+    ) -> Result<bool, FtlError> {
         let mut list = list.to_vec();
         let mut failures_left = DEST_FAILURES_MAX;
         let mut i = 0;
@@ -537,6 +552,8 @@ impl Maintenance {
                         continue;
                     }
                     match e {
+                        FtlError::NoSpace if round.on_owed_resets => return Ok(false),
+                        FtlError::NoSpace => return Err(self.no_zone_to_copy_into()),
                         FtlError::Device(s) if failures_left > 0 => {
                             tracing::warn!(
                                 stream = stream.name(),
@@ -549,7 +566,24 @@ impl Maintenance {
                 }
             }
         }
-        Ok(())
+        Ok(true)
+    }
+
+    /// The error of a GC lane that found no free zone in a round that counted on none to
+    /// come: the reserve the first victim of a round is taken on is gone. Only the device's
+    /// retirements take it (each retired zone leaves the pool for good): the volume fails
+    /// naming them; without any, the bare lack of space, as before.
+    fn no_zone_to_copy_into(&self) -> FtlError {
+        let (retired, zones) = self
+            .shared
+            .map(|m| (m.retired_zones(), self.shared.layout().data_zones));
+        if retired == 0 {
+            return FtlError::NoSpace;
+        }
+        FtlError::Failed(format!(
+            "the spare is used up: the device retired {retired} of {zones} data zones, and \
+             garbage collection has no free zone left to copy into"
+        ))
     }
 
     /// Waits until no read pins any of `victims`; each must hold no valid block by now.

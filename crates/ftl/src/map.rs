@@ -150,6 +150,9 @@ pub struct Counters {
     /// found no free zone and waited for those resets.
     pub gc_rounds_on_owed_resets: u64,
     pub gc_waits_for_resets: u64,
+    /// Rounds planned on such resets that ended early, the device having retired some of
+    /// those zones instead (`Mapping::end_round_early`).
+    pub gc_rounds_ended_early: u64,
     /// Copies whose source had been overwritten or trimmed by the time they completed: blocks
     /// written for nothing (counted in `gc_blocks` too).
     pub gc_stale_copies: u64,
@@ -859,6 +862,11 @@ impl Mapping {
             zone.reserved = self.layout.zone_blocks;
             self.note_closed(z);
         }
+    }
+
+    /// Data zones the device retired (Read Only or Offline) since format.
+    pub fn retired_zones(&self) -> u32 {
+        self.zones.iter().filter(|z| z.retired).count() as u32
     }
 
     /// Logical block ranges (first, count) whose data sits in lost (Offline) zones.

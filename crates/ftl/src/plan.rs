@@ -382,6 +382,10 @@ pub struct Round {
     pub cold: Vec<u32>,
     /// GC zones `hot` is split over, in equal contiguous chunks, copied concurrently.
     pub lanes: usize,
+    /// Planned counting zones the finish under way was about to reset
+    /// (`Mapping::resets_owed`): if the device retires some of them instead, its lanes may
+    /// find no free zone, and the round then ends early (`Mapping::end_round_early`).
+    pub on_owed_resets: bool,
 }
 
 /// What a writer of a stream does next to get a zone with room.
@@ -798,6 +802,7 @@ impl Mapping {
         }
         if self.resets_owed > 0 {
             self.counters.gc_rounds_on_owed_resets += 1;
+            round.on_owed_resets = true;
         }
         // As many lanes as the space allows: each may end in a fresh zone of its own.
         round.lanes = (1..=slots)
@@ -811,6 +816,29 @@ impl Mapping {
             (round.hot.len() + round.cold.len()) as u64,
         );
         Some(round)
+    }
+
+    /// A round planned on the resets of the finish before it (`Round::on_owed_resets`) found
+    /// no free zone once that finish had ended: the device retired some of the victims it
+    /// counted on instead of resetting them. The round ends here: of `victims`, those its
+    /// copies emptied are returned to be reset as usual; the others stop being collected and
+    /// stay victims for a later round (what was copied out of them is mapped at its new
+    /// place, every move being compare-and-swap on the mapping).
+    pub fn end_round_early(&mut self, victims: &[u32]) -> Vec<u32> {
+        self.counters.gc_rounds_ended_early += 1;
+        let mut emptied = Vec::new();
+        for &v in victims {
+            let zone = &mut self.zones[v as usize];
+            if zone.lost {
+                continue;
+            }
+            if zone.valid == 0 {
+                emptied.push(v);
+            } else {
+                zone.collecting = false;
+            }
+        }
+        emptied
     }
 
     /// A write of `kind` to data zone `z` failed for good: ends it and seals the zone.
@@ -1262,6 +1290,31 @@ pub(crate) mod tests {
             m.plan_acquire(None, Stream::Gc, &policy).next,
             Acquire::NoSpace
         );
+    }
+
+    // A round planned on owed resets whose lane found no free zone once the finish had ended
+    // (the device retired victims it counted on) ends early instead of failing the volume:
+    // a victim it did not empty stops being collected and is a victim again for a later round.
+    #[test]
+    fn a_round_short_of_owed_resets_ends_early_and_its_victims_stay_victims() {
+        let (mut m, policy) = full_with_every_zone_open();
+        m.resets_owed = 2;
+        let round = m
+            .plan_round(&policy, false, ROUND_VICTIMS_MAX, 1, true)
+            .expect("a victim that fits the zones to be reset");
+        assert!(round.on_owed_resets);
+        let v = round.victims[0];
+        assert!(m.zone(v).collecting);
+        m.resets_owed = 0;
+        assert_eq!(m.end_round_early(&round.victims), Vec::<u32>::new());
+        assert_eq!(m.counters.gc_rounds_ended_early, 1);
+        assert!(!m.collecting_any());
+        assert_eq!(m.pick_victim(policy.victim_policy), Some(v));
+        // A round planned on the free zones alone is not one of those.
+        let round = m
+            .plan_round(&policy, false, ROUND_VICTIMS_MAX, 1, false)
+            .expect("a victim");
+        assert!(!round.on_owed_resets);
     }
 
     // Regression: on a small spare (automatic watermarks one zone apart, so no throttled
