@@ -209,16 +209,32 @@ fn zone_summary(l: &ArrayLayout, descs: &[Option<&ZoneDescriptor>]) -> (&'static
     (state, wp)
 }
 
+/// Prints the array's status; exits with an error naming every image given that is not a
+/// member of the array (another array's, none, or at the wrong position), after the report.
 pub async fn status(paths: &[PathBuf], json_out: bool, out: &mut impl Write) -> CliResult {
     let m = Members::open(paths, true, true)?;
     let r = status_text(&m, json_out).await;
-    let text = finish(m, r)?;
+    let (text, strangers) = finish(m, r)?;
     writeln!(out, "{text}")?;
-    Ok(())
+    match strangers.is_empty() {
+        true => Ok(()),
+        false => Err(CliError::Other(strangers.join("; "))),
+    }
 }
 
-async fn status_text(m: &Members, json_out: bool) -> Result<String, CliError> {
+/// Why each present image is not a member, named by its image (`member I (path): ...`).
+fn strangers(m: &Members, c: &Census) -> Vec<String> {
+    c.states
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.starts_with("not a member"))
+        .map(|(i, s)| format!("{}: {s}", m.name(i)))
+        .collect()
+}
+
+async fn status_text(m: &Members, json_out: bool) -> Result<(String, Vec<String>), CliError> {
     let c = census(m).await?;
+    let strangers = strangers(m, &c);
     let l = layout_of(&c)?;
     let g = l.logical_geometry();
     let zones = member_zones(m, &c).await?;
@@ -259,7 +275,7 @@ async fn status_text(m: &Members, json_out: bool) -> Result<String, CliError> {
             "max_open": g.max_open, "max_active": g.max_active,
             "superblock_generation": c.newest.generation, "zone_states": zs,
         });
-        return Ok(v.to_string());
+        return Ok((v.to_string(), strangers));
     }
     let mut t = format!(
         "array:          {} ({degraded})\n",
@@ -286,7 +302,7 @@ async fn status_text(m: &Members, json_out: bool) -> Result<String, CliError> {
         g.max_active
     );
     t += &zone_lines(&rows);
-    Ok(t.trim_end().to_string())
+    Ok((t.trim_end().to_string(), strangers))
 }
 
 /// The zone summary: a count per state, then every zone that is not Empty.
@@ -389,10 +405,11 @@ async fn check_members(m: &Members, out: &mut impl Write) -> CliResult {
         writeln!(out, "{head}: {summary}")?;
         return Ok(());
     }
+    let n = f.problems.len() + usize::from(c.lost.len() > parity);
     Err(CliError::Other(format!(
-        "array {}: {} problems; {summary}",
+        "array {}: {n} {}; {summary}",
         uuid_text(&c.newest.array_uuid),
-        f.problems.len() + usize::from(c.lost.len() > parity)
+        if n == 1 { "problem" } else { "problems" }
     )))
 }
 

@@ -78,16 +78,27 @@ fn commands_refuse_a_member_of_another_array() {
     create(&other);
     // Member 1 named by an image of the other array.
     let mixed = vec![m[0].clone(), other[1].clone(), m[2].clone()];
-    // Status shows it (and exits 0, as for any state it can show); commands that open the
-    // array refuse it, naming the image.
-    let text = ok(&with_members(&["raizn", "status"], &mixed));
+    // Status shows it in its report, then exits 1 with the reason on stderr; commands that
+    // open the array refuse it, naming the image.
+    let o = common::zonestack(&with_members(&["raizn", "status"], &mixed));
+    let (text, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert_eq!(o.status.code(), Some(1), "{text}\n{err}");
     assert!(
         text.contains("n1.img not a member: it belongs to array"),
         "{text}"
     );
+    assert!(
+        err.contains("member 1 (") && err.contains("n1.img): not a member: it belongs to array"),
+        "{err}"
+    );
+    // The array's own members alone: status exits 0.
+    ok(&with_members(&["raizn", "status"], &m));
     // Check counts it a problem (named on its output) and exits 1.
     let err = fails(&with_members(&["raizn", "check"], &mixed), 1);
-    assert!(err.contains("1 problems"), "{err}");
+    assert!(err.contains(": 1 problem;"), "{err}");
     let err = fails(
         &[
             "io",

@@ -54,6 +54,19 @@ pub enum LayoutError {
     Limits { open: u32, active: u32 },
     #[error("{0}")]
     LogSizing(LogSizing),
+    #[error(
+        "one log zone per member of {capacity} blocks cannot protect even one active zone: \
+         it must hold two partial-parity records of {record} blocks (header and a {su}-block \
+         stripe unit) and {relocation} blocks of relocation, {need} in all; give the array \
+         a pool of log zones (--log-zones), a smaller stripe unit or members with bigger zones"
+    )]
+    LogRoom {
+        capacity: u64,
+        su: u64,
+        record: u64,
+        relocation: u64,
+        need: u64,
+    },
 }
 
 /// What a member's pool of log zones must hold, and the least K that holds it
@@ -166,8 +179,9 @@ impl ArrayLayout {
     }
 
     /// This layout with `k` log zones per member (`new` gives 1). Refused when `k` is 0,
-    /// more than a quarter of the member's zones (1 is always allowed), or leaves no data
-    /// zone.
+    /// more than a quarter of the member's zones (1 is always allowed), leaves no data
+    /// zone, or is one log zone too small to protect a single active zone
+    /// ([`ArrayLayout::log_active_limit`]).
     pub fn with_log_zones(self, k: u32) -> Result<ArrayLayout, LayoutError> {
         let zones = self.member_geo.zone_count;
         if k == 0 || (k > 1 && k > zones / 4) {
@@ -180,10 +194,73 @@ impl ArrayLayout {
         if zones <= meta {
             return Err(LayoutError::TooFewZones { zones, meta });
         }
-        Ok(ArrayLayout {
+        let l = ArrayLayout {
             log_zones: k,
             ..self
-        })
+        };
+        if l.log_active_limit() == Some(0) {
+            let (record, relocation) = (l.log_record_blocks(), l.log_reloc_floor());
+            return Err(LayoutError::LogRoom {
+                capacity: l.member_geo.zone_capacity,
+                su: l.su_blocks,
+                record,
+                relocation,
+                need: 2 * record + relocation,
+            });
+        }
+        Ok(l)
+    }
+
+    /// Blocks of the largest partial-parity record: its header and one stripe unit.
+    pub fn log_record_blocks(&self) -> u64 {
+        1 + self.su_blocks
+    }
+
+    /// Blocks of one log zone kept for relocation state at the least: one stripe unit
+    /// relocated with its record header, and one stale range.
+    pub fn log_reloc_floor(&self) -> u64 {
+        self.su_blocks + 2
+    }
+
+    /// The most active zones one log zone (K = 1) can protect: a collection keeps one live
+    /// partial-parity record per active zone (its highest stripe's, counting the record
+    /// being appended), all of which may be on one member, and the record being appended
+    /// needs room beside its stripe's older one, so `(A + 1)(1 + su) + (su + 2) <= C`
+    /// (docs/DESIGN.md, "The one-zone log's active limit"). None for a pool (K >= 2), sized
+    /// at create instead.
+    pub fn log_active_limit(&self) -> Option<u32> {
+        if self.log_zones != 1 {
+            return None;
+        }
+        let c = self.member_geo.zone_capacity;
+        let room = c.saturating_sub(self.log_reloc_floor());
+        let a = (room / self.log_record_blocks()).saturating_sub(1);
+        Some(u32::try_from(a).unwrap_or(u32::MAX))
+    }
+
+    /// The logical active limit the members allow (their limit less the metadata zones
+    /// they may hold open; 0: unlimited), before the one-zone log's limit.
+    pub fn members_active_limit(&self) -> u32 {
+        let zones = self.member_geo.zone_count - self.meta_zones();
+        self.member_geo
+            .max_active
+            .saturating_sub(META_ZONES_OPEN)
+            .min(zones)
+    }
+
+    /// Blocks of a member's one log zone (K = 1) that its relocation state may take at run
+    /// time: what the live records of the logical active limit leave (at least
+    /// [`ArrayLayout::log_reloc_floor`]); a relocation past it is refused, so no record is
+    /// ever dropped for relocated blocks. None for a pool.
+    pub fn reloc_budget(&self) -> Option<u64> {
+        self.log_active_limit()?;
+        let g = self.logical_geometry();
+        let active = match g.max_active {
+            0 => u64::from(g.zone_count),
+            a => u64::from(a),
+        };
+        let records = (active + 1) * self.log_record_blocks();
+        Some(self.member_geo.zone_capacity.saturating_sub(records))
     }
 
     /// The least K whose pool holds a member's live log content with `torn_zones` zones
@@ -294,12 +371,24 @@ impl ArrayLayout {
         // The members keep two metadata zones open; a limit above the zone count would not
         // validate, and cannot be reached anyway.
         let less_meta = |l: u32| l.saturating_sub(META_ZONES_OPEN).min(zones);
+        let (mut max_open, mut max_active) = (less_meta(g.max_open), less_meta(g.max_active));
+        // One log zone holds the live records of so many active zones and no more: a lower
+        // limit than the members' (an unlimited one stays so when every zone fits).
+        if let Some(fit) = self.log_active_limit() {
+            if fit > 0 && fit < zones && (max_active == 0 || fit < max_active) {
+                max_active = fit;
+                max_open = match max_open {
+                    0 => fit,
+                    o => o.min(fit),
+                };
+            }
+        }
         Geometry {
             zone_count: zones,
             zone_size: g.zone_size * d,
             zone_capacity: g.zone_capacity * d,
-            max_open: less_meta(g.max_open),
-            max_active: less_meta(g.max_active),
+            max_open,
+            max_active,
             ..g
         }
     }
@@ -636,6 +725,136 @@ mod tests {
             }
             r => panic!("a pool of 5 zones out of 16: {r:?}"),
         }
+    }
+
+    /// The one-zone log's active limit: `(A + 1)(1 + su) + (su + 2) <= C`.
+    #[test]
+    fn one_log_zone_lowers_the_active_limit_to_what_it_protects() {
+        let layout = |g: Geometry, n: usize, m: u32, su_bytes: u64, k: u32| match ArrayLayout::new(
+            &vec![g; n],
+            m,
+            su_bytes,
+        )
+        .and_then(|l| l.with_log_zones(k))
+        {
+            Ok(l) => l,
+            Err(e) => panic!("{e}"),
+        };
+        // The small profile (C = 192, 12 active zones; 64 KiB units are 16 blocks): the
+        // members allow 12 - 3 = 9, and 10 x 17 + 18 = 188 <= 192 (11 x 17 + 18 = 205 is
+        // not), so 9 stand, leaving 192 - 170 = 22 blocks of relocation.
+        let small = Geometry {
+            block_size: 4096,
+            oob_size: 16,
+            zone_count: 32,
+            zone_size: 256,
+            zone_capacity: 192,
+            max_open: 8,
+            max_active: 12,
+            mdts_blocks: 512,
+            ..member_geo()
+        };
+        let l = layout(small, 3, 1, 65536, 1);
+        assert_eq!(l.log_active_limit(), Some(9));
+        assert_eq!(l.members_active_limit(), 9);
+        let g = l.logical_geometry();
+        assert_eq!((g.max_open, g.max_active), (5, 9));
+        assert_eq!(l.reloc_budget(), Some(192 - 10 * 17));
+        // 32 KiB units: 8 blocks, 19 zones would fit; the members' 9 stand.
+        assert_eq!(layout(small, 3, 1, 32768, 1).log_active_limit(), Some(19));
+        // A pool is sized at create instead.
+        let pooled = layout(small, 3, 1, 65536, 4);
+        assert_eq!(pooled.log_active_limit(), None);
+        assert_eq!(pooled.reloc_budget(), None);
+        // The crash schedules' members (48 blocks, unlimited, 4 data zones; 8-block units):
+        // 4 x 9 + 10 = 46 <= 48 (5 x 9 + 10 = 55 is not), so 3 active zones of the 4, with
+        // 12 blocks of relocation; the m = 2 arrays' 64-block members fit every zone and
+        // stay unlimited (5 would fit), leaving 64 - 5 x 9 = 19.
+        let crash = Geometry {
+            block_size: 512,
+            oob_size: 0,
+            zone_count: 7,
+            zone_size: 64,
+            zone_capacity: 48,
+            max_open: 0,
+            max_active: 0,
+            ..member_geo()
+        };
+        let l = layout(crash, 3, 1, 4096, 1);
+        assert_eq!(l.log_active_limit(), Some(3));
+        let g = l.logical_geometry();
+        assert_eq!((g.max_open, g.max_active), (3, 3));
+        assert_eq!(g.validate(), Ok(()));
+        assert_eq!(l.reloc_budget(), Some(12));
+        let two = layout(
+            Geometry {
+                zone_capacity: 64,
+                ..crash
+            },
+            4,
+            2,
+            4096,
+            1,
+        );
+        assert_eq!(two.log_active_limit(), Some(5));
+        assert_eq!(two.logical_geometry().max_active, 0);
+        assert_eq!(two.reloc_budget(), Some(19));
+        // The members' own lower limit stands.
+        let limited = layout(
+            Geometry {
+                zone_count: 10,
+                max_open: 5,
+                max_active: 5,
+                ..crash
+            },
+            3,
+            1,
+            4096,
+            1,
+        );
+        let g = limited.logical_geometry();
+        assert_eq!((g.max_open, g.max_active), (2, 2));
+        assert_eq!(limited.reloc_budget(), Some(48 - 3 * 9));
+        // A zn540 member (C = 275,712, 14 active): the members' 11 stand.
+        let zn = Geometry {
+            block_size: 4096,
+            oob_size: 64,
+            zone_count: 32,
+            zone_size: 524_288,
+            zone_capacity: 275_712,
+            max_open: 14,
+            max_active: 14,
+            mdts_blocks: 512,
+            ..member_geo()
+        };
+        assert_eq!(layout(zn, 5, 1, 65536, 1).logical_geometry().max_active, 11);
+        // Not even one zone: refused, naming the sizes (16 < 2 x 9 + 10).
+        let tiny = Geometry {
+            zone_capacity: 16,
+            ..member_geo()
+        };
+        match ArrayLayout::new(&[tiny; 3], 1, 8 * 4096).and_then(|l| l.with_log_zones(1)) {
+            Err(e @ LayoutError::LogRoom { .. }) => {
+                let t = e.to_string();
+                for part in [
+                    "of 16 blocks",
+                    "records of 9 blocks",
+                    "10 blocks of relocation",
+                    "28 in all",
+                ] {
+                    assert!(t.contains(part), "{t}: no {part:?}");
+                }
+            }
+            r => panic!("{r:?}"),
+        }
+        // A pool of such members is not refused for it.
+        let tiny_pool = Geometry {
+            zone_count: 16,
+            ..tiny
+        };
+        assert!(ArrayLayout::new(&[tiny_pool; 3], 1, 8 * 4096)
+            .and_then(|l| l.with_log_zones(4))
+            .is_ok());
     }
 
     #[test]

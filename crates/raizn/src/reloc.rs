@@ -172,6 +172,54 @@ impl MemberZoneReloc {
         }
     }
 
+    /// Blocks the records of [`MemberZoneReloc::records`] take in a log (a header per stale
+    /// range and per run, and the relocated blocks), without building them.
+    pub fn log_blocks(&self, run_max: u64) -> u64 {
+        let mut total = self.stale.len() as u64;
+        let mut run: Option<(u64, u64, u64)> = None; // (first, end, epoch)
+        for (b, blk) in &self.blocks {
+            let extends =
+                run.is_some_and(|(f, e, ep)| e == *b && ep == blk.epoch && e - f < run_max);
+            match (extends, run.as_mut()) {
+                (true, Some(r)) => r.1 += 1,
+                _ => {
+                    total += 1;
+                    run = Some((*b, *b + 1, blk.epoch));
+                }
+            }
+            total += 1;
+        }
+        total
+    }
+
+    /// Blocks this state could take in a log once every stale block below the member zone's
+    /// write pointer is written again (relocated): each stale or relocated block, a header
+    /// per run of at most `run_max` of them and per stale range, and one more per stale
+    /// range for a run its epoch may split.
+    pub fn log_blocks_at_most(&self, run_max: u64) -> u64 {
+        let end = self
+            .device_wp
+            .max(self.blocks.keys().next_back().map_or(0, |b| b + 1));
+        let mut total = 2 * self.stale.len() as u64;
+        let mut run = 0u64;
+        for b in 0..end {
+            let counted = self.blocks.contains_key(&b) || self.stale_epoch_at(b).is_some();
+            if counted {
+                total += 1;
+                if run == 0 {
+                    total += 1;
+                }
+                run += 1;
+                if run == run_max.max(1) {
+                    run = 0;
+                }
+            } else {
+                run = 0;
+            }
+        }
+        total
+    }
+
     /// The records that restore this state (stale ranges, then runs of relocated blocks of
     /// at most `run_max` blocks), for a collection of the log.
     pub fn records(&self, member: u32, run_max: u64) -> Vec<(RelocInline, Vec<u8>, Vec<u8>)> {
@@ -272,6 +320,15 @@ impl Relocations {
         z
     }
 
+    /// Blocks `member`'s relocation state takes in a log ([`MemberZoneReloc::log_blocks`]).
+    pub fn log_blocks_of(&self, member: usize, run_max: u64) -> u64 {
+        self.map
+            .iter()
+            .filter(|((_, m), _)| *m == member)
+            .map(|(_, e)| e.log_blocks(run_max))
+            .sum()
+    }
+
     /// Relocated blocks held in memory, over all zones and members.
     pub fn blocks(&self) -> usize {
         self.map.values().map(|e| e.blocks.len()).sum()
@@ -331,6 +388,29 @@ mod tests {
         assert_eq!(&data[12..], &[0u8; 4]);
         assert_eq!(meta, vec![1, 1, 9, 0]);
         assert_eq!(z.valid_prefix(), 3);
+    }
+
+    #[test]
+    fn log_blocks_count_what_the_records_take() {
+        let mut z = MemberZoneReloc {
+            generation: 3,
+            device_wp: 10,
+            ..Default::default()
+        };
+        z.declare_stale(2);
+        // Stale 2..10: one header now; at most 8 blocks, 4 headers of runs of 2, and one
+        // header for a run the stale range's epoch may split.
+        assert_eq!(z.log_blocks(2), 1);
+        assert_eq!(z.log_blocks_at_most(2), 2 + 8 + 4);
+        z.apply_blocks(2, 1, &[5u8; 12], &[5u8; 3], 4);
+        let taken: u64 = z
+            .records(1, 2)
+            .iter()
+            .map(|(_, d, _)| 1 + (d.len() / 4) as u64)
+            .sum();
+        assert_eq!(z.log_blocks(2), taken);
+        assert_eq!(taken, 1 + 3 + 2);
+        assert!(z.log_blocks(2) <= z.log_blocks_at_most(2));
     }
 
     #[test]

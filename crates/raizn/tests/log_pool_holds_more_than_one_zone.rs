@@ -168,9 +168,25 @@ fn a_pool_keeps_live_content_beyond_one_zone() {
             assert_eq!(stats.unprotected, 0, "seed {seed}: {stats:?}");
             assert!(stats.collections >= 2, "seed {seed}: {stats:?}");
         }
-        // One log zone cannot hold it: records are dropped (their stripes unprotected).
-        let stats = live_beyond_one_zone(1, 1).await;
-        assert!(stats.unprotected > 0, "one log zone: {stats:?}");
+        // One log zone cannot hold it, so the array does not take it: its active limit
+        // keeps the live records within the zone (docs/DESIGN.md, "The one-zone log's
+        // active limit"). Zone 0 and two fillers are written; the third filler's first
+        // write is refused (Too Many Active Zones), and no record was dropped.
+        let a = torn(1, 1).await;
+        assert_eq!(a.v.geometry().max_active, 3);
+        let done = write_all(&a.v).await;
+        assert_eq!(done, 1 + 2 * 12, "one log zone");
+        let (d, m) = blocks(
+            3 * a.v.geometry().zone_size..3 * a.v.geometry().zone_size + 1,
+            0,
+        );
+        let refused =
+            a.v.write(3 * a.v.geometry().zone_size, &d, Some(&m), true)
+                .await;
+        assert_eq!(refused, Err(zns::NvmeStatus::TooManyActiveZones));
+        assert_eq!(a.v.pp_stats().unprotected, 0, "{:?}", a.v.pp_stats());
+        assert!(a.v.reloc_stats().blocks >= 8, "{:?}", a.v.reloc_stats());
+        check(&a.v, done, "one log zone").await;
     });
 }
 

@@ -323,13 +323,51 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// Writes (some appends) to 1-3 zones in write pointer order, and maybe a reset of another.
-fn batch(rng: &mut SimRng, model: &[ZoneModel], cap: u64, max_blocks: u64) -> Vec<Op> {
+/// With an active limit (`max_active`, 0: none; one log zone per member may lower it,
+/// docs/DESIGN.md) the zones written are those `active` (as the volume reports them) and
+/// empty ones only while a slot is free, so no command meets Too Many Active Zones.
+fn batch(
+    rng: &mut SimRng,
+    model: &[ZoneModel],
+    cap: u64,
+    max_blocks: u64,
+    limit: (u32, &[bool]),
+) -> Vec<Op> {
     let mut ops = Vec::new();
     let mut zones: Vec<u32> = (0..ZONES).collect();
     for i in (1..zones.len()).rev() {
         zones.swap(i, rng.below(i as u64 + 1) as usize);
     }
-    let writers = rng.range_inclusive(1, 3) as usize;
+    let mut writers = rng.range_inclusive(1, 3) as usize;
+    let (max_active, active) = limit;
+    let is_active = |z: &u32| active.get(*z as usize).copied().unwrap_or(false);
+    // Slots left for zones this batch opens (writers, or a burst's zone).
+    let mut free = match max_active {
+        0 => usize::MAX,
+        a => (a as usize).saturating_sub(zones.iter().filter(|z| is_active(z)).count()),
+    };
+    if max_active != 0 {
+        let mut chosen = Vec::new();
+        for &z in &zones {
+            if chosen.len() == writers {
+                break;
+            }
+            let full = model[z as usize].versions.len() as u64 >= cap;
+            if is_active(&z) || full {
+                chosen.push(z);
+            } else if free > 0 {
+                free -= 1;
+                chosen.push(z);
+            }
+        }
+        let rest: Vec<u32> = zones
+            .iter()
+            .copied()
+            .filter(|z| !chosen.contains(z))
+            .collect();
+        writers = chosen.len();
+        zones = chosen.into_iter().chain(rest).collect();
+    }
     for &zone in zones.iter().take(writers) {
         let mut at = model[zone as usize].versions.len() as u64;
         // Some zones take only appends in a batch: up to four in flight on one zone at once
@@ -369,7 +407,7 @@ fn batch(rng: &mut SimRng, model: &[ZoneModel], cap: u64, max_blocks: u64) -> Ve
         let m = &model[*z as usize];
         m.versions.is_empty() && !m.reset_pending && !m.finish_pending
     });
-    if let Some(zone) = idle {
+    if let Some(zone) = idle.filter(|_| free > 0) {
         if rng.chance(0.3) {
             let times = rng.range_inclusive(16, 32) as u32;
             ops.push(Op::ResetBurst { zone, times });
@@ -620,7 +658,7 @@ async fn check(
             println!("{what}: zone {zone} back at {wp} ({:?})", d.state);
         }
         if d.state != ZoneState::Full && torn(v, rig, zone, wp).await {
-            if kept_torn {
+            if kept_torn || !reloc_fits(v, rig) {
                 // One torn zone written on at a time: the members' 48-block logs cannot hold
                 // the relocated units of several (docs/DESIGN.md, "Relocation", limits).
                 cov.torn_zones_reset += 1;
@@ -634,6 +672,19 @@ async fn check(
             }
         }
     }
+}
+
+/// Whether every surviving member's relocation state, once all its stale blocks are
+/// written again, stays within the one-zone log's relocation budget (always with a pool):
+/// past it the writes that relocate are refused (Zone Invalid Write), so a torn zone that
+/// would take more is reset instead of written on.
+fn reloc_fits(v: &RaiznVolume, rig: &Rig) -> bool {
+    let Some(budget) = v.layout().reloc_budget() else {
+        return true;
+    };
+    (0..rig.emus.len())
+        .filter(|m| !rig.is_failed(*m))
+        .all(|m| v.relocation_log_blocks_at_most(m) <= budget)
 }
 
 /// Whether a surviving member holds blocks of `zone` beyond what its write pointer `wp`
@@ -750,7 +801,20 @@ async fn schedule_with(seed: u64, rounds: usize, log_zones: u32, dirty: Option<b
                 }
             }
         }
-        let ops = batch(&mut rng, &model.borrow(), g.zone_capacity, max_blocks);
+        let active: Vec<bool> = match v
+            .report_zones(0, ReportFilter::All, false, usize::MAX)
+            .await
+        {
+            Ok(r) => r.zones.iter().map(|d| d.state.is_active()).collect(),
+            Err(e) => panic!("{what}: report: {e}"),
+        };
+        let ops = batch(
+            &mut rng,
+            &model.borrow(),
+            g.zone_capacity,
+            max_blocks,
+            (g.max_active, &active),
+        );
         if trace {
             println!("{what}: {ops:?}");
         }
@@ -993,8 +1057,17 @@ fn appends_together(ops: &[Op], done: &[bool]) -> u64 {
         .count() as u64
 }
 
-/// Adds the collections `v` did since it was opened.
+/// Adds the collections `v` did since it was opened; checks that no partial-parity record
+/// was dropped for lack of room (one log zone per member keeps the room of its active
+/// limit's records, a pool holds them).
 fn count_collections(v: &RaiznVolume, cov: &mut Coverage) {
+    assert_eq!(
+        v.pp_stats().unprotected,
+        0,
+        "a partial-parity record was dropped: {:?}, {:?}",
+        v.pp_stats(),
+        v.reloc_stats()
+    );
     cov.general_collections += v.meta_stats().general_collections;
     cov.pp_collections += v.pp_stats().collections;
     cov.relocated_blocks += v.reloc_stats().blocks;

@@ -226,6 +226,15 @@ impl RaiznVolume {
         let layout = ArrayLayout::new(&geos, first.parity, su_bytes)?
             .with_log_zones(first.meta_zones.saturating_sub(2))?;
         let geo = layout.logical_geometry();
+        if geo.max_active != layout.members_active_limit() {
+            // Derived, not persisted: an array formatted before the one-zone log's limit
+            // opens with it (docs/DESIGN.md, "The one-zone log's active limit").
+            tracing::warn!(
+                active = geo.max_active,
+                members_allow = layout.members_active_limit(),
+                "one log zone per member: the active zone limit is lowered to what its log protects"
+            );
+        }
         let zones = geo.zone_count as usize;
         let failed = Failed::of(&lost).ok_or(RaiznError::TooManyFailed {
             members: lost.clone(),

@@ -163,7 +163,8 @@ impl RaiznVolume {
         let blocks = 1 + (rec.data.len() / self.block_size()) as u64;
         let cap = self.layout.member_geometry().zone_capacity;
         if log.wp + blocks > cap {
-            if let Err(e) = self.collect_log(member, &mut log).await {
+            let pending = (rec.zone, rec.stripe, rec.generation);
+            if let Err(e) = self.collect_log(member, &mut log, Some(pending)).await {
                 return self.note_member_error(member, e);
             }
         }
@@ -322,6 +323,19 @@ impl RaiznVolume {
         let mut log = log_lock.lock().await;
         let blocks = 1 + (data.len() / self.block_size()) as u64;
         let cap = self.layout.member_geometry().zone_capacity;
+        if !self.reloc_fits_budget(member, zone, generation, &inline, data, bulk_meta) {
+            // One log zone keeps the room of the active zones' records: relocated blocks
+            // past the rest are refused rather than crowding a record out (docs/DESIGN.md,
+            // "The one-zone log's active limit").
+            self.reloc_stats.lock().refused += 1;
+            tracing::warn!(
+                member,
+                zone,
+                budget = self.layout.reloc_budget(),
+                "relocation refused: the member's log keeps its room for partial parity"
+            );
+            return Err(NvmeStatus::ZoneInvalidWrite);
+        }
         if self.pooled() {
             let rec = RelocRecord {
                 zone,
@@ -417,7 +431,7 @@ impl RaiznVolume {
                 _ => None,
             }
         };
-        let collected = self.collect_log(member, log).await;
+        let collected = self.collect_log(member, log, None).await;
         if let (Err(status), Some(before)) = (collected, before) {
             // The write fails: its blocks are not the zone's.
             tracing::warn!(member, zone, %status, "relocation by collection failed");
@@ -460,8 +474,18 @@ impl RaiznVolume {
     /// flushed first: a collection keeps only the newest record of a stripe, which may cover
     /// data not yet durable on the other members, and must not outlive the older records
     /// that cover what is. Which stripes are complete is judged by the write pointers from
-    /// before the flush: a write completing while it runs is not covered by it.
-    async fn collect_log(&self, member: usize, log: &mut PpLog) -> NvmeResult<()> {
+    /// before the flush: a write completing while it runs is not covered by it. Only the
+    /// record of a zone's highest stripe is kept, counting `pending` (zone, stripe,
+    /// generation), the record being appended: a record past a stripe was logged by a write
+    /// whose member commands, that stripe's parity among them, had all completed, before
+    /// this flush began, so the flush makes that stripe complete and durable (docs/DESIGN.md,
+    /// "The one-zone log's active limit").
+    async fn collect_log(
+        &self,
+        member: usize,
+        log: &mut PpLog,
+        pending: Option<(u32, u64, u64)>,
+    ) -> NvmeResult<()> {
         {
             // A collection that failed past the log zone's reset left the whole image in
             // the swap zone, and `index` naming only what it had rewritten: settled, the
@@ -476,6 +500,17 @@ impl RaiznVolume {
                 log.index = index;
             }
         }
+        // Each zone's highest stripe with a record of its generation, before the flush.
+        let mut highest: HashMap<(u32, u64), u64> = HashMap::new();
+        let keys = log
+            .index
+            .iter()
+            .map(|(k, e)| (k.0, k.1, e.generation))
+            .chain(pending);
+        for (zone, stripe, generation) in keys {
+            let h = highest.entry((zone, generation)).or_insert(stripe);
+            *h = (*h).max(stripe);
+        }
         let flushed_wps = self.zone_wps();
         self.flush_members().await?;
         let mut live = Vec::new();
@@ -484,7 +519,10 @@ impl RaiznVolume {
         // In a fixed order, so a run is reproducible (member commands are counted by tests).
         entries.sort_by_key(|(k, _)| *k);
         for ((zone, stripe), e) in entries {
-            if self.pp_live(zone, stripe, e.generation, &flushed_wps) {
+            let passed = highest
+                .get(&(zone, e.generation))
+                .is_some_and(|h| *h > stripe);
+            if !passed && self.pp_live(zone, stripe, e.generation, &flushed_wps) {
                 let (data, meta) = self.read_pp_bulk(member, &e).await?;
                 live.push(PpRecord {
                     zone,

@@ -26,6 +26,9 @@ pub struct RelocStats {
     pub blocks: u64,
     /// Relocation records appended by writes.
     pub records: u64,
+    /// Relocations refused because one log zone's relocation budget was spent
+    /// (`ArrayLayout::reloc_budget`): the write failed with Zone Invalid Write.
+    pub refused: u64,
 }
 
 /// A relocation record as read from a log.
@@ -48,6 +51,60 @@ impl RaiznVolume {
     /// Relocated blocks held in memory (bounded by what torn stripes left stale).
     pub fn relocated_blocks(&self) -> usize {
         self.reloc.lock().blocks()
+    }
+
+    /// Blocks member `m`'s relocation state takes in its log now (what a collection writes
+    /// of it).
+    pub fn relocation_log_blocks(&self, m: usize) -> u64 {
+        let run = self.reloc_checkpoint_run_max();
+        self.reloc.lock().log_blocks_of(m, run)
+    }
+
+    /// Blocks member `m`'s relocation state could take in its log once every block its
+    /// stale ranges cover is written again: what keeping its torn zones writable may cost.
+    /// With one log zone a relocation past [`crate::ArrayLayout::reloc_budget`] is refused.
+    pub fn relocation_log_blocks_at_most(&self, m: usize) -> u64 {
+        let run = self.reloc_checkpoint_run_max();
+        let r = self.reloc.lock();
+        r.zones_of(m)
+            .into_iter()
+            .filter_map(|z| r.get(z, m).map(|e| e.log_blocks_at_most(run)))
+            .sum()
+    }
+
+    /// Whether member `m`'s relocation state, with blocks `first..` (`data`, `meta`) of its
+    /// zone of `zone` at `generation` relocated too, stays within the one-zone log's
+    /// relocation budget (always true for a pool).
+    pub(super) fn reloc_fits_budget(
+        &self,
+        m: usize,
+        zone: u32,
+        generation: u64,
+        inline: &RelocInline,
+        data: &[u8],
+        meta: &[u8],
+    ) -> bool {
+        let Some(budget) = self.layout.reloc_budget() else {
+            return true;
+        };
+        let run = self.reloc_checkpoint_run_max();
+        let r = self.reloc.lock();
+        let others: u64 = r
+            .zones_of(m)
+            .into_iter()
+            .filter(|z| *z != zone)
+            .filter_map(|z| r.get(z, m).map(|e| e.log_blocks(run)))
+            .sum();
+        let mine = match r.get(zone, m) {
+            Some(e) if e.generation == generation => {
+                let mut e = e.clone();
+                e.apply_blocks(inline.first, inline.epoch, data, meta, self.block_size());
+                e.log_blocks(run)
+            }
+            // The zone was reset since: nothing of it is kept.
+            _ => 0,
+        };
+        others + mine <= budget
     }
 
     /// Reads `data.len() / bs` blocks at offset `off` of member `m`'s zone of logical zone

@@ -8,7 +8,9 @@
 //! a capacity of 33 blocks, which no array of equal members with D = 2 can export), the
 //! closest geometry below it is used (capacity rounded down to a multiple of D) and item 38
 //! reports the difference. The stripe unit is the largest divisor of the member capacity that is at most
-//! 64 KiB and at most a third of it, so every kit zone holds at least three stripes.
+//! 64 KiB and at most a third of it, so every kit zone holds at least three stripes; with one
+//! log zone per member, the largest of those whose log holds the records of the kit's active
+//! zones (`one_log_member_geometry`), and where none does, a pool of 3 log zones.
 
 #![allow(dead_code)]
 
@@ -187,6 +189,32 @@ pub fn member_geometry(logical: &Geometry, n: usize, parity: u32) -> (Geometry, 
     (g, su * bs)
 }
 
+/// `member_geometry` for an array with one log zone per member: the stripe unit is the
+/// largest of those that leaves the one-zone log room for the records of the kit's active
+/// zones (every zone when unlimited) and the least relocation budget,
+/// `(A + 1)(1 + su) + (su + 2) <= C` (docs/DESIGN.md, "The one-zone log's active limit"), so
+/// the array reports the kit's limits.
+/// None when no stripe unit fits (the kit's zones are too small for that many active zones
+/// on one log zone).
+pub fn one_log_member_geometry(
+    logical: &Geometry,
+    n: usize,
+    parity: u32,
+) -> Option<(Geometry, u64)> {
+    let (g, su_bytes) = member_geometry(logical, n, parity);
+    let bs = u64::from(logical.block_size);
+    let cap = g.zone_capacity;
+    let active = match logical.max_active {
+        0 => u64::from(logical.zone_count),
+        a => u64::from(a),
+    };
+    let fits = |s: u64| (active + 1) * (1 + s) + s + 2 <= cap;
+    let su = (1..=su_bytes / bs)
+        .rev()
+        .find(|s| cap.is_multiple_of(*s) && fits(*s))?;
+    Some((g, su * bs))
+}
+
 /// `n` fresh memory members of geometry `g`, seeded.
 pub fn emu_members(g: &Geometry, n: usize, seed: u64) -> Vec<Arc<EmuDevice>> {
     (0..n)
@@ -269,11 +297,6 @@ impl RaiznFactory {
         }
     }
 
-    /// Metadata zones of a member: general, swap and the log zones.
-    fn meta_zones(&self) -> u32 {
-        MIN_META_ZONES - 1 + self.log_zones
-    }
-
     fn emus(&self, dev: &RaiznVolume) -> Vec<Arc<EmuDevice>> {
         match self.arrays.lock().get(&dev.array_uuid()) {
             Some(e) => e.clone(),
@@ -294,8 +317,21 @@ impl DeviceFactory for RaiznFactory {
     type Device = RaiznVolume;
 
     async fn create(&self, geometry: &Geometry) -> RaiznVolume {
-        let (mut g, su) = member_geometry(geometry, self.members, self.parity);
-        g.zone_count += self.meta_zones() - MIN_META_ZONES;
+        // One log zone cannot report the kit's active limit when its zones are too small
+        // for that many records (the kit's unlimited 8-zone geometries of 16-block member
+        // zones): the closest array is then one with a pool of 3 log zones, which keeps the
+        // members' limits (docs/DESIGN.md, "The one-zone log's active limit").
+        let one = match self.log_zones {
+            1 => one_log_member_geometry(geometry, self.members, self.parity),
+            _ => None,
+        };
+        let log_zones = match (self.log_zones, one) {
+            (1, None) => 3,
+            (k, _) => k,
+        };
+        let (mut g, su) =
+            one.unwrap_or_else(|| member_geometry(geometry, self.members, self.parity));
+        g.zone_count += log_zones - 1;
         let id = {
             let mut n = self.next.lock();
             *n += 1;
@@ -305,7 +341,7 @@ impl DeviceFactory for RaiznFactory {
         uuid[..8].copy_from_slice(&id.to_le_bytes());
         let emus = emu_members(&g, self.members, 0x5eed ^ id);
         let cfg = RaiznConfig {
-            log_zones: self.log_zones,
+            log_zones,
             stripe_unit_bytes: su,
             parity: self.parity,
             ..RaiznConfig::new(uuid)
@@ -342,7 +378,7 @@ impl DeviceFactory for RaiznFactory {
 
     async fn set_zone_state(&self, dev: &RaiznVolume, zone: u32, state: ZoneState) {
         for e in self.emus(dev) {
-            if let Err(err) = e.set_zone_state(zone + self.meta_zones(), state) {
+            if let Err(err) = e.set_zone_state(zone + dev.layout().meta_zones(), state) {
                 panic!("member fault injection failed: {err}");
             }
         }
