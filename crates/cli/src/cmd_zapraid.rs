@@ -416,9 +416,10 @@ async fn check(paths: &[PathBuf], out: &mut impl Write) -> CliResult {
         writeln!(out, "clean: index consistent, all {n} blocks read")?;
         return Ok(());
     }
+    let n = problems.len();
     Err(CliError::Other(format!(
-        "{} problems in the ZapRAID array",
-        problems.len()
+        "{n} {} in the ZapRAID array",
+        if n == 1 { "problem" } else { "problems" }
     )))
 }
 
