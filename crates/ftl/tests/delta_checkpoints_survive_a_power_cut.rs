@@ -1,10 +1,12 @@
-//! Delta checkpoints (docs/FORMAT.md, "Delta checkpoint") under power cuts: random
-//! overwrites and trims on a small volume whose slots hold a chain of deltas after each
-//! full checkpoint, with garbage collection resetting zones all along; the body of one
-//! delta fails to be written (torn: its header is on the device, its body is not), the
-//! volume fails, power is cut. The remount applies the deltas before the torn one and scans
-//! from there: every flushed write reads back, and every trim stays trimmed, also those
-//! whose record was collected once a delta had made the trim durable.
+//! Delta checkpoints (docs/FORMAT.md, "Delta checkpoint") under power cuts: a small volume
+//! is filled, its second half trimmed, then random overwrites, trims and flushes go into
+//! one mapping page, so chains of small deltas follow each full checkpoint while garbage
+//! collection resets zones (those the trim emptied, those whose trim records a delta made
+//! dead). The body of the 2nd to 5th delta after the trim fails to be written (torn: its
+//! header is on the device, its body is not), the volume fails, power is cut. The remount
+//! applies the deltas before the torn one and scans from there: every flushed write reads
+//! back and every trim stays trimmed. A mount that ignored the deltas finds entries of the
+//! full checkpoint into zones reset since and fails (seed 0).
 
 mod common;
 
