@@ -219,9 +219,11 @@ fn volume_text(v: &serde_json::Value) -> String {
     }
     if v.get("checkpoint_bytes").is_some() {
         s += &format!(
-            "  checkpoints: {} ({:.1} MiB, {:.2} MiB per GiB of user writes)\n",
+            "  checkpoints: {} ({:.1} MiB; {} deltas of {:.1} MiB; {:.2} MiB per GiB of user writes)\n",
             n("checkpoints"),
             n("checkpoint_bytes") as f64 / f64::from(1u32 << 20),
+            n("delta_checkpoints"),
+            n("delta_checkpoint_bytes") as f64 / f64::from(1u32 << 20),
             f("checkpoint_bytes_per_user_gib") / f64::from(1u32 << 20),
         );
     }

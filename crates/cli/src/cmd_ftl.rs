@@ -300,6 +300,7 @@ pub async fn run(cmd: &FtlCmd, out: &mut impl Write) -> CliResult {
                 if let Some(obj) = v.as_object_mut() {
                     for (k, x) in [
                         ("checkpoint", json!(rec.checkpoint_number)),
+                        ("checkpoint_deltas", json!(rec.chain.deltas)),
                         ("recovery_scan_blocks", json!(rec.scanned_blocks)),
                         ("op_permille", json!(layout.op_permille)),
                         ("retired_zones", json!(rec.retired_zones)),
@@ -324,7 +325,7 @@ pub async fn run(cmd: &FtlCmd, out: &mut impl Write) -> CliResult {
                 } else {
                     let sp = stats.spare;
                     format!(
-                        "volume: {} blocks of {} bytes, {} mapped, on {} blocks of flash\ndata zones: {} ({} free), over-provisioning {:.2}% ((flash - volume) / volume)\nspare blocks: {} checkpoint, {} reserve zones, {} zone headers, {} summaries, {} open-zone tails, {} collectable\ncheckpoint: {}; recovery would scan {} blocks\ncheckpoints: {} blocks each; {:.1} MiB written since format",
+                        "volume: {} blocks of {} bytes, {} mapped, on {} blocks of flash\ndata zones: {} ({} free), over-provisioning {:.2}% ((flash - volume) / volume)\nspare blocks: {} checkpoint, {} reserve zones, {} zone headers, {} summaries, {} open-zone tails, {} collectable\ncheckpoint: {} ({} deltas after the full one); recovery would scan {} blocks\ncheckpoints: {} blocks each full one; at most {:.1} MiB written since format (every checkpoint counted full)",
                         layout.volume_blocks,
                         layout.geometry.block_size,
                         mapped,
@@ -339,6 +340,7 @@ pub async fn run(cmd: &FtlCmd, out: &mut impl Write) -> CliResult {
                         stats.open_tail_blocks,
                         sp.collectable.saturating_sub(stats.open_tail_blocks),
                         rec.checkpoint_number,
+                        rec.chain.deltas,
                         rec.scanned_blocks,
                         layout.checkpoint_blocks().unwrap_or(0),
                         stats.checkpoint_bytes as f64 / f64::from(1u32 << 20)

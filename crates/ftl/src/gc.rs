@@ -23,7 +23,7 @@ use zns::{NvmeStatus, ZoneAction};
 use crate::activity::Gauge;
 use crate::checkpoint;
 use crate::io::StreamWriter;
-use crate::map::Stream;
+use crate::map::{CkptKind, Stream};
 use crate::plan::{FlushPlan, Round, SpacePolicy, ROUND_VICTIMS_MAX};
 use crate::retry::retry;
 use crate::shared::Shared;
@@ -63,10 +63,38 @@ impl Drop for OwedResets<'_> {
     }
 }
 
-/// Where the newest checkpoint is: its slot and number.
+/// Where the newest checkpoint is: its slot and number, and its slot's chain.
 struct CkptCursor {
     slot: u32,
     number: u64,
+    /// The number of the full checkpoint the slot's chain starts with.
+    base: u64,
+    /// Blocks the chain takes from the slot's start (where the next delta goes), and those
+    /// of its deltas.
+    end_block: u64,
+    delta_blocks: u64,
+    /// Each slot's format version (None: empty or torn).
+    versions: [Option<u32>; 2],
+    /// Deltas may follow: this mount wrote the chain's full checkpoint (a mount's chain may
+    /// end in a torn delta, so its first checkpoint is full).
+    chained: bool,
+    /// The slot's last zone may be left partly written and active (unknown at mount).
+    slot_open: bool,
+}
+
+impl CkptCursor {
+    /// The chain the next checkpoint may extend: the slot's full checkpoint is version 3
+    /// and the other slot holds no older version (a build of that version would mount it,
+    /// not knowing deltas; docs/FORMAT.md, "Versions").
+    fn delta_chain(&self, layout: &crate::Layout) -> Option<crate::map::DeltaChain> {
+        let s = self.slot as usize;
+        let newest = self.versions[s] == Some(checkpoint::VERSION_3);
+        let other = self.versions[1 - s].is_none_or(|v| v >= checkpoint::VERSION_3);
+        (self.chained && newest && other).then(|| crate::map::DeltaChain {
+            room_blocks: layout.slot_blocks().saturating_sub(self.end_block),
+            delta_blocks: self.delta_blocks,
+        })
+    }
 }
 
 /// Garbage collection, checkpoints and flush of a mounted volume.
@@ -91,18 +119,29 @@ pub(crate) struct Maintenance {
 }
 
 impl Maintenance {
-    /// Maintenance of a volume whose newest checkpoint is `number` in `slot`; not running yet.
+    /// Maintenance of a volume whose newest checkpoint is `number` in `slot` (its slots'
+    /// format versions `versions`); not running yet.
     pub(crate) fn new(
         shared: Arc<Shared>,
         writer: Arc<StreamWriter>,
         slot: u32,
         number: u64,
+        versions: [Option<u32>; 2],
     ) -> Maintenance {
         let policy = SpacePolicy::new(shared.opts(), shared.layout());
         Maintenance {
             shared,
             writer,
-            ckpt: tokio::sync::Mutex::new(CkptCursor { slot, number }),
+            ckpt: tokio::sync::Mutex::new(CkptCursor {
+                slot,
+                number,
+                base: number,
+                end_block: 0,
+                delta_blocks: 0,
+                versions,
+                chained: false,
+                slot_open: true,
+            }),
             checkpoints: AtomicU64::new(0),
             closed: AtomicBool::new(false),
             task: Mutex::new(None),
@@ -719,26 +758,92 @@ impl Maintenance {
         Ok(waited)
     }
 
-    /// Writes a checkpoint of the current mapping into the slot not holding the newest one.
+    /// Writes a checkpoint of the current mapping: a delta of the dirty mapping pages after
+    /// the newest one in its slot when the chain has room for it and it is small enough
+    /// (`Mapping::next_checkpoint`), else a full one into the other slot. What the map lock
+    /// covers: for a delta, the copy of the dirty pages and the zone table; for a full one,
+    /// `FULL_COPY_PAGES` pages at a time, then the pages changed meanwhile and the zone table
+    /// (`checkpoint::FullCopy`).
     pub(crate) async fn checkpoint(&self) -> Result<(), FtlError> {
         let mut cur = self.ckpt.lock().await;
         let number = cur.number + 1;
+        let base = cur.base;
         let volume_id = self.shared.volume_id();
-        let (bytes, seq, mark) = self.shared.map(|m| {
-            let mark = m.begin_snapshot();
-            (
-                checkpoint::snapshot(m, number, volume_id),
-                m.next_seq(),
-                mark,
-            )
+        enum Taken {
+            Delta(Vec<u8>, u64, u64),
+            Full(checkpoint::FullCopy),
+        }
+        let first = self.shared.map(|m| match m.next_checkpoint() {
+            CkptKind::Delta => {
+                let mark = m.begin_snapshot();
+                let bytes = checkpoint::snapshot_delta(m, number, base, volume_id);
+                Taken::Delta(bytes, m.next_seq(), mark)
+            }
+            CkptKind::Full => Taken::Full(checkpoint::FullCopy::new(m)),
         });
+        let (bytes, seq, mark, kind) = match first {
+            Taken::Delta(bytes, seq, mark) => (bytes, seq, mark, CkptKind::Delta),
+            Taken::Full(mut copy) => {
+                // The lock is released between stretches of pages, so requests go on.
+                while !self
+                    .shared
+                    .map(|m| copy.copy_pages(m, checkpoint::FULL_COPY_PAGES))
+                {}
+                let (copy, seq, mark) = self.shared.map(|m| {
+                    let mark = m.begin_snapshot();
+                    let copy = copy.finish(m, number, volume_id);
+                    (copy, m.next_seq(), mark)
+                });
+                (copy.seal(), seq, mark, CkptKind::Full)
+            }
+        };
         // Everything the snapshot maps must be durable before the checkpoint says so.
         self.flush_device().await?;
-        let slot = 1 - cur.slot;
-        checkpoint::write_slot(self.shared.dev(), self.shared.layout(), slot, &bytes).await?;
-        cur.slot = slot;
+        let (dev, layout) = (self.shared.dev(), self.shared.layout());
+        let blocks = checkpoint::blocks_of(bytes.len() as u64, layout.geometry.block_size);
+        match kind {
+            CkptKind::Delta => {
+                checkpoint::append_slot(dev, layout, cur.slot, cur.end_block, &bytes).await?;
+                cur.end_block += blocks;
+                cur.delta_blocks += blocks;
+            }
+            CkptKind::Full => {
+                let slot = 1 - cur.slot;
+                if cur.slot_open && layout.has_delta_room() {
+                    // Only one checkpoint zone is active at a time.
+                    checkpoint::seal_slot(dev, layout, cur.slot).await?;
+                }
+                let deltas = self.shared.opts().delta_checkpoints && layout.has_delta_room();
+                checkpoint::write_slot(dev, layout, slot, &bytes, deltas).await?;
+                cur.slot_open = deltas;
+                let flags = self.shared.map(|m| {
+                    if m.threaded.enabled {
+                        checkpoint::FLAG_THREADED_LOGGING
+                    } else {
+                        0
+                    }
+                });
+                cur.versions[slot as usize] = Some(checkpoint::full_version(flags, layout));
+                cur.slot = slot;
+                cur.base = number;
+                cur.end_block = blocks;
+                cur.delta_blocks = 0;
+                cur.chained = true;
+            }
+        }
         cur.number = number;
-        self.shared.map(|m| m.checkpoint_durable(seq, mark));
+        let chain = cur
+            .delta_chain(layout)
+            .filter(|_| self.shared.opts().delta_checkpoints);
+        let bs = u64::from(layout.geometry.block_size);
+        self.shared.map(|m| {
+            m.checkpoint_durable(seq, mark);
+            m.delta_chain = chain;
+            if kind == CkptKind::Delta {
+                m.counters.delta_checkpoints += 1;
+                m.counters.delta_checkpoint_bytes += blocks * bs;
+            }
+        });
         self.checkpoints.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }

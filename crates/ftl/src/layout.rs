@@ -148,6 +148,11 @@ pub struct MountOptions {
     /// Simple Copy pipelines (not read + write, ZNS+ zone compaction or summary mode; the
     /// mount decides that).
     pub gc_run_on: Option<bool>,
+    /// Whether checkpoints may be deltas of the dirty mapping pages after the slot's full
+    /// one (docs/DESIGN.md, "Delta checkpoints"; on by default, where the layout has room).
+    /// Off, every checkpoint is a full one, as before deltas (the ZNS+ Fig. 8 reproduction,
+    /// whose foreground compaction pays a full checkpoint per victim as it did).
+    pub delta_checkpoints: bool,
 }
 
 /// How a device lays a zone over its flash dies (`zns::DieStripe`).
@@ -177,6 +182,7 @@ impl Default for MountOptions {
             pace_rounds: None,
             gc_lead_blocks: None,
             gc_run_on: None,
+            delta_checkpoints: true,
         }
     }
 }
@@ -347,6 +353,33 @@ impl Layout {
     pub fn checkpoint_blocks(&self) -> Option<u64> {
         let body = checkpoint_body_bytes(self.volume_blocks, self.data_zones)?;
         Some((body + CKPT_HEADER_BYTES).div_ceil(u64::from(self.geometry.block_size)))
+    }
+
+    /// Blocks a delta checkpoint of `pages` dirty mapping pages takes at most (header, page
+    /// indices, the pages' entries, the zone table; docs/FORMAT.md). None if it overflows.
+    pub fn delta_blocks(&self, pages: u64) -> Option<u64> {
+        let entries = pages
+            .checked_mul(crate::map::MAP_PAGE_LBAS)?
+            .min(self.volume_blocks);
+        let bytes = CKPT_HEADER_BYTES
+            .checked_add(pages.checked_mul(4)?)?
+            .checked_add(entries.checked_mul(CKPT_BYTES_PER_LBA)?)?
+            .checked_add(u64::from(self.data_zones).checked_mul(CKPT_BYTES_PER_ZONE)?)?;
+        Some(bytes.div_ceil(u64::from(self.geometry.block_size)))
+    }
+
+    /// Blocks of one checkpoint slot.
+    pub fn slot_blocks(&self) -> u64 {
+        u64::from(self.slot_zones) * self.zone_blocks
+    }
+
+    /// Whether a slot has room for a delta checkpoint of one page after a full checkpoint:
+    /// a volume of such a layout writes format version 3 and delta checkpoints.
+    pub fn has_delta_room(&self) -> bool {
+        match (self.checkpoint_blocks(), self.delta_blocks(1)) {
+            (Some(full), Some(delta)) => full.saturating_add(delta) <= self.slot_blocks(),
+            _ => false,
+        }
     }
 
     /// Where the spare flash of this layout goes; None if the fixed costs exceed it.

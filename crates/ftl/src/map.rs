@@ -36,6 +36,39 @@ pub(crate) const P_TRIM: u32 = u32::MAX - 1;
 /// garbage collection asks for a checkpoint that frees them (`Mapping::trims_pin_space`).
 pub const TRIM_RECORDS_SPARE_DIVISOR: u64 = 4;
 
+/// Logical blocks per mapping page, the unit a delta checkpoint copies (docs/FORMAT.md,
+/// "Delta checkpoint"): 256 entries encode to 3 KiB (4-byte L2P entry and 8-byte sequence
+/// number each) and map 1 MiB of 4 KiB blocks. Small enough that a sequential or skewed
+/// writer dirties little beside what it changed, large enough that the 4-byte page index
+/// is 0.13% of a page and the dirty bits take one bit per MiB of volume. (Under uniform
+/// random writes nearly every page is dirty by the time a checkpoint is due, whatever the
+/// page size, and the full checkpoint is written instead.)
+pub const MAP_PAGE_LBAS: u64 = 256;
+
+/// A delta checkpoint comes no sooner than after this fraction (one over it) of the
+/// periodic interval's user blocks, however little changed: each checkpoint also flushes
+/// the device.
+pub const DELTA_INTERVAL_DIVISOR: u64 = 16;
+
+/// Where the next delta checkpoint would go: the chain of deltas after the newest full
+/// checkpoint, in the same slot (None in `Mapping::delta_chain`: the next is full).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeltaChain {
+    /// Blocks of the slot left after the chain's last checkpoint.
+    pub room_blocks: u64,
+    /// Blocks the deltas since the full checkpoint took.
+    pub delta_blocks: u64,
+}
+
+/// What the next checkpoint writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CkptKind {
+    /// The whole mapping, into the other slot.
+    Full,
+    /// The dirty mapping pages, after the chain's last checkpoint in the same slot.
+    Delta,
+}
+
 /// The write streams: separate open zones so data of different lifetimes is not mixed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Stream {
@@ -166,6 +199,9 @@ pub struct Counters {
     pub serial_copy_ns: u64,
     pub serial_checkpoint_ns: u64,
     pub serial_reset_ns: u64,
+    /// Delta checkpoints written, and their bytes (whole blocks).
+    pub delta_checkpoints: u64,
+    pub delta_checkpoint_bytes: u64,
 }
 
 /// Live contents of a zone: (pba, lba) of valid data, (pba, mark) of live trim records.
@@ -232,6 +268,12 @@ pub struct Mapping {
     pub(crate) resets_owed: u32,
     /// Threaded logging on ZNS+ devices (threaded.rs).
     pub threaded: crate::threaded::Threaded,
+    /// One bit per mapping page (`MAP_PAGE_LBAS` logical blocks): an entry of the page
+    /// changed since the last checkpoint's snapshot; and how many bits are set.
+    pub(crate) dirty: Vec<u64>,
+    pub(crate) dirty_pages: u64,
+    /// The delta chain the next checkpoint may extend (set by the checkpoint writer).
+    pub delta_chain: Option<DeltaChain>,
 }
 
 impl Mapping {
@@ -259,6 +301,9 @@ impl Mapping {
             user_waiting: false,
             resets_owed: 0,
             threaded: Default::default(),
+            dirty: vec![0; (layout.volume_blocks.div_ceil(MAP_PAGE_LBAS)).div_ceil(64) as usize],
+            dirty_pages: 0,
+            delta_chain: None,
             layout,
         }
     }
@@ -542,13 +587,80 @@ impl Mapping {
         self.trims.len() as u64 >= (collectable / TRIM_RECORDS_SPARE_DIVISOR).max(1)
     }
 
-    /// Whether the periodic checkpoint is due: `every_zones`
-    /// (`MountOptions::checkpoint_every_zones`) zones' worth of user blocks, that many
-    /// times the zone size, were written since the last checkpoint of any kind. So the
-    /// periodic checkpoints since mount are at most the user blocks over that interval.
+    /// Whether the periodic checkpoint is due. `every_zones`
+    /// (`MountOptions::checkpoint_every_zones`) zones' worth of user blocks, that many times
+    /// the zone size, is the interval a full checkpoint's bytes are paid for; the next
+    /// checkpoint comes once the user blocks written since the last one pay for its bytes at
+    /// that rate: a full one after the whole interval, a delta of few dirty pages sooner
+    /// (never before `1 / DELTA_INTERVAL_DIVISOR` of it). So checkpoint bytes stay at most
+    /// the share of the user's writes the interval was tuned for.
     pub fn checkpoint_due(&self, every_zones: u32) -> bool {
-        let interval = u64::from(every_zones).saturating_mul(self.layout.zone_blocks);
-        self.user_blocks_since_ckpt >= interval.max(1)
+        let interval = u64::from(every_zones)
+            .saturating_mul(self.layout.zone_blocks)
+            .max(1);
+        let since = self.user_blocks_since_ckpt;
+        if since >= interval {
+            return true;
+        }
+        if self.next_checkpoint() == CkptKind::Full || since < interval / DELTA_INTERVAL_DIVISOR {
+            return false;
+        }
+        let full = self.layout.checkpoint_blocks().unwrap_or(u64::MAX);
+        let next = self
+            .layout
+            .delta_blocks(self.dirty_pages)
+            .unwrap_or(u64::MAX);
+        u128::from(since) * u128::from(full) >= u128::from(next) * u128::from(interval)
+    }
+
+    /// What the next checkpoint writes: a delta when the chain has room for the dirty
+    /// pages and the deltas since the full checkpoint, this one included, are no larger
+    /// than a full checkpoint (so a mount reads at most twice a full one); else a full one.
+    pub fn next_checkpoint(&self) -> CkptKind {
+        let Some(chain) = self.delta_chain else {
+            return CkptKind::Full;
+        };
+        let full = self.layout.checkpoint_blocks().unwrap_or(0);
+        match self.layout.delta_blocks(self.dirty_pages) {
+            Some(d) if d <= chain.room_blocks && chain.delta_blocks + d <= full => CkptKind::Delta,
+            _ => CkptKind::Full,
+        }
+    }
+
+    /// Marks the mapping page of `lba` dirty: its entry changed.
+    pub(crate) fn touch(&mut self, lba: usize) {
+        let page = lba as u64 / MAP_PAGE_LBAS;
+        let (word, bit) = ((page / 64) as usize, page % 64);
+        if self.dirty[word] & (1 << bit) == 0 {
+            self.dirty[word] |= 1 << bit;
+            self.dirty_pages += 1;
+        }
+    }
+
+    /// Mapping pages of the volume.
+    pub fn pages(&self) -> u64 {
+        self.layout.volume_blocks.div_ceil(MAP_PAGE_LBAS)
+    }
+
+    /// The dirty mapping pages, ascending; clears their bits (a snapshot copies them).
+    pub fn take_dirty(&mut self) -> Vec<u32> {
+        let mut out = Vec::with_capacity(self.dirty_pages as usize);
+        for (w, word) in self.dirty.iter_mut().enumerate() {
+            let mut bits = std::mem::take(word);
+            while bits != 0 {
+                let b = bits.trailing_zeros();
+                out.push(w as u32 * 64 + b);
+                bits &= bits - 1;
+            }
+        }
+        self.dirty_pages = 0;
+        out
+    }
+
+    /// Clears every dirty bit (a full snapshot copies every page).
+    pub fn clear_dirty(&mut self) {
+        self.dirty.fill(0);
+        self.dirty_pages = 0;
     }
 
     /// A user write of `blocks` blocks for `lba..` completed at `offset` in zone `z`.
@@ -566,6 +678,7 @@ impl Mapping {
                 }
                 self.l2p[l] = pba;
                 self.seq[l] = seq;
+                self.touch(l);
                 self.p2l[pba as usize] = l as u32;
                 self.zones[z as usize].valid += 1;
             }
@@ -599,6 +712,7 @@ impl Mapping {
                     self.l2p[l] = UNMAPPED;
                 }
                 self.seq[l] = seq;
+                self.touch(l);
             }
         }
         self.live_record(z, offset, seq);
@@ -703,6 +817,7 @@ impl Mapping {
                 if self.l2p[lba as usize] == src {
                     self.invalidate_by_write(src);
                     self.l2p[lba as usize] = dst;
+                    self.touch(lba as usize);
                     self.p2l[dst as usize] = lba;
                     self.zones[z as usize].valid += 1;
                     Tag::Data {

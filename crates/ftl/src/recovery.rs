@@ -32,7 +32,14 @@ pub struct Recovered {
     pub mapping: Mapping,
     pub volume_id: u64,
     pub checkpoint_slot: u32,
+    /// The newest checkpoint's number: its slot's full one's, or its last applied delta's.
     pub checkpoint_number: u64,
+    /// The full checkpoint's format version, and the other slot's (None: empty or torn; a
+    /// device error reading it counts as version 1).
+    pub checkpoint_version: u32,
+    pub other_slot_version: Option<u32>,
+    /// The delta checkpoints applied after the full one.
+    pub chain: checkpoint::ChainEnd,
     /// Data zones left partly written (open at the crash); the mount finishes them.
     pub partial_zones: Vec<u32>,
     /// Those of them the device had re-opened for threaded logging (attribute TLO): the mount
@@ -65,7 +72,13 @@ struct ZonePlan {
 
 /// Rebuilds the mapping of the volume on `dev` without writing anything.
 pub async fn recover(dev: &dyn ZonedDevice, layout: &Layout) -> Result<Recovered, FtlError> {
-    let (slot, ck) = checkpoint::read_latest(dev, layout).await?;
+    let (slot, mut ck) = checkpoint::read_latest(dev, layout).await?;
+    let chain = checkpoint::read_chain(dev, layout, slot, &mut ck).await?;
+    let other_slot_version = match checkpoint::read_header(dev, layout, 1 - slot).await {
+        Ok(h) => Some(h.version),
+        Err(checkpoint::CkptError::Device(_)) => Some(checkpoint::VERSION_1),
+        Err(_) => None,
+    };
     let mut m = Mapping::new(*layout);
     m.threaded.enabled = ck.header.flags & checkpoint::FLAG_THREADED_LOGGING != 0;
     if m.threaded.enabled {
@@ -73,6 +86,7 @@ pub async fn recover(dev: &dyn ZonedDevice, layout: &Layout) -> Result<Recovered
             checkpoints_before_records(dev, layout, slot, ck.header.version).await;
     }
     let ckpt_seq = ck.header.seq;
+    let (checkpoint_number, checkpoint_version) = (ck.header.number, ck.header.version);
     m.l2p = ck.l2p;
     m.seq = ck.seq;
     m.next_seq = ckpt_seq;
@@ -276,7 +290,10 @@ pub async fn recover(dev: &dyn ZonedDevice, layout: &Layout) -> Result<Recovered
         mapping: m,
         volume_id,
         checkpoint_slot: slot,
-        checkpoint_number: ck.header.number,
+        checkpoint_number,
+        checkpoint_version,
+        other_slot_version,
+        chain,
         partial_zones,
         threaded_zones,
         retired_zones,
@@ -296,7 +313,7 @@ pub async fn recover(dev: &dyn ZonedDevice, layout: &Layout) -> Result<Recovered
 }
 
 /// How many checkpoints a volume with threaded logging must write before its first
-/// threaded-logging record, so that both slots then hold format version 2 (`checkpoint::VERSION`)
+/// threaded-logging record, so that both slots then hold format version 2 or newer (`checkpoint::VERSION_2`)
 /// and a build of version 1 refuses the volume instead of mounting the other slot's checkpoint
 /// (`Threaded::checkpoints_before_records`): the newest is in `slot`, of `version`. A slot
 /// that cannot be read counts as one of version 1.
@@ -306,11 +323,11 @@ async fn checkpoints_before_records(
     slot: u32,
     version: u32,
 ) -> u8 {
-    if version < checkpoint::VERSION {
+    if version < checkpoint::VERSION_2 {
         return 2;
     }
     match checkpoint::read_header(dev, layout, 1 - slot).await {
-        Ok(h) if h.version < checkpoint::VERSION => 1,
+        Ok(h) if h.version < checkpoint::VERSION_2 => 1,
         Err(checkpoint::CkptError::Device(_)) => 1,
         _ => 0,
     }
@@ -461,6 +478,7 @@ fn apply_data(
     if seq > m.seq[l] || (seq == m.seq[l] && unresolved[l]) {
         m.l2p[l] = pba;
         m.seq[l] = seq;
+        m.touch(l);
         unresolved[l] = false;
     }
     m.next_seq = m.next_seq.max(after(seq)?);
@@ -529,6 +547,7 @@ fn apply_trim(
         if seq > m.seq[l as usize] {
             m.l2p[l as usize] = UNMAPPED;
             m.seq[l as usize] = seq;
+            m.touch(l as usize);
             unresolved[l as usize] = false;
         }
     }

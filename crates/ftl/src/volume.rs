@@ -28,7 +28,10 @@ pub struct FtlVolume {
 /// What a mount found and did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MountReport {
+    /// The newest checkpoint's number (its last applied delta's, if any).
     pub checkpoint_number: u64,
+    /// Delta checkpoints applied after the newest full one.
+    pub deltas_applied: u64,
     pub scanned_zones: u32,
     pub scanned_blocks: u64,
     pub finished_partial_zones: u32,
@@ -53,8 +56,10 @@ pub struct FtlStats {
     pub free_zones: u32,
     pub mapped_blocks: u64,
     pub counters: Counters,
+    /// Checkpoints written since mount, full and delta (`counters.delta_checkpoints`).
     pub checkpoints: u64,
-    /// Bytes those checkpoints wrote (each writes the whole mapping, whole blocks).
+    /// Bytes those checkpoints wrote (whole blocks: the whole mapping for a full one, the
+    /// dirty pages and the zone table for a delta, `counters.delta_checkpoint_bytes`).
     pub checkpoint_bytes: u64,
     /// (user + GC copies) / user writes.
     pub write_amplification: f64,
@@ -97,8 +102,10 @@ impl FtlStats {
             counters: c,
             checkpoints,
             checkpoint_bytes: checkpoints
+                .saturating_sub(c.delta_checkpoints)
                 .saturating_mul(layout.checkpoint_blocks().unwrap_or(u64::MAX))
-                .saturating_mul(u64::from(layout.geometry.block_size)),
+                .saturating_mul(u64::from(layout.geometry.block_size))
+                .saturating_add(c.delta_checkpoint_bytes),
             write_amplification: if c.user_blocks == 0 {
                 1.0
             } else {
@@ -165,7 +172,9 @@ pub async fn format(
     dev.zone_mgmt(ZoneAction::Reset, 0, true).await?;
     let mut m = Mapping::new(layout);
     m.threaded.enabled = fmt.threaded_logging;
-    checkpoint::write_slot(dev, &layout, 0, &checkpoint::snapshot(&m, 1, volume_id)).await?;
+    // No delta follows the format's checkpoint (a mount's first checkpoint is full).
+    let ck = checkpoint::snapshot(&m, 1, volume_id);
+    checkpoint::write_slot(dev, &layout, 0, &ck, false).await?;
     Ok(layout)
 }
 
@@ -215,6 +224,7 @@ impl FtlVolume {
         }
         let report = MountReport {
             checkpoint_number: rec.checkpoint_number,
+            deltas_applied: rec.chain.deltas,
             scanned_zones: rec.scanned_zones,
             scanned_blocks: rec.scanned_blocks,
             finished_partial_zones: (rec.partial_zones.len() + rec.threaded_zones.len()) as u32,
@@ -285,6 +295,9 @@ impl FtlVolume {
         opts: MountOptions,
         rec: recovery::Recovered,
     ) -> FtlVolume {
+        let mut versions = [None; 2];
+        versions[rec.checkpoint_slot as usize] = Some(rec.checkpoint_version);
+        versions[1 - rec.checkpoint_slot as usize] = rec.other_slot_version;
         let shared = Arc::new(Shared::new(dev, layout, opts, rec.volume_id, rec.mapping));
         let writer = Arc::new(StreamWriter::new(Arc::clone(&shared)));
         let maint = Arc::new(Maintenance::new(
@@ -292,6 +305,7 @@ impl FtlVolume {
             Arc::clone(&writer),
             rec.checkpoint_slot,
             rec.checkpoint_number,
+            versions,
         ));
         FtlVolume {
             shared,

@@ -82,7 +82,7 @@ async fn rewrite_version(dev: &dyn ZonedDevice, layout: &Layout, slot: u32, vers
         .await
         .expect("read slot");
     ck.header.version = version;
-    checkpoint::write_slot(dev, layout, slot, &checkpoint::encode(&ck))
+    checkpoint::write_slot(dev, layout, slot, &checkpoint::encode(&ck), false)
         .await
         .expect("write slot");
 }
@@ -172,28 +172,127 @@ fn a_version_1_volume_with_threaded_logging_mounts_and_writes_records_only_at_ve
     );
 }
 
-/// A volume without threaded logging is version 1 in both slots, as every build wrote it.
-#[test]
-fn a_volume_without_threaded_logging_stays_version_1() {
-    runtime().block_on(async {
-        let dev = common::formatted(16, 20, 300, 1).await;
-        let layout = ftl::probe(dev.as_ref()).await.expect("probe");
-        let (vol, _) = FtlVolume::mount(dev.clone(), common::small_opts())
+/// Before each write of a delta checkpoint: counts it, and those written while a slot held
+/// a checkpoint of a version older than 3 (a build of that version would mount the slot
+/// without knowing the deltas).
+struct DeltaWatch {
+    layout: Layout,
+    deltas: AtomicU64,
+    fulls: AtomicU64,
+    beside_older: AtomicU64,
+}
+
+#[async_trait]
+impl BeforeWrite for DeltaWatch {
+    async fn before_write(&self, inner: &EmuDevice, data: &[u8]) -> NvmeResult<()> {
+        if data.starts_with(b"ZSTKFTLC") {
+            self.fulls.fetch_add(1, Ordering::Relaxed);
+        }
+        if data.starts_with(b"ZSTKFTLD") {
+            self.deltas.fetch_add(1, Ordering::Relaxed);
+            for slot in 0..2 {
+                let h = checkpoint::read_header(inner, &self.layout, slot).await;
+                if h.is_ok_and(|h| h.version < checkpoint::VERSION_3) {
+                    self.beside_older.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A volume without threaded logging written by a build of version 1 (both slots, or slot
+/// 0 with slot 1 empty, rewritten as version 1) mounts; its full checkpoints are version 3,
+/// and it writes no delta while a slot still holds version 1: deltas start after two full
+/// checkpoints (one, if the other slot was empty). Every write reads back after a remount.
+async fn version_1_volume(both_slots: bool, seed: u64) -> (u64, u64, u64) {
+    let g = Geometry {
+        block_size: 4096,
+        ..geometry()
+    };
+    let emu_dev = common::device(g, seed);
+    let layout = ftl::format(emu_dev.as_ref(), FormatOptions::with_op(580), seed, false)
+        .await
+        .expect("format");
+    assert!(layout.has_delta_room());
+    assert_eq!(
+        versions(emu_dev.as_ref(), &layout).await,
+        [Some(checkpoint::VERSION_3), None],
+        "seed {seed}: a volume with room for deltas is version 3"
+    );
+    if both_slots {
+        // Unmount writes one full checkpoint, into slot 1.
+        let (vol, _) = FtlVolume::mount(emu_dev.clone(), common::small_opts())
             .await
             .expect("mount");
-        let mut model = VersionModel::new(vol.size_blocks());
-        write_randomly(&vol, &mut model, &mut SimRng::new(1), 4).await;
-        assert!(vol.stats().checkpoints >= 2);
         vol.unmount().await.expect("unmount");
-        assert_eq!(
-            versions(dev.as_ref(), &layout).await,
-            [Some(checkpoint::VERSION_1); 2]
-        );
-        let (vol, _) = FtlVolume::mount(dev.clone(), common::small_opts())
-            .await
-            .expect("remount");
-        model.check_all(&vol, 1, "after the remount").await;
+        rewrite_version(emu_dev.as_ref(), &layout, 1, checkpoint::VERSION_1).await;
+    }
+    rewrite_version(emu_dev.as_ref(), &layout, 0, checkpoint::VERSION_1).await;
+    let dev = Arc::new(Watched {
+        inner: emu_dev.clone(),
+        watch: DeltaWatch {
+            layout,
+            deltas: AtomicU64::new(0),
+            fulls: AtomicU64::new(0),
+            beside_older: AtomicU64::new(0),
+        },
     });
+    let opts = MountOptions {
+        checkpoint_every_zones: 2,
+        ..common::small_opts()
+    };
+    let (vol, _) = FtlVolume::mount(dev.clone(), opts)
+        .await
+        .unwrap_or_else(|e| panic!("seed {seed}: a version 1 volume mounts: {e}"));
+    let mut model = VersionModel::new(vol.size_blocks());
+    // Writes into the first pages only, so deltas stay small.
+    let bs = vol.block_size() as usize;
+    let mut rng = SimRng::new(seed);
+    for version in 1..=4_000 {
+        let lba = rng.below(256);
+        vol.write(lba, &block(bs, version), false)
+            .await
+            .expect("write");
+        model.write(lba, version, false);
+    }
+    let deltas = vol.stats().counters.delta_checkpoints;
+    vol.unmount().await.expect("unmount");
+    model.flush();
+    assert_eq!(
+        versions(emu_dev.as_ref(), &layout).await,
+        [Some(checkpoint::VERSION_3); 2],
+        "seed {seed}: both slots are version 3"
+    );
+    let (vol, report) = FtlVolume::mount(dev.clone(), opts)
+        .await
+        .unwrap_or_else(|e| panic!("seed {seed}: remount: {e}"));
+    model.check_all(&vol, seed, "after the remount").await;
+    vol.crash().await;
+    let w = &dev.watch;
+    // The unmount's checkpoint may be one more delta.
+    assert!(w.deltas.load(Ordering::Relaxed) >= deltas, "seed {seed}");
+    let _ = report;
+    (
+        deltas,
+        w.beside_older.load(Ordering::Relaxed),
+        w.fulls.load(Ordering::Relaxed),
+    )
+}
+
+#[test]
+fn a_version_1_volume_writes_deltas_only_once_no_slot_holds_version_1() {
+    let mut early = 0;
+    for (both, seed) in [(true, 0), (true, 1), (false, 2), (false, 3)] {
+        let (deltas, e, fulls) = runtime().block_on(version_1_volume(both, seed));
+        assert!(deltas >= 1, "seed {seed}: no delta was written");
+        assert!(fulls >= 2, "seed {seed}: {fulls} full checkpoints");
+        early += e;
+    }
+    assert_eq!(
+        early, 0,
+        "deltas written while a slot still held a version 1 checkpoint"
+    );
 }
 
 /// A checkpoint of a version newer than this build's is refused with the version named,
@@ -228,20 +327,25 @@ fn a_newer_version_in_either_slot_refuses_the_mount() {
         }
         let newest = u32::from(numbers[1] > numbers[0]);
         for slot in [newest, 1 - newest] {
-            let before = checkpoint::read_slot(dev.as_ref(), &layout, slot)
-                .await
-                .expect("read slot");
+            // The slot as it is, deltas included.
+            let bs = layout.geometry.block_size as usize;
+            let mut before = vec![0u8; layout.slot_blocks() as usize * bs];
+            for (i, b) in before.chunks_mut(bs).enumerate() {
+                let at = layout.slot_zone_start(slot, (i as u64 / layout.zone_blocks) as u32)
+                    + i as u64 % layout.zone_blocks;
+                dev.read(at, b, None).await.expect("read slot");
+            }
             rewrite_version(dev.as_ref(), &layout, slot, checkpoint::VERSION + 1).await;
             let e = FtlVolume::mount(dev.clone(), threaded_opts())
                 .await
                 .err()
-                .unwrap_or_else(|| panic!("a version 3 checkpoint in slot {slot} mounted"));
+                .unwrap_or_else(|| panic!("a version 4 checkpoint in slot {slot} mounted"));
             let text = e.to_string();
             assert!(
-                text.contains("version 3 is newer than this build supports (2)"),
+                text.contains("version 4 is newer than this build supports (3)"),
                 "slot {slot}: {text}"
             );
-            checkpoint::write_slot(dev.as_ref(), &layout, slot, &checkpoint::encode(&before))
+            checkpoint::write_slot(dev.as_ref(), &layout, slot, &before, false)
                 .await
                 .expect("restore slot");
         }

@@ -52,7 +52,7 @@ fn a_checkpoint_with_an_out_of_range_mapping_entry_is_refused() {
         bytes[88..92].copy_from_slice(&body_crc.to_le_bytes());
         let header_crc = crc32c::crc32c(&bytes[..92]);
         bytes[92..96].copy_from_slice(&header_crc.to_le_bytes());
-        checkpoint::write_slot(dev.as_ref(), &layout, 0, &bytes)
+        checkpoint::write_slot(dev.as_ref(), &layout, 0, &bytes, false)
             .await
             .expect("write slot");
 

@@ -33,6 +33,7 @@ async fn remount(
     match FtlVolume::mount(dev.clone(), opts).await {
         Ok((v, report)) => {
             cov.scanned_blocks += report.scanned_blocks;
+            cov.deltas_applied += report.deltas_applied;
             v
         }
         Err(e) => panic!("seed {seed}: mount after a crash failed: {e}"),
@@ -47,6 +48,7 @@ fn account(vol: &FtlVolume, cov: &mut Coverage) {
     cov.tl_hole_blocks += s.threaded.hole_blocks;
     cov.tl_multi_zone_turns += s.threaded.multi_zone_turns;
     cov.serial_victims += s.counters.serial_victims;
+    cov.deltas_written += s.counters.delta_checkpoints;
 }
 
 /// What a schedule exercised, so the test can prove its coverage.
@@ -67,6 +69,9 @@ struct Coverage {
     tl_cuts: u64,
     /// Victims collected one at a time, each ended by its checkpoint (serial collection).
     serial_victims: u64,
+    /// Delta checkpoints written, and applied by mounts after a cut.
+    deltas_written: u64,
+    deltas_applied: u64,
 }
 
 /// What a schedule runs on: per-block metadata bytes, and whether the device has the ZNS+
@@ -307,6 +312,8 @@ fn run_many(seeds: std::ops::Range<u64>, kind: Kind) -> Coverage {
         total.tl_multi_zone_turns += c.tl_multi_zone_turns;
         total.tl_cuts += c.tl_cuts;
         total.serial_victims += c.serial_victims;
+        total.deltas_written += c.deltas_written;
+        total.deltas_applied += c.deltas_applied;
     }
     total
 }
@@ -339,8 +346,8 @@ fn one_thousand_seeded_crash_schedules() {
     }
     let total = run_many(0..1000, Kind::PLAIN);
     println!(
-        "{} power cuts, {} zones collected, {} blocks scanned in recovery, {} trims",
-        total.crashes, total.gc_zones, total.scanned_blocks, total.trims
+        "{} power cuts, {} zones collected, {} blocks scanned in recovery, {} trims, {} deltas written, {} applied",
+        total.crashes, total.gc_zones, total.scanned_blocks, total.trims, total.deltas_written, total.deltas_applied
     );
     // The schedules must really have cut power, collected garbage, scanned and trimmed.
     assert!(total.crashes >= 5_000, "only {} power cuts", total.crashes);
@@ -355,6 +362,13 @@ fn one_thousand_seeded_crash_schedules() {
         total.scanned_blocks
     );
     assert!(total.trims >= 5_000, "only {} trims", total.trims);
+    // Delta checkpoints were written, and mounts after a cut applied chains of them.
+    assert!(
+        total.deltas_written >= 100 && total.deltas_applied >= 500,
+        "only {} deltas written, {} applied",
+        total.deltas_written,
+        total.deltas_applied
+    );
 }
 
 /// The same schedules on a device without per-block metadata, where the FTL keeps its block

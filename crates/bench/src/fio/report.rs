@@ -163,6 +163,8 @@ pub fn ftl_stats_json(s: &ftl::FtlStats) -> Value {
         "checkpoints": s.checkpoints,
         "checkpoint_bytes": s.checkpoint_bytes,
         "checkpoint_bytes_per_user_gib": s.checkpoint_bytes_per_user_gib(),
+        "delta_checkpoints": c.delta_checkpoints,
+        "delta_checkpoint_bytes": c.delta_checkpoint_bytes,
         "checkpoint_every_zones": s.checkpoint_every_zones,
         "hot_zones": s.hot_zones,
         "separating_hot_cold": s.separating,
