@@ -1,0 +1,104 @@
+//! A delta checkpoint that fails to be written must leave the mapping pages it would have
+//! carried dirty: the next delta (after the error is reported and the caller tries again)
+//! must carry them, or its zone table, whose scan starts lie past the blocks those pages
+//! map, makes the next mount miss the writes.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use common::{block, device, runtime, version_of, BeforeWrite, Watched};
+use emu::EmuDevice;
+use ftl::{FormatOptions, FtlVolume, MountOptions};
+use zns::{BlockDevice, Geometry, NvmeResult, NvmeStatus};
+
+/// 24 zones of 128 blocks of 4 KiB: a full checkpoint of 8 blocks, a slot of 128.
+fn geometry() -> Geometry {
+    Geometry {
+        block_size: 4096,
+        zone_count: 24,
+        zone_size: 128,
+        zone_capacity: 128,
+        ..common::geometry()
+    }
+}
+
+/// Refuses the first delta checkpoint's header once armed.
+struct FailDelta {
+    armed: AtomicBool,
+    failed: AtomicBool,
+}
+
+#[async_trait]
+impl BeforeWrite for FailDelta {
+    async fn before_write(&self, _: &EmuDevice, data: &[u8]) -> NvmeResult<()> {
+        if data.starts_with(b"ZSTKFTLD") && self.armed.swap(false, Ordering::SeqCst) {
+            self.failed.store(true, Ordering::SeqCst);
+            return Err(NvmeStatus::InternalError);
+        }
+        Ok(())
+    }
+}
+
+async fn read_version(vol: &FtlVolume, lba: u64, bs: usize) -> Option<u64> {
+    let mut buf = vec![0u8; bs];
+    vol.read(lba, &mut buf).await.expect("read");
+    version_of(&buf)
+}
+
+#[test]
+fn a_retried_unmount_after_a_failed_delta_loses_no_write() {
+    runtime().block_on(async {
+        let emu = device(geometry(), 7);
+        let dev = Arc::new(Watched {
+            inner: Arc::clone(&emu),
+            watch: FailDelta {
+                armed: AtomicBool::new(false),
+                failed: AtomicBool::new(false),
+            },
+        });
+        ftl::format(dev.as_ref(), FormatOptions::with_op(300), 7, false)
+            .await
+            .expect("format");
+        let layout = ftl::probe(dev.as_ref()).await.expect("probe");
+        assert!(layout.has_delta_room(), "the test needs deltas");
+        let opts = MountOptions::default;
+        // A first write made durable, then a cut: the next mount finds it and writes a full
+        // checkpoint, so that this mount's checkpoints may be deltas.
+        let vol = FtlVolume::mount(dev.clone(), opts())
+            .await
+            .expect("mount")
+            .0;
+        let bs = vol.block_size() as usize;
+        vol.write(0, &block(bs, 1), false).await.expect("write");
+        vol.flush().await.expect("flush");
+        vol.crash().await;
+        drop(vol);
+        emu.power_loss(7).expect("power loss");
+        let vol = FtlVolume::mount(dev.clone(), opts())
+            .await
+            .expect("mount")
+            .0;
+        // LBA 0 overwritten; the unmount's checkpoint, a delta, fails to be written.
+        vol.write(0, &block(bs, 2), false).await.expect("write");
+        dev.watch.armed.store(true, Ordering::SeqCst);
+        let first = vol.unmount().await;
+        assert!(
+            dev.watch.failed.load(Ordering::SeqCst),
+            "no delta was refused"
+        );
+        assert!(first.is_err(), "the unmount reported no error");
+        // The caller tries again; the device writes again.
+        vol.unmount().await.expect("the unmount tried again");
+        drop(vol);
+        let (vol, report) = FtlVolume::mount(dev.clone(), opts()).await.expect("mount");
+        assert_eq!(
+            read_version(&vol, 0, bs).await,
+            Some(2),
+            "LBA 0 after a clean unmount ({report:?})"
+        );
+        vol.unmount().await.expect("unmount");
+    });
+}
