@@ -102,3 +102,99 @@ fn a_retried_unmount_after_a_failed_delta_loses_no_write() {
         vol.unmount().await.expect("unmount");
     });
 }
+
+/// Refuses the first full checkpoint's header once armed.
+struct FailFull {
+    armed: AtomicBool,
+    failed: AtomicBool,
+}
+
+#[async_trait]
+impl BeforeWrite for FailFull {
+    async fn before_write(&self, _: &EmuDevice, data: &[u8]) -> NvmeResult<()> {
+        if data.starts_with(b"ZSTKFTLC") && self.armed.swap(false, Ordering::SeqCst) {
+            self.failed.store(true, Ordering::SeqCst);
+            return Err(NvmeStatus::InternalError);
+        }
+        Ok(())
+    }
+}
+
+/// A full checkpoint that fails after the chain's slot was sealed (its partly written zone
+/// finished) must not leave the next checkpoint a delta into that slot, nor one without
+/// the pages the failed copy cleared.
+#[test]
+fn a_retried_unmount_after_a_failed_full_checkpoint_succeeds_and_loses_no_write() {
+    runtime().block_on(async {
+        let emu = device(geometry(), 8);
+        let dev = Arc::new(Watched {
+            inner: Arc::clone(&emu),
+            watch: FailFull {
+                armed: AtomicBool::new(false),
+                failed: AtomicBool::new(false),
+            },
+        });
+        ftl::format(dev.as_ref(), FormatOptions::with_op(300), 8, false)
+            .await
+            .expect("format");
+        let opts = || MountOptions {
+            checkpoint_every_zones: 1,
+            ..MountOptions::default()
+        };
+        let vol = FtlVolume::mount(dev.clone(), opts())
+            .await
+            .expect("mount")
+            .0;
+        let bs = vol.block_size() as usize;
+        let n = vol.size_blocks();
+        vol.write(0, &block(bs, 1), false).await.expect("write");
+        vol.flush().await.expect("flush");
+        vol.crash().await;
+        drop(vol);
+        emu.power_loss(8).expect("power loss");
+        // The mount writes a full checkpoint; overwrites of one page then bring deltas.
+        let vol = FtlVolume::mount(dev.clone(), opts())
+            .await
+            .expect("mount")
+            .0;
+        let mut version = 1;
+        while vol.stats().counters.delta_checkpoints == 0 && version < 2_000 {
+            version += 1;
+            vol.write(0, &block(bs, version), false)
+                .await
+                .expect("write");
+            tokio::task::yield_now().await;
+        }
+        assert!(
+            vol.stats().counters.delta_checkpoints > 0,
+            "no delta written"
+        );
+        // Every page dirty: the next checkpoint is a full one, and it fails.
+        let mut lbas = Vec::new();
+        for lba in (1..n).step_by(256) {
+            version += 1;
+            vol.write(lba, &block(bs, version), false)
+                .await
+                .expect("write");
+            lbas.push((lba, version));
+        }
+        dev.watch.armed.store(true, Ordering::SeqCst);
+        let first = vol.unmount().await;
+        assert!(
+            dev.watch.failed.load(Ordering::SeqCst),
+            "no full checkpoint was refused"
+        );
+        assert!(first.is_err(), "the unmount reported no error");
+        vol.unmount().await.expect("the unmount tried again");
+        drop(vol);
+        let (vol, report) = FtlVolume::mount(dev.clone(), opts()).await.expect("mount");
+        for (lba, v) in lbas {
+            assert_eq!(
+                read_version(&vol, lba, bs).await,
+                Some(v),
+                "LBA {lba} after a clean unmount ({report:?})"
+            );
+        }
+        vol.unmount().await.expect("unmount");
+    });
+}
