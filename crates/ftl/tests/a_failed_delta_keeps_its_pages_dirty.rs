@@ -198,3 +198,71 @@ fn a_retried_unmount_after_a_failed_full_checkpoint_succeeds_and_loses_no_write(
         vol.unmount().await.expect("unmount");
     });
 }
+
+/// Holds the first delta checkpoint's header forever once armed (a device that does not
+/// answer: the caller gives up on the request).
+struct HangDelta {
+    armed: AtomicBool,
+    hung: tokio::sync::Notify,
+}
+
+#[async_trait]
+impl BeforeWrite for HangDelta {
+    async fn before_write(&self, _: &EmuDevice, data: &[u8]) -> NvmeResult<()> {
+        if data.starts_with(b"ZSTKFTLD") && self.armed.swap(false, Ordering::SeqCst) {
+            self.hung.notify_one();
+            std::future::pending::<()>().await;
+        }
+        Ok(())
+    }
+}
+
+/// A checkpoint abandoned while its delta is written (its future dropped, as a server that
+/// stops waiting for a request does) must leave the pages its snapshot took dirty.
+#[test]
+fn an_abandoned_delta_leaves_the_next_checkpoint_with_every_change() {
+    runtime().block_on(async {
+        let emu = device(geometry(), 9);
+        let dev = Arc::new(Watched {
+            inner: Arc::clone(&emu),
+            watch: HangDelta {
+                armed: AtomicBool::new(false),
+                hung: tokio::sync::Notify::new(),
+            },
+        });
+        ftl::format(dev.as_ref(), FormatOptions::with_op(300), 9, false)
+            .await
+            .expect("format");
+        let opts = MountOptions::default;
+        let vol = FtlVolume::mount(dev.clone(), opts())
+            .await
+            .expect("mount")
+            .0;
+        let bs = vol.block_size() as usize;
+        vol.write(0, &block(bs, 1), false).await.expect("write");
+        vol.flush().await.expect("flush");
+        vol.crash().await;
+        drop(vol);
+        emu.power_loss(9).expect("power loss");
+        let vol = FtlVolume::mount(dev.clone(), opts())
+            .await
+            .expect("mount")
+            .0;
+        vol.write(0, &block(bs, 2), false).await.expect("write");
+        dev.watch.armed.store(true, Ordering::SeqCst);
+        // The unmount is given up once its delta is held.
+        tokio::select! {
+            r = vol.unmount() => panic!("the unmount finished: {r:?}"),
+            () = dev.watch.hung.notified() => {}
+        }
+        vol.unmount().await.expect("the unmount tried again");
+        drop(vol);
+        let (vol, report) = FtlVolume::mount(dev.clone(), opts()).await.expect("mount");
+        assert_eq!(
+            read_version(&vol, 0, bs).await,
+            Some(2),
+            "LBA 0 after a clean unmount ({report:?})"
+        );
+        vol.unmount().await.expect("unmount");
+    });
+}
