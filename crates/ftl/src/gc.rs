@@ -773,13 +773,21 @@ impl Maintenance {
             Delta(Vec<u8>, u64, u64),
             Full(checkpoint::FullCopy),
         }
-        let first = self.shared.map(|m| match m.next_checkpoint() {
-            CkptKind::Delta => {
-                let mark = m.begin_snapshot();
-                let bytes = checkpoint::snapshot_delta(m, number, base, volume_id);
-                Taken::Delta(bytes, m.next_seq(), mark)
+        // The snapshot clears the dirty bits of the pages it copies. Until this checkpoint
+        // is durable no delta may follow: if it fails or is dropped, those pages would be in
+        // no checkpoint, so the next one must be full (the chain is set again below).
+        let chained = std::mem::replace(&mut cur.chained, false);
+        let first = self.shared.map(|m| {
+            let kind = m.next_checkpoint();
+            m.delta_chain = None;
+            match kind {
+                CkptKind::Delta => {
+                    let mark = m.begin_snapshot();
+                    let bytes = checkpoint::snapshot_delta(m, number, base, volume_id);
+                    Taken::Delta(bytes, m.next_seq(), mark)
+                }
+                CkptKind::Full => Taken::Full(checkpoint::FullCopy::new(m)),
             }
-            CkptKind::Full => Taken::Full(checkpoint::FullCopy::new(m)),
         });
         let (bytes, seq, mark, kind) = match first {
             Taken::Delta(bytes, seq, mark) => (bytes, seq, mark, CkptKind::Delta),
@@ -806,6 +814,7 @@ impl Maintenance {
                 checkpoint::append_slot(dev, layout, cur.slot, cur.end_block, &bytes).await?;
                 cur.end_block += blocks;
                 cur.delta_blocks += blocks;
+                cur.chained = chained;
             }
             CkptKind::Full => {
                 let slot = 1 - cur.slot;
