@@ -212,9 +212,9 @@ impl Setup {
             // F2FS's foreground compaction takes one victim at a time, each ended by a
             // checkpoint before the next is chosen.
             serial_collection: self.foreground(),
-            // The reproduction's checkpoints are full ones, as measured before deltas: with
-            // deltas foreground compaction's checkpoint per victim costs little, and the
-            // figure's gap between it and threaded logging shrinks (docs/BENCHMARKS.md).
+            // The reproduction's checkpoints are full ones: the checkpoint after each victim
+            // stands for F2FS's node and metadata update (paper Fig. 3 step 4, alpha = 20% of
+            // the blocks moved), which a delta of a few pages would not (docs/BENCHMARKS.md).
             delta_checkpoints: false,
             ..MountOptions::default()
         }
