@@ -168,12 +168,14 @@ pub fn encode_header(h: &CkptHeader) -> Vec<u8> {
     b
 }
 
-/// Decodes and validates a checkpoint header (`validate_header` has the rules).
-pub fn decode_header(b: &[u8]) -> Result<CkptHeader, CkptError> {
-    let (Some(magic), Some(covered)) = (b.get(..8), b.get(..92)) else {
+/// The format version of a header (full or delta) that starts with `magic` and whose CRC
+/// over bytes 0..92 holds: `NoCheckpoint` without the magic, `HeaderChecksum` if the CRC
+/// fails, `Version` if it is newer than this build reads.
+fn checked_version(b: &[u8], magic: &[u8; 8]) -> Result<u32, CkptError> {
+    let (Some(found), Some(covered)) = (b.get(..8), b.get(..92)) else {
         return Err(CkptError::NoCheckpoint);
     };
-    if magic != MAGIC || b.len() < 96 {
+    if found != magic || b.len() < 96 {
         return Err(CkptError::NoCheckpoint);
     }
     if crc32c::crc32c(covered) != u32_at(b, 92) {
@@ -183,6 +185,12 @@ pub fn decode_header(b: &[u8]) -> Result<CkptHeader, CkptError> {
     if v > VERSION {
         return Err(CkptError::Version(v));
     }
+    Ok(v)
+}
+
+/// Decodes and validates a checkpoint header (`validate_header` has the rules).
+pub fn decode_header(b: &[u8]) -> Result<CkptHeader, CkptError> {
+    let v = checked_version(b, MAGIC)?;
     if v == 0 {
         return corrupt("format version 0 (versions start at 1)".into());
     }
@@ -681,19 +689,7 @@ pub fn encode_delta_header(h: &DeltaHeader) -> Vec<u8> {
 /// Decodes a delta checkpoint's header and checks the fields it can check alone; the
 /// chain's rules (`apply_delta`) need the checkpoint it follows.
 pub fn decode_delta_header(b: &[u8]) -> Result<DeltaHeader, CkptError> {
-    let (Some(magic), Some(covered)) = (b.get(..8), b.get(..92)) else {
-        return Err(CkptError::NoCheckpoint);
-    };
-    if magic != DELTA_MAGIC || b.len() < 96 {
-        return Err(CkptError::NoCheckpoint);
-    }
-    if crc32c::crc32c(covered) != u32_at(b, 92) {
-        return Err(CkptError::HeaderChecksum);
-    }
-    let v = u32_at(b, 8);
-    if v > VERSION {
-        return Err(CkptError::Version(v));
-    }
+    let v = checked_version(b, DELTA_MAGIC)?;
     let h = DeltaHeader {
         version: v,
         flags: u32_at(b, 12),

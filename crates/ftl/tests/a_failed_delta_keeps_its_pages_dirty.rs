@@ -48,6 +48,34 @@ async fn read_version(vol: &FtlVolume, lba: u64, bs: usize) -> Option<u64> {
     version_of(&buf)
 }
 
+/// Formats `dev` (over `emu`) with `seed`, mounts it, makes a first write durable, cuts the
+/// power and mounts again: that mount writes a full checkpoint, so its checkpoints may be
+/// deltas. Returns the second mount.
+async fn mounted_after_a_cut<W: BeforeWrite + Send + Sync + 'static>(
+    emu: &Arc<EmuDevice>,
+    dev: &Arc<Watched<W>>,
+    seed: u64,
+    opts: impl Fn() -> MountOptions,
+) -> Arc<FtlVolume> {
+    ftl::format(dev.as_ref(), FormatOptions::with_op(300), seed, false)
+        .await
+        .expect("format");
+    let vol = FtlVolume::mount(dev.clone(), opts())
+        .await
+        .expect("mount")
+        .0;
+    let bs = vol.block_size() as usize;
+    vol.write(0, &block(bs, 1), false).await.expect("write");
+    vol.flush().await.expect("flush");
+    vol.crash().await;
+    drop(vol);
+    emu.power_loss(seed).expect("power loss");
+    FtlVolume::mount(dev.clone(), opts())
+        .await
+        .expect("mount")
+        .0
+}
+
 #[test]
 fn a_retried_unmount_after_a_failed_delta_loses_no_write() {
     runtime().block_on(async {
@@ -59,28 +87,16 @@ fn a_retried_unmount_after_a_failed_delta_loses_no_write() {
                 failed: AtomicBool::new(false),
             },
         });
-        ftl::format(dev.as_ref(), FormatOptions::with_op(300), 7, false)
-            .await
-            .expect("format");
-        let layout = ftl::probe(dev.as_ref()).await.expect("probe");
-        assert!(layout.has_delta_room(), "the test needs deltas");
         let opts = MountOptions::default;
-        // A first write made durable, then a cut: the next mount finds it and writes a full
-        // checkpoint, so that this mount's checkpoints may be deltas.
-        let vol = FtlVolume::mount(dev.clone(), opts())
-            .await
-            .expect("mount")
-            .0;
+        let vol = mounted_after_a_cut(&emu, &dev, 7, opts).await;
+        assert!(
+            ftl::probe(dev.as_ref())
+                .await
+                .expect("probe")
+                .has_delta_room(),
+            "the test needs deltas"
+        );
         let bs = vol.block_size() as usize;
-        vol.write(0, &block(bs, 1), false).await.expect("write");
-        vol.flush().await.expect("flush");
-        vol.crash().await;
-        drop(vol);
-        emu.power_loss(7).expect("power loss");
-        let vol = FtlVolume::mount(dev.clone(), opts())
-            .await
-            .expect("mount")
-            .0;
         // LBA 0 overwritten; the unmount's checkpoint, a delta, fails to be written.
         vol.write(0, &block(bs, 2), false).await.expect("write");
         dev.watch.armed.store(true, Ordering::SeqCst);
@@ -134,29 +150,14 @@ fn a_retried_unmount_after_a_failed_full_checkpoint_succeeds_and_loses_no_write(
                 failed: AtomicBool::new(false),
             },
         });
-        ftl::format(dev.as_ref(), FormatOptions::with_op(300), 8, false)
-            .await
-            .expect("format");
         let opts = || MountOptions {
             checkpoint_every_zones: 1,
             ..MountOptions::default()
         };
-        let vol = FtlVolume::mount(dev.clone(), opts())
-            .await
-            .expect("mount")
-            .0;
+        // Overwrites of one page after the mount's full checkpoint then bring deltas.
+        let vol = mounted_after_a_cut(&emu, &dev, 8, opts).await;
         let bs = vol.block_size() as usize;
         let n = vol.size_blocks();
-        vol.write(0, &block(bs, 1), false).await.expect("write");
-        vol.flush().await.expect("flush");
-        vol.crash().await;
-        drop(vol);
-        emu.power_loss(8).expect("power loss");
-        // The mount writes a full checkpoint; overwrites of one page then bring deltas.
-        let vol = FtlVolume::mount(dev.clone(), opts())
-            .await
-            .expect("mount")
-            .0;
         let mut version = 1;
         while vol.stats().counters.delta_checkpoints == 0 && version < 2_000 {
             version += 1;
@@ -230,24 +231,9 @@ fn an_abandoned_delta_leaves_the_next_checkpoint_with_every_change() {
                 hung: tokio::sync::Notify::new(),
             },
         });
-        ftl::format(dev.as_ref(), FormatOptions::with_op(300), 9, false)
-            .await
-            .expect("format");
         let opts = MountOptions::default;
-        let vol = FtlVolume::mount(dev.clone(), opts())
-            .await
-            .expect("mount")
-            .0;
+        let vol = mounted_after_a_cut(&emu, &dev, 9, opts).await;
         let bs = vol.block_size() as usize;
-        vol.write(0, &block(bs, 1), false).await.expect("write");
-        vol.flush().await.expect("flush");
-        vol.crash().await;
-        drop(vol);
-        emu.power_loss(9).expect("power loss");
-        let vol = FtlVolume::mount(dev.clone(), opts())
-            .await
-            .expect("mount")
-            .0;
         vol.write(0, &block(bs, 2), false).await.expect("write");
         dev.watch.armed.store(true, Ordering::SeqCst);
         // The unmount is given up once its delta is held.
