@@ -352,9 +352,19 @@ fn volume_flags(m: &Mapping) -> u32 {
 
 /// Snapshots the mapping into an encoded full checkpoint (the dirty bits are the caller's).
 pub fn snapshot(m: &Mapping, number: u64, volume_id: u64) -> Vec<u8> {
+    encode_parts(
+        full_header(m, number, volume_id, 0),
+        &m.l2p,
+        &m.seq,
+        zone_table(m),
+    )
+}
+
+/// The header of a full checkpoint of `m` (its body's checksum still 0).
+fn full_header(m: &Mapping, number: u64, volume_id: u64, body_bytes: u64) -> CkptHeader {
     let l = &m.layout;
     let flags = volume_flags(m);
-    let header = CkptHeader {
+    CkptHeader {
         version: full_version(flags, l),
         number,
         volume_id,
@@ -366,11 +376,10 @@ pub fn snapshot(m: &Mapping, number: u64, volume_id: u64) -> Vec<u8> {
         slot_zones: l.slot_zones,
         reserve_zones: l.reserve_zones,
         zone_blocks: l.zone_blocks,
-        body_bytes: 0,
+        body_bytes,
         body_crc: 0,
         flags,
-    };
-    encode_parts(header, &m.l2p, &m.seq, zone_table(m))
+    }
 }
 
 /// Mapping pages a full checkpoint copies per hold of the map lock: 1,024 pages of 256
@@ -445,30 +454,17 @@ impl FullCopy {
         for page in m.take_dirty() {
             self.copy_page(m, page as usize);
         }
-        let l = &m.layout;
         let h = CKPT_HEADER_BYTES as usize;
         let zones_at = h + self.volume_blocks * 12;
         for (c, z) in self.out[zones_at..].chunks_exact_mut(32).zip(zone_table(m)) {
             c.copy_from_slice(&encode_zone(&z));
         }
-        let flags = volume_flags(m);
-        let header = CkptHeader {
-            version: full_version(flags, l),
+        self.header = Some(full_header(
+            m,
             number,
             volume_id,
-            seq: m.next_seq(),
-            volume_blocks: l.volume_blocks,
-            data_zones: l.data_zones,
-            op_permille: l.op_permille,
-            first_data_zone: l.first_data_zone,
-            slot_zones: l.slot_zones,
-            reserve_zones: l.reserve_zones,
-            zone_blocks: l.zone_blocks,
-            body_bytes: (self.out.len() - h) as u64,
-            body_crc: 0,
-            flags,
-        };
-        self.header = Some(header);
+            (self.out.len() - h) as u64,
+        ));
         self
     }
 
