@@ -365,16 +365,15 @@ impl Maintenance {
         // Each lane is a zone with its own copies in flight; the lanes and the cold stream
         // run at once, so the device has several copies queued.
         let chunk = round.hot.len().div_ceil(round.lanes.max(1)).max(1);
-        let hot = futures::future::join_all(
-            round
-                .hot
-                .chunks(chunk)
-                .enumerate()
-                .map(|(lane, list)| self.move_out(&round, list, Stream::Gc, lane, durable)),
-        );
+        // Set when the device refuses a copy of any lane, sealing its destination.
+        let sealed = AtomicBool::new(false);
+        let hot =
+            futures::future::join_all(round.hot.chunks(chunk).enumerate().map(|(lane, list)| {
+                self.move_out(&round, list, Stream::Gc, lane, durable, &sealed)
+            }));
         let (hot, cold) = futures::join!(
             hot,
-            self.move_out(&round, &round.cold, Stream::GcCold, 0, durable),
+            self.move_out(&round, &round.cold, Stream::GcCold, 0, durable, &sealed),
         );
         drop(collecting);
         let mut ended_early = false;
@@ -399,7 +398,7 @@ impl Maintenance {
             tracing::warn!(
                 victims = round.victims.len(),
                 emptied = victims.len(),
-                "a garbage collection round ended early: the device retired zones it counted \
+                "a garbage collection round ended early: the device retired or sealed zones it counted \
                  on; the victims it did not empty wait for a later round"
             );
         }
@@ -555,7 +554,8 @@ impl Maintenance {
     /// victim that went Offline are dropped: its remaining data is lost. False if it stopped
     /// short for want of a free zone in a round planned on the resets of the finish before
     /// it (`Round::on_owed_resets`): that finish has ended, and the device retired zones the
-    /// round counted on; the round ends early (`Mapping::end_round_early`).
+    /// round counted on; or after the device sealed a destination of the round (`sealed`,
+    /// set by any lane): the round ends early (`Mapping::end_round_early`).
     async fn move_out(
         &self,
         round: &Round,
@@ -563,6 +563,7 @@ impl Maintenance {
         stream: Stream,
         lane: usize,
         durable: bool,
+        sealed: &AtomicBool,
     ) -> Result<bool, FtlError> {
         let mut list = list.to_vec();
         let mut failures_left = DEST_FAILURES_MAX;
@@ -592,6 +593,11 @@ impl Maintenance {
                     }
                     match e {
                         FtlError::NoSpace if round.on_owed_resets => return Ok(false),
+                        // The device sealed a destination of this round (a refused copy):
+                        // a zone the round counted on is gone, and the zone taken in its
+                        // place may have been the last free one, so the round ends early
+                        // as above.
+                        FtlError::NoSpace if sealed.load(Ordering::SeqCst) => return Ok(false),
                         FtlError::NoSpace => return Err(self.no_zone_to_copy_into()),
                         FtlError::Device(s) if failures_left > 0 => {
                             tracing::warn!(
@@ -599,6 +605,7 @@ impl Maintenance {
                                 "a garbage collection copy failed ({s}); retrying in another zone"
                             );
                             failures_left -= 1;
+                            sealed.store(true, Ordering::SeqCst);
                         }
                         e => return Err(e),
                     }

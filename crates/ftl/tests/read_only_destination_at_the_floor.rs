@@ -1,0 +1,218 @@
+//! A garbage-collection round at the collection floor takes the last free zone for its copies.
+//! If the device turns that destination zone Read Only mid-round, the copy it refuses seals the
+//! zone, and the lane finds no free zone to go on in: the volume failed with "no space",
+//! though one Read Only zone costs one zone of spare and the spare was far from used up. Now
+//! the round ends early: the victims it emptied are reset, the others stay victims, and the
+//! volume goes on. Every acknowledged write reads back, and a remount agrees.
+
+mod common;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use common::{block, version_of};
+use emu::EmuDevice;
+use ftl::{FormatOptions, FtlVolume, MountOptions};
+use parking_lot::Mutex;
+use zns::{
+    BlockDevice, CopyRange, FaultyZoned, Geometry, Lba, NvmeResult, ReportFilter, SimRng,
+    ZoneAction, ZoneReport, ZoneState, ZonedDevice,
+};
+
+type Faulty = FaultyZoned<Arc<EmuDevice>>;
+
+/// 64 zones of 64 blocks of 512 bytes, with per-block metadata.
+fn geometry() -> Geometry {
+    Geometry {
+        zone_count: 64,
+        max_open: 14,
+        max_active: 14,
+        ..common::geometry()
+    }
+}
+
+/// The power-cut schedules' watermarks (floor 3), three user streams, hot and cold GC
+/// streams, one lane, collection running on across rounds.
+fn options() -> MountOptions {
+    MountOptions {
+        hot_zones: 3,
+        hot_cold: true,
+        gc_foreground_free_zones: 3,
+        gc_background_free_zones: 5,
+        gc_lanes_max: 1,
+        copies_per_lane: 1,
+        pace_rounds: Some(false),
+        gc_run_on: Some(true),
+        write_mode: ftl::WriteMode::ZoneWrite,
+        ..MountOptions::default()
+    }
+}
+
+/// A device that, the first time a copy goes to a zone while no zone is empty, turns that
+/// zone Read Only first, so the copy is refused.
+struct SealsTheLastZone {
+    inner: Arc<Faulty>,
+    faulted: Mutex<Option<u32>>,
+}
+
+#[async_trait]
+impl ZonedDevice for SealsTheLastZone {
+    fn geometry(&self) -> Geometry {
+        self.inner.geometry()
+    }
+    async fn read(&self, lba: Lba, buf: &mut [u8], meta: Option<&mut [u8]>) -> NvmeResult<()> {
+        self.inner.read(lba, buf, meta).await
+    }
+    async fn write(&self, lba: Lba, data: &[u8], meta: Option<&[u8]>, fua: bool) -> NvmeResult<()> {
+        self.inner.write(lba, data, meta, fua).await
+    }
+    async fn append(
+        &self,
+        zslba: Lba,
+        data: &[u8],
+        meta: Option<&[u8]>,
+        fua: bool,
+    ) -> NvmeResult<Lba> {
+        self.inner.append(zslba, data, meta, fua).await
+    }
+    async fn write_zeroes(&self, lba: Lba, blocks: u64, fua: bool) -> NvmeResult<()> {
+        self.inner.write_zeroes(lba, blocks, fua).await
+    }
+    async fn flush(&self) -> NvmeResult<()> {
+        self.inner.flush().await
+    }
+    async fn copy(&self, sources: &[CopyRange], dest: Lba, fua: bool) -> NvmeResult<()> {
+        if self.faulted.lock().is_none() {
+            let g = self.geometry();
+            let empty = self
+                .inner
+                .report_zones(
+                    0,
+                    ReportFilter::State(ZoneState::Empty),
+                    false,
+                    g.zone_count as usize,
+                )
+                .await?
+                .zones
+                .len();
+            if empty == 0 {
+                let zone = (dest / g.zone_size) as u32;
+                *self.faulted.lock() = Some(zone);
+                self.inner
+                    .fault_zone(zone, ZoneState::ReadOnly)
+                    .await
+                    .expect("fault the destination");
+            }
+        }
+        self.inner.copy(sources, dest, fua).await
+    }
+    async fn zone_mgmt(&self, action: ZoneAction, zslba: Lba, select_all: bool) -> NvmeResult<()> {
+        self.inner.zone_mgmt(action, zslba, select_all).await
+    }
+    async fn report_zones(
+        &self,
+        lba: Lba,
+        filter: ReportFilter,
+        partial: bool,
+        max_zones: usize,
+    ) -> NvmeResult<ZoneReport> {
+        self.inner
+            .report_zones(lba, filter, partial, max_zones)
+            .await
+    }
+    fn die_stripe(&self) -> Option<zns::DieStripe> {
+        self.inner.die_stripe()
+    }
+}
+
+/// Writes every block once, then `rounds` times the volume's size in random overwrites from
+/// 16 writers at once; returns the version each LBA holds. The first error ends it.
+async fn overwrite(vol: &Arc<FtlVolume>, seed: u64, rounds: u64) -> Result<Vec<u64>, String> {
+    let n = vol.size_blocks();
+    let bs = vol.block_size() as usize;
+    let mut versions = vec![0u64; n as usize];
+    let mut rng = SimRng::new(seed);
+    let mut next = 0u64;
+    let mut lbas: Vec<u64> = (0..n).collect();
+    for _ in 0..rounds {
+        lbas.extend((0..n).map(|_| rng.below(n)));
+    }
+    for batch in lbas.chunks(16) {
+        let mut batch = batch.to_vec();
+        batch.sort_unstable();
+        batch.dedup();
+        let writes = batch.iter().map(|&lba| {
+            next += 1;
+            let version = next;
+            let vol = vol.clone();
+            async move {
+                vol.write(lba, &block(bs, version), false)
+                    .await
+                    .map(|()| (lba, version))
+                    .map_err(|e| format!("write of LBA {lba}: {e}"))
+            }
+        });
+        for r in futures::future::join_all(writes).await {
+            let (lba, version) = r?;
+            versions[lba as usize] = version;
+        }
+    }
+    Ok(versions)
+}
+
+async fn check(vol: &FtlVolume, versions: &[u64], when: &str) {
+    let mut buf = vec![0u8; vol.block_size() as usize];
+    for (lba, &v) in versions.iter().enumerate() {
+        vol.read(lba as u64, &mut buf)
+            .await
+            .unwrap_or_else(|e| panic!("{when}: read of LBA {lba}: {e}"));
+        assert_eq!(version_of(&buf), Some(v), "{when}: LBA {lba}");
+    }
+    vol.verify().unwrap_or_else(|e| panic!("{when}: {e}"));
+}
+
+/// A runtime on a paused clock: a run repeats exactly.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .expect("runtime")
+}
+
+#[test]
+fn a_read_only_destination_at_the_floor_does_not_fail_the_volume() {
+    runtime().block_on(async {
+        let seed = 1;
+        let emu_dev = common::device(geometry(), seed);
+        let faulty = Arc::new(FaultyZoned::new(emu_dev, seed));
+        let sealing = Arc::new(SealsTheLastZone {
+            inner: faulty.clone(),
+            faulted: Mutex::new(None),
+        });
+        let dev: Arc<dyn ZonedDevice> = sealing.clone();
+        ftl::format(dev.as_ref(), FormatOptions::with_op(200), seed, false)
+            .await
+            .expect("format");
+        let (vol, _) = FtlVolume::mount(dev.clone(), options())
+            .await
+            .expect("mount");
+        let versions = overwrite(&vol, seed, 4)
+            .await
+            .unwrap_or_else(|e| panic!("the volume stopped: {e}"));
+        let faulted = sealing
+            .faulted
+            .lock()
+            .expect("no copy found the device without an empty zone");
+        // The round whose destination went Read Only ended early instead.
+        let c = vol.stats().counters;
+        assert!(c.gc_rounds_ended_early > 0, "zone {faulted}: {c:?}");
+        check(&vol, &versions, "before unmount").await;
+        vol.flush().await.expect("flush");
+        vol.unmount().await.expect("unmount");
+        let (vol, report) = FtlVolume::mount(dev, options()).await.expect("remount");
+        assert_eq!(report.retired_zones, 1, "{report:?}");
+        check(&vol, &versions, "after remount").await;
+        vol.unmount().await.expect("unmount");
+    });
+}
