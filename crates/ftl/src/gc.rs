@@ -616,15 +616,22 @@ impl Maintenance {
     }
 
     /// The error of a GC lane that found no free zone in a round that counted on none to
-    /// come: the reserve the first victim of a round is taken on is gone. Only the device's
-    /// retirements take it (each retired zone leaves the pool for good): the volume fails
-    /// naming them; without any, the bare lack of space, as before.
+    /// come: the reserve the first victim of a round is taken on is gone. The device's
+    /// retirements take it for good (the volume fails naming them), or a destination the
+    /// device refused, sealed part-full, took the last free zone at a floor of one zone
+    /// (docs/DESIGN.md's failure table); either way the error says that collection had no
+    /// zone to copy into, not that it found nothing to reclaim.
     fn no_zone_to_copy_into(&self) -> FtlError {
         let (retired, zones) = self
             .shared
             .map(|m| (m.retired_zones(), self.shared.layout().data_zones));
         if retired == 0 {
-            return FtlError::NoSpace;
+            return FtlError::Failed(
+                "garbage collection has no free zone left to copy into: the reserve zone was \
+                 taken (a zone the device refused a write to is sealed part-full); a higher \
+                 collection floor keeps room for such a zone"
+                    .into(),
+            );
         }
         FtlError::Failed(format!(
             "the spare is used up: the device retired {retired} of {zones} data zones, and \

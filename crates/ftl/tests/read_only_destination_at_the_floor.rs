@@ -216,3 +216,37 @@ fn a_read_only_destination_at_the_floor_does_not_fail_the_volume() {
         vol.unmount().await.expect("unmount");
     });
 }
+
+/// At a floor of one zone the same fault does stop the volume (docs/DESIGN.md's failure
+/// table: a one-zone reserve cannot absorb a destination the device refuses), and the error
+/// says why: no free zone left to copy into, not that nothing was left to reclaim.
+#[test]
+fn at_a_floor_of_one_zone_the_failure_names_its_cause() {
+    runtime().block_on(async {
+        let seed = 1;
+        let emu_dev = common::device(geometry(), seed);
+        let faulty = Arc::new(FaultyZoned::new(emu_dev, seed));
+        let sealing = Arc::new(SealsTheLastZone {
+            inner: faulty.clone(),
+            faulted: Mutex::new(None),
+        });
+        let dev: Arc<dyn ZonedDevice> = sealing.clone();
+        ftl::format(dev.as_ref(), FormatOptions::with_op(200), seed, false)
+            .await
+            .expect("format");
+        let opts = MountOptions {
+            gc_foreground_free_zones: 1,
+            gc_background_free_zones: 3,
+            ..options()
+        };
+        let (vol, _) = FtlVolume::mount(dev.clone(), opts).await.expect("mount");
+        let e = overwrite(&vol, seed, 4)
+            .await
+            .expect_err("the volume kept going at a floor of one zone");
+        assert!(sealing.faulted.lock().is_some(), "no zone was faulted: {e}");
+        assert!(
+            e.contains("no free zone left to copy into") && !e.contains("nothing to reclaim"),
+            "{e}"
+        );
+    });
+}
