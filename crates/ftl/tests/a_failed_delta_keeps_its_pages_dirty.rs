@@ -25,16 +25,28 @@ fn geometry() -> Geometry {
     }
 }
 
-/// Refuses the first delta checkpoint's header once armed.
-struct FailDelta {
+/// Once armed, refuses the first write of a checkpoint header starting with `magic`
+/// (`ZSTKFTLD` a delta's, `ZSTKFTLC` a full one's).
+struct FailCheckpoint {
+    magic: &'static [u8; 8],
     armed: AtomicBool,
     failed: AtomicBool,
 }
 
+impl FailCheckpoint {
+    fn new(magic: &'static [u8; 8]) -> FailCheckpoint {
+        FailCheckpoint {
+            magic,
+            armed: AtomicBool::new(false),
+            failed: AtomicBool::new(false),
+        }
+    }
+}
+
 #[async_trait]
-impl BeforeWrite for FailDelta {
+impl BeforeWrite for FailCheckpoint {
     async fn before_write(&self, _: &EmuDevice, data: &[u8]) -> NvmeResult<()> {
-        if data.starts_with(b"ZSTKFTLD") && self.armed.swap(false, Ordering::SeqCst) {
+        if data.starts_with(self.magic) && self.armed.swap(false, Ordering::SeqCst) {
             self.failed.store(true, Ordering::SeqCst);
             return Err(NvmeStatus::InternalError);
         }
@@ -82,10 +94,7 @@ fn a_retried_unmount_after_a_failed_delta_loses_no_write() {
         let emu = device(geometry(), 7);
         let dev = Arc::new(Watched {
             inner: Arc::clone(&emu),
-            watch: FailDelta {
-                armed: AtomicBool::new(false),
-                failed: AtomicBool::new(false),
-            },
+            watch: FailCheckpoint::new(b"ZSTKFTLD"),
         });
         let opts = MountOptions::default;
         let vol = mounted_after_a_cut(&emu, &dev, 7, opts).await;
@@ -119,23 +128,6 @@ fn a_retried_unmount_after_a_failed_delta_loses_no_write() {
     });
 }
 
-/// Refuses the first full checkpoint's header once armed.
-struct FailFull {
-    armed: AtomicBool,
-    failed: AtomicBool,
-}
-
-#[async_trait]
-impl BeforeWrite for FailFull {
-    async fn before_write(&self, _: &EmuDevice, data: &[u8]) -> NvmeResult<()> {
-        if data.starts_with(b"ZSTKFTLC") && self.armed.swap(false, Ordering::SeqCst) {
-            self.failed.store(true, Ordering::SeqCst);
-            return Err(NvmeStatus::InternalError);
-        }
-        Ok(())
-    }
-}
-
 /// A full checkpoint that fails after the chain's slot was sealed (its partly written zone
 /// finished) must not leave the next checkpoint a delta into that slot, nor one without
 /// the pages the failed copy cleared.
@@ -145,10 +137,7 @@ fn a_retried_unmount_after_a_failed_full_checkpoint_succeeds_and_loses_no_write(
         let emu = device(geometry(), 8);
         let dev = Arc::new(Watched {
             inner: Arc::clone(&emu),
-            watch: FailFull {
-                armed: AtomicBool::new(false),
-                failed: AtomicBool::new(false),
-            },
+            watch: FailCheckpoint::new(b"ZSTKFTLC"),
         });
         let opts = || MountOptions {
             checkpoint_every_zones: 1,

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use common::{block, geometry, BeforeWrite, VersionModel, Watched};
+use common::{block, geometry, paused_runtime, BeforeWrite, VersionModel, Watched};
 use emu::EmuDevice;
 use ftl::checkpoint;
 use ftl::threaded::TlPolicy;
@@ -40,14 +40,6 @@ impl BeforeWrite for Watch {
         }
         Ok(())
     }
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .expect("runtime")
 }
 
 /// Threaded logging at every turn, and periodic checkpoints every 6 zones of user writes:
@@ -162,7 +154,7 @@ async fn version_1_threaded_volume(seed: u64) -> (u64, u64) {
 fn a_version_1_volume_with_threaded_logging_mounts_and_writes_records_only_at_version_2() {
     let mut early = 0;
     for seed in 0..2 {
-        let (records, e) = runtime().block_on(version_1_threaded_volume(seed));
+        let (records, e) = paused_runtime().block_on(version_1_threaded_volume(seed));
         assert!(records >= 1, "seed {seed}: no record was written");
         early += e;
     }
@@ -284,7 +276,7 @@ async fn version_1_volume(both_slots: bool, seed: u64) -> (u64, u64, u64) {
 fn a_version_1_volume_writes_deltas_only_once_no_slot_holds_version_1() {
     let mut early = 0;
     for (both, seed) in [(true, 0), (true, 1), (false, 2), (false, 3)] {
-        let (deltas, e, fulls) = runtime().block_on(version_1_volume(both, seed));
+        let (deltas, e, fulls) = paused_runtime().block_on(version_1_volume(both, seed));
         assert!(deltas >= 1, "seed {seed}: no delta was written");
         assert!(fulls >= 2, "seed {seed}: {fulls} full checkpoints");
         early += e;
@@ -299,7 +291,7 @@ fn a_version_1_volume_writes_deltas_only_once_no_slot_holds_version_1() {
 /// whether it is the newest or the older slot's: never skipped for the other slot.
 #[test]
 fn a_newer_version_in_either_slot_refuses_the_mount() {
-    runtime().block_on(async {
+    paused_runtime().block_on(async {
         let g = Geometry {
             block_size: 4096,
             ..geometry()

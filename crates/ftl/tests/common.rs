@@ -105,6 +105,69 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .expect("runtime")
 }
 
+/// A runtime on a paused clock: time advances only when every task waits, so a run repeats
+/// exactly.
+pub fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .expect("runtime")
+}
+
+/// Writes every block of `vol` once, then `rounds` times the volume's size in random
+/// overwrites from 16 writers at once; returns the version each LBA holds. The first error
+/// ends it.
+pub async fn overwrite_everywhere(
+    vol: &Arc<FtlVolume>,
+    seed: u64,
+    rounds: u64,
+) -> Result<Vec<u64>, String> {
+    let n = vol.size_blocks();
+    let bs = vol.block_size() as usize;
+    let mut versions = vec![0u64; n as usize];
+    let mut rng = zns::SimRng::new(seed);
+    let mut next = 0u64;
+    let mut lbas: Vec<u64> = (0..n).collect();
+    for _ in 0..rounds {
+        lbas.extend((0..n).map(|_| rng.below(n)));
+    }
+    for batch in lbas.chunks(16) {
+        // One version per LBA of a batch: writes in flight together never race on a block.
+        let mut batch = batch.to_vec();
+        batch.sort_unstable();
+        batch.dedup();
+        let writes = batch.iter().map(|&lba| {
+            next += 1;
+            let version = next;
+            let vol = vol.clone();
+            async move {
+                vol.write(lba, &block(bs, version), false)
+                    .await
+                    .map(|()| (lba, version))
+                    .map_err(|e| format!("write of LBA {lba}: {e}"))
+            }
+        });
+        for r in futures::future::join_all(writes).await {
+            let (lba, version) = r?;
+            versions[lba as usize] = version;
+        }
+    }
+    Ok(versions)
+}
+
+/// Every LBA of `vol` reads the version `versions` gives it, and the mapping verifies.
+pub async fn check_versions(vol: &FtlVolume, versions: &[u64], when: &str) {
+    let mut buf = vec![0u8; vol.block_size() as usize];
+    for (lba, &v) in versions.iter().enumerate() {
+        vol.read(lba as u64, &mut buf)
+            .await
+            .unwrap_or_else(|e| panic!("{when}: read of LBA {lba}: {e}"));
+        assert_eq!(version_of(&buf), Some(v), "{when}: LBA {lba}");
+    }
+    vol.verify().unwrap_or_else(|e| panic!("{when}: {e}"));
+}
+
 pub fn small_opts() -> MountOptions {
     MountOptions {
         hot_zones: 2,

@@ -15,7 +15,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{block, check_after_crash, geometry, version_of, FaultModel};
+use common::{block, check_after_crash, geometry, paused_runtime, version_of, FaultModel};
 use emu::EmuDevice;
 use ftl::{FormatOptions, FtlVolume, MountOptions, WriteMode};
 use zns::{
@@ -245,14 +245,6 @@ async fn run(oob: u32, plan: Option<(ErrorPlan, Variant)>, cov: &mut Coverage) -
     issued
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .expect("runtime")
-}
-
 fn plan_for(n: u64, v: Variant) -> ErrorPlan {
     ErrorPlan {
         seed: n,
@@ -267,7 +259,7 @@ fn plan_for(n: u64, v: Variant) -> ErrorPlan {
 }
 
 fn sweep(oob: u32, stride: u64) -> Coverage {
-    let rt = runtime();
+    let rt = paused_runtime();
     let mut cov = Coverage::default();
     if let Ok(spec) = std::env::var("FTL_SWEEP") {
         let parts: Vec<&str> = spec.split(':').collect();

@@ -10,13 +10,13 @@ mod common;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use common::{block, version_of};
+use common::{check_versions, overwrite_everywhere, paused_runtime};
 use emu::EmuDevice;
 use ftl::{FormatOptions, FtlVolume, MountOptions};
 use parking_lot::Mutex;
 use zns::{
-    BlockDevice, CopyRange, FaultyZoned, Geometry, Lba, NvmeResult, ReportFilter, SimRng,
-    ZoneAction, ZoneReport, ZoneState, ZonedDevice,
+    BlockDevice, CopyRange, FaultyZoned, Geometry, Lba, NvmeResult, ReportFilter, ZoneAction,
+    ZoneReport, ZoneState, ZonedDevice,
 };
 
 type Faulty = FaultyZoned<Arc<EmuDevice>>;
@@ -125,79 +125,29 @@ impl ZonedDevice for SealsTheLastZone {
     }
 }
 
-/// Writes every block once, then `rounds` times the volume's size in random overwrites from
-/// 16 writers at once; returns the version each LBA holds. The first error ends it.
-async fn overwrite(vol: &Arc<FtlVolume>, seed: u64, rounds: u64) -> Result<Vec<u64>, String> {
-    let n = vol.size_blocks();
-    let bs = vol.block_size() as usize;
-    let mut versions = vec![0u64; n as usize];
-    let mut rng = SimRng::new(seed);
-    let mut next = 0u64;
-    let mut lbas: Vec<u64> = (0..n).collect();
-    for _ in 0..rounds {
-        lbas.extend((0..n).map(|_| rng.below(n)));
-    }
-    for batch in lbas.chunks(16) {
-        let mut batch = batch.to_vec();
-        batch.sort_unstable();
-        batch.dedup();
-        let writes = batch.iter().map(|&lba| {
-            next += 1;
-            let version = next;
-            let vol = vol.clone();
-            async move {
-                vol.write(lba, &block(bs, version), false)
-                    .await
-                    .map(|()| (lba, version))
-                    .map_err(|e| format!("write of LBA {lba}: {e}"))
-            }
-        });
-        for r in futures::future::join_all(writes).await {
-            let (lba, version) = r?;
-            versions[lba as usize] = version;
-        }
-    }
-    Ok(versions)
-}
-
-async fn check(vol: &FtlVolume, versions: &[u64], when: &str) {
-    let mut buf = vec![0u8; vol.block_size() as usize];
-    for (lba, &v) in versions.iter().enumerate() {
-        vol.read(lba as u64, &mut buf)
-            .await
-            .unwrap_or_else(|e| panic!("{when}: read of LBA {lba}: {e}"));
-        assert_eq!(version_of(&buf), Some(v), "{when}: LBA {lba}");
-    }
-    vol.verify().unwrap_or_else(|e| panic!("{when}: {e}"));
-}
-
-/// A runtime on a paused clock: a run repeats exactly.
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .expect("runtime")
+/// A formatted volume (20% over-provisioning) on a device that seals the last zone.
+async fn sealing_device(seed: u64) -> (Arc<SealsTheLastZone>, Arc<dyn ZonedDevice>) {
+    let emu_dev = common::device(geometry(), seed);
+    let sealing = Arc::new(SealsTheLastZone {
+        inner: Arc::new(FaultyZoned::new(emu_dev, seed)),
+        faulted: Mutex::new(None),
+    });
+    let dev: Arc<dyn ZonedDevice> = sealing.clone();
+    ftl::format(dev.as_ref(), FormatOptions::with_op(200), seed, false)
+        .await
+        .expect("format");
+    (sealing, dev)
 }
 
 #[test]
 fn a_read_only_destination_at_the_floor_does_not_fail_the_volume() {
-    runtime().block_on(async {
+    paused_runtime().block_on(async {
         let seed = 1;
-        let emu_dev = common::device(geometry(), seed);
-        let faulty = Arc::new(FaultyZoned::new(emu_dev, seed));
-        let sealing = Arc::new(SealsTheLastZone {
-            inner: faulty.clone(),
-            faulted: Mutex::new(None),
-        });
-        let dev: Arc<dyn ZonedDevice> = sealing.clone();
-        ftl::format(dev.as_ref(), FormatOptions::with_op(200), seed, false)
-            .await
-            .expect("format");
+        let (sealing, dev) = sealing_device(seed).await;
         let (vol, _) = FtlVolume::mount(dev.clone(), options())
             .await
             .expect("mount");
-        let versions = overwrite(&vol, seed, 4)
+        let versions = overwrite_everywhere(&vol, seed, 4)
             .await
             .unwrap_or_else(|e| panic!("the volume stopped: {e}"));
         let faulted = sealing
@@ -207,12 +157,12 @@ fn a_read_only_destination_at_the_floor_does_not_fail_the_volume() {
         // The round whose destination went Read Only ended early instead.
         let c = vol.stats().counters;
         assert!(c.gc_rounds_ended_early > 0, "zone {faulted}: {c:?}");
-        check(&vol, &versions, "before unmount").await;
+        check_versions(&vol, &versions, "before unmount").await;
         vol.flush().await.expect("flush");
         vol.unmount().await.expect("unmount");
         let (vol, report) = FtlVolume::mount(dev, options()).await.expect("remount");
         assert_eq!(report.retired_zones, 1, "{report:?}");
-        check(&vol, &versions, "after remount").await;
+        check_versions(&vol, &versions, "after remount").await;
         vol.unmount().await.expect("unmount");
     });
 }
@@ -222,25 +172,16 @@ fn a_read_only_destination_at_the_floor_does_not_fail_the_volume() {
 /// says why: no free zone left to copy into, not that nothing was left to reclaim.
 #[test]
 fn at_a_floor_of_one_zone_the_failure_names_its_cause() {
-    runtime().block_on(async {
+    paused_runtime().block_on(async {
         let seed = 1;
-        let emu_dev = common::device(geometry(), seed);
-        let faulty = Arc::new(FaultyZoned::new(emu_dev, seed));
-        let sealing = Arc::new(SealsTheLastZone {
-            inner: faulty.clone(),
-            faulted: Mutex::new(None),
-        });
-        let dev: Arc<dyn ZonedDevice> = sealing.clone();
-        ftl::format(dev.as_ref(), FormatOptions::with_op(200), seed, false)
-            .await
-            .expect("format");
+        let (sealing, dev) = sealing_device(seed).await;
         let opts = MountOptions {
             gc_foreground_free_zones: 1,
             gc_background_free_zones: 3,
             ..options()
         };
         let (vol, _) = FtlVolume::mount(dev.clone(), opts).await.expect("mount");
-        let e = overwrite(&vol, seed, 4)
+        let e = overwrite_everywhere(&vol, seed, 4)
             .await
             .expect_err("the volume kept going at a floor of one zone");
         assert!(sealing.faulted.lock().is_some(), "no zone was faulted: {e}");

@@ -15,13 +15,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use common::{block, version_of};
+use common::{check_versions, overwrite_everywhere, paused_runtime};
 use emu::EmuDevice;
 use ftl::{FormatOptions, FtlVolume, MountOptions};
 use parking_lot::Mutex;
 use zns::{
-    BlockDevice, CopyRange, FaultyZoned, Geometry, Lba, NvmeResult, ReportFilter, SimRng,
-    ZoneAction, ZoneReport, ZoneState, ZonedDevice,
+    BlockDevice, CopyRange, FaultyZoned, Geometry, Lba, NvmeResult, ReportFilter, ZoneAction,
+    ZoneReport, ZoneState, ZonedDevice,
 };
 
 type Faulty = FaultyZoned<Arc<EmuDevice>>;
@@ -167,87 +167,30 @@ async fn setup(seed: u64, retire: Retire) -> (Arc<Faulty>, Arc<dyn ZonedDevice>,
     (faulty, dev, vol)
 }
 
-/// Writes every block once, then `rounds` times the volume's size in random overwrites from
-/// 16 writers at once; returns the version each LBA holds. The first error ends it.
-async fn overwrite(vol: &Arc<FtlVolume>, seed: u64, rounds: u64) -> Result<Vec<u64>, String> {
-    let n = vol.size_blocks();
-    let bs = vol.block_size() as usize;
-    let mut versions = vec![0u64; n as usize];
-    let mut rng = SimRng::new(seed);
-    let mut next = 0u64;
-    let mut lbas: Vec<u64> = (0..n).collect();
-    for _ in 0..rounds {
-        lbas.extend((0..n).map(|_| rng.below(n)));
-    }
-    for batch in lbas.chunks(16) {
-        // One version per LBA of a batch: writes in flight together never race on a block.
-        let mut batch = batch.to_vec();
-        batch.sort_unstable();
-        batch.dedup();
-        let writes = batch.iter().map(|&lba| {
-            next += 1;
-            let version = next;
-            let vol = vol.clone();
-            async move {
-                vol.write(lba, &block(bs, version), false)
-                    .await
-                    .map(|()| (lba, version))
-                    .map_err(|e| format!("write of LBA {lba}: {e}"))
-            }
-        });
-        for r in futures::future::join_all(writes).await {
-            let (lba, version) = r?;
-            versions[lba as usize] = version;
-        }
-    }
-    Ok(versions)
-}
-
-async fn check(vol: &FtlVolume, versions: &[u64], when: &str) {
-    let mut buf = vec![0u8; vol.block_size() as usize];
-    for (lba, &v) in versions.iter().enumerate() {
-        vol.read(lba as u64, &mut buf)
-            .await
-            .unwrap_or_else(|e| panic!("{when}: read of LBA {lba}: {e}"));
-        assert_eq!(version_of(&buf), Some(v), "{when}: LBA {lba}");
-    }
-    vol.verify().unwrap_or_else(|e| panic!("{when}: {e}"));
-}
-
-/// A runtime on a paused clock: time advances only when every task waits, so a run repeats
-/// exactly.
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .expect("runtime")
-}
-
 #[test]
 fn two_retired_victims_of_one_finish_end_the_round_early() {
-    runtime().block_on(async {
+    paused_runtime().block_on(async {
         let retire = Retire::Pairs {
             first: 40,
             every: 50,
             pairs: 4,
         };
         let (faulty, dev, vol) = setup(5, retire).await;
-        let versions = overwrite(&vol, 5, 6)
+        let versions = overwrite_everywhere(&vol, 5, 6)
             .await
             .unwrap_or_else(|e| panic!("the volume stopped: {e}"));
         let c = vol.stats().counters;
         // Rounds were planned on owed resets, and some of them came up short and ended early.
         assert!(c.gc_rounds_on_owed_resets > 0, "{c:?}");
         assert!(c.gc_rounds_ended_early > 0, "{c:?}");
-        check(&vol, &versions, "before unmount").await;
+        check_versions(&vol, &versions, "before unmount").await;
         vol.flush().await.expect("flush");
         vol.unmount().await.expect("unmount");
         let retired = faulty.counters().zone_fault_refusals;
         assert!(retired >= 8, "{retired} resets refused");
         let (vol, report) = FtlVolume::mount(dev, options()).await.expect("remount");
         assert_eq!(report.retired_zones, 8, "{report:?}");
-        check(&vol, &versions, "after remount").await;
+        check_versions(&vol, &versions, "after remount").await;
         vol.unmount().await.expect("unmount");
     });
 }
@@ -259,13 +202,13 @@ fn two_retired_victims_of_one_finish_end_the_round_early() {
 // (a hang would show as the timeout: the paused clock runs ahead to it once every task waits).
 #[test]
 fn retirements_that_use_up_the_spare_fail_the_volume_naming_them() {
-    runtime().block_on(async {
+    paused_runtime().block_on(async {
         let retire = Retire::Every {
             first: 40,
             every: 20,
         };
         let (faulty, _dev, vol) = setup(6, retire).await;
-        let r = tokio::time::timeout(Duration::from_secs(3600), overwrite(&vol, 6, 6))
+        let r = tokio::time::timeout(Duration::from_secs(3600), overwrite_everywhere(&vol, 6, 6))
             .await
             .expect("the volume hung");
         let e = r.expect_err("a volume whose spare was retired away went on");

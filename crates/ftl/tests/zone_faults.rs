@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use common::{block, geometry, small_opts, version_of};
+use common::{block, geometry, paused_runtime, small_opts, version_of};
 use emu::EmuDevice;
 use ftl::{FormatOptions, FtlVolume, MountOptions, WriteMode};
 use zns::{
@@ -25,14 +25,6 @@ use zns::{
 };
 
 type Faulty = FaultyZoned<Arc<EmuDevice>>;
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .expect("runtime")
-}
 
 /// A formatted, mounted volume over a fault-injecting wrapper of an emulated device.
 async fn setup(seed: u64) -> (Arc<EmuDevice>, Arc<Faulty>, Arc<FtlVolume>) {
@@ -86,7 +78,7 @@ async fn zone_holding(dev: &EmuDevice, g: &Geometry, version: u64) -> u32 {
 
 #[test]
 fn a_read_only_zone_keeps_its_data_and_is_retired() {
-    runtime().block_on(async {
+    paused_runtime().block_on(async {
         let (emu_dev, faulty, vol) = setup(11).await;
         let mut expect = fill(&vol).await;
         let g = geometry();
@@ -133,7 +125,7 @@ fn a_read_only_zone_keeps_its_data_and_is_retired() {
 
 #[test]
 fn an_offline_zone_loses_only_its_own_data() {
-    runtime().block_on(async {
+    paused_runtime().block_on(async {
         let (emu_dev, faulty, vol) = setup(12).await;
         let expect = fill(&vol).await;
         let g = geometry();
@@ -198,7 +190,7 @@ fn an_offline_zone_loses_only_its_own_data() {
 /// left a sealed zone without a header, and every later mount refused the volume.
 #[test]
 fn a_failed_zone_header_write_does_not_stop_the_next_mount() {
-    runtime().block_on(async {
+    paused_runtime().block_on(async {
         // In Zone Append mode user data goes by append, so after the first zone is open the
         // next Zone Write is the header of the next zone opened (checkpoints come later).
         let opts = MountOptions {
@@ -272,7 +264,7 @@ impl Hook for PanicOnReset {
 /// volume, so writers waited for space forever and unmount checkpointed whatever was left.
 #[test]
 fn a_panic_in_garbage_collection_fails_the_volume_with_its_message() {
-    runtime().block_on(async {
+    paused_runtime().block_on(async {
         let dev = Arc::new(Hooked::new(
             common::device(geometry(), 14),
             PanicOnReset::default(),
