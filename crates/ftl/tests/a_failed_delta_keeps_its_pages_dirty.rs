@@ -88,6 +88,23 @@ async fn mounted_after_a_cut<W: BeforeWrite + Send + Sync + 'static>(
         .0
 }
 
+/// Arms `dev`, so the unmount's checkpoint (a `what`) is refused and the unmount fails;
+/// then the caller tries the unmount again, and the device writes again.
+async fn unmount_refused_then_retried(
+    vol: Arc<FtlVolume>,
+    dev: &Watched<FailCheckpoint>,
+    what: &str,
+) {
+    dev.watch.armed.store(true, Ordering::SeqCst);
+    let first = vol.unmount().await;
+    assert!(
+        dev.watch.failed.load(Ordering::SeqCst),
+        "no {what} was refused"
+    );
+    assert!(first.is_err(), "the unmount reported no error");
+    vol.unmount().await.expect("the unmount tried again");
+}
+
 #[test]
 fn a_retried_unmount_after_a_failed_delta_loses_no_write() {
     runtime().block_on(async {
@@ -108,16 +125,7 @@ fn a_retried_unmount_after_a_failed_delta_loses_no_write() {
         let bs = vol.block_size() as usize;
         // LBA 0 overwritten; the unmount's checkpoint, a delta, fails to be written.
         vol.write(0, &block(bs, 2), false).await.expect("write");
-        dev.watch.armed.store(true, Ordering::SeqCst);
-        let first = vol.unmount().await;
-        assert!(
-            dev.watch.failed.load(Ordering::SeqCst),
-            "no delta was refused"
-        );
-        assert!(first.is_err(), "the unmount reported no error");
-        // The caller tries again; the device writes again.
-        vol.unmount().await.expect("the unmount tried again");
-        drop(vol);
+        unmount_refused_then_retried(vol, &dev, "delta").await;
         let (vol, report) = FtlVolume::mount(dev.clone(), opts()).await.expect("mount");
         assert_eq!(
             read_version(&vol, 0, bs).await,
@@ -168,15 +176,7 @@ fn a_retried_unmount_after_a_failed_full_checkpoint_succeeds_and_loses_no_write(
                 .expect("write");
             lbas.push((lba, version));
         }
-        dev.watch.armed.store(true, Ordering::SeqCst);
-        let first = vol.unmount().await;
-        assert!(
-            dev.watch.failed.load(Ordering::SeqCst),
-            "no full checkpoint was refused"
-        );
-        assert!(first.is_err(), "the unmount reported no error");
-        vol.unmount().await.expect("the unmount tried again");
-        drop(vol);
+        unmount_refused_then_retried(vol, &dev, "full checkpoint").await;
         let (vol, report) = FtlVolume::mount(dev.clone(), opts()).await.expect("mount");
         for (lba, v) in lbas {
             assert_eq!(
