@@ -54,6 +54,9 @@ fn fig8_only_the_host_copy_setup_slows_down() {
         zns0.mib_per_sec,
         zns1.mib_per_sec
     );
-    let (izc0, izc1) = (m(Setup::IzcCopybackAware, 0), m(Setup::IzcCopybackAware, NS));
+    let (izc0, izc1) = (
+        m(Setup::IzcCopybackAware, 0),
+        m(Setup::IzcCopybackAware, NS),
+    );
     assert_eq!(izc0, izc1, "IZC paid host time");
 }

@@ -52,12 +52,16 @@ enum Path {
 /// collection has moved blocks. Returns the clock's record after the user I/O alone, the
 /// clock, and the blocks collection moved.
 async fn run(path: Path, ns: u32) -> (u128, Arc<Recorder>, u64) {
-    let g = common::geometry();
+    let g = zns::Geometry {
+        block_size: 4096,
+        zone_count: 40,
+        ..common::geometry()
+    };
     let dev = match path {
         Path::ZoneCompaction => common::device_plus(g, 3),
         _ => common::device(g, 3),
     };
-    ftl::format(dev.as_ref(), ftl::FormatOptions::with_op(250), 7, false)
+    ftl::format(dev.as_ref(), ftl::FormatOptions::with_op(300), 7, false)
         .await
         .expect("format");
     let opts = MountOptions {
@@ -84,7 +88,11 @@ async fn run(path: Path, ns: u32) -> (u128, Arc<Recorder>, u64) {
     for lba in 0..8 {
         vol.read(lba, &mut buf).await.expect("read");
     }
-    assert_eq!(vol.stats().counters.gc_blocks, 0, "{path:?}: no collection yet");
+    assert_eq!(
+        vol.stats().counters.gc_blocks,
+        0,
+        "{path:?}: no collection yet"
+    );
     let user_only = clock.total_ns();
     let versions = common::overwrite_everywhere(&vol, 5, 3)
         .await
