@@ -153,6 +153,14 @@ pub struct MountOptions {
     /// Off, every checkpoint is a full one, as before deltas (the ZNS+ Fig. 8 reproduction,
     /// whose foreground compaction pays a full checkpoint per victim as it did).
     pub delta_checkpoints: bool,
+    /// Host time charged per block moved by a host-level copy (garbage collection that reads
+    /// the live blocks into host memory and writes them back: neither Simple Copy nor ZNS+
+    /// zone compaction), in ns, waited between a batch's reads and its write on the volume's
+    /// `HostClock` (host.rs). It stands for the file system's CPU and software time per block
+    /// copied (page cache, block layer, memory copies), which the device model does not
+    /// charge. Never charged to user I/O, Simple Copy or zone compaction. 0 (the default)
+    /// charges nothing: a volume serving real clients pays its real CPU time already.
+    pub host_copy_ns_per_block: u32,
 }
 
 /// How a device lays a zone over its flash dies (`zns::DieStripe`).
@@ -183,6 +191,7 @@ impl Default for MountOptions {
             gc_lead_blocks: None,
             gc_run_on: None,
             delta_checkpoints: true,
+            host_copy_ns_per_block: 0,
         }
     }
 }

@@ -7,6 +7,7 @@ pub mod checkpoint;
 pub mod compaction;
 pub mod durability;
 mod gc;
+pub mod host;
 mod io;
 pub mod layout;
 pub mod map;
@@ -21,6 +22,7 @@ mod shared;
 pub mod threaded;
 mod volume;
 
+pub use host::{HostClock, TokioClock};
 pub use layout::{FormatOptions, Layout, MountOptions, Stripe, VictimPolicy, WriteMode};
 pub use volume::{format, probe, FtlStats, FtlVolume, MountReport};
 

@@ -216,6 +216,17 @@ impl FtlVolume {
         dev: Arc<dyn ZonedDevice>,
         opts: MountOptions,
     ) -> Result<(Arc<FtlVolume>, MountReport), FtlError> {
+        FtlVolume::mount_with_clock(dev, opts, Arc::new(crate::host::TokioClock)).await
+    }
+
+    /// `mount`, spending the host time of the model paths (`MountOptions::
+    /// host_copy_ns_per_block`) on `host` instead of tokio's timer: a simulation passes its
+    /// own clock, which waits exactly.
+    pub async fn mount_with_clock(
+        dev: Arc<dyn ZonedDevice>,
+        opts: MountOptions,
+        host: Arc<dyn crate::host::HostClock>,
+    ) -> Result<(Arc<FtlVolume>, MountReport), FtlError> {
         let layout = probe(dev.as_ref()).await?;
         let rec = recovery::recover(dev.as_ref(), &layout).await?;
         for z in &rec.partial_zones {
@@ -274,7 +285,7 @@ impl FtlVolume {
         }
         let threaded_zones = rec.threaded_zones.clone();
         let unchanged = rec.unchanged;
-        let vol = Arc::new(FtlVolume::assemble(dev.clone(), layout, opts, rec));
+        let vol = Arc::new(FtlVolume::assemble(dev.clone(), layout, opts, rec, host));
         // A mount that found anything the newest checkpoint does not record writes one, so
         // that the next mount need not scan again; one that found nothing new writes none,
         // so a mount costs no checkpoint of the user's budget (`plan::CHECKPOINT_PERCENT_MAX`).
@@ -294,11 +305,19 @@ impl FtlVolume {
         layout: Layout,
         opts: MountOptions,
         rec: recovery::Recovered,
+        host: Arc<dyn crate::host::HostClock>,
     ) -> FtlVolume {
         let mut versions = [None; 2];
         versions[rec.checkpoint_slot as usize] = Some(rec.checkpoint_version);
         versions[1 - rec.checkpoint_slot as usize] = rec.other_slot_version;
-        let shared = Arc::new(Shared::new(dev, layout, opts, rec.volume_id, rec.mapping));
+        let shared = Arc::new(Shared::new(
+            dev,
+            layout,
+            opts,
+            rec.volume_id,
+            rec.mapping,
+            host,
+        ));
         let writer = Arc::new(StreamWriter::new(Arc::clone(&shared)));
         let maint = Arc::new(Maintenance::new(
             Arc::clone(&shared),
