@@ -584,6 +584,12 @@ async fn check(
             ZoneState::Full => g.zone_capacity,
             _ => d.wp - d.start,
         };
+        // ZNS: a zone whose write pointer reached its capacity is Full, never Closed or Open.
+        assert!(
+            d.state == ZoneState::Full || wp < g.zone_capacity,
+            "{what}: zone {zone} came back {:?} with its write pointer at the capacity ({wp})",
+            d.state
+        );
         if z.must_be_reset {
             assert_eq!(
                 wp, 0,
