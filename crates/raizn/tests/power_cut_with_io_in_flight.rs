@@ -565,6 +565,7 @@ async fn check(
     model: &mut [ZoneModel],
     what: &str,
     cov: &mut Coverage,
+    reopened: bool,
 ) {
     let g = v.geometry();
     let report = match v
@@ -574,6 +575,22 @@ async fn check(
         Ok(r) => r,
         Err(e) => panic!("{what}: report: {e}"),
     };
+    // ZNS after a power loss: no zone comes back open, and the active ones (Closed) stay
+    // within the active limit. A rebuild runs on a live array, whose zones may be open.
+    let states: Vec<ZoneState> = report.zones.iter().map(|d| d.state).collect();
+    assert!(
+        !reopened
+            || !states
+                .iter()
+                .any(|s| matches!(s, ZoneState::ImplicitlyOpened | ZoneState::ExplicitlyOpened)),
+        "{what}: a zone came back open: {states:?}"
+    );
+    let active = states.iter().filter(|s| s.is_active()).count();
+    assert!(
+        g.max_active == 0 || active <= g.max_active as usize,
+        "{what}: {active} zones are active, over the active limit {}: {states:?}",
+        g.max_active
+    );
     let mut kept_torn = false;
     for zone in 0..ZONES {
         let z = &mut model[zone as usize];
@@ -1039,7 +1056,7 @@ async fn schedule_with(seed: u64, rounds: usize, log_zones: u32, dirty: Option<b
         cov.two_parity_reopens += u64::from(parity == 2);
         cov.reopens_with_relocated_blocks += u64::from(v.relocated_blocks() > 0);
         let mut m = model.replace(Vec::new());
-        check(&v, &rig, &mut m, &what, &mut cov).await;
+        check(&v, &rig, &mut m, &what, &mut cov, true).await;
         model.replace(m);
         cov.partial_parity_replays += v.pp_stats().replays;
     }
@@ -1125,6 +1142,7 @@ async fn replace_failed(
         &mut m,
         &format!("{what}: after rebuilding member {f}"),
         cov,
+        false,
     )
     .await;
     model.replace(m);

@@ -57,7 +57,11 @@ fn a_zone_whose_last_parity_unit_the_cut_took_comes_back_full() {
                     Ok(r) => r,
                     Err(err) => panic!("{what}: member {m} report: {err}"),
                 };
-                assert_eq!(r.zones[0].state, ZoneState::Full, "{what}: member {m}'s zone");
+                assert_eq!(
+                    r.zones[0].state,
+                    ZoneState::Full,
+                    "{what}: member {m}'s zone"
+                );
             }
             drop(v);
             // The repaired parity stands in for a data unit of the last stripe.
