@@ -22,6 +22,7 @@ pub mod threaded;
 mod volume;
 
 pub use layout::{FormatOptions, Layout, MountOptions, Stripe, VictimPolicy, WriteMode};
+pub use separation::Placement;
 pub use volume::{format, probe, FtlStats, FtlVolume, MountReport};
 
 /// Errors of formatting, mounting and running a volume.

@@ -217,7 +217,8 @@ impl FtlVolume {
         opts: MountOptions,
     ) -> Result<(Arc<FtlVolume>, MountReport), FtlError> {
         let layout = probe(dev.as_ref()).await?;
-        let rec = recovery::recover(dev.as_ref(), &layout).await?;
+        let mut rec = recovery::recover(dev.as_ref(), &layout).await?;
+        rec.mapping.placement = opts.placement;
         for z in &rec.partial_zones {
             dev.zone_mgmt(ZoneAction::Finish, layout.data_zone_start(*z), false)
                 .await?;
