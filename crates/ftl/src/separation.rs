@@ -282,14 +282,16 @@ mod tests {
         assert!(!h.was_short(0));
         assert_eq!(h.recorded_sum(0), 3 * longest);
         h.record(129, Some(50));
-        h.record(64, Some(6399));
+        h.record(64, Some(6300));
+        h.record(65, Some(6399));
+        // Rounded up, an interval less than a unit short of a volume is not short.
         assert!(h.was_short(129) && h.was_short(64) && !h.was_short(65));
         // Rounded up to whole units: 50 writes count as 100.
         assert_eq!(h.recorded_sum(129), 100 + 2 * longest);
         // The latest becomes the one before; a volume's worth is never short.
         h.record(64, Some(6400));
         assert!(!h.was_short(64) && h.was_short(129));
-        assert_eq!(h.recorded_sum(64), 6400 + 6400 + longest);
+        assert_eq!(h.recorded_sum(64), 6400 + 6300 + longest);
         // The oldest of three drops out.
         h.record(64, Some(100));
         h.record(64, Some(100));
@@ -513,8 +515,8 @@ mod tests {
         assert_eq!(m.classify_copy(c, true, young_copies), Stream::Gc);
         assert_eq!(m.classify_copy(c, true, cold_zone), Stream::GcCold);
         assert_eq!(m.classify_copy(c, true, found), Stream::GcCold);
-        // Three volumes later its age says it has outlived a hot block's lifespan.
-        pass(&mut m, &mut rng, hot, c, 3 * n);
+        // Four volumes later its age says it has outlived a hot block's lifespan.
+        pass(&mut m, &mut rng, hot, c, 4 * n);
         assert_eq!(m.classify_copy(c, true, hot_zone), Stream::GcCold);
         // A young block with one long interval among the three recorded: cold, until three
         // short ones have pushed it out.
