@@ -45,6 +45,10 @@ pub struct BenchFtlArgs {
     /// Separate hot and cold user data into different zones.
     #[arg(long)]
     pub hot_cold: bool,
+    /// How hot and cold data are told apart with --hot-cold: two-short (the block's last
+    /// two update intervals, the default) or lifespans (the sum of its last four lifespans).
+    #[arg(long, value_enum, default_value = "two-short")]
+    pub placement: crate::cmd_ftl::PlacementArg,
     /// Zones of the in-memory device the volume is formatted on.
     #[arg(long, default_value_t = 160)]
     pub zones: u32,
@@ -162,6 +166,7 @@ pub async fn run(a: &BenchFtlArgs, out: &mut impl Write) -> CliResult {
         },
         victim_policy: policy,
         hot_cold: a.hot_cold,
+        placement: a.placement.placement(),
         hot_zones: 1,
         gc_lanes_max: a.gc_lanes,
         gc_lead_blocks: (!a.gc_eager).then_some(0),
@@ -231,6 +236,10 @@ pub async fn run(a: &BenchFtlArgs, out: &mut impl Write) -> CliResult {
         "workload": format!("{:?}", a.workload).to_lowercase(),
         "policy": format!("{:?}", a.policy).to_lowercase(),
         "hot_cold": a.hot_cold,
+        "placement": match a.placement {
+            crate::cmd_ftl::PlacementArg::Lifespans => "lifespans",
+            crate::cmd_ftl::PlacementArg::TwoShort => "two-short",
+        },
         "write_mode": if a.append { "append" } else { "write" },
         "utilisation": util,
         "volume_blocks": n,

@@ -28,7 +28,10 @@ pub enum WriteMode {
 pub enum VictimPolicy {
     /// The full zone with the fewest valid blocks.
     Greedy,
-    /// Maximises (1 - u) * age / (1 + u) (Rosenblum and Ousterhout's LFS cleaner).
+    /// Maximises (1 - u) * age / 2u: Rosenblum and Ousterhout's LFS cleaner, whose cost 1 + u
+    /// counted reading the whole segment, with the cost of a collection here, which reads
+    /// and writes the valid blocks only (Simple Copy or reads of the valid blocks). Age is
+    /// the user writes since the zone was last written.
     CostBenefit,
 }
 
@@ -67,6 +70,9 @@ pub struct MountOptions {
     pub hot_zones: u32,
     /// Whether user writes are split into hot and cold streams by update frequency.
     pub hot_cold: bool,
+    /// How blocks are classed hot or cold while separating (`separation::Placement`; by
+    /// default by their last two update intervals).
+    pub placement: crate::separation::Placement,
     /// Background garbage collection runs while fewer zones than this are free; when it is
     /// at least 2 zones above the foreground floor, user writes between the two are paced by
     /// the blocks garbage collection copies (`plan::Throttle`) instead of running until the
@@ -177,6 +183,7 @@ impl Default for MountOptions {
             victim_policy: VictimPolicy::CostBenefit,
             hot_zones: 0,
             hot_cold: true,
+            placement: crate::separation::Placement::TwoShort,
             gc_background_free_zones: 0,
             gc_foreground_free_zones: 0,
             checkpoint_every_zones: 0,

@@ -228,7 +228,8 @@ impl FtlVolume {
         host: Arc<dyn crate::host::HostClock>,
     ) -> Result<(Arc<FtlVolume>, MountReport), FtlError> {
         let layout = probe(dev.as_ref()).await?;
-        let rec = recovery::recover(dev.as_ref(), &layout).await?;
+        let mut rec = recovery::recover(dev.as_ref(), &layout).await?;
+        rec.mapping.placement = opts.placement;
         for z in &rec.partial_zones {
             dev.zone_mgmt(ZoneAction::Finish, layout.data_zone_start(*z), false)
                 .await?;
