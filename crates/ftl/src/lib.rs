@@ -22,7 +22,7 @@ pub mod threaded;
 mod volume;
 
 pub use layout::{FormatOptions, Layout, MountOptions, Stripe, VictimPolicy, WriteMode};
-pub use volume::{format, probe, FtlStats, FtlVolume, MountReport};
+pub use volume::{format, probe, CheckpointProgress, FtlStats, FtlVolume, MountReport};
 
 /// Errors of formatting, mounting and running a volume.
 #[derive(Debug, thiserror::Error)]
