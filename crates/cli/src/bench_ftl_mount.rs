@@ -240,7 +240,7 @@ async fn sequential(
         let lba = if lba + per > n { 0 } else { lba };
         vol.write(lba, &chunk, false).await.map_err(other)?;
         done += per;
-        if done % (per << 12) == 0 {
+        if done.is_multiple_of(per << 12) {
             check_memory(dev)?;
         }
     }
@@ -270,7 +270,7 @@ async fn random(vol: &FtlVolume, dev: &EmuDevice, n: u64, seed: u64) -> Result<u
             .await
             .map_err(other)?;
         done += 1;
-        if done % (1 << 17) == 0 {
+        if done.is_multiple_of(1 << 17) {
             check_memory(dev)?;
         }
     }
