@@ -25,7 +25,7 @@ mod volume;
 pub use host::{HostClock, TokioClock};
 pub use layout::{FormatOptions, Layout, MountOptions, Stripe, VictimPolicy, WriteMode};
 pub use separation::Placement;
-pub use volume::{format, probe, FtlStats, FtlVolume, MountReport};
+pub use volume::{format, probe, CheckpointProgress, FtlStats, FtlVolume, MountReport};
 
 /// Errors of formatting, mounting and running a volume.
 #[derive(Debug, thiserror::Error)]

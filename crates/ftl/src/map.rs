@@ -246,6 +246,9 @@ pub struct Mapping {
     /// a crash scans every zone written since, collection's too, so that scan grows with
     /// write amplification instead.
     pub user_blocks_since_ckpt: u64,
+    /// Garbage collection's copies since the last checkpoint snapshot: with the user blocks
+    /// since, what a mount after a crash scans (`FtlVolume::checkpoint_progress`).
+    pub gc_blocks_since_ckpt: u64,
     /// In summary mode (no per-block metadata), per data zone the tags of the blocks written
     /// since its last summary block (plan.rs).
     pub(crate) summary_tags: Vec<Vec<Tag>>,
@@ -294,6 +297,7 @@ impl Mapping {
             snapshots: 0,
             ckpt_seq: 0,
             user_blocks_since_ckpt: 0,
+            gc_blocks_since_ckpt: 0,
             summary_tags: vec![Vec::new(); layout.data_zones as usize],
             counters: Counters::default(),
             lifespans: LifespanStats::new(layout.volume_blocks),
@@ -624,21 +628,28 @@ impl Mapping {
     /// (never before `1 / DELTA_INTERVAL_DIVISOR` of it). So checkpoint bytes stay at most
     /// the share of the user's writes the interval was tuned for.
     pub fn checkpoint_due(&self, every_zones: u32) -> bool {
+        self.checkpoint_due_after(every_zones, 0, 0)
+    }
+
+    /// Whether the periodic checkpoint would be due after `blocks` more user blocks that
+    /// dirty `pages` more mapping pages (`checkpoint_due` is this with none): a caller that
+    /// wants to stop just before one is due asks before each write.
+    pub fn checkpoint_due_after(&self, every_zones: u32, blocks: u64, pages: u64) -> bool {
         let interval = u64::from(every_zones)
             .saturating_mul(self.layout.zone_blocks)
             .max(1);
-        let since = self.user_blocks_since_ckpt;
+        let since = self.user_blocks_since_ckpt.saturating_add(blocks);
         if since >= interval {
             return true;
         }
-        if self.next_checkpoint() == CkptKind::Full || since < interval / DELTA_INTERVAL_DIVISOR {
+        let dirty = self.dirty_pages.saturating_add(pages).min(self.pages());
+        if self.next_checkpoint_with(dirty) == CkptKind::Full
+            || since < interval / DELTA_INTERVAL_DIVISOR
+        {
             return false;
         }
         let full = self.layout.checkpoint_blocks().unwrap_or(u64::MAX);
-        let next = self
-            .layout
-            .delta_blocks(self.dirty_pages)
-            .unwrap_or(u64::MAX);
+        let next = self.layout.delta_blocks(dirty).unwrap_or(u64::MAX);
         u128::from(since) * u128::from(full) >= u128::from(next) * u128::from(interval)
     }
 
@@ -646,11 +657,16 @@ impl Mapping {
     /// pages and the deltas since the full checkpoint, this one included, are no larger
     /// than a full checkpoint (so a mount reads at most twice a full one); else a full one.
     pub fn next_checkpoint(&self) -> CkptKind {
+        self.next_checkpoint_with(self.dirty_pages)
+    }
+
+    /// `next_checkpoint` with `dirty_pages` dirty pages.
+    fn next_checkpoint_with(&self, dirty_pages: u64) -> CkptKind {
         let Some(chain) = self.delta_chain else {
             return CkptKind::Full;
         };
         let full = self.layout.checkpoint_blocks().unwrap_or(0);
-        match self.layout.delta_blocks(self.dirty_pages) {
+        match self.layout.delta_blocks(dirty_pages) {
             Some(d) if d <= chain.room_blocks && chain.delta_blocks + d <= full => CkptKind::Delta,
             _ => CkptKind::Full,
         }
@@ -860,6 +876,7 @@ impl Mapping {
             }
         };
         self.counters.gc_blocks += 1;
+        self.gc_blocks_since_ckpt += 1;
         self.counters.gc_stale_copies += u64::from(tag == Tag::Unknown);
         self.count_stream(z, 1);
         tag
@@ -914,6 +931,7 @@ impl Mapping {
     /// returns its mark.
     pub fn begin_snapshot(&mut self) -> u64 {
         self.user_blocks_since_ckpt = 0;
+        self.gc_blocks_since_ckpt = 0;
         self.snapshots += 1;
         self.snapshots
     }
