@@ -63,8 +63,9 @@ pub struct MountOptions {
     pub victim_policy: VictimPolicy,
     /// Open zones written round-robin for hot user data (Zone Write mode; each has one write
     /// in flight at a time, so this is the volume's write queue depth); 0 (the default)
-    /// chooses up to 4 by the spare the volume has, one per
-    /// `plan::HOT_ZONE_COLLECTABLE_ZONES` zones to collect from at most (`plan::tune_mount`).
+    /// chooses up to 4 by the spare the volume has, on zones of at most
+    /// `plan::FEW_HOT_ZONES_ZONE_BLOCKS_MAX` blocks one per `plan::HOT_ZONE_COLLECTABLE_ZONES`
+    /// zones to collect from at most (`plan::tune_mount`).
     pub hot_zones: u32,
     /// Whether user writes are split into hot and cold streams by update frequency.
     pub hot_cold: bool,
@@ -77,7 +78,7 @@ pub struct MountOptions {
     pub gc_background_free_zones: u32,
     /// User writes wait for garbage collection while fewer zones than this are free. 0 (the
     /// default) chooses 2, or on volumes with at least `plan::WIDE_FLOOR_COLLECTABLE_ZONES`
-    /// zones to collect from 3 and at least `plan::WIDE_FLOOR_BLOCKS` blocks
+    /// zones to collect from 3, or more to hold `plan::WIDE_FLOOR_BLOCKS` blocks
     /// (`plan::tune_mount`).
     pub gc_foreground_free_zones: u32,
     /// Write a checkpoint once user writes of this many zones' worth of blocks (this times

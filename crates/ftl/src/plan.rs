@@ -224,8 +224,8 @@ pub const HOT_ZONES_AUTO_MAX: u32 = 4;
 
 /// The mount options a volume of `layout` runs with: when `hot_zones` is 0 (automatic), as
 /// many hot zones as the spare affords so that the open zones do not eat the room garbage
-/// collection works in, one per `HOT_ZONE_COLLECTABLE_ZONES` zones to collect from at most
-/// (small volumes get fewer), and checkpoints spaced so that they cost at most
+/// collection works in, and on zones of at most `FEW_HOT_ZONES_ZONE_BLOCKS_MAX` blocks one per
+/// `HOT_ZONE_COLLECTABLE_ZONES` zones to collect from at most (small volumes get fewer), and checkpoints spaced so that they cost at most
 /// `CHECKPOINT_PERCENT_MAX` of the writes when `checkpoint_every_zones` is 0 (automatic); when
 /// the watermarks are 0 (automatic), a floor of `FOREGROUND_FREE_ZONES_AUTO` zones, one
 /// higher (and at least `WIDE_FLOOR_BLOCKS` blocks) on volumes with at least
@@ -240,12 +240,11 @@ pub fn tune_mount(layout: &Layout, mut opts: MountOptions) -> MountOptions {
     // Besides the hot zones: one GC stream, and cold user and cold GC streams when hot and
     // cold data may be separated.
     let others = if opts.hot_cold { 3 } else { 1 };
-    let hot_max = u32::try_from(
-        open_budget
-            .saturating_sub(others)
-            .min(collectable_zones / HOT_ZONE_COLLECTABLE_ZONES),
-    )
-    .unwrap_or(u32::MAX);
+    let mut hot_max = open_budget.saturating_sub(others);
+    if zb <= FEW_HOT_ZONES_ZONE_BLOCKS_MAX {
+        hot_max = hot_max.min(collectable_zones / HOT_ZONE_COLLECTABLE_ZONES);
+    }
+    let hot_max = u32::try_from(hot_max).unwrap_or(u32::MAX);
     if opts.hot_zones == 0 {
         opts.hot_zones = HOT_ZONES_AUTO_MAX.min(hot_max).max(1);
     }
@@ -277,8 +276,10 @@ pub fn tune_mount(layout: &Layout, mut opts: MountOptions) -> MountOptions {
     );
     if opts.gc_foreground_free_zones == 0 {
         opts.gc_foreground_free_zones = if wide {
-            let least = u32::try_from(WIDE_FLOOR_BLOCKS.div_ceil(zb)).unwrap_or(u32::MAX);
-            (FOREGROUND_FREE_ZONES_AUTO + 1).max(least)
+            let least = WIDE_FLOOR_BLOCKS
+                .div_ceil(zb)
+                .min(collectable_zones / WIDE_FLOOR_SHARE_DIVISOR);
+            (FOREGROUND_FREE_ZONES_AUTO + 1).max(u32::try_from(least).unwrap_or(u32::MAX))
         } else {
             FOREGROUND_FREE_ZONES_AUTO
         };
@@ -325,11 +326,24 @@ pub fn tune_mount(layout: &Layout, mut opts: MountOptions) -> MountOptions {
 /// gave 308.0 against four's 300.9 (docs/BENCHMARKS.md).
 pub const HOT_ZONE_COLLECTABLE_ZONES: u64 = 32;
 
+/// Zone size (blocks) up to which `HOT_ZONE_COLLECTABLE_ZONES` applies. Larger zones take so
+/// many user writes to fill that rounds flush whatever the number of hot zones, and fewer
+/// hot zones only take away writes in flight (at 28% on 4 GiB, zones of 3,320 blocks: two
+/// hot zones gave 369.1 MiB/s against four's 383.6, 49 flushes either way;
+/// docs/BENCHMARKS.md).
+pub const FEW_HOT_ZONES_ZONE_BLOCKS_MAX: u64 = 2048;
+
 /// Blocks the automatic floor of a wide spare (`WIDE_FLOOR_COLLECTABLE_ZONES`) holds at
 /// least: a round copies into the free zones at the floor, so on small zones three of them
 /// keep few copies in flight (at 28% on 256 MiB, zones of 256 blocks: 2.6 copies in flight,
 /// 240.5 MiB/s; a floor of 4 zones, 1,024 blocks: 3.5 and 255.7 MiB/s; docs/BENCHMARKS.md).
 pub const WIDE_FLOOR_BLOCKS: u64 = 1024;
+
+/// The automatic floor takes at most this fraction (one over it) of the zones to collect from
+/// for `WIDE_FLOOR_BLOCKS`: on zones much smaller than 256 blocks the 1,024 blocks would hold
+/// a large share of the spare free (measured at 256-block zones only, where 4 zones are a
+/// sixteenth of 66).
+pub const WIDE_FLOOR_SHARE_DIVISOR: u64 = 16;
 
 /// The most free zones garbage collection can keep on a volume of `layout` beside `open` open
 /// zones: the spare that is not checkpoint zones, zone headers or summaries, less the open
@@ -1193,6 +1207,8 @@ pub(crate) mod tests {
         // collect from); one hot zone, paced, a floor of 2 at 7%, as before.
         let t = tune_mount(&layout(338, 1024, 280), opts);
         assert_eq!((t.hot_zones, t.gc_foreground_free_zones), (2, 3));
+        // Zones of 3,320 blocks (4 GiB) keep four at 28%.
+        assert_eq!(tune_mount(&layout(406, 3320, 280), opts).hot_zones, 4);
         let t = tune_mount(&layout(274, 1024, 70), opts);
         assert_eq!(t.hot_zones, 1);
         assert_eq!(t.pace_rounds, Some(true));
@@ -1462,16 +1478,24 @@ pub(crate) mod tests {
     // round copies.
     #[test]
     fn user_writes_are_paced_by_the_round_under_way_once_their_room_is_short() {
+        let one_stream = MountOptions {
+            hot_cold: false,
+            hot_zones: 1,
+            ..MountOptions::default()
+        };
+        let auto = tune_mount(&layout(64, 1024, 300), one_stream);
+        assert_eq!(auto.pace_rounds, Some(true), "a small spare is paced");
+        assert_eq!(auto.copies_per_lane, PACED_COPIES_PER_LANE);
+        // Not zones of 256 blocks or fewer (`PACED_ZONE_BLOCKS_MIN`), unless asked.
         let l = layout(64, 64, 300);
+        assert_eq!(tune_mount(&l, one_stream).pace_rounds, Some(false));
         let opts = tune_mount(
             &l,
             MountOptions {
-                hot_cold: false,
-                hot_zones: 1,
-                ..MountOptions::default()
+                pace_rounds: Some(true),
+                ..one_stream
             },
         );
-        assert_eq!(opts.pace_rounds, Some(true), "a small spare is paced");
         assert_eq!(opts.copies_per_lane, PACED_COPIES_PER_LANE);
         // Not paced: large zones, wide spares, watermarks set by the mount.
         let big = layout(64, 4096, 300);

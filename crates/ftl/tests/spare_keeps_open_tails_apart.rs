@@ -10,6 +10,7 @@ mod common;
 
 use common::{block, formatted, small_opts};
 use ftl::FtlVolume;
+use zns::BlockDevice;
 
 #[test]
 fn open_zone_tails_are_not_counted_as_collectable() {
