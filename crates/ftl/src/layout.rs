@@ -73,8 +73,7 @@ pub struct MountOptions {
     /// at least 2 zones above the foreground floor, user writes between the two are paced by
     /// the blocks garbage collection copies (`plan::Throttle`) instead of running until the
     /// floor stops them. 0 (the default) is one above the floor: no pacing
-    /// (`plan::tune_mount`). A watermark the spare cannot hold beside the open zones is
-    /// lowered to what it can, with a warning (`plan::reachable_free_zones`).
+    /// (`plan::tune_mount`).
     pub gc_background_free_zones: u32,
     /// User writes wait for garbage collection while fewer zones than this are free. 0 (the
     /// default) chooses 2, or on volumes with at least `plan::WIDE_FLOOR_COLLECTABLE_ZONES`

@@ -230,8 +230,7 @@ pub const HOT_ZONES_AUTO_MAX: u32 = 4;
 /// the watermarks are 0 (automatic), a floor of `FOREGROUND_FREE_ZONES_AUTO` zones, one
 /// higher (and at least `WIDE_FLOOR_BLOCKS` blocks) on volumes with at least
 /// `WIDE_FLOOR_COLLECTABLE_ZONES` zones to collect from, and collection from one zone above
-/// it. An explicit background watermark the spare cannot hold is lowered
-/// (`reachable_free_zones`).
+/// it.
 pub fn tune_mount(layout: &Layout, mut opts: MountOptions) -> MountOptions {
     let zb = layout.zone_blocks.max(1);
     let collectable = layout.spare().map_or(0, |s| s.collectable);
@@ -299,18 +298,6 @@ pub fn tune_mount(layout: &Layout, mut opts: MountOptions) -> MountOptions {
     if opts.gc_background_free_zones == 0 {
         opts.gc_background_free_zones = floor + 1;
     }
-    // A background watermark the spare cannot hold beside the open zones keeps collection
-    // running with next to nothing to find: lowered to what it can hold, but never to the
-    // floor or below (an automatic one, the floor's next, never is lowered).
-    let open = opts.hot_zones + gc_lanes(layout, &opts) + if opts.hot_cold { 2 } else { 0 };
-    let most = reachable_free_zones(layout, open).max(floor + 1);
-    if opts.gc_background_free_zones > most {
-        tracing::warn!(
-            "the background watermark of {} free zones is more than the spare holds beside {open} open zones: garbage collection runs below {most} free zones instead",
-            opts.gc_background_free_zones
-        );
-        opts.gc_background_free_zones = most;
-    }
     tracing::debug!(?opts, collectable_zones, "mount options");
     opts
 }
@@ -344,24 +331,6 @@ pub const WIDE_FLOOR_BLOCKS: u64 = 1024;
 /// a large share of the spare free (measured at 256-block zones only, where 4 zones are a
 /// sixteenth of 66).
 pub const WIDE_FLOOR_SHARE_DIVISOR: u64 = 16;
-
-/// The most free zones garbage collection can keep on a volume of `layout` beside `open` open
-/// zones: the spare that is not checkpoint zones, zone headers or summaries, less the open
-/// zones' unwritten tails (half a zone each, their mean over a zone's life) and the garbage
-/// collection needs to find (`layout::COLLECTABLE_PERCENT_MIN` of the volume, as a layout
-/// keeps), in whole zones. A background watermark above it is not reached in steady use:
-/// collection runs on and on, taking victims that are nearly all valid (`tune_mount` lowers
-/// such a watermark to this).
-pub fn reachable_free_zones(layout: &Layout, open: u32) -> u32 {
-    let zb = layout.zone_blocks.max(1);
-    let Some(spare) = layout.spare() else {
-        return 0;
-    };
-    let room = spare.collectable + spare.reserve + spare.open_tails;
-    let tails = u64::from(open) * zb / 2;
-    let garbage = (layout.volume_blocks * crate::layout::COLLECTABLE_PERCENT_MIN).div_ceil(100);
-    u32::try_from(room.saturating_sub(tails).saturating_sub(garbage) / zb).unwrap_or(u32::MAX)
-}
 
 /// A volume paced by rounds (`RoundPace`) paces user writes once their room is under this
 /// fraction (one over it) of a zone's payload. A smaller room left unpaced runs the writers
@@ -1213,33 +1182,6 @@ pub(crate) mod tests {
         assert_eq!(t.hot_zones, 1);
         assert_eq!(t.pace_rounds, Some(true));
         assert_eq!(t.gc_foreground_free_zones, 2);
-    }
-
-    // Regression: a mount accepted a background watermark the spare cannot hold beside the
-    // open zones' tails (5 free zones on 18 data zones of 64 blocks at 58%, where about 2
-    // fit), so collection ran on and on, on victims nearly all valid.
-    #[test]
-    fn a_background_watermark_the_spare_cannot_hold_is_lowered() {
-        let l = layout(20, 64, 580);
-        let asked = MountOptions {
-            hot_zones: 2,
-            gc_foreground_free_zones: 3,
-            gc_background_free_zones: 5,
-            ..MountOptions::default()
-        };
-        let open = 2 + gc_lanes(&l, &asked) + 2;
-        assert!(reachable_free_zones(&l, open) < 4);
-        // Lowered to one above the floor, the least a background watermark is.
-        assert_eq!(tune_mount(&l, asked).gc_background_free_zones, 4);
-        let at_most = MountOptions {
-            gc_background_free_zones: 4,
-            ..asked
-        };
-        assert_eq!(tune_mount(&l, at_most).gc_background_free_zones, 4);
-        // Where the spare holds it, it stays.
-        let big = layout(400, 1024, 280);
-        assert!(reachable_free_zones(&big, open) >= 5);
-        assert_eq!(tune_mount(&big, asked).gc_background_free_zones, 5);
     }
 
     /// Writes `lbas` into zones of the hot stream one block at a time, opening zones as they
