@@ -66,7 +66,9 @@ pub struct MountOptions {
     pub victim_policy: VictimPolicy,
     /// Open zones written round-robin for hot user data (Zone Write mode; each has one write
     /// in flight at a time, so this is the volume's write queue depth); 0 (the default)
-    /// chooses up to 4 by the spare the volume has (`plan::tune_mount`).
+    /// chooses up to 4 by the spare the volume has, on zones of at most
+    /// `plan::FEW_HOT_ZONES_ZONE_BLOCKS_MAX` blocks one per `plan::HOT_ZONE_COLLECTABLE_ZONES`
+    /// zones to collect from at most (`plan::tune_mount`).
     pub hot_zones: u32,
     /// Whether user writes are split into hot and cold streams by update frequency.
     pub hot_cold: bool,
@@ -80,8 +82,9 @@ pub struct MountOptions {
     /// (`plan::tune_mount`).
     pub gc_background_free_zones: u32,
     /// User writes wait for garbage collection while fewer zones than this are free. 0 (the
-    /// default) chooses 2, or 3 on volumes with at least `plan::WIDE_FLOOR_COLLECTABLE_ZONES`
-    /// zones to collect from (`plan::tune_mount`).
+    /// default) chooses 2, or on volumes with at least `plan::WIDE_FLOOR_COLLECTABLE_ZONES`
+    /// zones to collect from 3, or more to hold `plan::WIDE_FLOOR_BLOCKS` blocks
+    /// (`plan::tune_mount`).
     pub gc_foreground_free_zones: u32,
     /// Write a checkpoint once user writes of this many zones' worth of blocks (this times
     /// the zone size) were written since the last one; 0 (the default) spaces them so that
@@ -126,8 +129,9 @@ pub struct MountOptions {
     /// room is short (`plan::RoundPace`), so that writers slow down in proportion to the
     /// collection owed instead of stopping at the floor until a round's resets. None (the
     /// default) paces volumes with automatic watermarks and fewer than
-    /// `plan::WIDE_FLOOR_COLLECTABLE_ZONES` zones to collect from, zones of at most
-    /// `plan::PACED_ZONE_BLOCKS_MAX` blocks and no `gc_lead_blocks` (`plan::tune_mount`).
+    /// `plan::WIDE_FLOOR_COLLECTABLE_ZONES` zones to collect from, zones of more than
+    /// `plan::PACED_ZONE_BLOCKS_MIN` and at most `plan::PACED_ZONE_BLOCKS_MAX` blocks and no
+    /// `gc_lead_blocks` (`plan::tune_mount`).
     /// A throttled band (`gc_background_free_zones`) paces instead while it applies, and a
     /// volume with a `gc_lead_blocks` is never paced (its collection waits for writers that
     /// wait for a zone, not for paced ones).
@@ -260,6 +264,10 @@ pub struct SpareBlocks {
     pub headers: u64,
     /// In-band summary blocks of full data zones (devices without per-block metadata).
     pub summaries: u64,
+    /// Unwritten blocks of the zones open now: spare garbage collection cannot use until
+    /// they fill. 0 in a layout's figures (`Layout::spare`), which know no open zone; a
+    /// mounted volume's (`FtlStats::spare`) moves them out of `collectable`.
+    pub open_tails: u64,
     /// The rest: space garbage collection can reclaim.
     pub collectable: u64,
 }
@@ -267,7 +275,21 @@ pub struct SpareBlocks {
 impl SpareBlocks {
     /// Every spare block: flash minus logical capacity.
     pub fn total(&self) -> u64 {
-        self.checkpoint + self.reserve + self.headers + self.summaries + self.collectable
+        self.checkpoint
+            + self.reserve
+            + self.headers
+            + self.summaries
+            + self.open_tails
+            + self.collectable
+    }
+
+    /// The same spare with `tails` unwritten blocks of open zones taken out of `collectable`
+    /// into `open_tails` (at most what `collectable` holds).
+    pub fn with_open_tails(mut self, tails: u64) -> SpareBlocks {
+        let moved = tails.min(self.collectable);
+        self.collectable -= moved;
+        self.open_tails += moved;
+        self
     }
 }
 
@@ -419,6 +441,7 @@ impl Layout {
             reserve,
             headers,
             summaries,
+            open_tails: 0,
             collectable,
         })
     }

@@ -93,7 +93,8 @@ pub struct FtlStats {
     pub write_amplification: f64,
     /// Blocks of flash the volume's zones hold (all of them, checkpoint zones included).
     pub flash_blocks: u64,
-    /// Where the spare (flash - volume) goes; `collectable` includes `open_tail_blocks`.
+    /// Where the spare (flash - volume) goes now: the open zones' unwritten tails
+    /// (`open_tail_blocks`) are in `spare.open_tails`, not in `spare.collectable`.
     pub spare: crate::layout::SpareBlocks,
     /// Unwritten blocks of the zones open now: spare garbage collection cannot use yet.
     pub open_tail_blocks: u64,
@@ -140,7 +141,10 @@ impl FtlStats {
                 (c.user_blocks + c.gc_blocks) as f64 / c.user_blocks as f64
             },
             flash_blocks: u64::from(layout.geometry.zone_count) * layout.zone_blocks,
-            spare: layout.spare().unwrap_or_default(),
+            spare: layout
+                .spare()
+                .unwrap_or_default()
+                .with_open_tails(m.open_tail_blocks()),
             open_tail_blocks: m.open_tail_blocks(),
             hot_zones: opts.hot_zones,
             separating: m.separating(),
