@@ -132,11 +132,18 @@ pub async fn run(a: &BenchMountArgs, out: &mut impl Write) -> CliResult {
             .map_err(other)?;
         let mount = t.elapsed();
         vol.crash().await;
-        let row = row(case, &report, mount, &before, &stats, written, footprint);
+        let m = Measured {
+            r: report,
+            mount,
+            before,
+            stats,
+            written,
+            write_secs,
+            footprint,
+        };
+        let row = row(case, &m);
         if !a.json {
-            print_row(
-                out, &report, mount, &before, &stats, written, write_secs, footprint,
-            )?;
+            print_row(out, &m)?;
         }
         rows.push(json!({ "layout": layout_json, "result": row }));
     }
@@ -146,15 +153,28 @@ pub async fn run(a: &BenchMountArgs, out: &mut impl Write) -> CliResult {
     Ok(())
 }
 
-fn row(
-    case: Case,
-    r: &MountReport,
+/// What one case measured: the writes before the cut and the mount after it.
+struct Measured {
+    r: MountReport,
     mount: std::time::Duration,
-    before: &ftl::CheckpointProgress,
-    stats: &ftl::FtlStats,
+    before: ftl::CheckpointProgress,
+    stats: ftl::FtlStats,
     written: u64,
+    write_secs: f64,
     footprint: u64,
-) -> Value {
+}
+
+fn row(case: Case, m: &Measured) -> Value {
+    let Measured {
+        r,
+        mount,
+        before,
+        stats,
+        written,
+        footprint,
+        ..
+    } = m;
+    let mount = *mount;
     json!({
         "case": case.name(), "user_blocks_written": written,
         "checkpoints_before_cut": before.checkpoints,
@@ -170,17 +190,17 @@ fn row(
     })
 }
 
-#[allow(clippy::too_many_arguments)]
-fn print_row(
-    out: &mut impl Write,
-    r: &MountReport,
-    mount: std::time::Duration,
-    before: &ftl::CheckpointProgress,
-    stats: &ftl::FtlStats,
-    written: u64,
-    write_secs: f64,
-    footprint: u64,
-) -> CliResult {
+fn print_row(out: &mut impl Write, m: &Measured) -> CliResult {
+    let Measured {
+        r,
+        mount,
+        before,
+        stats,
+        written,
+        write_secs,
+        footprint,
+    } = m;
+    let mount = *mount;
     writeln!(
         out,
         "  wrote {} user blocks in {:.1} s (WA {:.3}, {} checkpoints); cut with {} user blocks since the last checkpoint; device memory {:.0} MiB",
@@ -189,7 +209,7 @@ fn print_row(
         stats.write_amplification,
         before.checkpoints,
         before.user_blocks_since,
-        footprint as f64 / (1u64 << 20) as f64,
+        *footprint as f64 / (1u64 << 20) as f64,
     )?;
     writeln!(
         out,

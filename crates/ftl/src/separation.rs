@@ -363,20 +363,8 @@ mod tests {
     #[test]
     fn copies_out_of_cold_zones_and_of_blocks_back_early_go_cold() {
         use crate::map::Stream;
-        let mut m = mapping();
-        m.placement = Placement::TwoShort;
+        let (mut m, hot, _) = skewed(Placement::TwoShort, 5);
         let n = m.layout.volume_blocks;
-        let hot = n / 5;
-        let mut rng = SimRng::new(5);
-        for _ in 0..20 * n {
-            let lba = if rng.chance(0.8) {
-                rng.below(hot)
-            } else {
-                hot + rng.below(n - hot)
-            };
-            write(&mut m, lba);
-        }
-        assert!(m.separating(), "80/20 must turn separation on");
         let (hot_zone, _) = m.open_zone(Stream::Hot).expect("a free zone");
         let (young_copies, _) = m.open_zone(Stream::Gc).expect("a free zone");
         let (cold_zone, _) = m.open_zone(Stream::Cold).expect("a free zone");
