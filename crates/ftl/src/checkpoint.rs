@@ -1050,6 +1050,8 @@ pub struct Latest {
     pub slot: u32,
     pub checkpoint: Checkpoint,
     pub blocks_read: u64,
+    /// The other slot's header as read here (its format version matters to the mount).
+    pub other_header: Result<CkptHeader, CkptError>,
 }
 
 /// Returns the newest valid full checkpoint and its slot. Both slots' headers are read; a
@@ -1093,6 +1095,7 @@ pub async fn read_latest(dev: &dyn ZonedDevice, layout: &Layout) -> Result<Lates
                     slot,
                     checkpoint,
                     blocks_read,
+                    other_header: headers[1 - slot as usize].clone(),
                 });
             }
             Err(e @ (CkptError::Corrupt(_) | CkptError::Version(_))) => return Err(e),

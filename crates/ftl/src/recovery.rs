@@ -101,7 +101,7 @@ pub async fn recover(dev: &dyn ZonedDevice, layout: &Layout) -> Result<Recovered
     let chain = checkpoint::read_chain(dev, layout, slot, &mut ck).await?;
     times.deltas = t.elapsed();
     let t = Instant::now();
-    let other_slot_version = match checkpoint::read_header(dev, layout, 1 - slot).await {
+    let other_slot_version = match &latest.other_header {
         Ok(h) => Some(h.version),
         Err(checkpoint::CkptError::Device(_)) => Some(checkpoint::VERSION_1),
         Err(_) => None,
