@@ -550,7 +550,7 @@ pub fn hot_zone_gives_way(
 /// (docs/BENCHMARKS.md).
 pub fn hot_zone_gap(stripe: &Stripe, zone_blocks: u64, hot: usize) -> u64 {
     let round = stripe.unit_blocks.max(1) * stripe.dies.max(1);
-    if hot < 2 || zone_blocks % round != 0 {
+    if hot < 2 || !zone_blocks.is_multiple_of(round) {
         return 1;
     }
     (stripe.dies / hot as u64 / 2).max(1)
