@@ -218,6 +218,7 @@ impl StreamWriter {
                         .unwrap_or(start % hot);
                 };
                 let (open, others) = self.shared.map(|m| m.open_dies(&stripe));
+                let gap = crate::plan::hot_zone_gap(&stripe, self.shared.layout().zone_blocks, hot);
                 let mut first_idle = None;
                 for i in order {
                     let Ok(held) = self.slots[i].zone.try_lock() else {
@@ -226,7 +227,15 @@ impl StreamWriter {
                     first_idle.get_or_insert(i);
                     let die = held.and_then(|(z, _)| open.iter().find(|o| o.0 == z).copied());
                     match die {
-                        Some((z, d)) if crate::plan::hot_zone_gives_way(&open, &others, z, d) => {}
+                        Some((z, d))
+                            if crate::plan::hot_zone_gives_way(
+                                &open,
+                                &others,
+                                z,
+                                d,
+                                gap,
+                                stripe.dies,
+                            ) => {}
                         _ => return i,
                     }
                 }
