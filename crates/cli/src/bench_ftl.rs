@@ -67,7 +67,9 @@ pub struct BenchFtlArgs {
     /// Write with Zone Append instead of Zone Write.
     #[arg(long)]
     pub append: bool,
-    /// Background GC watermark (free zones); 0: one above the foreground watermark.
+    /// Background GC watermark (free zones); 0: one above the foreground watermark. A mount
+    /// refuses one above the free zones the volume has with all its blocks written (unless
+    /// it is one above the foreground watermark), naming the range it accepts.
     #[arg(long, default_value_t = 0)]
     pub bg: u32,
     /// Foreground GC watermark (free zones); 0: the reserve garbage collection keeps (one

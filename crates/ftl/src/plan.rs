@@ -302,6 +302,56 @@ pub fn tune_mount(layout: &Layout, mut opts: MountOptions) -> MountOptions {
     opts
 }
 
+/// The most free zones a volume of `layout` can have once every one of its logical blocks
+/// is written: its data zones less those its blocks fill at the least (a zone holds its
+/// capacity less its header and, in summary mode, its summary blocks). Free zones above it
+/// are reached only while part of the volume was never written or is trimmed.
+pub fn free_zones_when_full(layout: &Layout) -> u32 {
+    let zb = layout.zone_blocks;
+    let summaries = if layout.summary_mode() {
+        let group = records::summary_capacity(layout.geometry.block_size as usize) as u64;
+        zb.saturating_sub(1).div_ceil(group + 1)
+    } else {
+        0
+    };
+    let payload = zb.saturating_sub(1 + summaries).max(1);
+    let filled = layout.volume_blocks.div_ceil(payload);
+    u32::try_from(u64::from(layout.data_zones).saturating_sub(filled)).unwrap_or(u32::MAX)
+}
+
+/// The highest background watermark (`MountOptions::gc_background_free_zones`) a mount of
+/// `layout` with the floor of `tuned` (watermarks already chosen by `tune_mount`) accepts:
+/// the free zones a full volume can reach (`free_zones_when_full`), or one above the floor
+/// when that is more (no throttled band: collection is wanted at the floor anyway, as the
+/// automatic choice is). Above it collection never stops once the volume is written, and
+/// between the floor and it user writes would be paced for good.
+pub fn background_free_zones_max(layout: &Layout, tuned: &MountOptions) -> u32 {
+    let floor = tuned
+        .gc_foreground_free_zones
+        .max(reserve_zones(layout, tuned));
+    free_zones_when_full(layout).max(floor.saturating_add(1))
+}
+
+/// Refuses a mount whose explicit background watermark (`asked`; 0 is automatic) is above
+/// `background_free_zones_max`, with one line naming the value and the range accepted.
+pub fn check_watermarks(
+    layout: &Layout,
+    asked: &MountOptions,
+    tuned: &MountOptions,
+) -> Result<(), crate::layout::LayoutError> {
+    let bg = asked.gc_background_free_zones;
+    let most = background_free_zones_max(layout, tuned);
+    if bg <= most {
+        return Ok(());
+    }
+    Err(crate::layout::LayoutError(format!(
+        "background collection watermark of {bg} free zones is never reached: with all {} blocks written at most {} of the {} data zones are free; use 1 to {most}, or 0 for the automatic one",
+        layout.volume_blocks,
+        free_zones_when_full(layout),
+        layout.data_zones
+    )))
+}
+
 /// Zones to collect from (`SpareBlocks::collectable` in whole zones) per hot zone an
 /// automatic choice keeps at least. A round's resets wait for a device flush unless the user
 /// writes that emptied its victims are durable, which they are once their hot zone filled;

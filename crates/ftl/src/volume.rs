@@ -260,6 +260,8 @@ impl FtlVolume {
         host: Arc<dyn crate::host::HostClock>,
     ) -> Result<(Arc<FtlVolume>, MountReport), FtlError> {
         let layout = probe(dev.as_ref()).await?;
+        // Options that cannot work are refused before recovery changes anything.
+        crate::plan::check_watermarks(&layout, &opts, &crate::plan::tune_mount(&layout, opts))?;
         let mut rec = recovery::recover(dev.as_ref(), &layout).await?;
         rec.mapping.placement = opts.placement;
         for z in &rec.partial_zones {

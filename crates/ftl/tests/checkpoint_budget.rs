@@ -78,6 +78,15 @@ fn checkpoints_cost_at_most_one_percent_of_user_writes() {
     }
 }
 
+/// `small_opts` with collection from 4 free zones: at 40% a full volume of 20 zones leaves
+/// at most 3 free, so a mount refuses 5 (`ftl::plan::check_watermarks`).
+fn forty_percent_opts() -> MountOptions {
+    MountOptions {
+        gc_background_free_zones: 4,
+        ..small_opts()
+    }
+}
+
 /// A mount writes a checkpoint when it found writes since the newest one, and none when it
 /// found nothing new, after a format or after a power cut that came right after a mount's
 /// own checkpoint; every acknowledged, flushed write reads back either way.
@@ -86,7 +95,7 @@ fn a_mount_checkpoints_only_what_changed() {
     let rt = common::runtime();
     rt.block_on(async {
         let dev = formatted(geometry().oob_size, geometry().zone_count, 400, 5).await;
-        let (vol, r) = FtlVolume::mount(dev.clone(), small_opts())
+        let (vol, r) = FtlVolume::mount(dev.clone(), forty_percent_opts())
             .await
             .expect("mount");
         assert!(!r.checkpoint_written, "{r:?}");
@@ -102,7 +111,7 @@ fn a_mount_checkpoints_only_what_changed() {
         dev.power_loss(1).expect("power loss");
         drop(vol);
         // Recovered from the format's checkpoint, since the mount wrote none.
-        let (vol, r) = FtlVolume::mount(dev.clone(), small_opts())
+        let (vol, r) = FtlVolume::mount(dev.clone(), forty_percent_opts())
             .await
             .expect("mount after the cut");
         assert_eq!(r.checkpoint_number, 1 + written, "{r:?}");
@@ -111,7 +120,7 @@ fn a_mount_checkpoints_only_what_changed() {
         dev.power_loss(2).expect("power loss");
         drop(vol);
         // Nothing was written after that mount's checkpoint: the next mount writes none.
-        let (vol, r) = FtlVolume::mount(dev.clone(), small_opts())
+        let (vol, r) = FtlVolume::mount(dev.clone(), forty_percent_opts())
             .await
             .expect("second mount after a cut");
         assert_eq!(r.checkpoint_number, 2 + written, "{r:?}");

@@ -301,6 +301,18 @@ pub async fn check_after_crash(vol: &FtlVolume, model: &mut FaultModel, what: &s
     }
 }
 
+/// The background watermark of `small_opts` and `random_options` on the small geometry at
+/// 58% with `oob` bytes of per-block metadata: 5, or 4 in summary mode (0), whose summary
+/// blocks leave a full volume at most 4 free zones where a mount refuses more
+/// (`ftl::plan::check_watermarks`).
+pub fn background_free_zones(oob: u32) -> u32 {
+    if oob == 0 {
+        4
+    } else {
+        5
+    }
+}
+
 /// Mount options drawn from `rng`: both write modes (summary mode forces Zone Write), both
 /// victim policies, 1-3 hot zones, hot/cold on or off, 1-6 zones between checkpoints, Simple
 /// Copy or read + write.

@@ -61,6 +61,9 @@ async fn run(dev: Arc<EmuDevice>, compaction: Option<Placement>, use_copy: bool)
         compaction,
         use_copy,
         hot_cold: false,
+        // 4, not small_opts' 5: a full volume of these 28 zones at 25% leaves at most 3
+        // free, and a mount refuses a watermark no full volume reaches.
+        gc_background_free_zones: 4,
         ..common::small_opts()
     };
     let (vol, _) = FtlVolume::mount(dev.clone(), opts).await.expect("mount");

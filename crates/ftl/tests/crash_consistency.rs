@@ -107,6 +107,7 @@ impl Kind {
     /// (F2FS's one victim at a time, each ended by a checkpoint before its reset).
     fn options(self, rng: &mut SimRng) -> MountOptions {
         let mut o = common::random_options(rng);
+        o.gc_background_free_zones = common::background_free_zones(self.oob);
         if self.threaded {
             // Threaded logging refuses Zone Append (a write must cover exactly one hole).
             o.write_mode = ftl::WriteMode::ZoneWrite;

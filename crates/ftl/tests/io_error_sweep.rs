@@ -57,6 +57,7 @@ fn mount_options(oob: u32) -> MountOptions {
         } else {
             WriteMode::ZoneAppend
         },
+        gc_background_free_zones: common::background_free_zones(oob),
         ..common::small_opts()
     }
 }

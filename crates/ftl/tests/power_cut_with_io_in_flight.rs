@@ -77,6 +77,7 @@ async fn schedule(seed: u64, rounds: usize, oob: u32) -> Coverage {
     // (pipelined copies that overtake are covered by crash_consistency.rs).
     let opts = ftl::MountOptions {
         copies_per_lane: 1,
+        gc_background_free_zones: common::background_free_zones(oob),
         ..common::random_options(&mut rng)
     };
     let mut vol = FtlVolume::mount(dev.clone(), opts).await.expect("mount").0;
@@ -234,6 +235,7 @@ async fn schedule(seed: u64, rounds: usize, oob: u32) -> Coverage {
         drop(vol);
         let opts = ftl::MountOptions {
             copies_per_lane: 1,
+            gc_background_free_zones: common::background_free_zones(oob),
             ..common::random_options(&mut rng)
         };
         vol = FtlVolume::mount(dev.clone(), opts)
