@@ -14,7 +14,7 @@
 
 mod tl;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -31,6 +31,14 @@ use crate::FtlError;
 
 /// Failed copy batches each GC stream of a round tolerates (each seals its destination zone).
 const DEST_FAILURES_MAX: u32 = 3;
+
+/// Rounds that may end early because the device refused a copy destination's write, with
+/// no round moving its copies between them, before collection gives up and fails the
+/// volume. Each such round seals at least
+/// one zone, and the next resets those zones as empty victims and opens others; against a
+/// device that refuses every write that cycle never ends and never frees a block, so the
+/// volume has to fail (with the device's status) for waiting writers to hear of it.
+const REFUSED_ROUNDS_MAX: u32 = 4;
 
 /// Collected victims whose resets may wait for their invalidating writes to become durable
 /// (`Maintenance::reset_collected`), at most.
@@ -116,6 +124,11 @@ pub(crate) struct Maintenance {
     /// A victim of serial collection (`MountOptions::serial_collection`) is being collected:
     /// set from its choice until its checkpoint is written and it is reset.
     serial_busy: AtomicBool,
+    /// Rounds that ended early on a refused copy destination since a round last moved its
+    /// copies (`REFUSED_ROUNDS_MAX`).
+    refused_rounds: AtomicU32,
+    /// The status of the last copy destination the device refused, for the volume's failure.
+    last_refusal: Mutex<Option<NvmeStatus>>,
 }
 
 impl Maintenance {
@@ -148,6 +161,8 @@ impl Maintenance {
             policy,
             deferred: Mutex::new(Vec::new()),
             serial_busy: AtomicBool::new(false),
+            refused_rounds: AtomicU32::new(0),
+            last_refusal: Mutex::new(None),
         }
     }
 
@@ -381,6 +396,8 @@ impl Maintenance {
             ended_early |= !r?;
         }
         ended_early |= !cold?;
+        let copies = round.hot.len() + round.cold.len();
+        self.count_refused_round(sealed.load(Ordering::SeqCst), copies)?;
         // Victims the device took Offline meanwhile keep their remaining entries as lost data;
         // they were retired and are not reset.
         let victims: Vec<u32> = self.shared.map(|m| {
@@ -408,6 +425,32 @@ impl Maintenance {
             blocks: round.hot.len() + round.cold.len(),
             copy_us: began.elapsed().as_micros() as u64,
         }))
+    }
+
+    /// Counts a round whose copy destination the device refused (`refused`), or resets the
+    /// count after a round that moved its `copies` without a refusal (a round of empty
+    /// victims, such as the zones the refused ones sealed, changes nothing); an error failing
+    /// the volume once `REFUSED_ROUNDS_MAX` rounds were refused with none moving its copies
+    /// between them, naming the device's last status.
+    fn count_refused_round(&self, refused: bool, copies: usize) -> Result<(), FtlError> {
+        if !refused {
+            if copies > 0 {
+                self.refused_rounds.store(0, Ordering::SeqCst);
+            }
+            return Ok(());
+        }
+        let n = self.refused_rounds.fetch_add(1, Ordering::SeqCst) + 1;
+        if n < REFUSED_ROUNDS_MAX {
+            return Ok(());
+        }
+        let last = match *self.last_refusal.lock() {
+            Some(s) => s.to_string(),
+            None => "no status".into(),
+        };
+        Err(FtlError::Failed(format!(
+            "garbage collection gave up: the device refused the copies' destination zones in \
+             {n} rounds without one moving its copies (last: {last})"
+        )))
     }
 
     /// Collects one victim as F2FS's foreground segment compaction does
@@ -605,6 +648,7 @@ impl Maintenance {
                                 "a garbage collection copy failed ({s}); retrying in another zone"
                             );
                             failures_left -= 1;
+                            *self.last_refusal.lock() = Some(s);
                             sealed.store(true, Ordering::SeqCst);
                         }
                         e => return Err(e),

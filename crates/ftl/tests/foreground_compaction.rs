@@ -18,14 +18,11 @@ use zns::{BlockDevice, ErrorPlan, FaultyZoned, NvmeStatus, OpKind, OpSet, SimRng
 /// Over-provisioning of the volumes here: 58%, where a full volume of the small geometry
 /// keeps up to 5 zones free, so `small_opts`' watermarks (collection from 5, floor 3) are
 /// reachable and leave a throttled band of 2 zones. At 30% (2 zones at most) a mount refuses
-/// them, and lowering the background watermark to 4 instead (no band) made
-/// `a_failure_while_waiting_or_of_the_checkpoint_is_returned` spin for good: unthrottled,
-/// the writes reach the floor before collection has opened a zone, so with every write
-/// failing each round's first act, its zone's header, fails and seals that zone, the round
-/// ends early with nothing copied, the next round resets the sealed zone as an empty victim
-/// and opens another, and the volume never fails. With the band, user writes wait for
-/// collection's copies, so when the failures begin collection's zone is open and its copies
-/// fail the volume.
+/// them, and lowering the background watermark to 4 instead (no band) takes the other path
+/// to the volume's failure, which
+/// `collection_against_a_device_refusing_every_write_fails_the_volume` covers. With the
+/// band, user writes wait for collection's copies, so when the failures begin collection's
+/// zone is open and its copies fail the volume.
 const OP_PERMILLE: u32 = 580;
 
 #[test]
@@ -130,10 +127,15 @@ fn serial_collection_takes_one_victim_at_a_time_each_ended_by_a_checkpoint() {
 
 /// Writes at random until a compaction is due, then installs `plan` and waits for it.
 async fn wait_under(plan: ErrorPlan, opts: MountOptions) -> String {
+    wait_under_at(plan, opts, OP_PERMILLE).await
+}
+
+/// `wait_under` on a volume of `op_permille` over-provisioning.
+async fn wait_under_at(plan: ErrorPlan, opts: MountOptions, op_permille: u32) -> String {
     let emu = device(geometry(), 5);
     let faulty = Arc::new(FaultyZoned::new(emu, 5));
     let dev: Arc<dyn ZonedDevice> = faulty.clone();
-    ftl::format(dev.as_ref(), FormatOptions::with_op(OP_PERMILLE), 5, false)
+    ftl::format(dev.as_ref(), FormatOptions::with_op(op_permille), 5, false)
         .await
         .expect("format");
     let (vol, _) = FtlVolume::mount(dev, opts).await.expect("mount");
@@ -192,5 +194,38 @@ fn failures_are_returned(opts: MountOptions) {
         )
         .await;
         assert!(e.to_lowercase().contains("transfer"), "{e}");
+    });
+}
+
+/// Guards against collection cycling for good against a device that refuses every write:
+/// at 30% with the background watermark at 4 over a floor of 3 (no throttled band), user
+/// writes reach the floor before collection has opened a zone, so each round's first act,
+/// its destination's header, is refused and seals that zone, the round ends early, and the
+/// next one resets the sealed zone as an empty victim and opens another. Before
+/// `REFUSED_ROUNDS_MAX` that never ended and the waiter hung; now the volume fails after a
+/// few refused rounds (the empty rounds between them do not count as progress), with the
+/// device's status in its error. The timeout bounds the test
+/// instead of letting a regression hang it.
+#[test]
+fn collection_against_a_device_refusing_every_write_fails_the_volume() {
+    runtime().block_on(async {
+        let opts = MountOptions {
+            gc_background_free_zones: 4,
+            ..small_opts()
+        };
+        let plan = ErrorPlan {
+            ops: OpSet::of(&[OpKind::Write, OpKind::Copy, OpKind::Append]),
+            probability: 1.0,
+            status: NvmeStatus::InternalError,
+            ..ErrorPlan::default()
+        };
+        let e = tokio::time::timeout(
+            std::time::Duration::from_secs(60),
+            wait_under_at(plan, opts, 300),
+        )
+        .await
+        .expect("collection kept cycling against a device that refuses every write");
+        assert!(e.to_lowercase().contains("internal"), "{e}");
+        assert!(e.contains("rounds without one moving its copies"), "{e}");
     });
 }
