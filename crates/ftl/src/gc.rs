@@ -285,6 +285,13 @@ impl Maintenance {
         if self.shared.map(|m| m.tl_wanted(free, floor)) {
             progressed |= self.threaded_turn().await?;
         }
+        // Hybrid recycling chose threaded logging for the hot stream's next zone: no
+        // compaction beside it unless a user writer waits for a zone all the same (F2FS
+        // recycles a segment one way or the other, never both for one need).
+        // Writers paced or throttled by collection's copies (`plan_admit`) wait for them
+        // without saying so: collection runs for them as before.
+        let paced = self.policy.pace_rounds || self.policy.owed(free) > 0;
+        let need_gc = need_gc && (paced || !self.shared.map(|m| m.tl_covers_users()));
         if need_gc && self.shared.opts().serial_collection {
             // One victim, ended by its own checkpoint (`serial_victim`).
             if self.serial_victim().await? {

@@ -98,6 +98,11 @@ pub struct TlCounters {
     pub records: u64,
     /// Turns whose record could not be written or flushed (a checkpoint replaced it).
     pub record_failures: u64,
+    /// Turns: each re-opens one zone or more behind one record or checkpoint.
+    pub turns: u64,
+    /// Turns that wrote a checkpoint instead of a record, because a zone of the turn held
+    /// blocks the newest durable checkpoint did not cover (`Mapping::tl_covered`).
+    pub checkpoint_turns: u64,
 }
 
 /// The threaded-logging state of a volume.
@@ -105,7 +110,8 @@ pub struct TlCounters {
 pub struct Threaded {
     /// The volume was formatted with threaded logging (checkpoint flag).
     pub enabled: bool,
-    /// The zones of the last turn, in the order chosen: at most `TL_BATCH_MAX`.
+    /// The zones of the last turn, in the order chosen (at most `TL_BATCH_MAX`), after the
+    /// zones of earlier turns that slots still write.
     pub zones: Vec<TlZone>,
     pub counters: TlCounters,
     /// The snapshot mark of the newest durable checkpoint (`Mapping::checkpoint_durable`;
@@ -338,10 +344,32 @@ impl Mapping {
         })
     }
 
+    /// Whether a re-opened zone waits for the hot stream (pending or ready): the hot stream
+    /// has its next zone once the one it writes is full.
+    pub fn tl_queued(&self) -> bool {
+        self.threaded
+            .zones
+            .iter()
+            .any(|t| matches!(t.stage, Stage::Pending | Stage::Ready))
+    }
+
+    /// Whether threaded logging gives the user streams what they need now: a re-opened zone
+    /// waits for the hot stream and no user writer waits for a zone (`plan_acquire`). Then
+    /// collection is not run at the floor: the hot stream writes into holes without taking
+    /// a free zone, and a writer of another stream that must wait says so.
+    pub fn tl_covers_users(&self) -> bool {
+        self.tl_queued() && !self.user_waiting
+    }
+
     /// Whether the maintenance task should run hybrid recycling (`plan_threaded`) with
-    /// `free` free zones, the user streams waiting at `floor`.
+    /// `free` free zones, the user streams waiting at `floor`: as soon as no re-opened zone
+    /// waits for the hot stream, so that the next turn's record is durable before the zone
+    /// being written is full. F2FS picks a segment for threaded logging at the moment a log
+    /// needs one; a turn here takes a record and a device flush first, and when it began
+    /// only once the last zone had no holes left, the hot stream opened a free zone
+    /// meanwhile at every turn, and collection (with its checkpoint) had to win it back.
     pub fn tl_wanted(&self, free: u32, floor: u32) -> bool {
-        self.threaded.enabled && !self.tl_live() && free <= floor + TL_LEAD_ZONES
+        self.threaded.enabled && !self.tl_queued() && free <= floor + TL_LEAD_ZONES
     }
 
     /// Hybrid recycling: re-open up to `room` full zones (at most `TL_BATCH_MAX`) for
@@ -362,10 +390,15 @@ impl Mapping {
         turn: TurnBlocks,
         room: usize,
     ) -> Vec<u32> {
-        if !self.threaded.enabled || self.tl_live() || room == 0 {
+        if !self.threaded.enabled || self.tl_queued() || room == 0 {
             return Vec::new();
         }
-        self.threaded.zones.clear();
+        // The zones of earlier turns a slot still writes stay threaded (no header, never
+        // finished); the full ones are done.
+        let zones = &self.zones;
+        self.threaded.zones.retain(|t| {
+            t.stage == Stage::Writing && matches!(zones[t.zone as usize].use_, ZoneUse::Open(_))
+        });
         let cap = self.layout.zone_blocks;
         let victim = victim.filter(|_| policy == TlPolicy::Hybrid);
         let sc = victim.map(|v| {
@@ -397,6 +430,7 @@ impl Mapping {
             self.threaded.counters.compaction_chosen += 1;
             return Vec::new();
         }
+        self.threaded.counters.turns += 1;
         if n > 1 {
             self.threaded.counters.multi_zone_turns += 1;
         }
@@ -805,6 +839,58 @@ mod tests {
         let mark = m.begin_snapshot();
         m.checkpoint_durable(m.next_seq(), mark);
         assert!(m.tl_covered(0));
+    }
+
+    // Regression: the next turn waited until the zone the hot stream wrote had no holes
+    // left, and a turn takes a record and a device flush before its zones are ready, so at
+    // every turn the hot stream opened a free zone meanwhile and collection (a compaction
+    // and, on the ZNS+ Fig. 8 foreground setups, a checkpoint) had to win it back: 24
+    // compactions per GiB beside 56 re-opened zones at 80% utilisation (docs/BENCHMARKS.md,
+    // "ZNS+ Fig. 8"). The next turn is planned as soon as no re-opened zone waits, while
+    // the last one is written, which stays threaded; and collection stands aside while a
+    // re-opened zone waits for the hot stream and no user writer waits for a zone.
+    #[test]
+    fn the_next_turn_is_planned_while_the_last_zone_is_written() {
+        let mut m = mapping(12, 16);
+        // Zones 0 and 1 hold LBAs 0..30; rewriting five LBAs of each leaves 5 holes in each.
+        write_lbas(&mut m, 0..30);
+        write_lbas(&mut m, [0, 1, 2, 3, 4, 15, 16, 17, 18, 19].into_iter());
+        assert_eq!((m.zone(0).valid, m.zone(1).valid), (10, 10));
+        let model = CostModel::default();
+        let turn = |m: &mut Mapping| {
+            m.plan_threaded(TlPolicy::Always, &model, None, TurnBlocks::flat(1), 1)
+        };
+        let first = turn(&mut m);
+        assert_eq!(first.len(), 1);
+        let (a, b) = (first[0], 1 - first[0]);
+        assert!(m.tl_queued() && m.tl_covers_users());
+        assert!(!m.tl_wanted(0, 0), "a zone waits for the hot stream");
+        m.user_waiting = true;
+        assert!(
+            !m.tl_covers_users(),
+            "a waiting user writer needs collection"
+        );
+        m.user_waiting = false;
+        m.tl_ready(a);
+        assert_eq!(m.tl_take(Stream::Hot).map(|t| t.0), Some(a));
+        // Zone a is written, holes left: the next turn comes now, not once a is full.
+        let r = m.reserve(a, 1);
+        let seq = m.take_seq();
+        m.complete_write(a, r.offset, 40, 1, seq);
+        assert!(m.tl_live() && !m.tl_queued());
+        assert!(m.tl_wanted(0, 0), "no zone waits for the hot stream");
+        assert!(!m.tl_covers_users());
+        assert_eq!(turn(&mut m), vec![b]);
+        assert!(m.tl_writing(a), "the zone being written stays threaded");
+        assert_eq!(m.tl_scan_from(b), Some(b_first_hole(&m, b)));
+        // Its holes still go to writes one at a time, never over a valid block.
+        let r = m.reserve(a, 8);
+        assert!(r.blocks >= 1 && r.offset > 1, "{r:?}");
+        m.verify().expect("mapping consistent");
+    }
+
+    fn b_first_hole(m: &Mapping, z: u32) -> u64 {
+        m.tl_bitmap(z).next_invalid(0)
     }
 
     #[test]
