@@ -29,6 +29,19 @@ pub struct Options {
     /// `znsplus_fig8::PROFILES`; None is the paper's default medium, femu-mlc. The other sets
     /// ignore it.
     pub profile: Option<&'static str>,
+    /// Host time per block moved by a host-level copy in the ZNS setups of the `znsplus-*`
+    /// sets, in ns (`ftl::MountOptions::host_copy_ns_per_block`); None is the value calibrated
+    /// on Fig. 6, `znsplus_fig6::HOST_COPY_NS_PER_BLOCK`, and 0 the model without it. The
+    /// other sets ignore it.
+    pub host_copy_ns: Option<u32>,
+}
+
+impl Options {
+    /// The host time per block a host-level copy costs in the `znsplus-*` sets.
+    pub fn host_copy_ns_per_block(&self) -> u32 {
+        self.host_copy_ns
+            .unwrap_or(crate::znsplus_fig6::HOST_COPY_NS_PER_BLOCK)
+    }
 }
 
 /// The reproducible figure sets: name and what they reproduce.

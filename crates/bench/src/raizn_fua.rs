@@ -204,6 +204,7 @@ mod tests {
             bytes_per_point: 8 << 20,
             seed: 3,
             profile: None,
+            host_copy_ns: None,
         };
         let run = |keep| {
             let rt = SimRuntime::new().expect("runtime");

@@ -22,7 +22,7 @@
 //! paper value. In the FTL, metadata is its checkpoints.
 
 use crate::paper::{Options, Row};
-use crate::znsplus_fig8::{measure_workload, Point, Setup, Shape, Workload, PROFILE, SHAPE};
+use crate::znsplus_fig8::{measure_workload_host, Point, Setup, Shape, Workload, PROFILE, SHAPE};
 
 /// The paper's default utilisation (section 4).
 pub const UTILISATION: u32 = 90;
@@ -51,13 +51,14 @@ pub fn points_on(o: &Options, shape: Shape) -> Result<Vec<(Workload, Point)>, St
     let mut out = Vec::new();
     for w in [Workload::Fileserver, Workload::VarmailLike] {
         for s in SETUPS {
-            let p = measure_workload(
+            let p = measure_workload_host(
                 (profile, s),
                 w,
                 UTILISATION,
                 o.bytes_per_point,
                 shape,
                 o.seed,
+                o.host_copy_ns_per_block(),
             )?;
             out.push((w, p));
         }

@@ -194,7 +194,10 @@ impl Setup {
         }
     }
 
-    fn options(self) -> MountOptions {
+    /// The volume's mount options; `host_copy_ns` is the host time per block a host-level
+    /// copy costs (only the ZNS setups copy through the host; the others are given it too and
+    /// never pay it, as the same host would).
+    fn options(self, host_copy_ns: u32) -> MountOptions {
         let (use_copy, compaction) = match self {
             Setup::Zns | Setup::ZnsFg => (false, None),
             Setup::IzcSourceOrder => (false, Some(Placement::SourceOrder)),
@@ -216,6 +219,7 @@ impl Setup {
             // stands for F2FS's node and metadata update (paper Fig. 3 step 4, alpha = 20% of
             // the blocks moved), which a delta of a few pages would not (docs/BENCHMARKS.md).
             delta_checkpoints: false,
+            host_copy_ns_per_block: host_copy_ns,
             ..MountOptions::default()
         }
     }
@@ -491,7 +495,8 @@ pub fn measure(
 }
 
 /// One point of workload `w`: `setup` on timing profile `profile` at `utilisation_pct`,
-/// `bytes` measured after the warm-up.
+/// `bytes` measured after the warm-up, a host-level copy costing the host
+/// `znsplus_fig6::HOST_COPY_NS_PER_BLOCK` per block.
 pub fn measure_workload(
     (profile, setup): (&'static str, Setup),
     w: Workload,
@@ -499,6 +504,41 @@ pub fn measure_workload(
     bytes: u64,
     shape: Shape,
     seed: u64,
+) -> Result<Point, String> {
+    measure_workload_host(
+        (profile, setup),
+        w,
+        utilisation_pct,
+        bytes,
+        shape,
+        seed,
+        crate::znsplus_fig6::HOST_COPY_NS_PER_BLOCK,
+    )
+}
+
+/// The host's clock in virtual time: waits exactly on the device's clock (tokio's timer
+/// would round each wait up to a whole millisecond).
+pub struct VirtualHost;
+
+impl ftl::HostClock for VirtualHost {
+    fn wait(&self, d: std::time::Duration) -> ftl::host::HostWait {
+        Box::pin(emu::timing::wait_until(
+            ClockMode::Virtual,
+            tokio::time::Instant::now() + d,
+        ))
+    }
+}
+
+/// `measure_workload` with a host-level copy costing the host `host_copy_ns` per block
+/// moved (`ftl::MountOptions::host_copy_ns_per_block`; 0 charges nothing).
+pub fn measure_workload_host(
+    (profile, setup): (&'static str, Setup),
+    w: Workload,
+    utilisation_pct: u32,
+    bytes: u64,
+    shape: Shape,
+    seed: u64,
+    host_copy_ns: u32,
 ) -> Result<Point, String> {
     let rt = SimRuntime::new().map_err(|e| format!("cannot start a runtime: {e}"))?;
     rt.block_on(async {
@@ -513,9 +553,13 @@ pub fn measure_workload(
         ftl::format(dev.as_ref(), fmt, seed, false)
             .await
             .map_err(err)?;
-        let (vol, _) = FtlVolume::mount(dev.clone(), setup.options())
-            .await
-            .map_err(err)?;
+        let (vol, _) = FtlVolume::mount_with_clock(
+            dev.clone(),
+            setup.options(host_copy_ns),
+            Arc::new(VirtualHost),
+        )
+        .await
+        .map_err(err)?;
         let mut rng = SimRng::new(seed);
         let footprint = vol.size_blocks() * u64::from(utilisation_pct) / 100;
         let files = files(footprint, w, &mut rng);
@@ -667,13 +711,14 @@ pub fn points(o: &Options, shape: Shape) -> Result<Vec<Point>, String> {
     let mut out = Vec::new();
     for (u, _) in PAPER_IZC_OVER_ZNS {
         for s in Setup::ALL.into_iter().chain(Setup::FOREGROUND) {
-            out.push(measure_workload(
+            out.push(measure_workload_host(
                 (profile, s),
                 Workload::Fileserver,
                 u,
                 o.bytes_per_point,
                 shape,
                 o.seed,
+                o.host_copy_ns_per_block(),
             )?);
         }
     }

@@ -16,7 +16,7 @@
 //! and the copyback ratio (section 4.1: 74%), and give the throughputs in their labels.
 
 use crate::paper::{Options, Row};
-use crate::znsplus_fig8::{measure_workload, Point, Setup, Workload, PROFILE, SHAPE};
+use crate::znsplus_fig8::{measure_workload_host, Point, Setup, Workload, PROFILE, SHAPE};
 
 /// The utilisations of the rows.
 pub const UTILISATIONS: [u32; 2] = [80, 90];
@@ -30,13 +30,14 @@ pub fn points(o: &Options) -> Result<Vec<Point>, String> {
     let mut out = Vec::new();
     for u in UTILISATIONS {
         for s in Setup::ALL {
-            let p = measure_workload(
+            let p = measure_workload_host(
                 (o.profile.unwrap_or(PROFILE), s),
                 Workload::VarmailLike,
                 u,
                 o.bytes_per_point,
                 SHAPE,
                 o.seed,
+                o.host_copy_ns_per_block(),
             )?;
             out.push(p);
         }

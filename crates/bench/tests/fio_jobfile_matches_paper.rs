@@ -45,6 +45,7 @@ fn fig1a_job_file_matches_the_paper_reproduction() {
             bytes_per_point: 256 << 20,
             seed: 1,
             profile: None,
+            host_copy_ns: None,
         },
     )
     .expect("paper figures");

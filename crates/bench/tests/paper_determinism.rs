@@ -8,6 +8,7 @@ fn rows_json(name: &str, seed: u64) -> String {
         bytes_per_point: 16 << 20,
         seed,
         profile: None,
+        host_copy_ns: None,
     };
     match paper::run(name, &o) {
         Ok(rows) => serde_json::to_string(&rows).unwrap_or_default(),
@@ -41,6 +42,7 @@ fn every_figure_set_runs_and_gives_finite_figures() {
             bytes_per_point: 8 << 20,
             seed: 1,
             profile: None,
+            host_copy_ns: None,
         };
         let rows = paper::run(name, &o).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(!rows.is_empty(), "{name}");
@@ -55,6 +57,7 @@ fn every_figure_set_runs_and_gives_finite_figures() {
             bytes_per_point: 1 << 20,
             seed: 0,
             profile: None,
+            host_copy_ns: None,
         }
     )
     .is_err());

@@ -12,6 +12,7 @@ fn raizn_stays_flat_while_mdraid_collapses_under_device_gc() {
         bytes_per_point: 256 << 20,
         seed: 1,
         profile: None,
+        host_copy_ns: None,
     };
     let f = match run(&o) {
         Ok(f) => f,

@@ -8,6 +8,7 @@ fn raizn_seq_rows_are_finite_and_repeat() {
         bytes_per_point: 64 << 20,
         seed: 3,
         profile: None,
+        host_copy_ns: None,
     };
     let a = bench::paper::run("raizn-seq", &o).expect("raizn-seq");
     assert_eq!(a.len(), 4);

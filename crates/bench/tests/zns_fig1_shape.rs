@@ -10,6 +10,7 @@ fn block_drives_collapse_when_collection_starts_and_zns_does_not() {
         bytes_per_point: 512 << 20,
         seed: 5,
         profile: None,
+        host_copy_ns: None,
     };
     let [zns, op7, op28] = series(&o).unwrap_or_else(|e| panic!("{e}"));
     let early = |s: &bench::series::Series| s.mib_per_sec[1..6].iter().sum::<f64>() / 5.0;

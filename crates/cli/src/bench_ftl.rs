@@ -45,6 +45,10 @@ pub struct BenchFtlArgs {
     /// Separate hot and cold user data into different zones.
     #[arg(long)]
     pub hot_cold: bool,
+    /// How hot and cold data are told apart with --hot-cold: two-short (the block's last
+    /// two update intervals, the default) or lifespans (the sum of its last four lifespans).
+    #[arg(long, value_enum, default_value = "two-short")]
+    pub placement: crate::cmd_ftl::PlacementArg,
     /// Zones of the in-memory device the volume is formatted on.
     #[arg(long, default_value_t = 160)]
     pub zones: u32,
@@ -104,7 +108,7 @@ fn geometry(a: &BenchFtlArgs) -> Geometry {
     }
 }
 
-fn other(e: impl std::fmt::Display) -> CliError {
+pub(crate) fn other(e: impl std::fmt::Display) -> CliError {
     CliError::Other(e.to_string())
 }
 
@@ -162,6 +166,7 @@ pub async fn run(a: &BenchFtlArgs, out: &mut impl Write) -> CliResult {
         },
         victim_policy: policy,
         hot_cold: a.hot_cold,
+        placement: a.placement.placement(),
         hot_zones: 1,
         gc_lanes_max: a.gc_lanes,
         gc_lead_blocks: (!a.gc_eager).then_some(0),
@@ -231,6 +236,10 @@ pub async fn run(a: &BenchFtlArgs, out: &mut impl Write) -> CliResult {
         "workload": format!("{:?}", a.workload).to_lowercase(),
         "policy": format!("{:?}", a.policy).to_lowercase(),
         "hot_cold": a.hot_cold,
+        "placement": match a.placement {
+            crate::cmd_ftl::PlacementArg::Lifespans => "lifespans",
+            crate::cmd_ftl::PlacementArg::TwoShort => "two-short",
+        },
         "write_mode": if a.append { "append" } else { "write" },
         "utilisation": util,
         "volume_blocks": n,
@@ -286,12 +295,32 @@ pub struct BenchMountArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Automatic checkpoints on (deltas too), a volume of exactly --volume-gib, and a power
+    /// cut just before a periodic checkpoint is due (`bench_ftl_mount`); --zones-written is
+    /// then ignored.
+    #[arg(long)]
+    pub auto: bool,
+    /// Over-provisioning in per cent (flash over the volume); default 7, or 28 with --auto.
+    #[arg(long)]
+    pub op: Option<u32>,
+    /// With --auto, comma-separated cases: "random" (fill, then uniform random 4 KiB
+    /// overwrites with collection running, cut before a full checkpoint is due) and "chain"
+    /// (sequential 128 KiB writes until the delta chain is as long as it gets, cut before
+    /// the full checkpoint that ends it is due).
+    #[arg(long, default_value = "random,chain")]
+    pub cases: String,
+    /// Seed of the random overwrites and the power cut.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
 }
 
 /// Mount time after a crash against the zones written since the last checkpoint: each data
 /// point formats a fresh volume, writes that many zones of 128 KiB writes with checkpoints
 /// held off, flushes, cuts power, and times the mount (checkpoint read + scan + new checkpoint).
 pub async fn run_mount(a: &BenchMountArgs, out: &mut impl Write) -> CliResult {
+    if a.auto {
+        return crate::bench_ftl_mount::run(a, out).await;
+    }
     let counts: Vec<u32> = a
         .zones_written
         .split(',')
@@ -301,11 +330,12 @@ pub async fn run_mount(a: &BenchMountArgs, out: &mut impl Write) -> CliResult {
                 .map_err(|_| CliError::Usage(format!("--zones-written: '{s}' is not a number")))
         })
         .collect::<Result<_, _>>()?;
+    let op_permille = a.op.unwrap_or(7).saturating_mul(10);
     let mut g = emu::profile("zn540").ok_or_else(|| other("profile zn540 is missing"))?;
     g.zone_count = ftl::Layout::zones_for_volume(
         g,
         a.volume_gib << 30,
-        70,
+        op_permille,
         ftl::layout::RESERVE_ZONES_DEFAULT,
     )
     .map_err(|e| CliError::Usage(format!("--volume-gib {}: {e}", a.volume_gib)))?;
@@ -314,7 +344,7 @@ pub async fn run_mount(a: &BenchMountArgs, out: &mut impl Write) -> CliResult {
     let mut rows = Vec::new();
     for &k in &counts {
         let dev = Arc::new(EmuDevice::new_memory(EmuConfig::new(g)).map_err(other)?);
-        ftl::format(dev.as_ref(), FormatOptions::with_op(70), 1, false)
+        ftl::format(dev.as_ref(), FormatOptions::with_op(op_permille), 1, false)
             .await
             .map_err(other)?;
         let opts = MountOptions {

@@ -73,6 +73,23 @@ pub enum PolicyArg {
     CostBenefit,
 }
 
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum PlacementArg {
+    /// Hot when the block's last four lifespans add up to under 3.2 volumes' worth of writes.
+    Lifespans,
+    /// Hot when the block's last two update intervals were each under a volume's worth.
+    TwoShort,
+}
+
+impl PlacementArg {
+    pub fn placement(self) -> ftl::Placement {
+        match self {
+            PlacementArg::Lifespans => ftl::Placement::Lifespans,
+            PlacementArg::TwoShort => ftl::Placement::TwoShort,
+        }
+    }
+}
+
 #[derive(Args, Debug, Clone, Copy)]
 pub struct MountArgs {
     /// How the volume writes its zones: write (Zone Write) or append (Zone Append).
@@ -85,6 +102,10 @@ pub struct MountArgs {
     /// Do not separate hot and cold data.
     #[arg(long)]
     pub no_hot_cold: bool,
+    /// How hot and cold data are told apart while separating: two-short (the block's last
+    /// two update intervals, the default) or lifespans (the sum of its last four lifespans).
+    #[arg(long, value_enum, default_value = "two-short")]
+    pub placement: PlacementArg,
     /// Relocate by host read and write instead of the device's Simple Copy.
     #[arg(long)]
     pub no_copy: bool,
@@ -123,6 +144,7 @@ impl MountArgs {
                 PolicyArg::CostBenefit => VictimPolicy::CostBenefit,
             },
             hot_cold: !self.no_hot_cold,
+            placement: self.placement.placement(),
             use_copy: !self.no_copy,
             compaction: match self.compaction {
                 CompactionArg::CopybackAware => Some(Placement::CopybackAware),
@@ -337,8 +359,8 @@ pub async fn run(cmd: &FtlCmd, out: &mut impl Write) -> CliResult {
                         sp.reserve,
                         sp.headers,
                         sp.summaries,
-                        stats.open_tail_blocks,
-                        sp.collectable.saturating_sub(stats.open_tail_blocks),
+                        sp.open_tails,
+                        sp.collectable,
                         rec.checkpoint_number,
                         rec.chain.deltas,
                         rec.scanned_blocks,

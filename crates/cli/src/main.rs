@@ -4,6 +4,7 @@ mod args;
 mod bench_drive;
 mod bench_emu;
 mod bench_ftl;
+mod bench_ftl_mount;
 mod bench_jobfile;
 mod bench_paper;
 mod cmd_ftl;

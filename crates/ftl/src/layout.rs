@@ -28,7 +28,10 @@ pub enum WriteMode {
 pub enum VictimPolicy {
     /// The full zone with the fewest valid blocks.
     Greedy,
-    /// Maximises (1 - u) * age / (1 + u) (Rosenblum and Ousterhout's LFS cleaner).
+    /// Maximises (1 - u) * age / 2u: Rosenblum and Ousterhout's LFS cleaner, whose cost 1 + u
+    /// counted reading the whole segment, with the cost of a collection here, which reads
+    /// and writes the valid blocks only (Simple Copy or reads of the valid blocks). Age is
+    /// the user writes since the zone was last written.
     CostBenefit,
 }
 
@@ -63,10 +66,15 @@ pub struct MountOptions {
     pub victim_policy: VictimPolicy,
     /// Open zones written round-robin for hot user data (Zone Write mode; each has one write
     /// in flight at a time, so this is the volume's write queue depth); 0 (the default)
-    /// chooses up to 4 by the spare the volume has (`plan::tune_mount`).
+    /// chooses up to 4 by the spare the volume has, on zones of at most
+    /// `plan::FEW_HOT_ZONES_ZONE_BLOCKS_MAX` blocks one per `plan::HOT_ZONE_COLLECTABLE_ZONES`
+    /// zones to collect from at most (`plan::tune_mount`).
     pub hot_zones: u32,
     /// Whether user writes are split into hot and cold streams by update frequency.
     pub hot_cold: bool,
+    /// How blocks are classed hot or cold while separating (`separation::Placement`; by
+    /// default by their last two update intervals).
+    pub placement: crate::separation::Placement,
     /// Background garbage collection runs while fewer zones than this are free; when it is
     /// at least 2 zones above the foreground floor, user writes between the two are paced by
     /// the blocks garbage collection copies (`plan::Throttle`) instead of running until the
@@ -74,8 +82,9 @@ pub struct MountOptions {
     /// (`plan::tune_mount`).
     pub gc_background_free_zones: u32,
     /// User writes wait for garbage collection while fewer zones than this are free. 0 (the
-    /// default) chooses 2, or 3 on volumes with at least `plan::WIDE_FLOOR_COLLECTABLE_ZONES`
-    /// zones to collect from (`plan::tune_mount`).
+    /// default) chooses 2, or on volumes with at least `plan::WIDE_FLOOR_COLLECTABLE_ZONES`
+    /// zones to collect from 3, or more to hold `plan::WIDE_FLOOR_BLOCKS` blocks
+    /// (`plan::tune_mount`).
     pub gc_foreground_free_zones: u32,
     /// Write a checkpoint once user writes of this many zones' worth of blocks (this times
     /// the zone size) were written since the last one; 0 (the default) spaces them so that
@@ -120,8 +129,9 @@ pub struct MountOptions {
     /// room is short (`plan::RoundPace`), so that writers slow down in proportion to the
     /// collection owed instead of stopping at the floor until a round's resets. None (the
     /// default) paces volumes with automatic watermarks and fewer than
-    /// `plan::WIDE_FLOOR_COLLECTABLE_ZONES` zones to collect from, zones of at most
-    /// `plan::PACED_ZONE_BLOCKS_MAX` blocks and no `gc_lead_blocks` (`plan::tune_mount`).
+    /// `plan::WIDE_FLOOR_COLLECTABLE_ZONES` zones to collect from, zones of more than
+    /// `plan::PACED_ZONE_BLOCKS_MIN` and at most `plan::PACED_ZONE_BLOCKS_MAX` blocks and no
+    /// `gc_lead_blocks` (`plan::tune_mount`).
     /// A throttled band (`gc_background_free_zones`) paces instead while it applies, and a
     /// volume with a `gc_lead_blocks` is never paced (its collection waits for writers that
     /// wait for a zone, not for paced ones).
@@ -153,6 +163,14 @@ pub struct MountOptions {
     /// Off, every checkpoint is a full one, as before deltas (the ZNS+ Fig. 8 reproduction,
     /// whose foreground compaction pays a full checkpoint per victim as it did).
     pub delta_checkpoints: bool,
+    /// Host time charged per block moved by a host-level copy (garbage collection that reads
+    /// the live blocks into host memory and writes them back: neither Simple Copy nor ZNS+
+    /// zone compaction), in ns, waited between a batch's reads and its write on the volume's
+    /// `HostClock` (host.rs). It stands for the file system's CPU and software time per block
+    /// copied (page cache, block layer, memory copies), which the device model does not
+    /// charge. Never charged to user I/O, Simple Copy or zone compaction. 0 (the default)
+    /// charges nothing: a volume serving real clients pays its real CPU time already.
+    pub host_copy_ns_per_block: u32,
 }
 
 /// How a device lays a zone over its flash dies (`zns::DieStripe`).
@@ -169,6 +187,7 @@ impl Default for MountOptions {
             victim_policy: VictimPolicy::CostBenefit,
             hot_zones: 0,
             hot_cold: true,
+            placement: crate::separation::Placement::TwoShort,
             gc_background_free_zones: 0,
             gc_foreground_free_zones: 0,
             checkpoint_every_zones: 0,
@@ -183,6 +202,7 @@ impl Default for MountOptions {
             gc_lead_blocks: None,
             gc_run_on: None,
             delta_checkpoints: true,
+            host_copy_ns_per_block: 0,
         }
     }
 }
@@ -244,6 +264,10 @@ pub struct SpareBlocks {
     pub headers: u64,
     /// In-band summary blocks of full data zones (devices without per-block metadata).
     pub summaries: u64,
+    /// Unwritten blocks of the zones open now: spare garbage collection cannot use until
+    /// they fill. 0 in a layout's figures (`Layout::spare`), which know no open zone; a
+    /// mounted volume's (`FtlStats::spare`) moves them out of `collectable`.
+    pub open_tails: u64,
     /// The rest: space garbage collection can reclaim.
     pub collectable: u64,
 }
@@ -251,7 +275,21 @@ pub struct SpareBlocks {
 impl SpareBlocks {
     /// Every spare block: flash minus logical capacity.
     pub fn total(&self) -> u64 {
-        self.checkpoint + self.reserve + self.headers + self.summaries + self.collectable
+        self.checkpoint
+            + self.reserve
+            + self.headers
+            + self.summaries
+            + self.open_tails
+            + self.collectable
+    }
+
+    /// The same spare with `tails` unwritten blocks of open zones taken out of `collectable`
+    /// into `open_tails` (at most what `collectable` holds).
+    pub fn with_open_tails(mut self, tails: u64) -> SpareBlocks {
+        let moved = tails.min(self.collectable);
+        self.collectable -= moved;
+        self.open_tails += moved;
+        self
     }
 }
 
@@ -403,6 +441,7 @@ impl Layout {
             reserve,
             headers,
             summaries,
+            open_tails: 0,
             collectable,
         })
     }

@@ -7,6 +7,7 @@ pub mod checkpoint;
 pub mod compaction;
 pub mod durability;
 mod gc;
+pub mod host;
 mod io;
 pub mod layout;
 pub mod map;
@@ -21,8 +22,10 @@ mod shared;
 pub mod threaded;
 mod volume;
 
+pub use host::{HostClock, TokioClock};
 pub use layout::{FormatOptions, Layout, MountOptions, Stripe, VictimPolicy, WriteMode};
-pub use volume::{format, probe, FtlStats, FtlVolume, MountReport};
+pub use separation::Placement;
+pub use volume::{format, probe, CheckpointProgress, FtlStats, FtlVolume, MountReport};
 
 /// Errors of formatting, mounting and running a volume.
 #[derive(Debug, thiserror::Error)]

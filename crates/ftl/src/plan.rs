@@ -224,18 +224,26 @@ pub const HOT_ZONES_AUTO_MAX: u32 = 4;
 
 /// The mount options a volume of `layout` runs with: when `hot_zones` is 0 (automatic), as
 /// many hot zones as the spare affords so that the open zones do not eat the room garbage
-/// collection works in (small volumes get fewer), and checkpoints spaced so that they cost at most `CHECKPOINT_PERCENT_MAX` of the writes when
-/// `checkpoint_every_zones` is 0 (automatic); when the watermarks are 0 (automatic), a floor of
-/// `FOREGROUND_FREE_ZONES_AUTO` zones, one higher on volumes with at least
-/// `WIDE_FLOOR_COLLECTABLE_ZONES` zones to collect from, and collection from one zone above it.
+/// collection works in, and on zones of at most `FEW_HOT_ZONES_ZONE_BLOCKS_MAX` blocks one per
+/// `HOT_ZONE_COLLECTABLE_ZONES` zones to collect from at most (small volumes get fewer), and checkpoints spaced so that they cost at most
+/// `CHECKPOINT_PERCENT_MAX` of the writes when `checkpoint_every_zones` is 0 (automatic); when
+/// the watermarks are 0 (automatic), a floor of `FOREGROUND_FREE_ZONES_AUTO` zones, one
+/// higher (and at least `WIDE_FLOOR_BLOCKS` blocks) on volumes with at least
+/// `WIDE_FLOOR_COLLECTABLE_ZONES` zones to collect from, and collection from one zone above
+/// it.
 pub fn tune_mount(layout: &Layout, mut opts: MountOptions) -> MountOptions {
     let zb = layout.zone_blocks.max(1);
-    let collectable_zones = layout.spare().map_or(0, |s| s.collectable / zb);
+    let collectable = layout.spare().map_or(0, |s| s.collectable);
+    let collectable_zones = collectable / zb;
     let open_budget = (collectable_zones as f64 * OPEN_ZONES_PER_COLLECTABLE_ZONE) as u64;
     // Besides the hot zones: one GC stream, and cold user and cold GC streams when hot and
     // cold data may be separated.
     let others = if opts.hot_cold { 3 } else { 1 };
-    let hot_max = u32::try_from(open_budget.saturating_sub(others)).unwrap_or(u32::MAX);
+    let mut hot_max = open_budget.saturating_sub(others);
+    if zb <= FEW_HOT_ZONES_ZONE_BLOCKS_MAX {
+        hot_max = hot_max.min(collectable_zones / HOT_ZONE_COLLECTABLE_ZONES);
+    }
+    let hot_max = u32::try_from(hot_max).unwrap_or(u32::MAX);
     if opts.hot_zones == 0 {
         opts.hot_zones = HOT_ZONES_AUTO_MAX.min(hot_max).max(1);
     }
@@ -246,13 +254,14 @@ pub fn tune_mount(layout: &Layout, mut opts: MountOptions) -> MountOptions {
             .div_ceil(zb);
         opts.checkpoint_every_zones = u32::try_from(every).unwrap_or(u32::MAX).max(1);
     }
-    // Paced by rounds: small spares of small zones whose watermarks are chosen here (one
-    // zone apart, so no throttled band paces them).
+    // Paced by rounds: small spares of zones neither small nor large whose watermarks are
+    // chosen here (one zone apart, so no throttled band paces them).
     let paced = *opts.pace_rounds.get_or_insert(
         opts.gc_foreground_free_zones == 0
             && opts.gc_background_free_zones == 0
             && opts.gc_lead_blocks.is_none()
             && collectable_zones < WIDE_FLOOR_COLLECTABLE_ZONES
+            && zb > PACED_ZONE_BLOCKS_MIN
             && zb <= PACED_ZONE_BLOCKS_MAX,
     );
     let wide = collectable_zones >= WIDE_FLOOR_COLLECTABLE_ZONES;
@@ -265,7 +274,14 @@ pub fn tune_mount(layout: &Layout, mut opts: MountOptions) -> MountOptions {
             && wide,
     );
     if opts.gc_foreground_free_zones == 0 {
-        opts.gc_foreground_free_zones = FOREGROUND_FREE_ZONES_AUTO + u32::from(wide);
+        opts.gc_foreground_free_zones = if wide {
+            let least = WIDE_FLOOR_BLOCKS
+                .div_ceil(zb)
+                .min(collectable_zones / WIDE_FLOOR_SHARE_DIVISOR);
+            (FOREGROUND_FREE_ZONES_AUTO + 1).max(u32::try_from(least).unwrap_or(u32::MAX))
+        } else {
+            FOREGROUND_FREE_ZONES_AUTO
+        };
     }
     if opts.copies_per_lane == 0 {
         opts.copies_per_lane = if paced {
@@ -276,14 +292,45 @@ pub fn tune_mount(layout: &Layout, mut opts: MountOptions) -> MountOptions {
             COPIES_PER_LANE_DEFAULT
         };
     }
+    let floor = opts
+        .gc_foreground_free_zones
+        .max(reserve_zones(layout, &opts));
     if opts.gc_background_free_zones == 0 {
-        let floor = opts
-            .gc_foreground_free_zones
-            .max(reserve_zones(layout, &opts));
         opts.gc_background_free_zones = floor + 1;
     }
+    tracing::debug!(?opts, collectable_zones, "mount options");
     opts
 }
+
+/// Zones to collect from (`SpareBlocks::collectable` in whole zones) per hot zone an
+/// automatic choice keeps at least. A round's resets wait for a device flush unless the user
+/// writes that emptied its victims are durable, which they are once their hot zone filled;
+/// hot zones written round-robin each fill that many times more slowly, so with four of them
+/// most rounds flushed. At 28% (block-overwrite.fio's overwrite phase): on 128 MiB (31 zones
+/// of 256 blocks) four hot zones flushed 2,024 times and gave 152.4 MiB/s, one 722 times and
+/// 205.7; on 256 MiB (66 zones) four 1,056 times and 223.7, two 345 and 240.5, three 234.2,
+/// one 219.9 (bound by its single write in flight); on 1 GiB (67 zones of 1,024 blocks) two
+/// gave 308.0 against four's 300.9 (docs/BENCHMARKS.md).
+pub const HOT_ZONE_COLLECTABLE_ZONES: u64 = 32;
+
+/// Zone size (blocks) up to which `HOT_ZONE_COLLECTABLE_ZONES` applies. Larger zones take so
+/// many user writes to fill that rounds flush whatever the number of hot zones, and fewer
+/// hot zones only take away writes in flight (at 28% on 4 GiB, zones of 3,320 blocks: two
+/// hot zones gave 369.1 MiB/s against four's 383.6, 49 flushes either way;
+/// docs/BENCHMARKS.md).
+pub const FEW_HOT_ZONES_ZONE_BLOCKS_MAX: u64 = 2048;
+
+/// Blocks the automatic floor of a wide spare (`WIDE_FLOOR_COLLECTABLE_ZONES`) holds at
+/// least: a round copies into the free zones at the floor, so on small zones three of them
+/// keep few copies in flight (at 28% on 256 MiB, zones of 256 blocks: 2.6 copies in flight,
+/// 240.5 MiB/s; a floor of 4 zones, 1,024 blocks: 3.5 and 255.7 MiB/s; docs/BENCHMARKS.md).
+pub const WIDE_FLOOR_BLOCKS: u64 = 1024;
+
+/// The automatic floor takes at most this fraction (one over it) of the zones to collect from
+/// for `WIDE_FLOOR_BLOCKS`: on zones much smaller than 256 blocks the 1,024 blocks would hold
+/// a large share of the spare free (measured at 256-block zones only, where 4 zones are a
+/// sixteenth of 66).
+pub const WIDE_FLOOR_SHARE_DIVISOR: u64 = 16;
 
 /// A volume paced by rounds (`RoundPace`) paces user writes once their room is under this
 /// fraction (one over it) of a zone's payload. A smaller room left unpaced runs the writers
@@ -291,6 +338,14 @@ pub fn tune_mount(layout: &Layout, mut opts: MountOptions) -> MountOptions {
 /// ms), a larger one holds back space that collection could use (a whole zone: 62.1 MiB/s
 /// instead of 67.5; docs/BENCHMARKS.md).
 pub const PACE_ROOM_DIVISOR: u64 = 3;
+
+/// Zone size (blocks) above which an automatic choice paces user writes by rounds. Pacing
+/// keeps a hot zone open with unflushed writes at every round's end, so each round's finish
+/// flushes the device; rounds on zones this small are short, and the flush costs more than
+/// the pacing gains (at 28% on 64 MiB, zones of 256 blocks: 171.4 MiB/s paced with 1,260
+/// flushes, 195.8 unpaced with 131; on 128 MiB with one hot zone 205.7 against 227.4;
+/// docs/BENCHMARKS.md).
+pub const PACED_ZONE_BLOCKS_MIN: u64 = 256;
 
 /// Zone size (blocks) up to which an automatic choice paces user writes by rounds. Unpaced,
 /// every writer in flight stops once per zone's worth of user writes (the floor reached, the
@@ -1034,7 +1089,8 @@ pub(crate) mod tests {
             small.hot_zones
         );
         assert!(small.hot_zones >= 1);
-        let large = tune_mount(&layout(400, 1024, 280), opts);
+        // About 149 zones to collect from: four, the most (`HOT_ZONE_COLLECTABLE_ZONES`).
+        let large = tune_mount(&layout(800, 1024, 280), opts);
         assert_eq!(large.hot_zones, HOT_ZONES_AUTO_MAX);
         // An explicit count is the caller's to choose.
         let explicit = MountOptions {
@@ -1089,6 +1145,43 @@ pub(crate) mod tests {
             ),
             (5, 6)
         );
+    }
+
+    // Regression: on small spares the automatic choices kept four hot zones
+    // (each round's resets then waited for a flush of their unflushed writes), paced user
+    // writes (a flush every round) and a floor of three 256-block zones (rounds of six
+    // copies), leaving the dies a third idle (block-overwrite.fio at 28% on 64-256 MiB).
+    #[test]
+    fn small_spares_of_small_zones_get_few_hot_zones_no_pacing_and_a_floor_of_whole_blocks() {
+        let opts = MountOptions::default();
+        // 128 MiB at 28% in 256-block zones: about 31 zones (7,900 blocks) to collect from.
+        let l128 = layout(164, 256, 280);
+        let t = tune_mount(&l128, opts);
+        assert!(l128.spare().expect("spare").collectable / 256 < HOT_ZONE_COLLECTABLE_ZONES);
+        assert_eq!(t.hot_zones, 1);
+        assert_eq!(t.pace_rounds, Some(false));
+        assert_eq!(
+            (t.gc_foreground_free_zones, t.gc_background_free_zones),
+            (2, 3)
+        );
+        // 256 MiB at 28%: about 66 zones (17,000 blocks), a wide spare.
+        let t = tune_mount(&layout(328, 256, 280), opts);
+        assert_eq!(t.hot_zones, 2);
+        assert_eq!(t.pace_rounds, Some(false));
+        assert_eq!(t.gc_run_on, Some(true));
+        let floor = u64::from(t.gc_foreground_free_zones);
+        assert!(floor * 256 >= WIDE_FLOOR_BLOCKS, "floor of {floor} zones");
+        assert_eq!(t.gc_background_free_zones, t.gc_foreground_free_zones + 1);
+        // 1 GiB in 1,024-block zones: two hot zones and a floor of 3 at 28% (67 zones to
+        // collect from); one hot zone, paced, a floor of 2 at 7%, as before.
+        let t = tune_mount(&layout(338, 1024, 280), opts);
+        assert_eq!((t.hot_zones, t.gc_foreground_free_zones), (2, 3));
+        // Zones of 3,320 blocks (4 GiB) keep four at 28%.
+        assert_eq!(tune_mount(&layout(406, 3320, 280), opts).hot_zones, 4);
+        let t = tune_mount(&layout(274, 1024, 70), opts);
+        assert_eq!(t.hot_zones, 1);
+        assert_eq!(t.pace_rounds, Some(true));
+        assert_eq!(t.gc_foreground_free_zones, 2);
     }
 
     /// Writes `lbas` into zones of the hot stream one block at a time, opening zones as they
@@ -1327,16 +1420,24 @@ pub(crate) mod tests {
     // round copies.
     #[test]
     fn user_writes_are_paced_by_the_round_under_way_once_their_room_is_short() {
+        let one_stream = MountOptions {
+            hot_cold: false,
+            hot_zones: 1,
+            ..MountOptions::default()
+        };
+        let auto = tune_mount(&layout(64, 1024, 300), one_stream);
+        assert_eq!(auto.pace_rounds, Some(true), "a small spare is paced");
+        assert_eq!(auto.copies_per_lane, PACED_COPIES_PER_LANE);
+        // Not zones of 256 blocks or fewer (`PACED_ZONE_BLOCKS_MIN`), unless asked.
         let l = layout(64, 64, 300);
+        assert_eq!(tune_mount(&l, one_stream).pace_rounds, Some(false));
         let opts = tune_mount(
             &l,
             MountOptions {
-                hot_cold: false,
-                hot_zones: 1,
-                ..MountOptions::default()
+                pace_rounds: Some(true),
+                ..one_stream
             },
         );
-        assert_eq!(opts.pace_rounds, Some(true), "a small spare is paced");
         assert_eq!(opts.copies_per_lane, PACED_COPIES_PER_LANE);
         // Not paced: large zones, wide spares, watermarks set by the mount.
         let big = layout(64, 4096, 300);

@@ -18,6 +18,8 @@
 //! volume never received its header (the write failed and the zone was sealed), so it holds
 //! nothing the volume acknowledged; it is mounted as an empty full zone for collection.
 
+use std::time::{Duration, Instant};
+
 use zns::{ReportFilter, ZoneState, ZonedDevice};
 
 use crate::checkpoint::{self, ZONE_FREE};
@@ -53,12 +55,30 @@ pub struct Recovered {
     pub headerless_zones: u32,
     pub scanned_zones: u32,
     pub scanned_blocks: u64,
+    /// Blocks of checkpoint read: both slots' headers, the full checkpoint (and the other
+    /// slot's, if the newer one failed) and the deltas applied.
+    pub checkpoint_blocks_read: u64,
+    /// Where the wall time went.
+    pub times: RecoveryTimes,
     /// The device holds nothing the checkpoint does not record: no data zone written since
     /// it, reset since it, left partly written, re-opened for threaded logging, retired or
     /// without its header. The mapping is then the checkpoint's, every block it maps is
     /// durable (the checkpoint flushed them), and the mount need not write another
     /// checkpoint: recovering from this one again gives the same mapping.
     pub unchanged: bool,
+}
+
+/// Where a recovery's wall time went.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryTimes {
+    /// Reading and checking the slots' full checkpoints.
+    pub checkpoint_read: Duration,
+    /// Reading and applying the newest full checkpoint's deltas.
+    pub deltas: Duration,
+    /// Reading the data zones' headers and scanning what was written since.
+    pub scan: Duration,
+    /// Rebuilding the reverse map, valid counts and free list, and checking them.
+    pub rebuild: Duration,
 }
 
 struct ZonePlan {
@@ -72,9 +92,16 @@ struct ZonePlan {
 
 /// Rebuilds the mapping of the volume on `dev` without writing anything.
 pub async fn recover(dev: &dyn ZonedDevice, layout: &Layout) -> Result<Recovered, FtlError> {
-    let (slot, mut ck) = checkpoint::read_latest(dev, layout).await?;
+    let mut times = RecoveryTimes::default();
+    let t = Instant::now();
+    let latest = checkpoint::read_latest(dev, layout).await?;
+    let (slot, mut ck) = (latest.slot, latest.checkpoint);
+    times.checkpoint_read = t.elapsed();
+    let t = Instant::now();
     let chain = checkpoint::read_chain(dev, layout, slot, &mut ck).await?;
-    let other_slot_version = match checkpoint::read_header(dev, layout, 1 - slot).await {
+    times.deltas = t.elapsed();
+    let t = Instant::now();
+    let other_slot_version = match &latest.other_header {
         Ok(h) => Some(h.version),
         Err(checkpoint::CkptError::Device(_)) => Some(checkpoint::VERSION_1),
         Err(_) => None,
@@ -278,8 +305,11 @@ pub async fn recover(dev: &dyn ZonedDevice, layout: &Layout) -> Result<Recovered
             scanned_blocks += scan_zone(dev, &mut m, z, e.first_hole, scanned_from, &mut s).await?;
         }
     }
+    times.scan = t.elapsed();
+    let t = Instant::now();
     m.snapshots = 1;
     finish(&mut m, &stale)?;
+    times.rebuild = t.elapsed();
     let unchanged = scanned_zones == 0
         && partial_zones.is_empty()
         && threaded_zones.is_empty()
@@ -300,6 +330,8 @@ pub async fn recover(dev: &dyn ZonedDevice, layout: &Layout) -> Result<Recovered
         headerless_zones,
         scanned_zones,
         scanned_blocks,
+        checkpoint_blocks_read: latest.blocks_read + chain.delta_blocks,
+        times,
         unchanged,
     })
     .map(|mut r| {

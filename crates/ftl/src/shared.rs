@@ -36,6 +36,7 @@ use tokio::sync::Notify;
 use zns::ZonedDevice;
 
 use crate::activity::Activity;
+use crate::host::HostClock;
 use crate::layout::{Layout, MountOptions};
 use crate::map::Mapping;
 use crate::FtlError;
@@ -56,6 +57,8 @@ pub(crate) struct Shared {
     failure: Mutex<Option<String>>,
     /// Where the tasks spend their time (figures only; a leaf lock).
     activity: Activity,
+    /// The clock the host time of the model paths is spent on (host.rs).
+    host: Arc<dyn HostClock>,
 }
 
 impl Shared {
@@ -65,6 +68,7 @@ impl Shared {
         opts: MountOptions,
         volume_id: u64,
         mapping: Mapping,
+        host: Arc<dyn HostClock>,
     ) -> Shared {
         Shared {
             dev,
@@ -76,6 +80,16 @@ impl Shared {
             maint_wake: Notify::new(),
             failure: Mutex::new(None),
             activity: Activity::new(),
+            host,
+        }
+    }
+
+    /// Spends the host time a host-level copy of `blocks` blocks costs
+    /// (`MountOptions::host_copy_ns_per_block`); nothing when that is 0.
+    pub(crate) async fn host_copy_time(&self, blocks: u64) {
+        let d = crate::host::host_copy_time(blocks, self.opts.host_copy_ns_per_block);
+        if !d.is_zero() {
+            self.host.wait(d).await;
         }
     }
 

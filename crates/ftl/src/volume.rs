@@ -34,6 +34,12 @@ pub struct MountReport {
     pub deltas_applied: u64,
     pub scanned_zones: u32,
     pub scanned_blocks: u64,
+    /// Blocks of checkpoint the mount read (full checkpoints and deltas).
+    pub checkpoint_blocks_read: u64,
+    /// Where the mount's wall time went; `checkpoint_write` is the checkpoint the mount
+    /// wrote (zero if it wrote none).
+    pub times: crate::recovery::RecoveryTimes,
+    pub checkpoint_write: std::time::Duration,
     pub finished_partial_zones: u32,
     /// Whether the mount wrote a checkpoint: it does unless the device holds nothing the
     /// newest checkpoint on disk does not record (`Recovered::unchanged`: just formatted,
@@ -45,6 +51,28 @@ pub struct MountReport {
     pub headerless_zones: u32,
     /// Logical ranges (first LBA, blocks) whose data sits in Offline zones: lost.
     pub lost_ranges: Vec<(u64, u64)>,
+}
+
+/// Where a volume stands against its next periodic checkpoint (`FtlVolume::checkpoint_progress`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CheckpointProgress {
+    /// User blocks written since the last checkpoint.
+    pub user_blocks_since: u64,
+    /// Garbage collection's copies since the last checkpoint.
+    pub gc_blocks_since: u64,
+    /// User blocks that pay for a full checkpoint (`MountOptions::checkpoint_every_zones`
+    /// zones' worth).
+    pub interval_blocks: u64,
+    /// Mapping pages changed since the last checkpoint.
+    pub dirty_pages: u64,
+    /// Blocks of the deltas after the newest full checkpoint (None: the next is full).
+    pub chain_delta_blocks: Option<u64>,
+    /// Whether the next checkpoint is a full one.
+    pub next_full: bool,
+    /// Whether one would be due after the blocks and pages asked about.
+    pub due_after: bool,
+    /// Checkpoints written since mount.
+    pub checkpoints: u64,
 }
 
 /// Counters and sizes of a mounted volume.
@@ -65,7 +93,8 @@ pub struct FtlStats {
     pub write_amplification: f64,
     /// Blocks of flash the volume's zones hold (all of them, checkpoint zones included).
     pub flash_blocks: u64,
-    /// Where the spare (flash - volume) goes; `collectable` includes `open_tail_blocks`.
+    /// Where the spare (flash - volume) goes now: the open zones' unwritten tails
+    /// (`open_tail_blocks`) are in `spare.open_tails`, not in `spare.collectable`.
     pub spare: crate::layout::SpareBlocks,
     /// Unwritten blocks of the zones open now: spare garbage collection cannot use yet.
     pub open_tail_blocks: u64,
@@ -112,7 +141,10 @@ impl FtlStats {
                 (c.user_blocks + c.gc_blocks) as f64 / c.user_blocks as f64
             },
             flash_blocks: u64::from(layout.geometry.zone_count) * layout.zone_blocks,
-            spare: layout.spare().unwrap_or_default(),
+            spare: layout
+                .spare()
+                .unwrap_or_default()
+                .with_open_tails(m.open_tail_blocks()),
             open_tail_blocks: m.open_tail_blocks(),
             hot_zones: opts.hot_zones,
             separating: m.separating(),
@@ -216,17 +248,32 @@ impl FtlVolume {
         dev: Arc<dyn ZonedDevice>,
         opts: MountOptions,
     ) -> Result<(Arc<FtlVolume>, MountReport), FtlError> {
+        FtlVolume::mount_with_clock(dev, opts, Arc::new(crate::host::TokioClock)).await
+    }
+
+    /// `mount`, spending the host time of the model paths (`MountOptions::
+    /// host_copy_ns_per_block`) on `host` instead of tokio's timer: a simulation passes its
+    /// own clock, which waits exactly.
+    pub async fn mount_with_clock(
+        dev: Arc<dyn ZonedDevice>,
+        opts: MountOptions,
+        host: Arc<dyn crate::host::HostClock>,
+    ) -> Result<(Arc<FtlVolume>, MountReport), FtlError> {
         let layout = probe(dev.as_ref()).await?;
-        let rec = recovery::recover(dev.as_ref(), &layout).await?;
+        let mut rec = recovery::recover(dev.as_ref(), &layout).await?;
+        rec.mapping.placement = opts.placement;
         for z in &rec.partial_zones {
             dev.zone_mgmt(ZoneAction::Finish, layout.data_zone_start(*z), false)
                 .await?;
         }
-        let report = MountReport {
+        let mut report = MountReport {
             checkpoint_number: rec.checkpoint_number,
             deltas_applied: rec.chain.deltas,
             scanned_zones: rec.scanned_zones,
             scanned_blocks: rec.scanned_blocks,
+            checkpoint_blocks_read: rec.checkpoint_blocks_read,
+            times: rec.times,
+            checkpoint_write: std::time::Duration::ZERO,
             finished_partial_zones: (rec.partial_zones.len() + rec.threaded_zones.len()) as u32,
             checkpoint_written: !rec.unchanged,
             retired_zones: rec.retired_zones,
@@ -274,12 +321,14 @@ impl FtlVolume {
         }
         let threaded_zones = rec.threaded_zones.clone();
         let unchanged = rec.unchanged;
-        let vol = Arc::new(FtlVolume::assemble(dev.clone(), layout, opts, rec));
+        let vol = Arc::new(FtlVolume::assemble(dev.clone(), layout, opts, rec, host));
         // A mount that found anything the newest checkpoint does not record writes one, so
         // that the next mount need not scan again; one that found nothing new writes none,
         // so a mount costs no checkpoint of the user's budget (`plan::CHECKPOINT_PERCENT_MAX`).
         if !unchanged {
+            let t = std::time::Instant::now();
             vol.maint.checkpoint().await?;
+            report.checkpoint_write = t.elapsed();
         }
         for z in &threaded_zones {
             dev.zone_mgmt(ZoneAction::Finish, layout.data_zone_start(*z), false)
@@ -294,11 +343,19 @@ impl FtlVolume {
         layout: Layout,
         opts: MountOptions,
         rec: recovery::Recovered,
+        host: Arc<dyn crate::host::HostClock>,
     ) -> FtlVolume {
         let mut versions = [None; 2];
         versions[rec.checkpoint_slot as usize] = Some(rec.checkpoint_version);
         versions[1 - rec.checkpoint_slot as usize] = rec.other_slot_version;
-        let shared = Arc::new(Shared::new(dev, layout, opts, rec.volume_id, rec.mapping));
+        let shared = Arc::new(Shared::new(
+            dev,
+            layout,
+            opts,
+            rec.volume_id,
+            rec.mapping,
+            host,
+        ));
         let writer = Arc::new(StreamWriter::new(Arc::clone(&shared)));
         let maint = Arc::new(Maintenance::new(
             Arc::clone(&shared),
@@ -356,6 +413,24 @@ impl FtlVolume {
         let mut stats = self.shared.map(|m| FtlStats::of(m, &opts, checkpoints));
         stats.activity = self.activity();
         stats
+    }
+
+    /// Where the volume stands against its next periodic checkpoint, and whether one would
+    /// be due after `blocks` more user blocks dirtying `pages` more mapping pages (a
+    /// benchmark cuts power just before one is due: the most a mount after a crash scans).
+    pub fn checkpoint_progress(&self, blocks: u64, pages: u64) -> CheckpointProgress {
+        let every = self.shared.opts().checkpoint_every_zones;
+        let checkpoints = self.maint.checkpoints();
+        self.shared.map(|m| CheckpointProgress {
+            checkpoints,
+            user_blocks_since: m.user_blocks_since_ckpt,
+            gc_blocks_since: m.gc_blocks_since_ckpt,
+            interval_blocks: u64::from(every).saturating_mul(m.layout.zone_blocks),
+            dirty_pages: m.dirty_pages,
+            chain_delta_blocks: m.delta_chain.map(|c| c.delta_blocks),
+            next_full: m.next_checkpoint() == crate::map::CkptKind::Full,
+            due_after: m.checkpoint_due_after(every, blocks, pages),
+        })
     }
 
     /// Where the volume's tasks spent their time since mount (cheap: no scan of the mapping).

@@ -565,6 +565,7 @@ async fn check(
     model: &mut [ZoneModel],
     what: &str,
     cov: &mut Coverage,
+    reopened: bool,
 ) {
     let g = v.geometry();
     let report = match v
@@ -574,6 +575,22 @@ async fn check(
         Ok(r) => r,
         Err(e) => panic!("{what}: report: {e}"),
     };
+    // ZNS after a power loss: no zone comes back open, and the active ones (Closed) stay
+    // within the active limit. A rebuild runs on a live array, whose zones may be open.
+    let states: Vec<ZoneState> = report.zones.iter().map(|d| d.state).collect();
+    assert!(
+        !reopened
+            || !states
+                .iter()
+                .any(|s| matches!(s, ZoneState::ImplicitlyOpened | ZoneState::ExplicitlyOpened)),
+        "{what}: a zone came back open: {states:?}"
+    );
+    let active = states.iter().filter(|s| s.is_active()).count();
+    assert!(
+        g.max_active == 0 || active <= g.max_active as usize,
+        "{what}: {active} zones are active, over the active limit {}: {states:?}",
+        g.max_active
+    );
     let mut kept_torn = false;
     for zone in 0..ZONES {
         let z = &mut model[zone as usize];
@@ -584,6 +601,12 @@ async fn check(
             ZoneState::Full => g.zone_capacity,
             _ => d.wp - d.start,
         };
+        // ZNS: a zone whose write pointer reached its capacity is Full, never Closed or Open.
+        assert!(
+            d.state == ZoneState::Full || wp < g.zone_capacity,
+            "{what}: zone {zone} came back {:?} with its write pointer at the capacity ({wp})",
+            d.state
+        );
         if z.must_be_reset {
             assert_eq!(
                 wp, 0,
@@ -1033,7 +1056,7 @@ async fn schedule_with(seed: u64, rounds: usize, log_zones: u32, dirty: Option<b
         cov.two_parity_reopens += u64::from(parity == 2);
         cov.reopens_with_relocated_blocks += u64::from(v.relocated_blocks() > 0);
         let mut m = model.replace(Vec::new());
-        check(&v, &rig, &mut m, &what, &mut cov).await;
+        check(&v, &rig, &mut m, &what, &mut cov, true).await;
         model.replace(m);
         cov.partial_parity_replays += v.pp_stats().replays;
     }
@@ -1119,6 +1142,7 @@ async fn replace_failed(
         &mut m,
         &format!("{what}: after rebuilding member {f}"),
         cov,
+        false,
     )
     .await;
     model.replace(m);

@@ -23,7 +23,7 @@ use super::core::Core;
 use super::EmuDevice;
 use crate::image::{ImageError, Superblock, ZoneEntry};
 use crate::inflight::CachePadded;
-use crate::store::{FileStore, MemStore, Store};
+use crate::store::{CompactStore, FileStore, MemStore, Store};
 use crate::zones::{Zone, ZoneTable};
 use crate::{EmuConfig, EmuError};
 
@@ -51,6 +51,27 @@ impl EmuDevice {
             g.total_blocks() * bs,
             g.total_blocks() * u64::from(g.oob_size),
             kept,
+        );
+        Ok(Self::assemble(
+            cfg,
+            None,
+            Arc::new(store),
+            ZoneTable::new(g),
+            false,
+        ))
+    }
+
+    /// A device in memory that stores a block whose bytes are all one value in one byte
+    /// (`store::CompactStore`); reads return what was written, as `new_memory`'s do. For
+    /// benchmarks that write one pattern over more flash than the host has memory for.
+    pub fn new_memory_compact(cfg: EmuConfig) -> Result<EmuDevice, EmuError> {
+        cfg.geometry.validate()?;
+        let g = cfg.geometry;
+        let bs = u64::from(g.block_size);
+        let store = CompactStore::new(
+            g.total_blocks() * bs,
+            g.total_blocks() * u64::from(g.oob_size),
+            g.block_size as usize,
         );
         Ok(Self::assemble(
             cfg,

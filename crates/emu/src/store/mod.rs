@@ -6,6 +6,7 @@
 //! zone's write pointer are zeroed by the device, not the backend), so stale bytes left above
 //! a write pointer after a reset or power loss are never returned.
 
+mod compact;
 mod file;
 
 use std::io;
@@ -13,6 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use parking_lot::RwLock;
 
+pub use compact::{CompactStore, UniformBlocks};
 pub use file::{describe_io_error, FileStore, ImageZones};
 
 use crate::image::ZoneEntry;

@@ -179,7 +179,8 @@ impl StreamWriter {
     /// Relocation without Simple Copy: read data and metadata, write them unchanged. The
     /// reads go one per run of contiguous blocks, all in flight together (at most one
     /// batch's blocks), as a file system's cleaner issues them; read one block after another
-    /// they kept the flash chips mostly idle.
+    /// they kept the flash chips mostly idle. Between the reads and the write the host spends
+    /// `MountOptions::host_copy_ns_per_block` per block (host.rs).
     async fn read_write_copy(
         &self,
         srcs: &[u32],
@@ -216,6 +217,9 @@ impl StreamWriter {
         for r in futures::future::join_all(reads).await {
             r?;
         }
+        // The host's own time for the blocks now in its memory (host.rs); only this path
+        // moves blocks through the host.
+        self.shared.host_copy_time(srcs.len() as u64).await;
         retry(|| self.shared.dev().write(dest, &data, Some(&meta), fua)).await
     }
 }

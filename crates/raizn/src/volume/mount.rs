@@ -575,6 +575,16 @@ impl RaiznVolume {
         }
         self.declare_torn(zone, prefix, descs, &device_wps);
         self.repair_parity(zone, prefix, &wps).await?;
+        if prefix >= cap {
+            // Written to its capacity, and the cut took only what follows the last data
+            // unit (the last stripe's parity, repaired above, or the members' finish): a zone
+            // whose write pointer is at its capacity is Full (ZNS), so every member zone is
+            // finished now, as the write that filled it would have left them.
+            self.members_mgmt(ZoneAction::Finish, zone)
+                .await
+                .map_err(self.recovery_err("finishing a zone written to its capacity"))?;
+            return Ok(lz(ZoneState::Full, cap));
+        }
         Ok(lz(ZoneState::Closed, prefix))
     }
 
