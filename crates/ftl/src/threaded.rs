@@ -248,10 +248,13 @@ pub const TL_HOLES_MIN_PERMILLE: u64 = 150;
 pub const TL_BATCH_MAX: usize = 4;
 const _: () = assert!(TL_BATCH_MAX <= crate::records::TL_RECORD_ZONES);
 
-/// Threaded logging looks for a zone to re-open while at most this many zones above the
-/// user streams' floor are free: early enough that the hot stream takes it before free
-/// zones run short, so collection (which runs at the floor) is needed less often.
-pub const TL_LEAD_ZONES: u32 = 2;
+/// Threaded logging plans a turn while the hot stream has fewer than this many zones'
+/// worth of blocks ahead of it (`Mapping::tl_room_ahead`), and takes the fewest zones
+/// whose holes bring it back to that: long enough to cover a turn's record and device
+/// flush (the hot stream writes a zone of blocks in over 100 ms on femu-mlc at 80%, a
+/// flush behind 16 busy writers takes tens of ms), short enough that a zone is chosen
+/// about one zone of writes before the hot stream needs it.
+pub const TL_AHEAD_ZONES: u64 = 1;
 
 impl Mapping {
     /// The valid bitmap of data zone `z` as threaded logging would send it now: the header,
@@ -309,6 +312,8 @@ impl Mapping {
                     // reset would have freed, and collection had nowhere to copy).
                     && z.valid > 0
             })
+            // A zone already waiting for the hot stream is not chosen again.
+            .filter(|(i, _)| self.tl_entry(*i as u32).is_none())
             .map(|(i, z)| Candidate {
                 zone: i as u32,
                 valid: z.valid + 1,
@@ -362,14 +367,60 @@ impl Mapping {
     }
 
     /// Whether the maintenance task should run hybrid recycling (`plan_threaded`) with
-    /// `free` free zones, the user streams waiting at `floor`: as soon as no re-opened zone
-    /// waits for the hot stream, so that the next turn's record is durable before the zone
-    /// being written is full. F2FS picks a segment for threaded logging at the moment a log
-    /// needs one; a turn here takes a record and a device flush first, and when it began
-    /// only once the last zone had no holes left, the hot stream opened a free zone
-    /// meanwhile at every turn, and collection (with its checkpoint) had to win it back.
+    /// `free` free zones, the user streams waiting at `floor`: at the floor, as compaction
+    /// (above it the hot stream opens a free zone, and zones kept free are space no zone's
+    /// holes get), while the hot stream has less than `TL_AHEAD_ZONES` of room ahead, so
+    /// that the next turn's record is durable before the zone being written is full.
+    /// F2FS picks a segment for threaded logging at the moment a log needs one; a turn here
+    /// takes a record and a device flush first. Until 2026-11-25 a turn came only once the
+    /// last zone had no holes left, so the hot stream opened a free zone meanwhile at every
+    /// turn and collection (with its checkpoint) had to win it back; then, planned as soon
+    /// as no zone waited and two free zones above the floor, a turn took up to four zones
+    /// and kept two zones free (docs/BENCHMARKS.md, "ZNS+ Fig. 8").
     pub fn tl_wanted(&self, free: u32, floor: u32) -> bool {
-        self.threaded.enabled && !self.tl_queued() && free <= floor + TL_LEAD_ZONES
+        self.threaded.enabled
+            && free <= floor
+            && self.tl_queued_zones() < TL_BATCH_MAX
+            && self.tl_room_ahead() < self.tl_ahead_target()
+    }
+
+    /// The blocks the hot stream should have ahead of it (`TL_AHEAD_ZONES`).
+    pub fn tl_ahead_target(&self) -> u64 {
+        self.layout.zone_blocks * TL_AHEAD_ZONES
+    }
+
+    /// Re-opened zones waiting for the hot stream.
+    pub fn tl_queued_zones(&self) -> usize {
+        self.threaded
+            .zones
+            .iter()
+            .filter(|t| matches!(t.stage, Stage::Pending | Stage::Ready))
+            .count()
+    }
+
+    /// Blocks the hot stream may still write without a new zone: the room of its open
+    /// zones (the holes past the write pointer of a re-opened one) and the holes of the
+    /// re-opened zones waiting for it.
+    pub fn tl_room_ahead(&self) -> u64 {
+        let cap = self.layout.zone_blocks;
+        let open: u64 = (0..self.layout.data_zones)
+            .filter(|&z| self.zone(z).use_ == ZoneUse::Open(Stream::Hot))
+            .map(|z| {
+                let at = self.zone(z).reserved.min(cap);
+                match self.tl_entry(z).filter(|t| t.stage == Stage::Writing) {
+                    Some(t) => cap - at - t.valid.count_valid(at, cap),
+                    None => cap - at,
+                }
+            })
+            .sum();
+        let queued: u64 = self
+            .threaded
+            .zones
+            .iter()
+            .filter(|t| matches!(t.stage, Stage::Pending | Stage::Ready))
+            .map(|t| cap - t.valid.count_valid(0, cap))
+            .sum();
+        open + queued
     }
 
     /// Hybrid recycling: re-open up to `room` full zones (at most `TL_BATCH_MAX`) for
@@ -390,14 +441,17 @@ impl Mapping {
         turn: TurnBlocks,
         room: usize,
     ) -> Vec<u32> {
-        if !self.threaded.enabled || self.tl_queued() || room == 0 {
+        // Each zone waiting for the hot stream holds an open zone already.
+        let room = room.saturating_sub(self.tl_queued_zones());
+        if !self.threaded.enabled || room == 0 {
             return Vec::new();
         }
+        let deficit = self.tl_ahead_target().saturating_sub(self.tl_room_ahead());
         // The zones of earlier turns a slot still writes stay threaded (no header, never
         // finished); the full ones are done.
         let zones = &self.zones;
         self.threaded.zones.retain(|t| {
-            t.stage == Stage::Writing && matches!(zones[t.zone as usize].use_, ZoneUse::Open(_))
+            t.stage != Stage::Writing || matches!(zones[t.zone as usize].use_, ZoneUse::Open(_))
         });
         let cap = self.layout.zone_blocks;
         let victim = victim.filter(|_| policy == TlPolicy::Hybrid);
@@ -422,7 +476,16 @@ impl Mapping {
             let share = turn_blocks(n).div_ceil(n as u64);
             model.choose(Some(*c), sc, share) != Recycle::Compact
         };
-        let n = (1..=cands.len())
+        // The fewest candidates whose holes give the hot stream its room ahead back.
+        let mut holes = 0;
+        let most = cands
+            .iter()
+            .position(|c| {
+                holes += c.freed;
+                holes >= deficit
+            })
+            .map_or(cands.len(), |i| i + 1);
+        let n = (1..=most)
             .rev()
             .find(|&n| cands[..n].iter().all(|c| beats(c, n)))
             .unwrap_or(0);
@@ -864,7 +927,11 @@ mod tests {
         assert_eq!(first.len(), 1);
         let (a, b) = (first[0], 1 - first[0]);
         assert!(m.tl_queued() && m.tl_covers_users());
-        assert!(!m.tl_wanted(0, 0), "a zone waits for the hot stream");
+        assert!(
+            m.tl_wanted(0, 0),
+            "5 holes waiting are less room than a zone's"
+        );
+        assert!(!m.tl_wanted(1, 0), "above the floor a free zone is opened");
         m.user_waiting = true;
         assert!(
             !m.tl_covers_users(),
@@ -886,6 +953,51 @@ mod tests {
         // Its holes still go to writes one at a time, never over a valid block.
         let r = m.reserve(a, 8);
         assert!(r.blocks >= 1 && r.offset > 1, "{r:?}");
+        m.verify().expect("mapping consistent");
+    }
+
+    // Regression: a turn was planned with two free zones above the floor and took up to four
+    // zones (as many as beat compaction), so two zones stayed free that no hole could use,
+    // and zones were fixed long before the hot stream reached them; on the small device of
+    // the ZNS+ Fig. 8 foreground shape test ZNS+-fg fell to 0.889x IZC-fg at 80% (write
+    // amplification 3.88 against 3.24; docs/BENCHMARKS.md, "ZNS+ Fig. 8"). A turn comes at
+    // the floor, as compaction does, and takes the fewest zones (fewest valid first) whose
+    // holes give the hot stream one zone of room ahead.
+    #[test]
+    fn a_turn_comes_at_the_floor_and_takes_only_the_zones_the_hot_stream_needs() {
+        let mut m = mapping(12, 16);
+        // Zones 0, 1 and 2 hold LBAs 0..45; rewriting ten LBAs of each (into zones 3 and 4,
+        // both filled) leaves each 10 holes beside 5 valid blocks.
+        write_lbas(&mut m, 0..45);
+        write_lbas(&mut m, (0..10).chain(15..25).chain(30..40));
+        assert_eq!(
+            (m.zone(0).valid, m.zone(1).valid, m.zone(2).valid),
+            (5, 5, 5)
+        );
+        assert_eq!(m.tl_room_ahead(), 0, "no hot zone open");
+        assert!(!m.tl_wanted(1, 0), "above the floor a free zone is opened");
+        assert!(!m.tl_wanted(3, 0));
+        assert!(m.tl_wanted(0, 0));
+        let chosen = m.plan_threaded(
+            TlPolicy::Always,
+            &CostModel::default(),
+            None,
+            TurnBlocks::flat(1),
+            4,
+        );
+        // 10 + 10 holes cover the 16 blocks of room wanted; a third zone would wait longer.
+        assert_eq!(chosen.len(), 2, "{chosen:?}");
+        assert_eq!(m.tl_room_ahead(), 20);
+        assert!(!m.tl_wanted(0, 0), "room enough ahead");
+        // The zones waiting hold open zones: a turn's room counts them.
+        let more = m.plan_threaded(
+            TlPolicy::Always,
+            &CostModel::default(),
+            None,
+            TurnBlocks::flat(1),
+            2,
+        );
+        assert!(more.is_empty(), "{more:?}");
         m.verify().expect("mapping consistent");
     }
 
