@@ -281,7 +281,12 @@ impl Maintenance {
         let mut need_ckpt = ckpt_due || (need_gc && trims_pin);
         let mut progressed = false;
         // Threaded logging gives the hot stream room without a free zone (gc/tl.rs).
-        let floor = self.policy.floor(Stream::Hot, true);
+        // It comes when collection would (`SpacePolicy::gc_wanted`: at the user streams'
+        // floor, or below the background watermark where one is set above it).
+        let floor = self
+            .policy
+            .floor(Stream::Hot, true)
+            .max(self.policy.gc_background_free_zones.saturating_sub(1));
         if self.shared.map(|m| m.tl_wanted(free, floor)) {
             progressed |= self.threaded_turn().await?;
         }
