@@ -281,6 +281,27 @@ pub struct Point {
     /// Plugged blocks invalidated while their re-opened zone waited for the hot stream
     /// (`TlCounters::stale_plugged_blocks`), per user block.
     pub stale_plugged_per_user: f64,
+    /// Blocks the device programmed for host writes (user data, the FTL's metadata and
+    /// checkpoints, host-level copies) in the measured phase: with `user_blocks`,
+    /// `checkpoint_per_user` and `meta_per_user` it splits the programs' die time.
+    pub blocks_programmed: u64,
+    /// Zones reset per GiB of user writes (collection's victims, and zones the user's
+    /// overwrites emptied) and zones re-opened by threaded logging for the hot stream, in
+    /// the measured phase.
+    pub resets_per_gib: f64,
+    pub threaded_per_gib: f64,
+    /// Turns of threaded logging (each re-opens one or more zones behind one record or
+    /// checkpoint) per GiB, and the volume's hot user slots, each of which takes a zone of
+    /// its own.
+    pub threaded_turns_per_gib: f64,
+    /// Of those turns, the ones that wrote a checkpoint instead of a record, per GiB.
+    pub checkpoint_turns_per_gib: f64,
+    pub hot_zones: u32,
+    /// Times hybrid recycling chose compaction over threaded logging, per GiB.
+    pub compaction_chosen_per_gib: f64,
+    /// Share of the user blocks the FTL placed in its cold user stream (threaded logging
+    /// serves the hot stream only).
+    pub user_cold_share: f64,
 }
 
 /// The device: `profile`'s timing over `zones` zones of `zone_blocks` 4 KiB blocks.
@@ -552,26 +573,18 @@ pub fn measure_workload_host(
         rewrite(&vol, &files, written * bs, (w, false, &gate), &mut rng).await?;
         let stops0 = gate.counts();
         let (s0, t0) = (dev.stats(), dev.timing_counters().ok_or("timing is off")?);
-        let (c0, stale0, ckpt0) = {
+        let (c0, tl0, ckpt0) = {
             let st = vol.stats();
-            (
-                st.counters,
-                st.threaded.stale_plugged_blocks,
-                st.checkpoint_bytes,
-            )
+            (st.counters, st.threaded, st.checkpoint_bytes)
         };
         let began = tokio::time::Instant::now();
         rewrite(&vol, &files, bytes, (w, w.syncs(), &gate), &mut rng).await?;
         let stopped = gate.counts().since(stops0);
         let secs = began.elapsed().as_secs_f64();
         let (s1, t1) = (dev.stats(), dev.timing_counters().ok_or("timing is off")?);
-        let (c1, stale1, ckpt1) = {
+        let (c1, tl1, ckpt1, hot_zones) = {
             let st = vol.stats();
-            (
-                st.counters,
-                st.threaded.stale_plugged_blocks,
-                st.checkpoint_bytes,
-            )
+            (st.counters, st.threaded, st.checkpoint_bytes, st.hot_zones)
         };
         let user = c1.user_blocks - c0.user_blocks;
         let victims = c1.serial_victims - c0.serial_victims;
@@ -582,6 +595,7 @@ pub fn measure_workload_host(
             per_victim_ms(c1.serial_reset_ns, c0.serial_reset_ns),
         ];
         let checkpoint_blocks = (ckpt1 - ckpt0) / bs;
+        let per_gib = |n: u64| n as f64 * (1u64 << 30) as f64 / (user.max(1) * bs) as f64;
         // Every metadata block the FTL wrote: zone headers, summaries, trim records and
         // checkpoints (`meta_blocks` counts the first three).
         let meta = c1.meta_blocks - c0.meta_blocks + checkpoint_blocks;
@@ -619,7 +633,17 @@ pub fn measure_workload_host(
             erase_ns: (t1.flash.erases - t0.flash.erases) * tp.block_erase_ns,
             meta_per_user: meta as f64 / user.max(1) as f64,
             checkpoint_per_user: checkpoint_blocks as f64 / user.max(1) as f64,
-            stale_plugged_per_user: (stale1 - stale0) as f64 / user.max(1) as f64,
+            stale_plugged_per_user: (tl1.stale_plugged_blocks - tl0.stale_plugged_blocks) as f64
+                / user.max(1) as f64,
+            blocks_programmed: s1.blocks_written - s0.blocks_written,
+            resets_per_gib: per_gib(c1.gc_zones - c0.gc_zones),
+            threaded_per_gib: per_gib(tl1.opens - tl0.opens),
+            threaded_turns_per_gib: per_gib(tl1.turns - tl0.turns),
+            checkpoint_turns_per_gib: per_gib(tl1.checkpoint_turns - tl0.checkpoint_turns),
+            hot_zones,
+            compaction_chosen_per_gib: per_gib(tl1.compaction_chosen - tl0.compaction_chosen),
+            user_cold_share: (c1.stream_blocks[1] - c0.stream_blocks[1]) as f64
+                / user.max(1) as f64,
             fg_stops_per_gib: stopped.stops as f64 * (1u64 << 30) as f64
                 / (user.max(1) * bs) as f64,
             fg_stopped_share: stopped.ns as f64 / 1e9 / secs.max(1e-9),
@@ -723,11 +747,12 @@ fn stops_of(points: &[&Point]) -> String {
 }
 
 /// Where a point's die time went, per user block: "total us (moved per user block x us per
-/// moved block, by path; erases us)".
+/// moved block, by path; programs of host writes split by what they carry; erases us)".
 fn breakdown(p: &Point) -> String {
     let user = p.user_blocks.max(1) as f64;
     let m = &p.paths;
     let mut parts = Vec::new();
+    let mut moved_ns = 0;
     for (name, c) in [
         ("compaction copyback", m.copy_copyback),
         ("compaction read+program", m.copy_read_program),
@@ -736,6 +761,7 @@ fn breakdown(p: &Point) -> String {
         ("plug merged", m.plug_merged),
         ("host read", m.host_read),
     ] {
+        moved_ns += c.die_ns;
         if c.blocks > 0 {
             parts.push(format!(
                 "{name} {:.2} x {:.0}",
@@ -744,10 +770,27 @@ fn breakdown(p: &Point) -> String {
             ));
         }
     }
+    // The rest of the die time is the programs of what the host wrote (the merged plugs'
+    // share of their pages is in their path): user data, checkpoints, other metadata
+    // (zone headers, records) and host-level copies, split by blocks at the mean per block.
+    let programs_ns = p.die_busy_ns.saturating_sub(moved_ns + p.erase_ns);
+    let programmed = p.blocks_programmed.max(1) as f64;
+    let us_per = programs_ns as f64 / 1000.0 / programmed;
+    let ckpt = p.checkpoint_per_user;
+    let other_meta = (p.meta_per_user - ckpt).max(0.0);
+    let host_copies = (programmed / user - 1.0 - p.meta_per_user).max(0.0);
+    parts.push(format!(
+        "programs {:.1} us per block: user 1.00, checkpoints {ckpt:.3}, other metadata {other_meta:.3}, host copies {host_copies:.2} per user block",
+        us_per
+    ));
     format!(
-        "{}; erases {:.0} us",
+        "{}; erases {:.0} us; zones reset {:.1} and re-opened by threaded logging {:.1} per GiB, compaction chosen over it {:.1} times per GiB; cold user stream {:.0}% of user blocks",
         parts.join(", "),
-        p.erase_ns as f64 / 1000.0 / user
+        p.erase_ns as f64 / 1000.0 / user,
+        p.resets_per_gib,
+        p.threaded_per_gib,
+        p.compaction_chosen_per_gib,
+        p.user_cold_share * 100.0
     )
 }
 
@@ -887,7 +930,11 @@ pub fn rows_of(points: &[Point]) -> Vec<Row> {
                 ratio(pf, izf),
             ));
         }
-        for p in [zns, cab].into_iter().chain(at(Setup::ZnsPlus)) {
+        let die_rows = [Setup::ZnsPlus, Setup::ZnsFg, Setup::IzcFg, Setup::ZnsPlusFg];
+        for p in [zns, cab]
+            .into_iter()
+            .chain(die_rows.into_iter().filter_map(at))
+        {
             rows.push(Row::new(
                 format!(
                     "znsplus-fig8{tag} die time per user block (us), {}, {u}% utilisation (moved per user block x us per moved block: {})",

@@ -296,10 +296,22 @@ impl Maintenance {
         let mut need_ckpt = ckpt_due || (need_gc && trims_pin);
         let mut progressed = false;
         // Threaded logging gives the hot stream room without a free zone (gc/tl.rs).
-        let floor = self.policy.floor(Stream::Hot, true);
+        // It comes when collection would (`SpacePolicy::gc_wanted`: at the user streams'
+        // floor, or below the background watermark where one is set above it).
+        let floor = self
+            .policy
+            .floor(Stream::Hot, true)
+            .max(self.policy.gc_background_free_zones.saturating_sub(1));
         if self.shared.map(|m| m.tl_wanted(free, floor)) {
             progressed |= self.threaded_turn().await?;
         }
+        // Hybrid recycling chose threaded logging for the hot stream's next zone: no
+        // compaction beside it unless a user writer waits for a zone all the same (F2FS
+        // recycles a segment one way or the other, never both for one need).
+        // Writers paced or throttled by collection's copies (`plan_admit`) wait for them
+        // without saying so: collection runs for them as before.
+        let paced = self.policy.pace_rounds || self.policy.owed(free) > 0;
+        let need_gc = need_gc && (paced || !self.shared.map(|m| m.tl_covers_users()));
         if need_gc && self.shared.opts().serial_collection {
             // One victim, ended by its own checkpoint (`serial_victim`).
             if self.serial_victim().await? {

@@ -98,6 +98,11 @@ pub struct TlCounters {
     pub records: u64,
     /// Turns whose record could not be written or flushed (a checkpoint replaced it).
     pub record_failures: u64,
+    /// Turns: each re-opens one zone or more behind one record or checkpoint.
+    pub turns: u64,
+    /// Turns that wrote a checkpoint instead of a record, because a zone of the turn held
+    /// blocks the newest durable checkpoint did not cover (`Mapping::tl_covered`).
+    pub checkpoint_turns: u64,
 }
 
 /// The threaded-logging state of a volume.
@@ -105,7 +110,8 @@ pub struct TlCounters {
 pub struct Threaded {
     /// The volume was formatted with threaded logging (checkpoint flag).
     pub enabled: bool,
-    /// The zones of the last turn, in the order chosen: at most `TL_BATCH_MAX`.
+    /// The zones of the last turn, in the order chosen (at most `TL_BATCH_MAX`), after the
+    /// zones of earlier turns that slots still write.
     pub zones: Vec<TlZone>,
     pub counters: TlCounters,
     /// The snapshot mark of the newest durable checkpoint (`Mapping::checkpoint_durable`;
@@ -242,10 +248,13 @@ pub const TL_HOLES_MIN_PERMILLE: u64 = 150;
 pub const TL_BATCH_MAX: usize = 4;
 const _: () = assert!(TL_BATCH_MAX <= crate::records::TL_RECORD_ZONES);
 
-/// Threaded logging looks for a zone to re-open while at most this many zones above the
-/// user streams' floor are free: early enough that the hot stream takes it before free
-/// zones run short, so collection (which runs at the floor) is needed less often.
-pub const TL_LEAD_ZONES: u32 = 2;
+/// Threaded logging plans a turn while the hot stream has fewer than this many zones'
+/// worth of blocks ahead of it (`Mapping::tl_room_ahead`), and takes the fewest zones
+/// whose holes bring it back to that: long enough to cover a turn's record and device
+/// flush (the hot stream writes a zone of blocks in over 100 ms on femu-mlc at 80%, a
+/// flush behind 16 busy writers takes tens of ms), short enough that a zone is chosen
+/// about one zone of writes before the hot stream needs it.
+pub const TL_AHEAD_ZONES: u64 = 1;
 
 impl Mapping {
     /// The valid bitmap of data zone `z` as threaded logging would send it now: the header,
@@ -303,6 +312,8 @@ impl Mapping {
                     // reset would have freed, and collection had nowhere to copy).
                     && z.valid > 0
             })
+            // A zone already waiting for the hot stream is not chosen again.
+            .filter(|(i, _)| self.tl_entry(*i as u32).is_none())
             .map(|(i, z)| Candidate {
                 zone: i as u32,
                 valid: z.valid + 1,
@@ -338,10 +349,78 @@ impl Mapping {
         })
     }
 
+    /// Whether a re-opened zone waits for the hot stream (pending or ready): the hot stream
+    /// has its next zone once the one it writes is full.
+    pub fn tl_queued(&self) -> bool {
+        self.threaded
+            .zones
+            .iter()
+            .any(|t| matches!(t.stage, Stage::Pending | Stage::Ready))
+    }
+
+    /// Whether threaded logging gives the user streams what they need now: a re-opened zone
+    /// waits for the hot stream and no user writer waits for a zone (`plan_acquire`). Then
+    /// collection is not run at the floor: the hot stream writes into holes without taking
+    /// a free zone, and a writer of another stream that must wait says so.
+    pub fn tl_covers_users(&self) -> bool {
+        self.tl_queued() && !self.user_waiting
+    }
+
     /// Whether the maintenance task should run hybrid recycling (`plan_threaded`) with
-    /// `free` free zones, the user streams waiting at `floor`.
+    /// `free` free zones, the user streams waiting at `floor`: at the floor, as compaction
+    /// (above it the hot stream opens a free zone, and zones kept free are space no zone's
+    /// holes get), while the hot stream has less than `TL_AHEAD_ZONES` of room ahead, so
+    /// that the next turn's record is durable before the zone being written is full.
+    /// F2FS picks a segment for threaded logging at the moment a log needs one; a turn here
+    /// takes a record and a device flush first. Until 2026-11-25 a turn came only once the
+    /// last zone had no holes left, so the hot stream opened a free zone meanwhile at every
+    /// turn and collection (with its checkpoint) had to win it back; then, planned as soon
+    /// as no zone waited and two free zones above the floor, a turn took up to four zones
+    /// and kept two zones free (docs/BENCHMARKS.md, "ZNS+ Fig. 8").
     pub fn tl_wanted(&self, free: u32, floor: u32) -> bool {
-        self.threaded.enabled && !self.tl_live() && free <= floor + TL_LEAD_ZONES
+        self.threaded.enabled
+            && free <= floor
+            && self.tl_queued_zones() < TL_BATCH_MAX
+            && self.tl_room_ahead() < self.tl_ahead_target()
+    }
+
+    /// The blocks the hot stream should have ahead of it (`TL_AHEAD_ZONES`).
+    pub fn tl_ahead_target(&self) -> u64 {
+        self.layout.zone_blocks * TL_AHEAD_ZONES
+    }
+
+    /// Re-opened zones waiting for the hot stream.
+    pub fn tl_queued_zones(&self) -> usize {
+        self.threaded
+            .zones
+            .iter()
+            .filter(|t| matches!(t.stage, Stage::Pending | Stage::Ready))
+            .count()
+    }
+
+    /// Blocks the hot stream may still write without a new zone: the room of its open
+    /// zones (the holes past the write pointer of a re-opened one) and the holes of the
+    /// re-opened zones waiting for it.
+    pub fn tl_room_ahead(&self) -> u64 {
+        let cap = self.layout.zone_blocks;
+        let open: u64 = (0..self.layout.data_zones)
+            .filter(|&z| self.zone(z).use_ == ZoneUse::Open(Stream::Hot))
+            .map(|z| {
+                let at = self.zone(z).reserved.min(cap);
+                match self.tl_entry(z).filter(|t| t.stage == Stage::Writing) {
+                    Some(t) => cap - at - t.valid.count_valid(at, cap),
+                    None => cap - at,
+                }
+            })
+            .sum();
+        let queued: u64 = self
+            .threaded
+            .zones
+            .iter()
+            .filter(|t| matches!(t.stage, Stage::Pending | Stage::Ready))
+            .map(|t| cap - t.valid.count_valid(0, cap))
+            .sum();
+        open + queued
     }
 
     /// Hybrid recycling: re-open up to `room` full zones (at most `TL_BATCH_MAX`) for
@@ -362,10 +441,18 @@ impl Mapping {
         turn: TurnBlocks,
         room: usize,
     ) -> Vec<u32> {
-        if !self.threaded.enabled || self.tl_live() || room == 0 {
+        // Each zone waiting for the hot stream holds an open zone already.
+        let room = room.saturating_sub(self.tl_queued_zones());
+        if !self.threaded.enabled || room == 0 {
             return Vec::new();
         }
-        self.threaded.zones.clear();
+        let deficit = self.tl_ahead_target().saturating_sub(self.tl_room_ahead());
+        // The zones of earlier turns a slot still writes stay threaded (no header, never
+        // finished); the full ones are done.
+        let zones = &self.zones;
+        self.threaded.zones.retain(|t| {
+            t.stage != Stage::Writing || matches!(zones[t.zone as usize].use_, ZoneUse::Open(_))
+        });
         let cap = self.layout.zone_blocks;
         let victim = victim.filter(|_| policy == TlPolicy::Hybrid);
         let sc = victim.map(|v| {
@@ -389,7 +476,16 @@ impl Mapping {
             let share = turn_blocks(n).div_ceil(n as u64);
             model.choose(Some(*c), sc, share) != Recycle::Compact
         };
-        let n = (1..=cands.len())
+        // The fewest candidates whose holes give the hot stream its room ahead back.
+        let mut holes = 0;
+        let most = cands
+            .iter()
+            .position(|c| {
+                holes += c.freed;
+                holes >= deficit
+            })
+            .map_or(cands.len(), |i| i + 1);
+        let n = (1..=most)
             .rev()
             .find(|&n| cands[..n].iter().all(|c| beats(c, n)))
             .unwrap_or(0);
@@ -397,6 +493,7 @@ impl Mapping {
             self.threaded.counters.compaction_chosen += 1;
             return Vec::new();
         }
+        self.threaded.counters.turns += 1;
         if n > 1 {
             self.threaded.counters.multi_zone_turns += 1;
         }
@@ -805,6 +902,107 @@ mod tests {
         let mark = m.begin_snapshot();
         m.checkpoint_durable(m.next_seq(), mark);
         assert!(m.tl_covered(0));
+    }
+
+    // Regression: the next turn waited until the zone the hot stream wrote had no holes
+    // left, and a turn takes a record and a device flush before its zones are ready, so at
+    // every turn the hot stream opened a free zone meanwhile and collection (a compaction
+    // and, on the ZNS+ Fig. 8 foreground setups, a checkpoint) had to win it back: 24
+    // compactions per GiB beside 56 re-opened zones at 80% utilisation (docs/BENCHMARKS.md,
+    // "ZNS+ Fig. 8"). The next turn is planned as soon as no re-opened zone waits, while
+    // the last one is written, which stays threaded; and collection stands aside while a
+    // re-opened zone waits for the hot stream and no user writer waits for a zone.
+    #[test]
+    fn the_next_turn_is_planned_while_the_last_zone_is_written() {
+        let mut m = mapping(12, 16);
+        // Zones 0 and 1 hold LBAs 0..30; rewriting five LBAs of each leaves 5 holes in each.
+        write_lbas(&mut m, 0..30);
+        write_lbas(&mut m, [0, 1, 2, 3, 4, 15, 16, 17, 18, 19].into_iter());
+        assert_eq!((m.zone(0).valid, m.zone(1).valid), (10, 10));
+        let model = CostModel::default();
+        let turn = |m: &mut Mapping| {
+            m.plan_threaded(TlPolicy::Always, &model, None, TurnBlocks::flat(1), 1)
+        };
+        let first = turn(&mut m);
+        assert_eq!(first.len(), 1);
+        let (a, b) = (first[0], 1 - first[0]);
+        assert!(m.tl_queued() && m.tl_covers_users());
+        assert!(
+            m.tl_wanted(0, 0),
+            "5 holes waiting are less room than a zone's"
+        );
+        assert!(!m.tl_wanted(1, 0), "above the floor a free zone is opened");
+        m.user_waiting = true;
+        assert!(
+            !m.tl_covers_users(),
+            "a waiting user writer needs collection"
+        );
+        m.user_waiting = false;
+        m.tl_ready(a);
+        assert_eq!(m.tl_take(Stream::Hot).map(|t| t.0), Some(a));
+        // Zone a is written, holes left: the next turn comes now, not once a is full.
+        let r = m.reserve(a, 1);
+        let seq = m.take_seq();
+        m.complete_write(a, r.offset, 40, 1, seq);
+        assert!(m.tl_live() && !m.tl_queued());
+        assert!(m.tl_wanted(0, 0), "no zone waits for the hot stream");
+        assert!(!m.tl_covers_users());
+        assert_eq!(turn(&mut m), vec![b]);
+        assert!(m.tl_writing(a), "the zone being written stays threaded");
+        assert_eq!(m.tl_scan_from(b), Some(b_first_hole(&m, b)));
+        // Its holes still go to writes one at a time, never over a valid block.
+        let r = m.reserve(a, 8);
+        assert!(r.blocks >= 1 && r.offset > 1, "{r:?}");
+        m.verify().expect("mapping consistent");
+    }
+
+    // Regression: a turn was planned with two free zones above the floor and took up to four
+    // zones (as many as beat compaction), so two zones stayed free that no hole could use,
+    // and zones were fixed long before the hot stream reached them; on the small device of
+    // the ZNS+ Fig. 8 foreground shape test ZNS+-fg fell to 0.889x IZC-fg at 80% (write
+    // amplification 3.88 against 3.24; docs/BENCHMARKS.md, "ZNS+ Fig. 8"). A turn comes at
+    // the floor, as compaction does, and takes the fewest zones (fewest valid first) whose
+    // holes give the hot stream one zone of room ahead.
+    #[test]
+    fn a_turn_comes_at_the_floor_and_takes_only_the_zones_the_hot_stream_needs() {
+        let mut m = mapping(12, 16);
+        // Zones 0, 1 and 2 hold LBAs 0..45; rewriting ten LBAs of each (into zones 3 and 4,
+        // both filled) leaves each 10 holes beside 5 valid blocks.
+        write_lbas(&mut m, 0..45);
+        write_lbas(&mut m, (0..10).chain(15..25).chain(30..40));
+        assert_eq!(
+            (m.zone(0).valid, m.zone(1).valid, m.zone(2).valid),
+            (5, 5, 5)
+        );
+        assert_eq!(m.tl_room_ahead(), 0, "no hot zone open");
+        assert!(!m.tl_wanted(1, 0), "above the floor a free zone is opened");
+        assert!(!m.tl_wanted(3, 0));
+        assert!(m.tl_wanted(0, 0));
+        let chosen = m.plan_threaded(
+            TlPolicy::Always,
+            &CostModel::default(),
+            None,
+            TurnBlocks::flat(1),
+            4,
+        );
+        // 10 + 10 holes cover the 16 blocks of room wanted; a third zone would wait longer.
+        assert_eq!(chosen.len(), 2, "{chosen:?}");
+        assert_eq!(m.tl_room_ahead(), 20);
+        assert!(!m.tl_wanted(0, 0), "room enough ahead");
+        // The zones waiting hold open zones: a turn's room counts them.
+        let more = m.plan_threaded(
+            TlPolicy::Always,
+            &CostModel::default(),
+            None,
+            TurnBlocks::flat(1),
+            2,
+        );
+        assert!(more.is_empty(), "{more:?}");
+        m.verify().expect("mapping consistent");
+    }
+
+    fn b_first_hole(m: &Mapping, z: u32) -> u64 {
+        m.tl_bitmap(z).next_invalid(0)
     }
 
     #[test]

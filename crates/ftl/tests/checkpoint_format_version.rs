@@ -51,6 +51,10 @@ fn threaded_opts() -> MountOptions {
         write_mode: ftl::WriteMode::ZoneWrite,
         threaded: TlPolicy::Always,
         checkpoint_every_zones: 6,
+        // Collection and threaded logging both start one zone above the floor: threaded
+        // logging comes when collection would, and with the background watermark two zones
+        // above it collection kept the zones with holes to itself on this volume.
+        gc_background_free_zones: 4,
         ..common::small_opts()
     }
 }

@@ -116,6 +116,11 @@ impl Kind {
             } else {
                 TlPolicy::Hybrid
             };
+            // Collection's background watermark one zone above the floor (the mounts'
+            // default): threaded logging comes when collection would, and with the
+            // watermark two zones above the floor collection takes the zones with holes
+            // before the floor is reached, leaving few turns to cut power in.
+            o.gc_background_free_zones = o.gc_foreground_free_zones + 1;
         }
         if self.zns_plus {
             o.compaction = Some(if rng.chance(0.5) {
@@ -478,13 +483,16 @@ fn one_thousand_crash_schedules_with_threaded_logging_and_compaction() {
         "only {} blocks written into holes",
         total.tl_hole_blocks
     );
+    // A turn comes at the floor and takes only the zones the hot stream needs (docs/
+    // DESIGN.md "ZNS+", Choice): fewer turns re-open several zones than when a turn took
+    // up to four two zones above the floor (1,000 and 1,000 before 2026-11-25).
     assert!(
-        total.tl_cuts >= 1_000,
+        total.tl_cuts >= 600,
         "only {} power cuts with a TL-opened zone",
         total.tl_cuts
     );
     assert!(
-        total.tl_multi_zone_turns >= 1_000,
+        total.tl_multi_zone_turns >= 150,
         "only {} turns re-opened several zones behind one checkpoint",
         total.tl_multi_zone_turns
     );
@@ -525,13 +533,15 @@ fn three_hundred_crash_schedules_with_threaded_logging_and_serial_collection() {
         "only {} zones TL-opened",
         total.tl_opens
     );
+    // 400 before turns came at the floor (2026-11-25).
     assert!(
-        total.tl_cuts >= 400,
+        total.tl_cuts >= 300,
         "only {} power cuts with a TL-opened zone",
         total.tl_cuts
     );
+    // 10,000 before turns came at the floor (2026-11-25).
     assert!(
-        total.tl_hole_blocks >= 10_000,
+        total.tl_hole_blocks >= 8_000,
         "only {} blocks written into holes",
         total.tl_hole_blocks
     );

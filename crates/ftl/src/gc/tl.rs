@@ -71,6 +71,8 @@ impl Maintenance {
                 Err(e) => Err(e),
             },
             None => {
+                self.shared
+                    .map(|m| m.threaded.counters.checkpoint_turns += 1);
                 self.checkpoint().await?;
                 Ok(())
             }
