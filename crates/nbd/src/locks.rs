@@ -55,7 +55,14 @@ pub struct BlockLocks {
 
 /// Shared holds on every shard of a run of blocks, released on drop.
 pub struct SharedGuard<'a> {
-    _held: Vec<RwLockReadGuard<'a, ()>>,
+    _held: Held<'a>,
+}
+
+/// The shard guards of a `SharedGuard`: a run of one block, the common case of 4 KiB
+/// writes, holds its one guard without allocating.
+enum Held<'a> {
+    One(RwLockReadGuard<'a, ()>),
+    Many(Vec<RwLockReadGuard<'a, ()>>),
 }
 
 impl Default for BlockLocks {
@@ -79,12 +86,21 @@ impl BlockLocks {
     /// them from starting until the guard is dropped. Other shared holders are not excluded.
     pub async fn shared(&self, lba: u64, blocks: u64) -> SharedGuard<'_> {
         let [low, high] = shards(lba, blocks);
+        if low.len() + high.len() == 1 {
+            // `shards` yields indices below LOCK_SHARDS only.
+            let guard = self.shards[low.start].read().await;
+            return SharedGuard {
+                _held: Held::One(guard),
+            };
+        }
         let mut held = Vec::with_capacity(low.len() + high.len());
         for i in low.chain(high) {
             // `shards` yields indices below LOCK_SHARDS only.
             held.push(self.shards[i].read().await);
         }
-        SharedGuard { _held: held }
+        SharedGuard {
+            _held: Held::Many(held),
+        }
     }
 }
 
