@@ -160,8 +160,11 @@ impl Shared {
         self.space.notify_waiters();
     }
 
-    /// Resolves at the next `space_changed` (or failure); enable it before checking the
-    /// condition it waits for, so a signal in between is not lost.
+    /// Resolves at the next `space_changed` (or failure); create it before checking the
+    /// condition it waits for, so a signal in between is not lost. Both signal every waiter
+    /// (`notify_waiters`), which reaches a `Notified` from its creation on, so it need not be
+    /// enabled first: enabling registers it on the `Notify` (a lock) and dropping it then
+    /// takes that lock again, twice per user write that never waits.
     pub(crate) fn space_notified(&self) -> Notified<'_> {
         self.space.notified()
     }
