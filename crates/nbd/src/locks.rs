@@ -78,8 +78,12 @@ pub struct SharedGuard<'a> {
 /// The shard guards of a `SharedGuard`: a run of one block, the common case of 4 KiB
 /// writes, holds its one guard without allocating.
 enum Held<'a> {
-    One(RwLockReadGuard<'a, ()>),
-    Many(Vec<RwLockReadGuard<'a, ()>>),
+    One {
+        _guard: RwLockReadGuard<'a, ()>,
+    },
+    Many {
+        _guards: Vec<RwLockReadGuard<'a, ()>>,
+    },
 }
 
 impl Default for BlockLocks {
@@ -105,7 +109,7 @@ impl BlockLocks {
             // `shards` yields indices below LOCK_SHARDS only.
             let guard = self.shards[low.start].read().await;
             return SharedGuard {
-                _held: Held::One(guard),
+                _held: Held::One { _guard: guard },
             };
         }
         let mut held = Vec::with_capacity(low.len() + high.len());
@@ -114,7 +118,7 @@ impl BlockLocks {
             held.push(self.shards[i].read().await);
         }
         SharedGuard {
-            _held: Held::Many(held),
+            _held: Held::Many { _guards: held },
         }
     }
 }
