@@ -307,7 +307,6 @@ impl StreamWriter {
             let mut guard = slot.zone.lock().await;
             let waiting = self.shared.space_notified();
             tokio::pin!(waiting);
-            waiting.as_mut().enable();
             let plan = self
                 .shared
                 .map(|m| m.plan_acquire(*guard, stream, &self.policy));
@@ -603,7 +602,6 @@ impl StreamWriter {
         loop {
             let waiting = self.shared.space_notified();
             tokio::pin!(waiting);
-            waiting.as_mut().enable();
             let next = self.shared.map(|m| m.plan_admit(blocks, &self.policy));
             match next {
                 crate::plan::Admit::Go => return Ok(()),

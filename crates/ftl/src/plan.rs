@@ -709,7 +709,10 @@ impl Mapping {
     /// reclaimable: waiting would wait for nothing (the space rules of `plan_acquire` apply).
     pub fn plan_admit(&mut self, blocks: u64, policy: &SpacePolicy) -> Admit {
         let owed = policy.owed(self.free_zones());
-        let reclaimable = self.reclaimable(policy.victim_policy);
+        // Whether a victim exists is a scan of every zone, asked only when the answer
+        // matters: not for the common write with nothing owed and no pacing.
+        let reclaimable =
+            (owed > 0 || policy.pace_rounds) && self.reclaimable(policy.victim_policy);
         if owed == 0 || !reclaimable {
             let pace = self.throttle.pace;
             self.throttle = Throttle {

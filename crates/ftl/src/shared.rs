@@ -160,9 +160,34 @@ impl Shared {
         self.space.notify_waiters();
     }
 
-    /// Resolves at the next `space_changed` (or failure); enable it before checking the
-    /// condition it waits for, so a signal in between is not lost.
+    /// Resolves at the next `space_changed` (or failure); create it before checking the
+    /// condition it waits for, so a signal in between is not lost. Both signal every waiter
+    /// (`notify_waiters`), which reaches a `Notified` from its creation on, so it need not be
+    /// enabled first: enabling registers it on the `Notify` (a lock) and dropping it then
+    /// takes that lock again, twice per user write that never waits.
     pub(crate) fn space_notified(&self) -> Notified<'_> {
         self.space.notified()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::FutureExt;
+    use tokio::sync::Notify;
+
+    /// Writers waiting for space rely on this (`space_notified` is created before the
+    /// condition is checked and only polled once the writer waits, never enabled): a signal
+    /// sent with `notify_waiters`, as `space_changed` and `fail` send it, reaches a
+    /// `Notified` from its creation on. With `notify_one`, or without that guarantee, a
+    /// signal between the check and the wait would be lost and the writer would sleep on.
+    #[test]
+    fn a_space_signal_reaches_a_waiter_created_before_it_and_never_enabled() {
+        let space = Notify::new();
+        let waiting = space.notified();
+        space.notify_waiters();
+        assert!(waiting.now_or_never().is_some(), "the signal was lost");
+        // And one created after the signal waits for the next one.
+        let later = space.notified();
+        assert!(later.now_or_never().is_none());
     }
 }

@@ -18,15 +18,32 @@ pub(crate) struct Budget {
     bytes: Arc<Semaphore>,
 }
 
-/// Permits held by one request; released on drop.
+/// Most permits one request holds: the connection's request and bytes, the server's
+/// request and bytes.
+const HELD_INLINE: usize = 4;
+
+/// Permits held by one request; released on drop. Kept inline, not in a `Vec`: a request
+/// holds at most `HELD_INLINE`, and an allocation per request showed in the profile of 4 KiB
+/// writes (docs/BENCHMARKS.md).
 #[derive(Default)]
 pub(crate) struct Held {
-    permits: Vec<OwnedSemaphorePermit>,
+    inline: [Option<OwnedSemaphorePermit>; HELD_INLINE],
+    /// Permits beyond `HELD_INLINE`, should a caller ever take more.
+    more: Vec<OwnedSemaphorePermit>,
 }
 
 impl Held {
     pub fn add(&mut self, p: OwnedSemaphorePermit) {
-        self.permits.push(p);
+        match self.inline.iter_mut().find(|slot| slot.is_none()) {
+            Some(slot) => *slot = Some(p),
+            None => self.more.push(p),
+        }
+    }
+
+    /// Permits held (for tests).
+    #[cfg(test)]
+    fn count(&self) -> usize {
+        self.inline.iter().flatten().count() + self.more.len()
     }
 }
 
@@ -68,5 +85,28 @@ impl Budget {
             held.add(self.bytes(n).await?);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every permit added is held until the `Held` is dropped, also beyond the inline
+    /// slots, and all of them come back then.
+    #[tokio::test]
+    async fn held_permits_are_released_on_drop_however_many() {
+        let budget = Budget::new(10, 1000);
+        let mut held = Held::default();
+        for _ in 0..HELD_INLINE + 2 {
+            held.add(budget.request().await.expect("room"));
+        }
+        held.add(budget.bytes(600).await.expect("room"));
+        assert_eq!(held.count(), HELD_INLINE + 3);
+        assert_eq!(budget.requests.available_permits(), 10 - HELD_INLINE - 2);
+        assert_eq!(budget.bytes.available_permits(), 400);
+        drop(held);
+        assert_eq!(budget.requests.available_permits(), 10);
+        assert_eq!(budget.bytes.available_permits(), 1000);
     }
 }

@@ -1,17 +1,19 @@
-//! A connection's receive buffer: request headers are parsed from it and large write
-//! payloads are handed on as views of it, so the bytes of a large write are copied once in
-//! user space (by the volume), not twice.
+//! A connection's receive buffer: request headers are parsed from it and write payloads are
+//! handed on as views of it, so the bytes of a write are copied once in user space (by the
+//! volume), not twice.
 //!
 //! The socket is read into the spare capacity of one chunk (`CHUNK` bytes, or one request
-//! larger than that). A payload of at least `SHARE_MIN` bytes is split off the chunk as a
-//! `Bytes` (no copy); a smaller one is copied into its own buffer, so that a small write
-//! never keeps a whole chunk alive. A chunk whose views are all dropped is reused; one still
-//! viewed is left to its views and a fresh chunk takes its place, with the few unconsumed
-//! bytes (part of the next request) copied over.
+//! larger than that). A payload is split off the chunk as a `Bytes` (no copy, and no
+//! allocation of its size). A chunk whose views are all dropped is reused; one still viewed
+//! is left to its views and a fresh chunk takes its place, with the few unconsumed bytes
+//! (part of the next request) copied over. On a volume that completes writes at once (the
+//! in-memory ones) a view is dropped before the next request is read, so the chunk is
+//! reused; a small write kept waiting keeps its whole chunk alive, which the bound below
+//! limits.
 //!
 //! Memory bound: at most `MAX_SHARED` chunks may be kept alive by views at once; past that
-//! a large payload is copied too. So a connection holds at most `MAX_SHARED + 1` chunks
-//! besides its payload budget, whatever order its writes complete in.
+//! a payload is copied into its own buffer. So a connection holds at most `MAX_SHARED + 1`
+//! chunks besides its payload budget, whatever order its writes complete in.
 //!
 //! Fault model: a client may stop at any byte. End of file between requests is a clean
 //! close; end of file inside a header or payload is `UnexpectedEof`; a socket error is
@@ -28,8 +30,9 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 pub(crate) const CHUNK: usize = 1 << 20;
 /// Reads are made with at least this much room, so a read is never a few bytes long.
 const MIN_READ: usize = 64 * 1024;
-/// Smallest payload handed on as a view of the chunk instead of a copy.
-pub(crate) const SHARE_MIN: usize = 64 * 1024;
+/// Smallest payload counted as large: the header after it is read alone, so that the next
+/// payload (most likely large too) starts a read and can be aligned (`ALIGN`).
+pub(crate) const LARGE: usize = 64 * 1024;
 /// Chunks that views may keep alive at once.
 pub(crate) const MAX_SHARED: usize = 4;
 /// A large payload that starts a read is placed at an address aligned to this. A volume's
@@ -170,7 +173,7 @@ impl<R: AsyncRead + Unpin> Inbox<R> {
     /// Reads exactly `n` payload bytes. Reads for the rest of a payload stop at its end, so
     /// a payload that spans reads leaves nothing behind to move when the chunk is replaced.
     pub async fn payload(&mut self, n: usize) -> io::Result<Bytes> {
-        self.large = n >= SHARE_MIN;
+        self.large = n >= LARGE;
         if self.buf.len() < n {
             self.room(n - self.buf.len());
         }
@@ -178,11 +181,6 @@ impl<R: AsyncRead + Unpin> Inbox<R> {
             if self.fill(n - self.buf.len()).await? == 0 {
                 return Err(io::ErrorKind::UnexpectedEof.into());
             }
-        }
-        if n < SHARE_MIN {
-            let data = Bytes::copy_from_slice(&self.buf[..n]);
-            self.buf.advance(n);
-            return Ok(data);
         }
         let token = match &self.lent {
             Some(t) => t.clone(),
@@ -318,7 +316,7 @@ mod tests {
         let e = inbox.header(&mut header).await.expect_err("short header");
         assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
 
-        for n in [100, SHARE_MIN + 1] {
+        for n in [100, LARGE + 1] {
             let mut inbox = Inbox::new(trickle(pattern(28 + n - 1), 4096));
             assert!(inbox.header(&mut header).await.expect("header"));
             let e = inbox.payload(n).await.expect_err("short payload");
@@ -338,15 +336,18 @@ mod tests {
         let mut inbox = Inbox::new(src);
         let mut header = [0u8; 28];
         assert!(inbox.header(&mut header).await.expect("header"));
-        let e = inbox.payload(SHARE_MIN).await.expect_err("reset");
+        let e = inbox.payload(LARGE).await.expect_err("reset");
         assert_eq!(e.kind(), io::ErrorKind::ConnectionReset);
         assert_eq!(e.to_string(), "peer reset");
     }
 
+    /// Small payloads used to be copied into a buffer of their own (an allocation and a
+    /// copy per 4 KiB write); now every payload is a view of the chunk, and a small one does
+    /// not keep a chunk from being reused once it is dropped.
     #[tokio::test]
-    async fn large_payloads_are_views_of_the_chunk_and_small_ones_copies() {
+    async fn payloads_large_and_small_are_views_of_the_chunk() {
         // Header, large payload, header, large payload, header, small payload.
-        let big = SHARE_MIN;
+        let big = LARGE;
         let bytes = pattern(3 * 28 + 2 * big + 100);
         let mut inbox = Inbox::with_chunk(trickle(bytes.clone(), usize::MAX), 8 * big);
         let mut header = [0u8; 28];
@@ -360,22 +361,65 @@ mod tests {
             at += 28 + n;
             got.push(data);
         }
-        // The second large payload sits in the same allocation as the first, right after
-        // its header: neither was copied out of the chunk.
+        // Each payload sits in the same allocation as the one before, right after its own
+        // header: none was copied out of the chunk.
         let first = got[0].as_ptr() as usize;
         assert_eq!(got[1].as_ptr() as usize, first + big + 28);
+        assert_eq!(got[2].as_ptr() as usize, first + 2 * (big + 28));
         assert_eq!(inbox.shared_chunks(), 1);
-        // The small one is a copy of its own, outside the chunk.
-        let third = got[2].as_ptr() as usize;
-        let start = first - 28;
-        assert!(third < start || third >= start + 8 * big);
         drop(got);
         assert_eq!(inbox.shared_chunks(), 0, "no view left");
     }
 
+    /// Small writes kept waiting keep their chunks alive; at most `MAX_SHARED` of them, after
+    /// which payloads are copies, and the chunks are free again once the views are dropped.
+    #[tokio::test]
+    async fn small_views_keep_at_most_max_shared_chunks_alive() {
+        let one = 28 + 100;
+        let n = MAX_SHARED + 3;
+        let bytes = pattern(2 * n * one);
+        // A read returns one request, and a chunk has room for one read: each request
+        // needs a chunk of its own while the earlier ones are viewed.
+        let mut inbox = Inbox::with_chunk(trickle(bytes.clone(), one), MIN_READ);
+        let mut header = [0u8; 28];
+        let mut kept = Vec::new();
+        for i in 0..n {
+            assert!(inbox.header(&mut header).await.expect("header"));
+            let data = inbox.payload(100).await.expect("payload");
+            assert_eq!(data[..], bytes[i * one + 28..(i + 1) * one], "request {i}");
+            kept.push(data);
+            assert!(inbox.shared_chunks() <= MAX_SHARED);
+        }
+        assert_eq!(inbox.shared_chunks(), MAX_SHARED);
+        for (i, data) in kept.iter().enumerate() {
+            assert_eq!(
+                data[..],
+                bytes[i * one + 28..(i + 1) * one],
+                "request {i} kept"
+            );
+        }
+        drop(kept);
+        assert_eq!(inbox.shared_chunks(), 0);
+        // Dropped at once, as on an in-memory volume: one chunk serves every request.
+        let mut first = None;
+        for i in n..2 * n {
+            assert!(inbox.header(&mut header).await.expect("header"));
+            let data = inbox.payload(100).await.expect("payload");
+            assert_eq!(data[..], bytes[i * one + 28..(i + 1) * one], "request {i}");
+            let at = data.as_ptr() as usize;
+            let base = *first.get_or_insert(at);
+            assert!(
+                at >= base && at < base + MIN_READ + one,
+                "request {i} in one chunk"
+            );
+            drop(data);
+            assert!(inbox.shared_chunks() <= 1);
+        }
+    }
+
     #[tokio::test]
     async fn a_chunk_no_longer_viewed_is_reused_and_a_viewed_one_is_left_to_its_views() {
-        let big = SHARE_MIN;
+        let big = LARGE;
         // A chunk holds three requests of `big`; seven arrive.
         let one = 28 + big;
         let bytes = pattern(7 * one);
@@ -416,7 +460,7 @@ mod tests {
 
     #[tokio::test]
     async fn views_keep_at_most_max_shared_chunks_alive_and_later_payloads_are_copied() {
-        let big = SHARE_MIN;
+        let big = LARGE;
         let one = 28 + big;
         let n = MAX_SHARED + 3;
         let bytes = pattern(n * one);
@@ -444,7 +488,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_large_payload_after_a_large_one_starts_aligned() {
-        let big = SHARE_MIN + 100;
+        let big = LARGE + 100;
         let one = 28 + big;
         let bytes = pattern(4 * one);
         // A read returns at most a whole request: the first lands at the chunk's start, the
@@ -465,7 +509,7 @@ mod tests {
 
     #[tokio::test]
     async fn headers_without_payload_after_a_large_write_are_read_many_at_once() {
-        let big = SHARE_MIN;
+        let big = LARGE;
         // A large write, then ten headers of requests without payload sent together.
         let bytes = pattern(28 + big + 10 * 28);
         let mut inbox = Inbox::new(trickle(bytes.clone(), 28 + big));
