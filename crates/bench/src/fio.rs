@@ -169,6 +169,7 @@ pub fn run_with_progress(specs: &[JobSpec], t: &Target, p: &Progress) -> Result<
                 at: Instant::now(),
                 flash: Some((dev.timing_counters(), dies)),
                 ftl: None,
+                ftl_counters: None,
             };
             let (results, phases) = run_block(specs, t, &dev, p, &probe).await?;
             let mut volume = dev.stats_json();
@@ -185,6 +186,7 @@ pub fn run_with_progress(specs: &[JobSpec], t: &Target, p: &Progress) -> Result<
                 at: Instant::now(),
                 flash: dev.timing_counters().map(|c| (c, dies)),
                 ftl: Some(vol.activity()),
+                ftl_counters: Some(vol.counters()),
             };
             let ran = run_block(specs, t, vol.as_ref(), p, &probe).await;
             let stats = vol.stats();

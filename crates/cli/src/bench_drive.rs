@@ -143,6 +143,7 @@ async fn on_ftl(
     } else {
         let probe = || bench::fio::Sample {
             ftl: Some(vol.activity()),
+            ftl_counters: Some(vol.counters()),
             ..bench::fio::no_probe()
         };
         let p = Progress::default();

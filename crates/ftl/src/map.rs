@@ -192,6 +192,12 @@ pub struct Counters {
     /// Victims whose copies all went to one GC stream because the free zones and the GC
     /// zones' room could not take them split by temperature (`Mapping::plan_round`).
     pub gc_merged_victims: u64,
+    /// Victims taken by garbage collection by the stream their zone was last opened for, in
+    /// `Stream::ALL` order (zones a mount found written count as cold user zones), and the
+    /// valid blocks (live trim records included) they held when taken. Their ratio over a
+    /// phase is how full each stream's zones were when collected: what separation buys.
+    pub gc_victims: [u64; 4],
+    pub gc_victim_valid: [u64; 4],
     /// Serial collection (`MountOptions::serial_collection`): victims collected, and the
     /// model time spent in their copies, their checkpoints and their resets (each victim's
     /// phases, as the ZNS+ paper's Fig. 6 splits a segment compaction).
@@ -996,6 +1002,9 @@ impl Mapping {
 
     /// Marks zone `z` as picked by garbage collection.
     pub fn start_collecting(&mut self, z: u32) {
+        let stream = self.zones[z as usize].opened_for.unwrap_or(Stream::Cold);
+        self.counters.gc_victims[stream.index()] += 1;
+        self.counters.gc_victim_valid[stream.index()] += self.zones[z as usize].valid;
         self.zones[z as usize].collecting = true;
     }
 
@@ -1140,5 +1149,36 @@ mod tests {
         m.zones[9].use_ = ZoneUse::Full;
         m.zones[9].last_seq = 999;
         assert_eq!(m.pick_victim(VictimPolicy::CostBenefit), Some(9));
+    }
+
+    // The victims garbage collection takes are counted by the stream their zone was opened
+    // for, with the valid blocks they held (the bench's per-phase figures of how full each
+    // stream's zones were when collected); zones a mount found written count as cold user
+    // zones.
+    #[test]
+    fn victims_are_counted_by_their_zones_stream_with_their_valid_blocks() {
+        let l = Layout::new(
+            crate::layout::tests::geo(40, 64),
+            1000,
+            crate::layout::RESERVE_ZONES_DEFAULT,
+        )
+        .expect("layout");
+        let mut m = Mapping::new(l);
+        for (z, valid, stream) in [
+            (3u32, 10u64, Some(Stream::Hot)),
+            (4, 20, Some(Stream::Hot)),
+            (5, 50, Some(Stream::GcCold)),
+            (6, 40, None),
+        ] {
+            let zone = &mut m.zones[z as usize];
+            zone.use_ = ZoneUse::Full;
+            zone.valid = valid;
+            zone.opened_for = stream;
+            m.start_collecting(z);
+        }
+        let c = m.counters;
+        assert_eq!(c.gc_victims, [2, 1, 0, 1]);
+        assert_eq!(c.gc_victim_valid, [30, 40, 0, 50]);
+        assert!(m.zones[3].collecting && m.zones[6].collecting);
     }
 }

@@ -435,6 +435,11 @@ impl FtlVolume {
         })
     }
 
+    /// The mapping's counters since mount (cheap: no scan of the mapping).
+    pub fn counters(&self) -> crate::map::Counters {
+        self.shared.map(|m| m.counters)
+    }
+
     /// Where the volume's tasks spent their time since mount (cheap: no scan of the mapping).
     pub fn activity(&self) -> crate::activity::ActivityStats {
         self.shared.activity().stats()

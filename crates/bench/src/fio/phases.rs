@@ -6,6 +6,7 @@
 
 use emu::timing::TimingCounters;
 use ftl::activity::{ActivityStats, GaugeStats};
+use ftl::map::{Counters, Stream};
 
 use super::*;
 
@@ -17,6 +18,9 @@ pub struct Sample {
     pub flash: Option<(TimingCounters, u32)>,
     /// The host FTL's activity, for an FTL volume.
     pub ftl: Option<ActivityStats>,
+    /// The host FTL's counters (blocks per stream, copies, victims by class), for an FTL
+    /// volume.
+    pub ftl_counters: Option<Counters>,
 }
 
 /// Takes a sample of the run's device and volume.
@@ -28,6 +32,7 @@ pub fn no_probe() -> Sample {
         at: Instant::now(),
         flash: None,
         ftl: None,
+        ftl_counters: None,
     }
 }
 
@@ -76,7 +81,43 @@ pub(super) fn phase_json(name: &str, a: &Sample, b: &Sample) -> Value {
         v["flushes"] = gauge_json(&x.flushes, &y.flushes, span_ns);
         v["resets"] = gauge_json(&x.resets, &y.resets, span_ns);
     }
+    if let (Some(x), Some(y)) = (a.ftl_counters, b.ftl_counters) {
+        v["ftl"] = counters_json(&x, &y);
+    }
     v
+}
+
+/// What the host FTL wrote and collected between counters `x` and `y`: user blocks, copies
+/// and copies per user block, rounds and those that flushed the device, and per stream the
+/// blocks written, zones opened, and the victims among its zones with the valid blocks they
+/// held on average when taken.
+fn counters_json(x: &Counters, y: &Counters) -> Value {
+    let d = |a: u64, b: u64| b.saturating_sub(a);
+    let user = d(x.user_blocks, y.user_blocks);
+    let copies = d(x.gc_blocks, y.gc_blocks);
+    let streams: serde_json::Map<String, Value> = Stream::ALL
+        .iter()
+        .map(|s| {
+            let i = s.index();
+            let victims = d(x.gc_victims[i], y.gc_victims[i]);
+            let valid = d(x.gc_victim_valid[i], y.gc_victim_valid[i]);
+            let v = json!({
+                "blocks": d(x.stream_blocks[i], y.stream_blocks[i]),
+                "zones_opened": d(x.stream_zones[i], y.stream_zones[i]),
+                "victims": victims,
+                "victims_mean_valid_blocks": ratio(valid, victims),
+            });
+            (s.name().to_string(), v)
+        })
+        .collect();
+    json!({
+        "user_blocks": user,
+        "copies": copies,
+        "copies_per_user_block": ratio(copies, user),
+        "rounds": d(x.gc_rounds, y.gc_rounds),
+        "round_flushes": d(x.gc_round_flushes, y.gc_round_flushes),
+        "streams": streams,
+    })
 }
 
 /// One line per phase for the text report.
@@ -112,4 +153,60 @@ pub fn phases_text(phases: &[Value]) -> String {
         s += "\n";
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // A phase's FTL figures are the counters' differences between its two samples: per
+    // stream the blocks written, zones opened and victims taken with the valid blocks they
+    // held on average, and copies per user block.
+    #[test]
+    fn a_phase_reports_what_the_ftl_wrote_and_collected_in_it() {
+        let before = Counters {
+            user_blocks: 100,
+            gc_blocks: 50,
+            stream_blocks: [80, 20, 30, 20],
+            gc_victims: [1, 0, 0, 1],
+            gc_victim_valid: [10, 0, 0, 60],
+            ..Default::default()
+        };
+        let after = Counters {
+            user_blocks: 300,
+            gc_blocks: 350,
+            stream_blocks: [260, 40, 130, 220],
+            stream_zones: [3, 1, 2, 4],
+            gc_victims: [5, 0, 0, 3],
+            gc_victim_valid: [90, 0, 0, 250],
+            gc_rounds: 4,
+            gc_round_flushes: 1,
+            ..Default::default()
+        };
+        let sample = |c| Sample {
+            ftl_counters: Some(c),
+            ..no_probe()
+        };
+        let v = phase_json("p", &sample(before), &sample(after));
+        let f = &v["ftl"];
+        assert_eq!(f["user_blocks"], 200);
+        assert_eq!(f["copies"], 300);
+        assert_eq!(f["copies_per_user_block"], 1.5);
+        assert_eq!(f["rounds"], 4);
+        assert_eq!(f["round_flushes"], 1);
+        let hot = &f["streams"]["user"];
+        assert_eq!(hot["blocks"], 180);
+        assert_eq!(hot["zones_opened"], 3);
+        assert_eq!(hot["victims"], 4);
+        assert_eq!(hot["victims_mean_valid_blocks"], 20.0);
+        let cold = &f["streams"]["gc_cold"];
+        assert_eq!(cold["blocks"], 200);
+        assert_eq!(cold["victims"], 2);
+        assert_eq!(cold["victims_mean_valid_blocks"], 95.0);
+        assert_eq!(f["streams"]["user_cold"]["victims_mean_valid_blocks"], 0.0);
+        // No FTL counters (a conventional drive): no FTL figures.
+        assert!(phase_json("p", &no_probe(), &no_probe())
+            .get("ftl")
+            .is_none());
+    }
 }
