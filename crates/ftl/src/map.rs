@@ -1123,19 +1123,24 @@ impl DataZone {
 mod tests {
     use super::*;
 
-    // Cost-benefit weighs a zone's free space and age against the cost of collecting it: 2u
-    // (the valid blocks read and written), not LFS's 1 + u (a whole segment read). Of a
-    // zone half valid and 100 writes old and one a tenth valid and 36 writes old, LFS's
-    // weighting chose the older; this one the emptier.
-    #[test]
-    fn cost_benefit_counts_only_the_valid_blocks_as_cost() {
+    /// The mapping of a volume of 40 zones of 64 blocks at the default reserve, nothing written.
+    fn mapping_of_40_zones() -> Mapping {
         let l = Layout::new(
             crate::layout::tests::geo(40, 64),
             1000,
             crate::layout::RESERVE_ZONES_DEFAULT,
         )
         .expect("layout");
-        let mut m = Mapping::new(l);
+        Mapping::new(l)
+    }
+
+    // Cost-benefit weighs a zone's free space and age against the cost of collecting it: 2u
+    // (the valid blocks read and written), not LFS's 1 + u (a whole segment read). Of a
+    // zone half valid and 100 writes old and one a tenth valid and 36 writes old, LFS's
+    // weighting chose the older; this one the emptier.
+    #[test]
+    fn cost_benefit_counts_only_the_valid_blocks_as_cost() {
+        let mut m = mapping_of_40_zones();
         m.next_seq = 1000;
         for (z, valid, last_seq) in [(3u32, 32u64, 900u64), (7, 6, 964)] {
             let zone = &mut m.zones[z as usize];
@@ -1157,13 +1162,7 @@ mod tests {
     // zones.
     #[test]
     fn victims_are_counted_by_their_zones_stream_with_their_valid_blocks() {
-        let l = Layout::new(
-            crate::layout::tests::geo(40, 64),
-            1000,
-            crate::layout::RESERVE_ZONES_DEFAULT,
-        )
-        .expect("layout");
-        let mut m = Mapping::new(l);
+        let mut m = mapping_of_40_zones();
         for (z, valid, stream) in [
             (3u32, 10u64, Some(Stream::Hot)),
             (4, 20, Some(Stream::Hot)),

@@ -371,21 +371,21 @@ mod tests {
         assert_eq!(inbox.shared_chunks(), 0, "no view left");
     }
 
-    /// Small writes kept waiting keep their chunks alive; at most `MAX_SHARED` of them, after
-    /// which payloads are copies, and the chunks are free again once the views are dropped.
-    #[tokio::test]
-    async fn small_views_keep_at_most_max_shared_chunks_alive() {
-        let one = 28 + 100;
-        let n = MAX_SHARED + 3;
-        let bytes = pattern(2 * n * one);
-        // A read returns one request, and a chunk has room for one read: each request
-        // needs a chunk of its own while the earlier ones are viewed.
-        let mut inbox = Inbox::with_chunk(trickle(bytes.clone(), one), MIN_READ);
+    /// Reads `n` requests of a `len`-byte payload each from `inbox` (the stream `bytes`) and
+    /// keeps their payloads: at most `MAX_SHARED` chunks are alive at any time and exactly
+    /// that many at the end, and every kept payload still holds its request's bytes.
+    async fn keep_views(
+        inbox: &mut Inbox<Trickle>,
+        bytes: &[u8],
+        n: usize,
+        len: usize,
+    ) -> Vec<Bytes> {
+        let one = 28 + len;
         let mut header = [0u8; 28];
         let mut kept = Vec::new();
         for i in 0..n {
             assert!(inbox.header(&mut header).await.expect("header"));
-            let data = inbox.payload(100).await.expect("payload");
+            let data = inbox.payload(len).await.expect("payload");
             assert_eq!(data[..], bytes[i * one + 28..(i + 1) * one], "request {i}");
             kept.push(data);
             assert!(inbox.shared_chunks() <= MAX_SHARED);
@@ -398,6 +398,21 @@ mod tests {
                 "request {i} kept"
             );
         }
+        kept
+    }
+
+    /// Small writes kept waiting keep their chunks alive; at most `MAX_SHARED` of them, after
+    /// which payloads are copies, and the chunks are free again once the views are dropped.
+    #[tokio::test]
+    async fn small_views_keep_at_most_max_shared_chunks_alive() {
+        let one = 28 + 100;
+        let n = MAX_SHARED + 3;
+        let bytes = pattern(2 * n * one);
+        // A read returns one request, and a chunk has room for one read: each request
+        // needs a chunk of its own while the earlier ones are viewed.
+        let mut inbox = Inbox::with_chunk(trickle(bytes.clone(), one), MIN_READ);
+        let mut header = [0u8; 28];
+        let kept = keep_views(&mut inbox, &bytes, n, 100).await;
         drop(kept);
         assert_eq!(inbox.shared_chunks(), 0);
         // Dropped at once, as on an in-memory volume: one chunk serves every request.
@@ -466,23 +481,8 @@ mod tests {
         let bytes = pattern(n * one);
         // One request per chunk, so that each view keeps a chunk of its own alive.
         let mut inbox = Inbox::with_chunk(trickle(bytes.clone(), one), one + ALIGN);
-        let mut header = [0u8; 28];
-        let mut kept = Vec::new();
-        for i in 0..n {
-            assert!(inbox.header(&mut header).await.expect("header"));
-            let data = inbox.payload(big).await.expect("payload");
-            assert_eq!(data[..], bytes[i * one + 28..(i + 1) * one], "request {i}");
-            kept.push(data);
-            assert!(inbox.shared_chunks() <= MAX_SHARED);
-        }
-        assert_eq!(inbox.shared_chunks(), MAX_SHARED);
-        for (i, data) in kept.iter().enumerate() {
-            assert_eq!(
-                data[..],
-                bytes[i * one + 28..(i + 1) * one],
-                "request {i} kept"
-            );
-        }
+        // The views stay alive to the end.
+        let _kept = keep_views(&mut inbox, &bytes, n, big).await;
         assert_eq!(inbox.buffered(), 0);
     }
 
