@@ -34,10 +34,10 @@ const DEST_FAILURES_MAX: u32 = 3;
 
 /// Rounds that may end early because the device refused a copy destination's write, with
 /// no round moving its copies between them, before collection gives up and fails the
-/// volume. Each such round seals at least
-/// one zone, and the next resets those zones as empty victims and opens others; against a
-/// device that refuses every write that cycle never ends and never frees a block, so the
-/// volume has to fail (with the device's status) for waiting writers to hear of it.
+/// volume. Each such round seals at least one zone, and the next resets those zones as
+/// empty victims and opens others; against a device that refuses every write that cycle
+/// never ends and never frees a block, so the volume has to fail (with the device's
+/// status) for waiting writers to hear of it.
 const REFUSED_ROUNDS_MAX: u32 = 4;
 
 /// Collected victims whose resets may wait for their invalidating writes to become durable
