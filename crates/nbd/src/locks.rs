@@ -16,8 +16,9 @@
 //! by `lba / GROUP_BLOCKS % LOCK_SHARDS`, so memory is fixed whatever the volume size; blocks
 //! sharing a shard merely wait for each other more than they must (only a read-modify-write
 //! ever waits). Groups keep a long write's lock count low: a 128 KiB write of 4 KiB blocks
-//! takes 2 or 3 shards, not 32, each an acquisition and a release of a semaphore. A shared holder of a run takes every shard the run touches, in ascending
-//! shard order, and an exclusive holder takes exactly one shard. Every task therefore
+//! takes 2 or 3 shards, not 32, each an acquisition and a release of a semaphore. A shared
+//! holder of a run takes every shard the run touches, in ascending shard order, and an
+//! exclusive holder takes exactly one shard. Every task therefore
 //! acquires in one global order and holds at most one exclusive lock, so no cycle of waiters
 //! can form (no deadlock), however many blocks or shards a request covers. A request takes
 //! its pieces' locks one after another, never two pieces' at once.
