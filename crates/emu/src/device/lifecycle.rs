@@ -43,43 +43,35 @@ impl EmuDevice {
         cfg: EmuConfig,
         kept_zones: u32,
     ) -> Result<EmuDevice, EmuError> {
-        cfg.geometry.validate()?;
-        let g = cfg.geometry;
-        let bs = u64::from(g.block_size);
-        let kept = g.zone_start(kept_zones.min(g.zone_count)) * bs;
-        let store = MemStore::keeping_data_below(
-            g.total_blocks() * bs,
-            g.total_blocks() * u64::from(g.oob_size),
-            kept,
-        );
-        Ok(Self::assemble(
-            cfg,
-            None,
-            Arc::new(store),
-            ZoneTable::new(g),
-            false,
-        ))
+        Self::in_memory(cfg, |g, data, meta| {
+            let kept = g.zone_start(kept_zones.min(g.zone_count)) * u64::from(g.block_size);
+            Arc::new(MemStore::keeping_data_below(data, meta, kept))
+        })
     }
 
     /// A device in memory that stores a block whose bytes are all one value in one byte
     /// (`store::CompactStore`); reads return what was written, as `new_memory`'s do. For
     /// benchmarks that write one pattern over more flash than the host has memory for.
     pub fn new_memory_compact(cfg: EmuConfig) -> Result<EmuDevice, EmuError> {
+        Self::in_memory(cfg, |g, data, meta| {
+            Arc::new(CompactStore::new(data, meta, g.block_size as usize))
+        })
+    }
+
+    /// A device in memory on the store `make` builds for its geometry, data bytes and
+    /// metadata bytes, its geometry checked first.
+    fn in_memory(
+        cfg: EmuConfig,
+        make: impl FnOnce(&Geometry, u64, u64) -> Arc<dyn Store>,
+    ) -> Result<EmuDevice, EmuError> {
         cfg.geometry.validate()?;
         let g = cfg.geometry;
-        let bs = u64::from(g.block_size);
-        let store = CompactStore::new(
-            g.total_blocks() * bs,
+        let store = make(
+            &g,
+            g.total_blocks() * u64::from(g.block_size),
             g.total_blocks() * u64::from(g.oob_size),
-            g.block_size as usize,
         );
-        Ok(Self::assemble(
-            cfg,
-            None,
-            Arc::new(store),
-            ZoneTable::new(g),
-            false,
-        ))
+        Ok(Self::assemble(cfg, None, store, ZoneTable::new(g), false))
     }
 
     /// Creates a file image at `path`. An existing file is refused unless `force`. With
