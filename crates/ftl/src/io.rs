@@ -77,15 +77,14 @@ enum Payload<'a> {
 impl StreamWriter {
     pub(crate) fn new(shared: Arc<Shared>) -> StreamWriter {
         let opts = shared.opts();
-        let zone_writes = if shared.layout().summary_mode()
-            || opts.write_mode != WriteMode::ZoneWrite
-        {
-            1
-        } else if opts.zone_writes == 0 {
-            crate::layout::ZONE_WRITES_DEFAULT as usize
-        } else {
-            opts.zone_writes as usize
-        };
+        let zone_writes =
+            if shared.layout().summary_mode() || opts.write_mode != WriteMode::ZoneWrite {
+                1
+            } else if opts.zone_writes == 0 {
+                crate::layout::ZONE_WRITES_DEFAULT as usize
+            } else {
+                opts.zone_writes as usize
+            };
         let slot = |stream: Stream| Slot {
             stream,
             zone: Default::default(),
@@ -488,17 +487,16 @@ impl StreamWriter {
             // Several writes in flight (user streams in Zone Write mode, not a zone threaded
             // logging re-opened, whose holes are handed out one at a time): a permit of the
             // slot's depth, taken under its lock, so the writes ahead release them.
-            let permit = if self.zone_writes > 1
-                && !stream.is_gc()
-                && !self.shared.map(|m| m.tl_writing(z))
-            {
-                let p = held.depth.acquire().await.map_err(|_| {
-                    FtlError::Corrupt(format!("the write depth of data zone {z} was closed"))
-                })?;
-                Some(p)
-            } else {
-                None
-            };
+            let permit =
+                if self.zone_writes > 1 && !stream.is_gc() && !self.shared.map(|m| m.tl_writing(z))
+                {
+                    let p = held.depth.acquire().await.map_err(|_| {
+                        FtlError::Corrupt(format!("the write depth of data zone {z} was closed"))
+                    })?;
+                    Some(p)
+                } else {
+                    None
+                };
             let r = self.shared.map(|m| m.reserve(z, want));
             if r.blocks == 0 {
                 *guard = None;

@@ -184,7 +184,7 @@ pub struct MountOptions {
 pub use zns::DieStripe as Stripe;
 
 /// User writes in flight per open user zone by default (`MountOptions::zone_writes`).
-pub const ZONE_WRITES_DEFAULT: u32 = 8;
+pub const ZONE_WRITES_DEFAULT: u32 = 2;
 
 /// Copies in flight per garbage-collection lane by default: a Copy waits for its sources'
 /// reads behind the programs queued on the dies, so one at a time left the flash idle.
