@@ -20,6 +20,7 @@ mod relocate;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::Poll;
 
 use zns::{Lba, NvmeStatus, ZoneAction};
 
@@ -32,12 +33,16 @@ use crate::retry::retry;
 use crate::shared::Shared;
 use crate::FtlError;
 
-/// One open-zone slot of a stream. In Zone Write mode its lock is held across the write, so
-/// each open zone has one write in flight and writes reach the device in write-pointer order.
+/// One open-zone slot of a stream. In Zone Write mode a write is submitted under its lock, so
+/// writes reach the device in write-pointer order; a user stream's slot releases the lock once
+/// its write is submitted and keeps up to `MountOptions::zone_writes` in flight (`depth`),
+/// other writes hold it across the write (one in flight).
 struct Slot {
     stream: Stream,
     /// The open zone and its generation.
     zone: tokio::sync::Mutex<Option<(u32, u64)>>,
+    /// Writes the slot may still have in flight: a permit per write, taken under the lock.
+    depth: tokio::sync::Semaphore,
 }
 
 /// A locked slot: its open zone and that zone's generation.
@@ -51,6 +56,11 @@ pub(crate) struct StreamWriter {
     /// Round-robin start for picking a hot slot.
     rr: AtomicUsize,
     policy: SpacePolicy,
+    /// Writes in flight per user slot in Zone Write mode; 1 when they go one at a time.
+    zone_writes: usize,
+    /// Zones sealed after a failed write while other writes to them were in flight: the last
+    /// of those to end finishes the zone on the device (`StreamWriter::seal_when_idle`).
+    sealed_busy: parking_lot::Mutex<Vec<u32>>,
 }
 
 /// What a piece of a write carries.
@@ -66,9 +76,19 @@ enum Payload<'a> {
 
 impl StreamWriter {
     pub(crate) fn new(shared: Arc<Shared>) -> StreamWriter {
-        let slot = |stream| Slot {
+        let opts = shared.opts();
+        let zone_writes =
+            if shared.layout().summary_mode() || opts.write_mode != WriteMode::ZoneWrite {
+                1
+            } else if opts.zone_writes == 0 {
+                crate::layout::ZONE_WRITES_DEFAULT as usize
+            } else {
+                opts.zone_writes as usize
+            };
+        let slot = |stream: Stream| Slot {
             stream,
             zone: Default::default(),
+            depth: tokio::sync::Semaphore::new(if stream.is_gc() { 1 } else { zone_writes }),
         };
         let mut slots: Vec<Slot> = (0..shared.opts().hot_zones.max(1))
             .map(|_| slot(Stream::Hot))
@@ -83,6 +103,8 @@ impl StreamWriter {
             slots,
             rr: AtomicUsize::new(0),
             policy,
+            zone_writes,
+            sealed_busy: Default::default(),
         }
     }
 
@@ -279,11 +301,11 @@ impl StreamWriter {
     }
 
     /// A slot of a user stream with an open zone and room, when `stream` can open none.
-    async fn borrow_user_zone(&self) -> Option<(SlotGuard<'_>, u32)> {
+    async fn borrow_user_zone(&self) -> Option<(SlotGuard<'_>, u32, &Slot)> {
         for slot in self.slots.iter().filter(|s| !s.stream.is_gc()) {
             let mut guard = slot.zone.lock().await;
             match self.shared.map(|m| m.usable_zone(*guard, slot.stream)) {
-                Some(z) => return Some((guard, z)),
+                Some(z) => return Some((guard, z, slot)),
                 None => *guard = None,
             }
         }
@@ -295,13 +317,14 @@ impl StreamWriter {
     /// collection when space is short, and borrow another user stream's zone (so the zone
     /// returned may be another slot's) before they report no space.
     ///
-    /// The slot is locked on return; it is never held while waiting for space or borrowing,
-    /// so a flush or a collection can always take every slot.
+    /// The slot is locked on return (`slot`, or the one borrowed from, which is returned
+    /// too); it is never held while waiting for space or borrowing, so a flush or a
+    /// collection can always take every slot.
     async fn acquire_zone<'a>(
         &'a self,
         slot: &'a Slot,
         stream: Stream,
-    ) -> Result<(SlotGuard<'a>, u32), FtlError> {
+    ) -> Result<(SlotGuard<'a>, u32, &'a Slot), FtlError> {
         loop {
             self.shared.check_failed()?;
             let mut guard = slot.zone.lock().await;
@@ -317,14 +340,14 @@ impl StreamWriter {
                 *guard = None;
             }
             match plan.next {
-                Acquire::Use(z) => return Ok((guard, z)),
+                Acquire::Use(z) => return Ok((guard, z, slot)),
                 Acquire::Open { zone, generation } => {
                     // A zone re-opened for threaded logging keeps its header (threaded.rs).
                     if !self.shared.map(|m| m.tl_writing(zone)) {
                         self.write_header(zone, generation).await?;
                     }
                     *guard = Some((zone, generation));
-                    return Ok((guard, zone));
+                    return Ok((guard, zone, slot));
                 }
                 Acquire::Seal(sealed) => {
                     for z in sealed {
@@ -440,9 +463,11 @@ impl StreamWriter {
         // Zones the device refused (it retired them to Read Only or Offline: nothing was
         // written) are sealed and the piece goes to another zone, this many times per write.
         let mut refusals_left = ZONE_REFUSALS_MAX;
+        // Writes that found a zone sealed by a failure ahead of them and went elsewhere.
+        let mut resubmits_left = ZONE_RESUBMITS_MAX;
         while done < total {
             let slot = &self.slots[self.pick_slot(stream)];
-            let (mut guard, z) = match self.acquire_zone(slot, stream).await {
+            let (mut guard, z, held) = match self.acquire_zone(slot, stream).await {
                 Err(FtlError::Device(e)) if is_zone_refusal(e) && refusals_left > 0 => {
                     refusals_left -= 1;
                     continue;
@@ -459,9 +484,49 @@ impl StreamWriter {
                 }
                 want = want.min(room);
             }
+            // Several writes in flight (user streams in Zone Write mode, not a zone threaded
+            // logging re-opened, whose holes are handed out one at a time): a permit of the
+            // slot's depth, taken under its lock, so the writes ahead release them.
+            let permit =
+                if self.zone_writes > 1 && !stream.is_gc() && !self.shared.map(|m| m.tl_writing(z))
+                {
+                    let p = held.depth.acquire().await.map_err(|_| {
+                        FtlError::Corrupt(format!("the write depth of data zone {z} was closed"))
+                    })?;
+                    Some(p)
+                } else {
+                    None
+                };
             let r = self.shared.map(|m| m.reserve(z, want));
             if r.blocks == 0 {
                 *guard = None;
+                continue;
+            }
+            if let Some(permit) = permit {
+                let landed = self.put_in_flight(guard, r, payload, done, fua).await;
+                drop(permit);
+                match landed {
+                    Ok(()) => {}
+                    Err(InFlightError::Resubmit) if resubmits_left > 0 => {
+                        resubmits_left -= 1;
+                        continue;
+                    }
+                    Err(InFlightError::Resubmit) => {
+                        return Err(FtlError::Device(NvmeStatus::ZoneInvalidWrite))
+                    }
+                    Err(InFlightError::Failed(FtlError::Device(s)))
+                        if is_zone_refusal(s) && refusals_left > 0 =>
+                    {
+                        tracing::warn!(
+                            zone = r.zone,
+                            "the device refused a data zone ({s}); writing elsewhere"
+                        );
+                        refusals_left -= 1;
+                        continue;
+                    }
+                    Err(InFlightError::Failed(e)) => return Err(e),
+                }
+                done += r.blocks;
                 continue;
             }
             let append = self.shared.opts().write_mode == WriteMode::ZoneAppend;
@@ -502,6 +567,119 @@ impl StreamWriter {
             done += r.blocks;
         }
         Ok(())
+    }
+
+    /// Writes reservation `r` (a user stream's, in Zone Write mode) with other writes to its
+    /// zone in flight: the command is submitted under the slot's lock (`guard`), so it reaches
+    /// the device behind the writes reserved before it, then the lock is released and the
+    /// completion awaited, so the next writer submits behind it.
+    ///
+    /// A write refused with Zone Invalid Write while writes ahead of it were in flight found
+    /// the device's write pointer short of its offset: one ahead of it was delayed (it
+    /// overtook it) or failed. It waits until every write ahead of it has ended: all landed,
+    /// it goes again at the same offset; one failed (the zone is sealed), its reservation is
+    /// given up and the caller writes it elsewhere (`InFlightError::Resubmit`). Only a failure
+    /// of its own reaches the caller (`InFlightError::Failed`).
+    async fn put_in_flight(
+        &self,
+        guard: SlotGuard<'_>,
+        r: Reservation,
+        payload: Payload<'_>,
+        done: u64,
+        fua: bool,
+    ) -> Result<(), InFlightError> {
+        let behind = self.shared.map(|m| m.zone(r.zone).inflight > 1);
+        let mut fut = Box::pin(self.put_piece(r, payload, done, fua, false));
+        // Submit it now, behind the writes before it.
+        let polled = futures::poll!(fut.as_mut());
+        drop(guard);
+        let mut result = match polled {
+            Poll::Ready(res) => res,
+            Poll::Pending => fut.await,
+        };
+        if behind && matches!(result, Err(FtlError::Device(NvmeStatus::ZoneInvalidWrite))) {
+            if self.await_writes_ahead(r).await {
+                self.shared.map(|m| m.counters.user_writes_resent += 1);
+                result = self.put_piece(r, payload, done, fua, false).await;
+            } else {
+                self.user_write_failed(r.zone).await;
+                self.shared.map(|m| m.counters.user_writes_resubmitted += 1);
+                return Err(InFlightError::Resubmit);
+            }
+        }
+        match result {
+            Ok(offset) => {
+                self.complete_piece(r.zone, offset, r.blocks, payload, done);
+                self.finish_if_sealed(r.zone).await;
+                Ok(())
+            }
+            Err(e) => {
+                self.user_write_failed(r.zone).await;
+                Err(InFlightError::Failed(e))
+            }
+        }
+    }
+
+    /// Waits until every write to zone `r.zone` ahead of reservation `r` has ended; true when
+    /// they all landed (the device's write pointer is at `r.offset`), false when the zone was
+    /// sealed after a failure (the write pointer will not get there).
+    async fn await_writes_ahead(&self, r: Reservation) -> bool {
+        loop {
+            let waiting = self.shared.space_notified();
+            tokio::pin!(waiting);
+            let (landed, sealed) = self.shared.map(|m| {
+                (
+                    m.zone(r.zone).prefix.end() >= r.offset,
+                    self.sealed_busy.lock().contains(&r.zone),
+                )
+            });
+            if sealed {
+                return false;
+            }
+            if landed {
+                return true;
+            }
+            waiting.await;
+        }
+    }
+
+    /// A user write to zone `z` failed for good, or was given up, while other writes to the
+    /// zone may be in flight: the core seals the zone, and the last write to end finishes it
+    /// on the device (a Finish before them would fail those that were landing).
+    async fn user_write_failed(&self, z: u32) {
+        let finish = self.shared.map(|m| {
+            m.plan_write_failed(z, WriteKind::Data);
+            let mut sealed = self.sealed_busy.lock();
+            if m.zone(z).inflight == 0 {
+                sealed.retain(|&s| s != z);
+                true
+            } else {
+                if !sealed.contains(&z) {
+                    sealed.push(z);
+                }
+                false
+            }
+        });
+        self.write_ended();
+        if finish {
+            self.finish_on_device(z).await;
+        }
+    }
+
+    /// A user write to zone `z` landed: if a failure sealed the zone and this was the last
+    /// write in flight to it, the zone is finished on the device.
+    async fn finish_if_sealed(&self, z: u32) {
+        let finish = self.shared.map(|m| {
+            let mut sealed = self.sealed_busy.lock();
+            if m.zone(z).inflight > 0 || !sealed.contains(&z) {
+                return false;
+            }
+            sealed.retain(|&s| s != z);
+            true
+        });
+        if finish {
+            self.finish_on_device(z).await;
+        }
     }
 
     /// Issues one piece; returns the zone offset it landed at.
@@ -687,6 +865,17 @@ impl StreamWriter {
 
 /// Zones a single write may find refused before it gives up.
 const ZONE_REFUSALS_MAX: u32 = 4;
+
+/// Zones a single write may find sealed by a failed write ahead of it before it gives up.
+const ZONE_RESUBMITS_MAX: u32 = 8;
+
+/// How a write with others in flight to its zone ended, if not landed.
+enum InFlightError {
+    /// A write ahead of it failed, so the device would not take it there: write it elsewhere.
+    Resubmit,
+    /// It failed itself.
+    Failed(FtlError),
+}
 
 /// Statuses with which a device refuses a write to a zone it retired, before writing anything.
 fn is_zone_refusal(s: NvmeStatus) -> bool {

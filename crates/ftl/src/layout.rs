@@ -107,6 +107,13 @@ pub struct MountOptions {
     /// user writes are paced by rounds, or `plan::RUN_ON_COPIES_PER_LANE` on one whose
     /// collection runs on across rounds (`plan::tune_mount`).
     pub copies_per_lane: u32,
+    /// User writes (data and trim records) each user stream's open zone keeps in flight in
+    /// Zone Write mode, submitted in write-pointer order (io.rs, "Several writes in flight");
+    /// 1 writes one at a time. A write refused because one ahead of it failed or was
+    /// reordered by the device goes again to another zone. Summary mode always writes one at
+    /// a time (its summaries follow the tags in order); Zone Append has no such bound. 0 (the
+    /// default) chooses `ZONE_WRITES_DEFAULT`.
+    pub zone_writes: u32,
     /// Garbage-collection lanes (zones of the GC stream copied into at once) at most, as many
     /// as the spare affords up to this (`plan::gc_lanes`); 0 (the default) is
     /// `plan::GC_LANES_AUTO`, one: a lane's copies run on into its next zone, so more lanes
@@ -176,6 +183,9 @@ pub struct MountOptions {
 /// How a device lays a zone over its flash dies (`zns::DieStripe`).
 pub use zns::DieStripe as Stripe;
 
+/// User writes in flight per open user zone by default (`MountOptions::zone_writes`).
+pub const ZONE_WRITES_DEFAULT: u32 = 2;
+
 /// Copies in flight per garbage-collection lane by default: a Copy waits for its sources'
 /// reads behind the programs queued on the dies, so one at a time left the flash idle.
 pub const COPIES_PER_LANE_DEFAULT: u32 = 8;
@@ -195,6 +205,7 @@ impl Default for MountOptions {
             compaction: Some(crate::compaction::Placement::CopybackAware),
             threaded: crate::threaded::TlPolicy::Hybrid,
             copies_per_lane: 0,
+            zone_writes: 0,
             gc_lanes_max: 0,
             serial_collection: false,
             stripe: None,

@@ -178,6 +178,13 @@ pub struct Counters {
     pub gc_rounds_overlapped: u64,
     /// Times a GC lane opened its next zone while copies to its full one were in flight.
     pub gc_lane_zones_chained: u64,
+    /// User writes the device refused behind a delayed write ahead of them in their zone and
+    /// that went again at the same offset once it had landed (io.rs, several writes in
+    /// flight).
+    pub user_writes_resent: u64,
+    /// User writes given up in a zone sealed by a failed write ahead of them and written to
+    /// another zone.
+    pub user_writes_resubmitted: u64,
     /// Collection that runs on across rounds (`MountOptions::gc_run_on`): rounds planned
     /// counting zones the previous round's finish was about to reset, and times a GC lane
     /// found no free zone and waited for those resets.

@@ -35,6 +35,9 @@ struct Coverage {
     trims_in_flight_at_cut: u64,
     user_ops_completed: u64,
     zones_faulted_read_only: u64,
+    /// User writes the device refused behind a write ahead of them in their zone (several
+    /// writes in flight per zone, overtaking on the way) and that went again.
+    user_writes_resent: u64,
 }
 
 /// One user command of a batch.
@@ -227,6 +230,8 @@ async fn schedule(seed: u64, rounds: usize, oob: u32) -> Coverage {
                 }
             }
         }
+        let c = vol.stats().counters;
+        cov.user_writes_resent += c.user_writes_resent + c.user_writes_resubmitted;
         vol.crash().await;
         emu_dev
             .power_loss(rng.next_u64())
@@ -280,6 +285,7 @@ fn many(seeds: std::ops::Range<u64>, oob: u32) -> Coverage {
         total.trims_in_flight_at_cut += c.trims_in_flight_at_cut;
         total.user_ops_completed += c.user_ops_completed;
         total.zones_faulted_read_only += c.zones_faulted_read_only;
+        total.user_writes_resent += c.user_writes_resent;
     }
     println!("oob {oob}: {total:?}");
     total
@@ -298,6 +304,8 @@ fn power_cuts_with_user_writes_trims_and_collection_in_flight() {
     assert!(c.fua_writes_in_flight_at_cut >= 200, "{c:?}");
     assert!(c.trims_in_flight_at_cut >= 200, "{c:?}");
     assert!(c.zones_faulted_read_only >= 50, "{c:?}");
+    // Power was cut with several writes in flight per zone, some of them going again.
+    assert!(c.user_writes_resent >= 1_000, "{c:?}");
 }
 
 #[test]

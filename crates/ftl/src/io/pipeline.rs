@@ -93,7 +93,7 @@ impl StreamWriter {
         depth: usize,
     ) -> Result<usize, FtlError> {
         let slot = self.lane_slot(stream, lane)?;
-        let (mut guard, mut z) = self.acquire_zone(slot, stream).await?;
+        let (mut guard, mut z, _) = self.acquire_zone(slot, stream).await?;
         let mut zone_start = self.shared.layout().data_zone_start(z);
         let mut pipe: VecDeque<InFlight<'_>> = VecDeque::new();
         let (mut issued, mut moved) = (0usize, 0usize);

@@ -38,7 +38,7 @@ impl StreamWriter {
             .ok_or_else(|| {
                 FtlError::Corrupt(format!("stream {} has no lane {lane}", stream.name()))
             })?;
-        let (mut guard, z) = self.acquire_zone(&self.slots[gc_slot], stream).await?;
+        let (mut guard, z, _) = self.acquire_zone(&self.slots[gc_slot], stream).await?;
         let use_copy = self.shared.opts().use_copy;
         // The mapping is static for the device's life, so asking here costs nothing.
         let plus = self
