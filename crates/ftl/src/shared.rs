@@ -128,6 +128,26 @@ impl Shared {
         }
     }
 
+    /// The error of a user write that found no zone to write into, not even another
+    /// stream's. A block volume's spare keeps room for every logical block, so with zones
+    /// retired by the device the cause is the retirements: the volume fails naming them, as
+    /// the collector fails it when it is the first to find no zone (`gc.rs`,
+    /// `no_zone_to_copy_into`); whichever notices first must not hide the cause behind a bare
+    /// "no space".
+    pub(crate) fn no_space(&self) -> FtlError {
+        let retired = self.map(|m| m.retired_zones());
+        if retired == 0 {
+            return FtlError::NoSpace;
+        }
+        let e = FtlError::Failed(format!(
+            "the spare is used up: the device retired {retired} of {} data zones, and user \
+             writes have no free zone left",
+            self.layout.data_zones
+        ));
+        self.fail(&e);
+        e
+    }
+
     /// Fails the volume: every later command returns the first cause, and writers waiting
     /// for space wake to it.
     pub(crate) fn fail(&self, e: &FtlError) {

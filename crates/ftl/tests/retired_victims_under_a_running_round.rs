@@ -7,7 +7,9 @@
 //! the volume goes on. Every acknowledged write reads back, and a remount agrees.
 //!
 //! Retirements that use up the spare fail the volume with an error that names them, instead
-//! of the "no space ... nothing to reclaim" that said nothing of the cause.
+//! of the "no space ... nothing to reclaim" that said nothing of the cause. A writer that
+//! finds no zone before the collector fails the volume names them too: with two user writes
+//! in flight per zone the writer came first and returned a bare "no space left".
 
 mod common;
 
@@ -49,11 +51,6 @@ fn options() -> MountOptions {
         pace_rounds: Some(false),
         gc_run_on: Some(true),
         write_mode: ftl::WriteMode::ZoneWrite,
-        // One user write in flight per zone, as these schedules were written for: with two
-        // (the default since), the second test's last writer got "no space left on the
-        // volume" before the collector failed the volume naming the retirements (not traced;
-        // docs/TESTING.md).
-        zone_writes: 1,
         ..MountOptions::default()
     }
 }
