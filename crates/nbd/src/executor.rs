@@ -6,8 +6,9 @@
 //! (the copy of every written byte into an in-memory store) take turns on one thread. While
 //! that thread copies one write, the client's next payload waits in a socket buffer of about
 //! 200 KiB and the client waits for room. With the requests run here, the reader goes on
-//! reading while the last requests run (docs/BENCHMARKS.md, "Requests run on a thread of
-//! their own").
+//! reading while the last requests run. Measured on a loaded two-core machine the hand-offs
+//! cost more than the overlap saved, so servers start without it unless asked
+//! (docs/BENCHMARKS.md, "Syscalls and context switches per request").
 //!
 //! Shape: one thread per server, running a single-threaded tokio runtime, fed through an
 //! unbounded channel; the channel is bounded in effect by the server-wide budget, which every
