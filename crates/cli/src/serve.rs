@@ -39,6 +39,12 @@ pub struct ServeArgs {
     /// block's first write, where it costs a page fault and a page clear. Use for benchmarks.
     #[arg(long, conflicts_with_all = ["device", "raizn", "zapraid"])]
     pub prefault: bool,
+    /// Run requests on a thread of their own, beside the thread that reads and writes the
+    /// sockets, so that the next requests are read while the last ones run. Off by default:
+    /// on a loaded two-core machine the hand-offs between the threads cost more than the
+    /// overlap saves (docs/BENCHMARKS.md).
+    #[arg(long)]
+    pub request_thread: bool,
     /// `tcp:HOST:PORT` or `unix:PATH`.
     #[arg(long, default_value = "tcp:127.0.0.1:10809")]
     pub listen: String,
@@ -435,6 +441,7 @@ fn server_config(a: &ServeArgs, listen: Listen) -> ServerConfig {
         listen,
         allow_remote: a.allow_remote,
         multi_conn: true,
+        request_thread: a.request_thread,
         ..ServerConfig::default()
     }
 }

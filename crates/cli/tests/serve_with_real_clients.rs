@@ -176,9 +176,25 @@ fn a_volume_with_the_timing_model_on_serves_real_clients() {
 
 #[test]
 fn fio_random_writes_verify_with_crc32c() {
+    fio_writes_verify(&[]);
+}
+
+/// The same with `--request-thread`: requests run on the server's request thread while the
+/// reader reads the next ones, and every block fio wrote reads back as written.
+#[test]
+fn fio_random_writes_verify_with_the_request_thread() {
+    fio_writes_verify(&["--request-thread"]);
+}
+
+/// fio writes 96 MiB at random with crc32c checksums, then verifies them in a second pass,
+/// against `zonestack serve --memory 128M` with `extra` options.
+fn fio_writes_verify(extra: &[&str]) {
     require("fio", "fio");
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(&["--memory", "128M", "--listen", &sock(dir.path())]);
+    let listen = sock(dir.path());
+    let mut args = vec!["--memory", "128M", "--listen", &listen];
+    args.extend_from_slice(extra);
+    let server = Server::start(&args);
     let common = |rw: &str, verify_only: bool| {
         let mut c = Command::new("fio");
         // fio leaves its verify state file in the working directory.

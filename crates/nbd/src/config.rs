@@ -71,6 +71,11 @@ pub struct ServerConfig {
     pub handshake_timeout: Duration,
     /// How long shutdown waits for in-flight requests before it closes connections anyway.
     pub shutdown_grace: Duration,
+    /// Run requests on a thread of the server's own instead of on the thread that reads the
+    /// sockets, so that a client's next requests are read while the last ones run (`executor.rs`;
+    /// docs/DESIGN.md, "The NBD server", Concurrency). Off by default: the caller decides
+    /// whether the server may take a second core.
+    pub request_thread: bool,
 }
 
 impl Default for ServerConfig {
@@ -88,6 +93,7 @@ impl Default for ServerConfig {
             max_connections: 32,
             handshake_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(30),
+            request_thread: false,
         }
     }
 }

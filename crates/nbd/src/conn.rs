@@ -34,6 +34,7 @@ use tokio::sync::{mpsc, watch};
 use zns::{BlockDevice, BlockError, BlockResult};
 
 use crate::budget::{Budget, Closed, Held};
+use crate::executor::{Executor, Job};
 use crate::inbox::Inbox;
 use crate::io as bio;
 use crate::locks::BlockLocks;
@@ -59,6 +60,9 @@ pub(crate) struct Shared {
     /// The budget every connection's requests draw on before they start on the volume.
     pub server_budget: Budget,
     pub handshake_timeout: std::time::Duration,
+    /// The thread requests run on, if the server has one (`executor.rs`); without it the
+    /// reader runs them.
+    pub executor: Option<Executor>,
 }
 
 /// Why a connection ended early: a socket error (a client vanishing mid-message is one) or
@@ -263,7 +267,7 @@ fn is_set(rx: &watch::Receiver<bool>) -> bool {
 
 /// Polls `f` once; its output if it was ready. A future that is not ready has registered the
 /// task's waker, as it would in any poll, and is polled again by the caller.
-async fn ready_now<F: Future + Unpin>(f: &mut F) -> Option<F::Output> {
+pub(crate) async fn ready_now<F: Future + Unpin>(f: &mut F) -> Option<F::Output> {
     std::future::poll_fn(|cx| match Pin::new(&mut *f).poll(cx) {
         Poll::Ready(out) => Poll::Ready(Some(out)),
         Poll::Pending => Poll::Ready(None),
@@ -346,17 +350,16 @@ where
         if let Err(end) = take_budgets(shared, &budget, op, &mut held, ends).await? {
             return Ok(end);
         }
-        let (shared, tx, gone) = (shared.clone(), tx.clone(), ends.gone.clone());
         let task = Task {
-            shared,
+            shared: shared.clone(),
             req,
             op,
             payload,
-            tx,
-            gone,
+            tx: tx.clone(),
+            gone: ends.gone.clone(),
             held,
         };
-        start(task).await;
+        start(shared, task).await;
     }
 }
 
@@ -369,8 +372,18 @@ where
 /// A request that does not complete registered the reader's waker in its first poll; the
 /// task it continues in polls it again at once (a new task is always polled), which
 /// registers the task's own waker, so no wake-up is lost; the reader's may come spuriously.
-async fn start(task: Task) {
-    let mut run = Box::pin(task.run());
+///
+/// A server with an executor thread (`executor.rs`) hands the request to it instead, and the
+/// reader goes on reading.
+async fn start(shared: &Shared, task: Task) {
+    let mut run: Job = Box::pin(task.run());
+    if let Some(executor) = &shared.executor {
+        match executor.submit(run) {
+            Ok(()) => return,
+            // The thread is gone (it cannot end while a server holds it): run it here.
+            Err(job) => run = job,
+        }
+    }
     if ready_now(&mut run).await.is_none() {
         tokio::spawn(run);
     }

@@ -26,6 +26,8 @@ pub enum ServerError {
     },
     #[error("the volume cannot be exported over NBD: {0}")]
     Volume(String),
+    #[error("cannot start the thread that runs NBD requests: {0}")]
+    Thread(#[source] std::io::Error),
     #[error("flushing the volume at shutdown failed: {0}")]
     Flush(#[source] BlockError),
 }

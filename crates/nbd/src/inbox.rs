@@ -30,8 +30,8 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 pub(crate) const CHUNK: usize = 1 << 20;
 /// Reads are made with at least this much room, so a read is never a few bytes long.
 const MIN_READ: usize = 64 * 1024;
-/// Smallest payload counted as large: the header after it is read alone, so that the next
-/// payload (most likely large too) starts a read and can be aligned (`ALIGN`).
+/// Smallest payload counted as large: the header after it is placed so that the next
+/// payload (most likely as large) starts aligned (`ALIGN`), and read with it in one read.
 pub(crate) const LARGE: usize = 64 * 1024;
 /// Chunks that views may keep alive at once.
 pub(crate) const MAX_SHARED: usize = 4;
@@ -51,9 +51,10 @@ pub(crate) struct Inbox<R> {
     /// The current chunk's token, once it has lent a view (it is then in `shared` too).
     lent: Option<Arc<()>>,
     chunk: usize,
-    /// The last payload was large: read the next header alone, so that its payload (most
-    /// likely large too) starts a read and can be aligned.
-    large: bool,
+    /// The size of the last payload if it was large (0 if not): the next header is placed so
+    /// that its payload (most likely as large) starts aligned, with room for that payload
+    /// after it, and one read takes both.
+    large: usize,
 }
 
 impl<R: AsyncRead + Unpin> Inbox<R> {
@@ -69,7 +70,7 @@ impl<R: AsyncRead + Unpin> Inbox<R> {
             shared: Vec::new(),
             lent: None,
             chunk,
-            large: false,
+            large: 0,
         }
     }
 
@@ -144,15 +145,20 @@ impl<R: AsyncRead + Unpin> Inbox<R> {
                 if self.buf.capacity() < self.chunk / 4 {
                     self.room(self.chunk);
                 }
-                if self.large {
-                    // Place the header so that the payload after it starts aligned.
-                    let at = self.buf.as_ptr() as usize + out.len();
-                    let pad = (ALIGN - at % ALIGN) % ALIGN;
-                    if self.buf.capacity() >= pad + out.len() {
-                        self.buf.put_bytes(0, pad);
-                        self.buf.advance(pad);
+                if self.large > 0 {
+                    // Room for the header and a payload as large as the last one, so that
+                    // nothing read moves before the payload is handed on; the header placed
+                    // so that the payload after it starts aligned; one read for both,
+                    // stopping at the payload's expected end so that the request after it
+                    // starts a read of its own and is aligned in turn.
+                    let need = out.len() + self.large;
+                    if self.buf.capacity() < pad_for(&self.buf, out.len()) + need {
+                        self.room(ALIGN + need);
                     }
-                    limit = out.len();
+                    let pad = pad_for(&self.buf, out.len());
+                    self.buf.put_bytes(0, pad);
+                    self.buf.advance(pad);
+                    limit = out.len() + self.large;
                 }
             }
             if self.fill(limit).await? == 0 {
@@ -164,16 +170,16 @@ impl<R: AsyncRead + Unpin> Inbox<R> {
         }
         out.copy_from_slice(&self.buf[..out.len()]);
         self.buf.advance(out.len());
-        // Only the header right after a large payload is read alone: requests without a
-        // payload (reads, flushes) after it are read many at once again.
-        self.large = false;
+        // Only the read right after a large payload is cut short: requests without a payload
+        // (reads, flushes) after it are read many at once again.
+        self.large = 0;
         Ok(true)
     }
 
     /// Reads exactly `n` payload bytes. Reads for the rest of a payload stop at its end, so
     /// a payload that spans reads leaves nothing behind to move when the chunk is replaced.
     pub async fn payload(&mut self, n: usize) -> io::Result<Bytes> {
-        self.large = n >= LARGE;
+        self.large = if n >= LARGE { n } else { 0 };
         if self.buf.len() < n {
             self.room(n - self.buf.len());
         }
@@ -220,6 +226,13 @@ impl<R: AsyncRead + Unpin> Inbox<R> {
             }
         }
     }
+}
+
+/// Bytes to skip at the end of `buf` so that what follows a header of `header` bytes there
+/// starts aligned to `ALIGN`.
+fn pad_for(buf: &BytesMut, header: usize) -> usize {
+    let at = buf.as_ptr() as usize + buf.len() + header;
+    (ALIGN - at % ALIGN) % ALIGN
 }
 
 /// A payload lent from a chunk, with its chunk's token.
@@ -503,6 +516,31 @@ mod tests {
             if i > 0 {
                 let at = data.as_ptr() as usize;
                 assert_eq!(at % ALIGN, 0, "request {i} at {at:x}");
+            }
+        }
+    }
+
+    /// Regression guard: the header after a large payload used to be read alone, so every
+    /// request of a stream of large writes took two reads of the socket (header, payload)
+    /// even when the socket held both. Now one read takes the header and the payload, which
+    /// still starts aligned.
+    #[tokio::test]
+    async fn a_large_write_after_a_large_one_is_read_in_one_read() {
+        let big = 2 * LARGE;
+        let one = 28 + big;
+        let bytes = pattern(6 * one);
+        // The socket holds one request at a time, all of it.
+        let mut inbox = Inbox::new(trickle(bytes.clone(), one));
+        let mut header = [0u8; 28];
+        for i in 0..6 {
+            let before = inbox.r.reads;
+            assert!(inbox.header(&mut header).await.expect("header"));
+            assert_eq!(header[..], bytes[i * one..i * one + 28]);
+            let data = inbox.payload(big).await.expect("payload");
+            assert_eq!(data[..], bytes[i * one + 28..(i + 1) * one], "request {i}");
+            if i > 0 {
+                assert_eq!(inbox.r.reads - before, 1, "request {i}");
+                assert_eq!(data.as_ptr() as usize % ALIGN, 0, "request {i}");
             }
         }
     }

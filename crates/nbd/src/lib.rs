@@ -19,6 +19,7 @@ mod budget;
 mod config;
 mod conn;
 mod error;
+mod executor;
 mod inbox;
 mod io;
 mod locks;

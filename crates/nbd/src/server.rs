@@ -23,6 +23,7 @@ use crate::budget::Budget;
 use crate::config::{tcp_uri, unix_uri, Listen, ServerConfig};
 use crate::conn::{self, stopped, Shared};
 use crate::error::ServerError;
+use crate::executor::Executor;
 use crate::locks::BlockLocks;
 use crate::negotiate::ExportInfo;
 use crate::proto;
@@ -210,6 +211,11 @@ impl NbdServer {
             }
         };
         let max_request = config.max_request_bytes;
+        let executor = if config.request_thread {
+            Some(Executor::start().map_err(ServerError::Thread)?)
+        } else {
+            None
+        };
         let shared = Shared {
             device,
             limits: Limits {
@@ -228,6 +234,7 @@ impl NbdServer {
                 config.server_max_in_flight_bytes,
             ),
             handshake_timeout: config.handshake_timeout,
+            executor,
         };
         let inner = HandleInner {
             stop: watch::channel(false).0,
