@@ -36,6 +36,40 @@ pub fn device(geometry: Geometry, seed: u64) -> Arc<EmuDevice> {
     )
 }
 
+/// `zone_count` zones of 256 blocks of 4 KiB with 16 B metadata, `max_open` open and active,
+/// transfers and copies of up to 64 blocks: a zn540-like shape small enough for a test.
+pub fn geometry_4k(zone_count: u32, max_open: u32) -> Geometry {
+    Geometry {
+        block_size: 4096,
+        oob_size: 16,
+        zone_count,
+        zone_size: 256,
+        zone_capacity: 256,
+        max_open,
+        max_active: max_open,
+        zasl_blocks: 64,
+        mdts_blocks: 64,
+        copy_max_ranges: 64,
+        copy_max_range_blocks: 64,
+        copy_max_blocks: 64,
+        cross_zone_reads: false,
+    }
+}
+
+/// A device of `geometry` on the zn540 timing model in virtual time.
+pub fn timed_zn540(geometry: Geometry, seed: u64) -> Arc<EmuDevice> {
+    let cfg = EmuConfig {
+        seed,
+        ..EmuConfig::new(geometry)
+    };
+    let p = emu::timing::timing_profile("zn540").expect("zn540");
+    Arc::new(
+        EmuDevice::new_memory(cfg)
+            .and_then(|d| d.with_timing(p, emu::ClockMode::Virtual))
+            .expect("timed device"),
+    )
+}
+
 /// An untimed device of `geometry` with the ZNS+ commands (docs/ZNSPLUS.md).
 pub fn device_plus(geometry: Geometry, seed: u64) -> Arc<EmuDevice> {
     Arc::new(

@@ -22,31 +22,7 @@ use zns::{BlockDevice, Geometry, SimRng};
 /// flight. (With 24 zones 183 were left: every round collected one victim of about 254
 /// valid blocks, four copies, whatever depth the lane allowed.)
 fn device() -> Arc<EmuDevice> {
-    let g = Geometry {
-        block_size: 4096,
-        oob_size: 16,
-        zone_count: 64,
-        zone_size: 256,
-        zone_capacity: 256,
-        max_open: 24,
-        max_active: 24,
-        zasl_blocks: 64,
-        mdts_blocks: 64,
-        copy_max_ranges: 64,
-        copy_max_range_blocks: 64,
-        copy_max_blocks: 64,
-        cross_zone_reads: false,
-    };
-    let cfg = EmuConfig {
-        seed: 5,
-        ..EmuConfig::new(g)
-    };
-    let p = emu::timing::timing_profile("zn540").expect("zn540");
-    Arc::new(
-        EmuDevice::new_memory(cfg)
-            .and_then(|d| d.with_timing(p, emu::ClockMode::Virtual))
-            .expect("timed device"),
-    )
+    common::timed_zn540(common::geometry_4k(64, 24), 5)
 }
 
 /// Copies of 64 blocks one zone holds: a lane that waited for every copy to its full zone

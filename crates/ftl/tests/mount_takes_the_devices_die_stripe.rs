@@ -13,16 +13,7 @@ use ftl::{FormatOptions, FtlVolume, MountOptions, Stripe};
 use zns::{BlockDevice, ZonedDevice};
 
 fn timed_device() -> Arc<EmuDevice> {
-    let cfg = EmuConfig {
-        seed: 3,
-        ..EmuConfig::new(common::geometry())
-    };
-    let p = emu::timing::timing_profile("zn540").expect("zn540");
-    Arc::new(
-        EmuDevice::new_memory(cfg)
-            .and_then(|d| d.with_timing(p, emu::ClockMode::Virtual))
-            .expect("timed device"),
-    )
+    common::timed_zn540(common::geometry(), 3)
 }
 
 /// The stripe a mount of a fresh volume on `dev` with `opts` knows, after a write and read

@@ -24,31 +24,7 @@ use zns::{
 
 /// 32 zones of 256 blocks of 4 KiB on the zn540 timing model, with per-block metadata.
 fn timed_device(seed: u64) -> Arc<EmuDevice> {
-    let g = Geometry {
-        block_size: 4096,
-        oob_size: 16,
-        zone_count: 32,
-        zone_size: 256,
-        zone_capacity: 256,
-        max_open: 16,
-        max_active: 16,
-        zasl_blocks: 64,
-        mdts_blocks: 64,
-        copy_max_ranges: 64,
-        copy_max_range_blocks: 64,
-        copy_max_blocks: 64,
-        cross_zone_reads: false,
-    };
-    let cfg = EmuConfig {
-        seed,
-        ..EmuConfig::new(g)
-    };
-    let p = emu::timing::timing_profile("zn540").expect("zn540");
-    Arc::new(
-        EmuDevice::new_memory(cfg)
-            .and_then(|d| d.with_timing(p, emu::ClockMode::Virtual))
-            .expect("timed device"),
-    )
+    common::timed_zn540(common::geometry_4k(32, 16), seed)
 }
 
 /// One hot zone, no separation: every user write goes to the same open zone.

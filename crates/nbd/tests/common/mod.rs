@@ -452,6 +452,24 @@ pub fn write_volume(dev: &dyn BlockDevice, offset: u64, data: &[u8]) {
     block_on(dev.write(offset / bs, data, false)).expect("volume write");
 }
 
+/// A read sent behind a write held at a `GatedDisk`'s gate gets its reply first; once the gate
+/// opens the write's reply follows and its data reads back. `tweak` configures the server.
+pub fn fast_read_overtakes_held_write(tweak: impl FnOnce(&mut ServerConfig)) {
+    let disk = GatedDisk::new(4096, 256);
+    let s = TestServer::unix(disk.clone(), tweak);
+    let mut c = s.connect();
+    let data = pattern(0, 4096, 1);
+    let w = c.send(Cmd::Write, 0, 0, 4096, &data);
+    disk.wait_started(1);
+    let r = c.send(Cmd::Read, 0, 8192, 4096, &[]);
+    let lens = HashMap::from([(r, 4096usize)]);
+    // The write is held at the gate, so the read's reply must come first.
+    assert_eq!(c.recv(&lens), (r, 0, vec![0u8; 4096]));
+    disk.release(1);
+    assert_eq!(c.recv(&lens), (w, 0, Vec::new()));
+    assert_eq!(c.read(0, 4096), Ok(data));
+}
+
 /// A `MemDisk` whose writes wait at a gate the test opens, so requests stay in flight for as
 /// long as a test needs. It counts writes started and finished and the most in progress at
 /// once, and logs every command in completion order.
