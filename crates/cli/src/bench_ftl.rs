@@ -314,6 +314,10 @@ pub struct BenchMountArgs {
     /// Seed of the random overwrites and the power cut.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// With --auto, the checkpoint's scan bound in intervals
+    /// (`MountOptions::checkpoint_scan_intervals`); 0 is the automatic value.
+    #[arg(long, default_value_t = 0)]
+    pub scan_intervals: u32,
 }
 
 /// Mount time after a crash against the zones written since the last checkpoint: each data

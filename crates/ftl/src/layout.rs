@@ -171,6 +171,12 @@ pub struct MountOptions {
     /// charge. Never charged to user I/O, Simple Copy or zone compaction. 0 (the default)
     /// charges nothing: a volume serving real clients pays its real CPU time already.
     pub host_copy_ns_per_block: u32,
+    /// A periodic checkpoint is also due once user blocks and garbage collection's copies
+    /// written since the last one reach this many checkpoint intervals
+    /// (`checkpoint_every_zones` zones' worth each), which bounds what a mount after a crash
+    /// scans whatever the write amplification (`map::SCAN_BOUND_INTERVALS_AUTO`); 0 (the default)
+    /// is `map::SCAN_BOUND_INTERVALS_AUTO`.
+    pub checkpoint_scan_intervals: u32,
 }
 
 /// How a device lays a zone over its flash dies (`zns::DieStripe`).
@@ -203,6 +209,7 @@ impl Default for MountOptions {
             gc_run_on: None,
             delta_checkpoints: true,
             host_copy_ns_per_block: 0,
+            checkpoint_scan_intervals: 0,
         }
     }
 }

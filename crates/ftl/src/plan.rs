@@ -254,6 +254,9 @@ pub fn tune_mount(layout: &Layout, mut opts: MountOptions) -> MountOptions {
             .div_ceil(zb);
         opts.checkpoint_every_zones = u32::try_from(every).unwrap_or(u32::MAX).max(1);
     }
+    if opts.checkpoint_scan_intervals == 0 {
+        opts.checkpoint_scan_intervals = crate::map::SCAN_BOUND_INTERVALS_AUTO;
+    }
     // Paced by rounds: small spares of zones neither small nor large whose watermarks are
     // chosen here (one zone apart, so no throttled band paces them).
     let paced = *opts.pace_rounds.get_or_insert(
@@ -282,6 +285,14 @@ pub fn tune_mount(layout: &Layout, mut opts: MountOptions) -> MountOptions {
         } else {
             FOREGROUND_FREE_ZONES_AUTO
         };
+        // A floor the volume cannot rise above once every block is written would make
+        // user writes wait, zone after zone, until collection has emptied every zone holding
+        // garbage (nothing reclaimable is left: `SpacePolicy::floor`): one under the free
+        // zones a full volume can have, where that leaves at least one.
+        let full = free_zones_when_full(layout);
+        if full >= 2 {
+            opts.gc_foreground_free_zones = opts.gc_foreground_free_zones.min(full - 1);
+        }
     }
     if opts.copies_per_lane == 0 {
         opts.copies_per_lane = if paced {

@@ -264,6 +264,8 @@ impl FtlVolume {
         crate::plan::check_watermarks(&layout, &opts, &crate::plan::tune_mount(&layout, opts))?;
         let mut rec = recovery::recover(dev.as_ref(), &layout).await?;
         rec.mapping.placement = opts.placement;
+        rec.mapping.scan_bound_intervals =
+            crate::plan::tune_mount(&layout, opts).checkpoint_scan_intervals;
         for z in &rec.partial_zones {
             dev.zone_mgmt(ZoneAction::Finish, layout.data_zone_start(*z), false)
                 .await?;
