@@ -314,8 +314,9 @@ pub struct BenchMountArgs {
     /// Seed of the random overwrites and the power cut.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// With --auto, the checkpoint's scan bound in intervals
-    /// (`MountOptions::checkpoint_scan_intervals`); 0 is the automatic value.
+    /// With --auto, a checkpoint is also due once user blocks and collection's copies since
+    /// the last one reach this many intervals (`MountOptions::checkpoint_scan_intervals`);
+    /// 0, the default: no such bound.
     #[arg(long, default_value_t = 0)]
     pub scan_intervals: u32,
 }

@@ -312,7 +312,9 @@ async fn sequential(
 
 /// Fills the volume, then writes uniform random 4 KiB blocks until a full checkpoint has
 /// been written in that phase and the next one (full: every page is dirty) would be due
-/// after one more write. Returns the user blocks written and the volume's figures when the
+/// after one more write, or the user blocks and copies since the last one are within a
+/// zone of the scan bound (collection's copies come in rounds: the cut is then at most a
+/// round before the checkpoint the bound makes due). Returns the user blocks written and the volume's figures when the
 /// random writes began.
 async fn random(
     vol: &FtlVolume,
@@ -322,13 +324,16 @@ async fn random(
 ) -> Result<(u64, Option<ftl::FtlStats>), CliError> {
     let (filled, _) = sequential(vol, dev, 0, n, n, |_, _| false).await?;
     let phase = vol.stats();
+    let zone_blocks = vol.layout().zone_blocks;
     let start = vol.checkpoint_progress(0, 0).checkpoints;
     let mut rng = SimRng::new(seed);
     let block = vec![0x5au8; 4096];
     let mut done = 0u64;
     loop {
         let p = vol.checkpoint_progress(1, 1);
-        if p.checkpoints > start && p.next_full && p.due_after {
+        let near_bound = (p.user_blocks_since + p.gc_blocks_since).saturating_add(zone_blocks)
+            >= p.scan_bound_blocks;
+        if p.checkpoints > start && p.next_full && (p.due_after || near_bound) {
             return Ok((filled + done, Some(phase)));
         }
         if done > 8 * n {

@@ -174,8 +174,10 @@ pub struct MountOptions {
     /// A periodic checkpoint is also due once user blocks and garbage collection's copies
     /// written since the last one reach this many checkpoint intervals
     /// (`checkpoint_every_zones` zones' worth each), which bounds what a mount after a crash
-    /// scans whatever the write amplification (`map::SCAN_BOUND_INTERVALS_AUTO`); 0 (the default)
-    /// is `map::SCAN_BOUND_INTERVALS_AUTO`.
+    /// scans whatever the write amplification, at the price of checkpoints beyond the
+    /// budget while the write amplification exceeds it (`map::SCAN_BOUND_INTERVALS`); 0 (the
+    /// default): no such bound, checkpoints keep to the budget and the scan grows with the
+    /// write amplification.
     pub checkpoint_scan_intervals: u32,
 }
 

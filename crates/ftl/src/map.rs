@@ -50,19 +50,21 @@ pub const MAP_PAGE_LBAS: u64 = 256;
 /// the device.
 pub const DELTA_INTERVAL_DIVISOR: u64 = 16;
 
-/// The automatic `MountOptions::checkpoint_scan_intervals` (`Mapping::scan_bound_intervals`):
-/// a periodic checkpoint is also due once the blocks written to data zones since the last
-/// one, user blocks and garbage collection's copies together, reach this many intervals
+/// `MountOptions::checkpoint_scan_intervals` as the tests and `zonestack bench ftl-mount`
+/// use it (`Mapping::scan_bound_intervals`; off by default): a periodic checkpoint is also
+/// due once the blocks written to data zones since the last one, user blocks and garbage
+/// collection's copies together, reach this many intervals
 /// (`MountOptions::checkpoint_every_zones` zones' worth each). A mount after a crash scans
 /// what was written since the newest checkpoint, so this bounds that scan whatever the
 /// write amplification. Such a checkpoint comes before the user blocks since paid for it:
 /// while the write amplification over an interval exceeds this, checkpoints cost that
-/// write amplification over this times the budget (`plan::CHECKPOINT_PERCENT_MAX`); at or
-/// under it, no more than the budget. With full checkpoints of a fixed size no rule keeps
-/// both a bound on the scan and the budget under any write amplification: the scan is at
-/// least the write amplification times the user blocks that pay for one checkpoint, and
-/// under uniform random writes every mapping page is dirty long before (deltas do not help).
-pub const SCAN_BOUND_INTERVALS_AUTO: u32 = 4;
+/// write amplification over this times the budget (`plan::CHECKPOINT_PERCENT_MAX`). With
+/// full checkpoints of a fixed size no rule keeps both a bound on the scan and the budget
+/// under any write amplification: the scan is at least the write amplification times the
+/// user blocks that pay for one checkpoint, and under uniform random writes every mapping
+/// page is dirty long before (a delta is no smaller than a full checkpoint). The budget is
+/// what the default keeps (docs/BENCHMARKS.md, "Mount scan bound").
+pub const SCAN_BOUND_INTERVALS: u32 = 4;
 
 /// Where the next delta checkpoint would go: the chain of deltas after the newest full
 /// checkpoint, in the same slot (None in `Mapping::delta_chain`: the next is full).
@@ -270,8 +272,8 @@ pub struct Mapping {
     /// since, what a mount after a crash scans (`FtlVolume::checkpoint_progress`).
     pub gc_blocks_since_ckpt: u64,
     /// The periodic checkpoint is also due once user blocks and copies since the last one
-    /// reach this many intervals (`SCAN_BOUND_INTERVALS_AUTO`; set by the mount from
-    /// `MountOptions::checkpoint_scan_intervals`).
+    /// reach this many intervals; 0: no such bound (`SCAN_BOUND_INTERVALS`; set by the mount
+    /// from `MountOptions::checkpoint_scan_intervals`).
     pub scan_bound_intervals: u32,
     /// In summary mode (no per-block metadata), per data zone the tags of the blocks written
     /// since its last summary block (plan.rs).
@@ -322,7 +324,7 @@ impl Mapping {
             ckpt_seq: 0,
             user_blocks_since_ckpt: 0,
             gc_blocks_since_ckpt: 0,
-            scan_bound_intervals: SCAN_BOUND_INTERVALS_AUTO,
+            scan_bound_intervals: 0,
             summary_tags: vec![Vec::new(); layout.data_zones as usize],
             counters: Counters::default(),
             lifespans: LifespanStats::new(layout.volume_blocks),
@@ -665,8 +667,9 @@ impl Mapping {
             .max(1);
         let since = self.user_blocks_since_ckpt.saturating_add(blocks);
         let scanned = since.saturating_add(self.gc_blocks_since_ckpt);
-        let bound = interval.saturating_mul(u64::from(self.scan_bound_intervals.max(1)));
-        if since >= interval || scanned >= bound {
+        let bounded = self.scan_bound_intervals > 0;
+        let bound = interval.saturating_mul(u64::from(self.scan_bound_intervals));
+        if since >= interval || (bounded && scanned >= bound) {
             return true;
         }
         let dirty = self.dirty_pages.saturating_add(pages).min(self.pages());

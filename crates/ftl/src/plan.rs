@@ -254,9 +254,6 @@ pub fn tune_mount(layout: &Layout, mut opts: MountOptions) -> MountOptions {
             .div_ceil(zb);
         opts.checkpoint_every_zones = u32::try_from(every).unwrap_or(u32::MAX).max(1);
     }
-    if opts.checkpoint_scan_intervals == 0 {
-        opts.checkpoint_scan_intervals = crate::map::SCAN_BOUND_INTERVALS_AUTO;
-    }
     // Paced by rounds: small spares of zones neither small nor large whose watermarks are
     // chosen here (one zone apart, so no throttled band paces them).
     let paced = *opts.pace_rounds.get_or_insert(
