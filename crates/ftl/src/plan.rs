@@ -229,8 +229,8 @@ pub const HOT_ZONES_AUTO_MAX: u32 = 4;
 /// `CHECKPOINT_PERCENT_MAX` of the writes when `checkpoint_every_zones` is 0 (automatic); when
 /// the watermarks are 0 (automatic), a floor of `FOREGROUND_FREE_ZONES_AUTO` zones, one
 /// higher (and at least `WIDE_FLOOR_BLOCKS` blocks) on volumes with at least
-/// `WIDE_FLOOR_COLLECTABLE_ZONES` zones to collect from, and collection from one zone above
-/// it.
+/// `WIDE_FLOOR_COLLECTABLE_ZONES` zones to collect from, at most one under
+/// `free_zones_when_full` where that is at least 1, and collection from one zone above it.
 pub fn tune_mount(layout: &Layout, mut opts: MountOptions) -> MountOptions {
     let zb = layout.zone_blocks.max(1);
     let collectable = layout.spare().map_or(0, |s| s.collectable);
