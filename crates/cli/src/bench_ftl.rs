@@ -314,6 +314,11 @@ pub struct BenchMountArgs {
     /// Seed of the random overwrites and the power cut.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// With --auto, a checkpoint is also due once user blocks and collection's copies since
+    /// the last one reach this many intervals (`MountOptions::checkpoint_scan_intervals`);
+    /// 0, the default: no such bound.
+    #[arg(long, default_value_t = 0)]
+    pub scan_intervals: u32,
 }
 
 /// Mount time after a crash against the zones written since the last checkpoint: each data

@@ -73,6 +73,10 @@ pub async fn run(a: &BenchMountArgs, out: &mut impl Write) -> CliResult {
     .map_err(|e| CliError::Usage(format!("--volume-gib {} --op: {e}", a.volume_gib)))?;
     g.max_open = g.max_open.min(g.zone_count);
     g.max_active = g.max_active.min(g.zone_count);
+    let opts = MountOptions {
+        checkpoint_scan_intervals: a.scan_intervals,
+        ..MountOptions::default()
+    };
     let mut rows = Vec::new();
     for case in cases {
         let dev = Arc::new(EmuDevice::new_memory_compact(EmuConfig::new(g)).map_err(other)?);
@@ -84,9 +88,7 @@ pub async fn run(a: &BenchMountArgs, out: &mut impl Write) -> CliResult {
         let layout = ftl::format(dev.as_ref(), fmt, 1, false)
             .await
             .map_err(other)?;
-        let (vol, _) = FtlVolume::mount(dev.clone(), MountOptions::default())
-            .await
-            .map_err(other)?;
+        let (vol, _) = FtlVolume::mount(dev.clone(), opts).await.map_err(other)?;
         let p0 = vol.checkpoint_progress(0, 0);
         let full_blocks = layout.checkpoint_blocks().unwrap_or(0);
         let layout_json = json!({
@@ -114,9 +116,9 @@ pub async fn run(a: &BenchMountArgs, out: &mut impl Write) -> CliResult {
             )?;
         }
         let t = Instant::now();
-        let written = match case {
+        let (written, phase) = match case {
             Case::Random => random(&vol, &dev, volume_blocks, a.seed).await?,
-            Case::Chain => chain(&vol, &dev, volume_blocks).await?,
+            Case::Chain => (chain(&vol, &dev, volume_blocks).await?, None),
         };
         vol.flush().await.map_err(other)?;
         let write_secs = t.elapsed().as_secs_f64();
@@ -127,15 +129,14 @@ pub async fn run(a: &BenchMountArgs, out: &mut impl Write) -> CliResult {
         vol.crash().await;
         drop(vol);
         let t = Instant::now();
-        let (vol, report) = FtlVolume::mount(dev.clone(), MountOptions::default())
-            .await
-            .map_err(other)?;
+        let (vol, report) = FtlVolume::mount(dev.clone(), opts).await.map_err(other)?;
         let mount = t.elapsed();
         vol.crash().await;
         let m = Measured {
             r: report,
             mount,
             before,
+            phase,
             stats,
             written,
             write_secs,
@@ -158,6 +159,8 @@ struct Measured {
     r: MountReport,
     mount: std::time::Duration,
     before: ftl::CheckpointProgress,
+    /// The volume's figures when the random overwrites began (None: no such phase).
+    phase: Option<ftl::FtlStats>,
     stats: ftl::FtlStats,
     written: u64,
     write_secs: f64,
@@ -169,17 +172,24 @@ fn row(case: Case, m: &Measured) -> Value {
         r,
         mount,
         before,
+        phase,
         stats,
         written,
         footprint,
         ..
     } = m;
     let mount = *mount;
+    let (phase_share, phase_wa) = phase_figures(phase.as_ref(), stats);
     json!({
         "case": case.name(), "user_blocks_written": written,
         "checkpoints_before_cut": before.checkpoints,
         "user_blocks_since_checkpoint": before.user_blocks_since,
+        "gc_blocks_since_checkpoint": before.gc_blocks_since,
         "write_amplification": stats.write_amplification,
+        "checkpoint_bytes": stats.checkpoint_bytes,
+        "checkpoint_bytes_per_user_gib": stats.checkpoint_bytes_per_user_gib(),
+        "random_phase_checkpoint_bytes_per_user_gib": phase_share,
+        "random_phase_write_amplification": phase_wa,
         "device_memory_bytes": footprint,
         "mount_ms": ms(mount), "deltas_applied": r.deltas_applied,
         "checkpoint_blocks_read": r.checkpoint_blocks_read,
@@ -190,11 +200,34 @@ fn row(case: Case, m: &Measured) -> Value {
     })
 }
 
+/// Checkpoint bytes per GiB of user writes and the write amplification of the random
+/// overwrites alone (the figures since `phase`, taken when they began, to `end`).
+fn phase_figures(phase: Option<&ftl::FtlStats>, end: &ftl::FtlStats) -> (Value, Value) {
+    let Some(p) = phase else {
+        return (Value::Null, Value::Null);
+    };
+    let user = end
+        .counters
+        .user_blocks
+        .saturating_sub(p.counters.user_blocks);
+    let gc = end.counters.gc_blocks.saturating_sub(p.counters.gc_blocks);
+    let bytes = end.checkpoint_bytes.saturating_sub(p.checkpoint_bytes);
+    if user == 0 {
+        return (Value::Null, Value::Null);
+    }
+    let user_bytes = (user * u64::from(end.block_size)) as f64;
+    (
+        json!(bytes as f64 * (1u64 << 30) as f64 / user_bytes),
+        json!((user + gc) as f64 / user as f64),
+    )
+}
+
 fn print_row(out: &mut impl Write, m: &Measured) -> CliResult {
     let Measured {
         r,
         mount,
         before,
+        phase,
         stats,
         written,
         write_secs,
@@ -203,14 +236,24 @@ fn print_row(out: &mut impl Write, m: &Measured) -> CliResult {
     let mount = *mount;
     writeln!(
         out,
-        "  wrote {} user blocks in {:.1} s (WA {:.3}, {} checkpoints); cut with {} user blocks since the last checkpoint; device memory {:.0} MiB",
+        "  wrote {} user blocks in {:.1} s (WA {:.3}, {} checkpoints, {:.2} MiB per GiB of user writes); cut with {} user blocks and {} copies since the last checkpoint; device memory {:.0} MiB",
         written,
         write_secs,
         stats.write_amplification,
         before.checkpoints,
+        stats.checkpoint_bytes_per_user_gib() / (1u64 << 20) as f64,
         before.user_blocks_since,
+        before.gc_blocks_since,
         *footprint as f64 / (1u64 << 20) as f64,
     )?;
+    if let (Value::Number(share), Value::Number(wa)) = phase_figures(phase.as_ref(), stats) {
+        writeln!(
+            out,
+            "  random overwrites alone: WA {:.3}, {:.2} MiB of checkpoint per GiB of user writes",
+            wa.as_f64().unwrap_or(0.0),
+            share.as_f64().unwrap_or(0.0) / (1u64 << 20) as f64,
+        )?;
+    }
     writeln!(
         out,
         "  mount {:.0} ms: read {:.1} MiB of checkpoint ({} applied), scanned {} in {}; checkpoint read {:.0} ms, deltas {:.0} ms, scan {:.0} ms, rebuild {:.0} ms, checkpoint write {:.0} ms",
@@ -269,17 +312,29 @@ async fn sequential(
 
 /// Fills the volume, then writes uniform random 4 KiB blocks until a full checkpoint has
 /// been written in that phase and the next one (full: every page is dirty) would be due
-/// after one more write. Returns the user blocks written.
-async fn random(vol: &FtlVolume, dev: &EmuDevice, n: u64, seed: u64) -> Result<u64, CliError> {
+/// after one more write, or the user blocks and copies since the last one are within a
+/// zone of the scan bound (collection's copies come in rounds: the cut is then at most a
+/// round before the checkpoint the bound makes due). Returns the user blocks written and the volume's figures when the
+/// random writes began.
+async fn random(
+    vol: &FtlVolume,
+    dev: &EmuDevice,
+    n: u64,
+    seed: u64,
+) -> Result<(u64, Option<ftl::FtlStats>), CliError> {
     let (filled, _) = sequential(vol, dev, 0, n, n, |_, _| false).await?;
+    let phase = vol.stats();
+    let zone_blocks = vol.layout().zone_blocks;
     let start = vol.checkpoint_progress(0, 0).checkpoints;
     let mut rng = SimRng::new(seed);
     let block = vec![0x5au8; 4096];
     let mut done = 0u64;
     loop {
         let p = vol.checkpoint_progress(1, 1);
-        if p.checkpoints > start && p.next_full && p.due_after {
-            return Ok(filled + done);
+        let near_bound = (p.user_blocks_since + p.gc_blocks_since).saturating_add(zone_blocks)
+            >= p.scan_bound_blocks;
+        if p.checkpoints > start && p.next_full && (p.due_after || near_bound) {
+            return Ok((filled + done, Some(phase)));
         }
         if done > 8 * n {
             return Err(other(

@@ -83,8 +83,9 @@ pub struct MountOptions {
     pub gc_background_free_zones: u32,
     /// User writes wait for garbage collection while fewer zones than this are free. 0 (the
     /// default) chooses 2, or on volumes with at least `plan::WIDE_FLOOR_COLLECTABLE_ZONES`
-    /// zones to collect from 3, or more to hold `plan::WIDE_FLOOR_BLOCKS` blocks
-    /// (`plan::tune_mount`).
+    /// zones to collect from 3, or more to hold `plan::WIDE_FLOOR_BLOCKS` blocks, and at most
+    /// one under the free zones a full volume can have where that is at least 1
+    /// (`plan::free_zones_when_full`, `plan::tune_mount`).
     pub gc_foreground_free_zones: u32,
     /// Write a checkpoint once user writes of this many zones' worth of blocks (this times
     /// the zone size) were written since the last one; 0 (the default) spaces them so that
@@ -178,6 +179,14 @@ pub struct MountOptions {
     /// charge. Never charged to user I/O, Simple Copy or zone compaction. 0 (the default)
     /// charges nothing: a volume serving real clients pays its real CPU time already.
     pub host_copy_ns_per_block: u32,
+    /// A periodic checkpoint is also due once user blocks and garbage collection's copies
+    /// written since the last one reach this many checkpoint intervals
+    /// (`checkpoint_every_zones` zones' worth each), which bounds what a mount after a crash
+    /// scans whatever the write amplification, at the price of checkpoints beyond the
+    /// budget while the write amplification exceeds it (`map::SCAN_BOUND_INTERVALS`); 0 (the
+    /// default): no such bound, checkpoints keep to the budget and the scan grows with the
+    /// write amplification.
+    pub checkpoint_scan_intervals: u32,
 }
 
 /// How a device lays a zone over its flash dies (`zns::DieStripe`).
@@ -214,6 +223,7 @@ impl Default for MountOptions {
             gc_run_on: None,
             delta_checkpoints: true,
             host_copy_ns_per_block: 0,
+            checkpoint_scan_intervals: 0,
         }
     }
 }

@@ -50,6 +50,22 @@ pub const MAP_PAGE_LBAS: u64 = 256;
 /// the device.
 pub const DELTA_INTERVAL_DIVISOR: u64 = 16;
 
+/// `MountOptions::checkpoint_scan_intervals` as the tests and `zonestack bench ftl-mount`
+/// use it (`Mapping::scan_bound_intervals`; off by default): a periodic checkpoint is also
+/// due once the blocks written to data zones since the last one, user blocks and garbage
+/// collection's copies together, reach this many intervals
+/// (`MountOptions::checkpoint_every_zones` zones' worth each). A mount after a crash scans
+/// what was written since the newest checkpoint, so this bounds that scan whatever the
+/// write amplification. Such a checkpoint comes before the user blocks since paid for it:
+/// while the write amplification over an interval exceeds this, checkpoints cost that
+/// write amplification over this times the budget (`plan::CHECKPOINT_PERCENT_MAX`). With
+/// full checkpoints of a fixed size no rule keeps both a bound on the scan and the budget
+/// under any write amplification: the scan is at least the write amplification times the
+/// user blocks that pay for one checkpoint, and under uniform random writes every mapping
+/// page is dirty long before (a delta is no smaller than a full checkpoint). The budget is
+/// what the default keeps (docs/BENCHMARKS.md, "Mount scan bound").
+pub const SCAN_BOUND_INTERVALS: u32 = 4;
+
 /// Where the next delta checkpoint would go: the chain of deltas after the newest full
 /// checkpoint, in the same slot (None in `Mapping::delta_chain`: the next is full).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -262,6 +278,10 @@ pub struct Mapping {
     /// Garbage collection's copies since the last checkpoint snapshot: with the user blocks
     /// since, what a mount after a crash scans (`FtlVolume::checkpoint_progress`).
     pub gc_blocks_since_ckpt: u64,
+    /// The periodic checkpoint is also due once user blocks and copies since the last one
+    /// reach this many intervals; 0: no such bound (`SCAN_BOUND_INTERVALS`; set by the mount
+    /// from `MountOptions::checkpoint_scan_intervals`).
+    pub scan_bound_intervals: u32,
     /// In summary mode (no per-block metadata), per data zone the tags of the blocks written
     /// since its last summary block (plan.rs).
     pub(crate) summary_tags: Vec<Vec<Tag>>,
@@ -311,6 +331,7 @@ impl Mapping {
             ckpt_seq: 0,
             user_blocks_since_ckpt: 0,
             gc_blocks_since_ckpt: 0,
+            scan_bound_intervals: 0,
             summary_tags: vec![Vec::new(); layout.data_zones as usize],
             counters: Counters::default(),
             lifespans: LifespanStats::new(layout.volume_blocks),
@@ -652,7 +673,10 @@ impl Mapping {
             .saturating_mul(self.layout.zone_blocks)
             .max(1);
         let since = self.user_blocks_since_ckpt.saturating_add(blocks);
-        if since >= interval {
+        let scanned = since.saturating_add(self.gc_blocks_since_ckpt);
+        let bounded = self.scan_bound_intervals > 0;
+        let bound = interval.saturating_mul(u64::from(self.scan_bound_intervals));
+        if since >= interval || (bounded && scanned >= bound) {
             return true;
         }
         let dirty = self.dirty_pages.saturating_add(pages).min(self.pages());

@@ -93,10 +93,13 @@ pub fn decode_tag(meta: &[u8]) -> Result<Tag, RecordError> {
             seq: counter("trim tag sequence number", b)?,
         }),
         kind if kind > KIND_TRIM => invalid(format!("tag kind {kind:#x} is reserved")),
-        lba => Ok(Tag::Data {
-            lba,
-            seq: counter(&format!("sequence number of the tag of LBA {lba}"), b)?,
-        }),
+        // Every data block a mount scans comes through here: the error's text is
+        // formatted only when there is one (formatted eagerly, it cost an allocation and a
+        // formatting per block scanned).
+        lba if b == 0 || b >= COUNTER_LIMIT => invalid(format!(
+            "sequence number of the tag of LBA {lba} is {b}, outside 1..2^62"
+        )),
+        lba => Ok(Tag::Data { lba, seq: b }),
     }
 }
 

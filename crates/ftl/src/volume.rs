@@ -63,6 +63,9 @@ pub struct CheckpointProgress {
     /// User blocks that pay for a full checkpoint (`MountOptions::checkpoint_every_zones`
     /// zones' worth).
     pub interval_blocks: u64,
+    /// User blocks and copies since the last checkpoint at which one is due whatever the
+    /// user blocks (`MountOptions::checkpoint_scan_intervals` intervals; u64::MAX: none).
+    pub scan_bound_blocks: u64,
     /// Mapping pages changed since the last checkpoint.
     pub dirty_pages: u64,
     /// Blocks of the deltas after the newest full checkpoint (None: the next is full).
@@ -264,6 +267,7 @@ impl FtlVolume {
         crate::plan::check_watermarks(&layout, &opts, &crate::plan::tune_mount(&layout, opts))?;
         let mut rec = recovery::recover(dev.as_ref(), &layout).await?;
         rec.mapping.placement = opts.placement;
+        rec.mapping.scan_bound_intervals = opts.checkpoint_scan_intervals;
         for z in &rec.partial_zones {
             dev.zone_mgmt(ZoneAction::Finish, layout.data_zone_start(*z), false)
                 .await?;
@@ -428,6 +432,12 @@ impl FtlVolume {
             user_blocks_since: m.user_blocks_since_ckpt,
             gc_blocks_since: m.gc_blocks_since_ckpt,
             interval_blocks: u64::from(every).saturating_mul(m.layout.zone_blocks),
+            scan_bound_blocks: match m.scan_bound_intervals {
+                0 => u64::MAX,
+                k => u64::from(every)
+                    .saturating_mul(m.layout.zone_blocks)
+                    .saturating_mul(u64::from(k)),
+            },
             dirty_pages: m.dirty_pages,
             chain_delta_blocks: m.delta_chain.map(|c| c.delta_blocks),
             next_full: m.next_checkpoint() == crate::map::CkptKind::Full,
