@@ -357,7 +357,10 @@ impl StreamWriter {
                 }
                 Acquire::Borrow => {
                     drop(guard);
-                    return self.borrow_user_zone().await.ok_or_else(|| self.shared.no_space());
+                    return self
+                        .borrow_user_zone()
+                        .await
+                        .ok_or_else(|| self.shared.no_space());
                 }
                 Acquire::NoSpace => return Err(FtlError::NoSpace),
                 Acquire::AwaitResets => {

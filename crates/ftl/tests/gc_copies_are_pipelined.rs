@@ -11,9 +11,9 @@ mod common;
 
 use std::sync::Arc;
 
-use emu::{EmuConfig, EmuDevice};
+use emu::EmuDevice;
 use ftl::{FormatOptions, FtlVolume, MountOptions};
-use zns::{BlockDevice, Geometry, SimRng};
+use zns::{BlockDevice, SimRng};
 
 /// 64 zones of 256 blocks of 4 KiB on the zn540 timing model, with per-block metadata and
 /// Simple Copy of up to 64 blocks (so a victim takes several copies). At 25% OP the

@@ -8,7 +8,7 @@ mod common;
 
 use std::sync::Arc;
 
-use emu::{EmuConfig, EmuDevice};
+use emu::EmuDevice;
 use ftl::{FormatOptions, FtlVolume, MountOptions, Stripe};
 use zns::{BlockDevice, ZonedDevice};
 

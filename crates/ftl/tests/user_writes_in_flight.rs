@@ -14,12 +14,11 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use emu::{EmuConfig, EmuDevice, FaultPlan};
+use emu::{EmuDevice, FaultPlan};
 use ftl::{FormatOptions, FtlVolume, MountOptions};
 use futures::future::join_all;
 use zns::{
-    BlockDevice, ErrorPlan, ErrorTiming, FaultyZoned, Geometry, NvmeStatus, OpKind, OpSet,
-    ZonedDevice,
+    BlockDevice, ErrorPlan, ErrorTiming, FaultyZoned, NvmeStatus, OpKind, OpSet, ZonedDevice,
 };
 
 /// 32 zones of 256 blocks of 4 KiB on the zn540 timing model, with per-block metadata.

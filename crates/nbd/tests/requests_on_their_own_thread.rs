@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use common::{pattern, GatedDisk, TestServer};
+use common::{pattern, TestServer};
 use nbd::proto::Command;
 use nbd::MemDisk;
 use zns::{BlockDevice, BlockResult, Lba};
