@@ -59,7 +59,7 @@ pub(crate) struct StreamWriter {
     /// Writes in flight per user slot in Zone Write mode; 1 when they go one at a time.
     zone_writes: usize,
     /// Zones sealed after a failed write while other writes to them were in flight: the last
-    /// of those to end finishes the zone on the device (`StreamWriter::seal_when_idle`).
+    /// of those to end finishes the zone on the device (`user_write_failed`, `finish_if_sealed`).
     sealed_busy: parking_lot::Mutex<Vec<u32>>,
 }
 
