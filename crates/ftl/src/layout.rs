@@ -83,9 +83,8 @@ pub struct MountOptions {
     pub gc_background_free_zones: u32,
     /// User writes wait for garbage collection while fewer zones than this are free. 0 (the
     /// default) chooses 2, or on volumes with at least `plan::WIDE_FLOOR_COLLECTABLE_ZONES`
-    /// zones to collect from 3, or more to hold `plan::WIDE_FLOOR_BLOCKS` blocks, and at most
-    /// one under the free zones a full volume can have where that is at least 1
-    /// (`plan::free_zones_when_full`, `plan::tune_mount`).
+    /// zones to collect from 3, or more to hold `plan::WIDE_FLOOR_BLOCKS` blocks
+    /// (`plan::tune_mount`).
     pub gc_foreground_free_zones: u32,
     /// Write a checkpoint once user writes of this many zones' worth of blocks (this times
     /// the zone size) were written since the last one; 0 (the default) spaces them so that

@@ -229,8 +229,8 @@ pub const HOT_ZONES_AUTO_MAX: u32 = 4;
 /// `CHECKPOINT_PERCENT_MAX` of the writes when `checkpoint_every_zones` is 0 (automatic); when
 /// the watermarks are 0 (automatic), a floor of `FOREGROUND_FREE_ZONES_AUTO` zones, one
 /// higher (and at least `WIDE_FLOOR_BLOCKS` blocks) on volumes with at least
-/// `WIDE_FLOOR_COLLECTABLE_ZONES` zones to collect from, at most one under
-/// `free_zones_when_full` where that is at least 1, and collection from one zone above it.
+/// `WIDE_FLOOR_COLLECTABLE_ZONES` zones to collect from, and collection from one zone above
+/// it.
 pub fn tune_mount(layout: &Layout, mut opts: MountOptions) -> MountOptions {
     let zb = layout.zone_blocks.max(1);
     let collectable = layout.spare().map_or(0, |s| s.collectable);
@@ -282,14 +282,6 @@ pub fn tune_mount(layout: &Layout, mut opts: MountOptions) -> MountOptions {
         } else {
             FOREGROUND_FREE_ZONES_AUTO
         };
-        // A floor the volume cannot rise above once every block is written would make
-        // user writes wait, zone after zone, until collection has emptied every zone holding
-        // garbage (nothing reclaimable is left: `SpacePolicy::floor`): one under the free
-        // zones a full volume can have, where that leaves at least one.
-        let full = free_zones_when_full(layout);
-        if full >= 2 {
-            opts.gc_foreground_free_zones = opts.gc_foreground_free_zones.min(full - 1);
-        }
     }
     if opts.copies_per_lane == 0 {
         opts.copies_per_lane = if paced {
