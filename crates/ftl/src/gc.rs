@@ -678,21 +678,16 @@ impl Maintenance {
     /// (docs/DESIGN.md's failure table); either way the error says that collection had no
     /// zone to copy into, not that it found nothing to reclaim.
     fn no_zone_to_copy_into(&self) -> FtlError {
-        let (retired, zones) = self
-            .shared
-            .map(|m| (m.retired_zones(), self.shared.layout().data_zones));
-        if retired == 0 {
-            return FtlError::Failed(
-                "garbage collection has no free zone left to copy into: the reserve zone was \
-                 taken (a zone the device refused a write to is sealed part-full); a higher \
-                 collection floor keeps room for such a zone"
-                    .into(),
-            );
-        }
-        FtlError::Failed(format!(
-            "the spare is used up: the device retired {retired} of {zones} data zones, and \
-             garbage collection has no free zone left to copy into"
-        ))
+        self.shared
+            .spare_used_up("garbage collection has no free zone left to copy into")
+            .unwrap_or_else(|| {
+                FtlError::Failed(
+                    "garbage collection has no free zone left to copy into: the reserve zone \
+                     was taken (a zone the device refused a write to is sealed part-full); a \
+                     higher collection floor keeps room for such a zone"
+                        .into(),
+                )
+            })
     }
 
     /// Waits until no read pins any of `victims`; each must hold no valid block by now.

@@ -665,6 +665,18 @@ impl Mapping {
         self.checkpoint_due_after(every_zones, 0, 0)
     }
 
+    /// User blocks and copies since the last checkpoint at which a periodic one is due
+    /// whatever the user blocks (`scan_bound_intervals` intervals of `every_zones` zones'
+    /// worth); None when there is no such bound.
+    pub fn scan_bound_blocks(&self, every_zones: u32) -> Option<u64> {
+        (self.scan_bound_intervals > 0).then(|| {
+            u64::from(every_zones)
+                .saturating_mul(self.layout.zone_blocks)
+                .max(1)
+                .saturating_mul(u64::from(self.scan_bound_intervals))
+        })
+    }
+
     /// Whether the periodic checkpoint would be due after `blocks` more user blocks that
     /// dirty `pages` more mapping pages (`checkpoint_due` is this with none): a caller that
     /// wants to stop just before one is due asks before each write.
@@ -674,9 +686,10 @@ impl Mapping {
             .max(1);
         let since = self.user_blocks_since_ckpt.saturating_add(blocks);
         let scanned = since.saturating_add(self.gc_blocks_since_ckpt);
-        let bounded = self.scan_bound_intervals > 0;
-        let bound = interval.saturating_mul(u64::from(self.scan_bound_intervals));
-        if since >= interval || (bounded && scanned >= bound) {
+        let over_bound = self
+            .scan_bound_blocks(every_zones)
+            .is_some_and(|bound| scanned >= bound);
+        if since >= interval || over_bound {
             return true;
         }
         let dirty = self.dirty_pages.saturating_add(pages).min(self.pages());

@@ -31,8 +31,13 @@ fn invalid<T>(msg: String) -> Result<T, RecordError> {
 }
 
 /// Checks a sequence number or generation read from the device.
+/// Whether `v` is a valid counter: 1..2^62.
+fn in_counter_range(v: u64) -> bool {
+    v != 0 && v < COUNTER_LIMIT
+}
+
 fn counter(what: &str, v: u64) -> Result<u64, RecordError> {
-    if v == 0 || v >= COUNTER_LIMIT {
+    if !in_counter_range(v) {
         return invalid(format!("{what} is {v}, outside 1..2^62"));
     }
     Ok(v)
@@ -96,7 +101,7 @@ pub fn decode_tag(meta: &[u8]) -> Result<Tag, RecordError> {
         // Every data block a mount scans comes through here: the error's text is
         // formatted only when there is one (formatted eagerly, it cost an allocation and a
         // formatting per block scanned).
-        lba if b == 0 || b >= COUNTER_LIMIT => invalid(format!(
+        lba if !in_counter_range(b) => invalid(format!(
             "sequence number of the tag of LBA {lba} is {b}, outside 1..2^62"
         )),
         lba => Ok(Tag::Data { lba, seq: b }),

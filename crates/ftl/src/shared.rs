@@ -135,17 +135,24 @@ impl Shared {
     /// `no_zone_to_copy_into`); whichever notices first must not hide the cause behind a bare
     /// "no space".
     pub(crate) fn no_space(&self) -> FtlError {
-        let retired = self.map(|m| m.retired_zones());
-        if retired == 0 {
+        let Some(e) = self.spare_used_up("user writes have no free zone left") else {
             return FtlError::NoSpace;
-        }
-        let e = FtlError::Failed(format!(
-            "the spare is used up: the device retired {retired} of {} data zones, and user \
-             writes have no free zone left",
-            self.layout.data_zones
-        ));
+        };
         self.fail(&e);
         e
+    }
+
+    /// The error that names the device's retirements as the reason `what` (the writer or
+    /// the collector found no zone), if the device retired any data zone.
+    pub(crate) fn spare_used_up(&self, what: &str) -> Option<FtlError> {
+        let retired = self.map(|m| m.retired_zones());
+        (retired > 0).then(|| {
+            FtlError::Failed(format!(
+                "the spare is used up: the device retired {retired} of {} data zones, and \
+                 {what}",
+                self.layout.data_zones
+            ))
+        })
     }
 
     /// Fails the volume: every later command returns the first cause, and writers waiting

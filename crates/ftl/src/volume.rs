@@ -432,12 +432,7 @@ impl FtlVolume {
             user_blocks_since: m.user_blocks_since_ckpt,
             gc_blocks_since: m.gc_blocks_since_ckpt,
             interval_blocks: u64::from(every).saturating_mul(m.layout.zone_blocks),
-            scan_bound_blocks: match m.scan_bound_intervals {
-                0 => u64::MAX,
-                k => u64::from(every)
-                    .saturating_mul(m.layout.zone_blocks)
-                    .saturating_mul(u64::from(k)),
-            },
+            scan_bound_blocks: m.scan_bound_blocks(every).unwrap_or(u64::MAX),
             dirty_pages: m.dirty_pages,
             chain_delta_blocks: m.delta_chain.map(|c| c.delta_blocks),
             next_full: m.next_checkpoint() == crate::map::CkptKind::Full,

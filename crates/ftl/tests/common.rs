@@ -56,6 +56,23 @@ pub fn geometry_4k(zone_count: u32, max_open: u32) -> Geometry {
     }
 }
 
+/// A compact in-memory device (`EmuDevice::new_memory_compact`) of `zone_count` zones of
+/// `zone_blocks` blocks of 4 KiB with 16 B metadata, 14 open / 14 active: large volumes for
+/// little memory.
+pub fn compact_4k(zone_count: u32, zone_blocks: u64) -> Arc<EmuDevice> {
+    let g = Geometry {
+        block_size: 4096,
+        oob_size: 16,
+        zone_count,
+        zone_size: zone_blocks,
+        zone_capacity: zone_blocks,
+        max_open: 14,
+        max_active: 14,
+        ..geometry()
+    };
+    Arc::new(EmuDevice::new_memory_compact(EmuConfig::new(g)).expect("device"))
+}
+
 /// A device of `geometry` on the zn540 timing model in virtual time.
 pub fn timed_zn540(geometry: Geometry, seed: u64) -> Arc<EmuDevice> {
     let cfg = EmuConfig {

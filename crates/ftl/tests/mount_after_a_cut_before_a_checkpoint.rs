@@ -10,24 +10,14 @@ mod common;
 
 use std::sync::Arc;
 
-use emu::{EmuConfig, EmuDevice};
+use emu::EmuDevice;
 use ftl::{FormatOptions, FtlVolume, MountOptions, MountReport};
-use zns::{BlockDevice, Geometry, SimRng};
+use zns::{BlockDevice, SimRng};
 
 /// 40 zones of 4,096 blocks at 28% over-provisioning: automatic checkpoints every few zones,
 /// collection running under random overwrites.
 fn device() -> Arc<EmuDevice> {
-    let g = Geometry {
-        block_size: 4096,
-        oob_size: 16,
-        zone_count: 40,
-        zone_size: 4096,
-        zone_capacity: 4096,
-        max_open: 14,
-        max_active: 14,
-        ..common::geometry()
-    };
-    Arc::new(EmuDevice::new_memory_compact(EmuConfig::new(g)).expect("device"))
+    common::compact_4k(40, 4096)
 }
 
 enum Workload {

@@ -13,25 +13,15 @@ mod common;
 
 use std::sync::Arc;
 
-use emu::{EmuConfig, EmuDevice};
+use emu::EmuDevice;
 use ftl::{FormatOptions, FtlVolume, MountOptions};
-use zns::{BlockDevice, Geometry, SimRng};
+use zns::{BlockDevice, SimRng};
 
 /// 64 zones of 1,024 blocks of 4 KiB at 10% over-provisioning: checkpoints every 16 zones
 /// of user writes, and uniform random overwrites collect at a write amplification far
 /// above 1.
 fn device() -> Arc<EmuDevice> {
-    let g = Geometry {
-        block_size: 4096,
-        oob_size: 16,
-        zone_count: 64,
-        zone_size: 1024,
-        zone_capacity: 1024,
-        max_open: 14,
-        max_active: 14,
-        ..common::geometry()
-    };
-    Arc::new(EmuDevice::new_memory_compact(EmuConfig::new(g)).expect("device"))
+    common::compact_4k(64, 1024)
 }
 
 /// The scan bound the bounded mount uses, in checkpoint intervals.
